@@ -1,0 +1,140 @@
+/**
+ * buildApp wires configuration and dependencies into a Fastify instance. It never listens: the process entry
+ * (server.ts) does, and tests call inject().
+ */
+import swagger from '@fastify/swagger'
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyServerOptions } from 'fastify'
+import { randomUUID } from 'node:crypto'
+import type { IncomingMessage } from 'node:http'
+import type { Config } from './config.js'
+import { Authenticator } from './domain/keys.js'
+import { handleError, registerErrorHandling } from './http/plugins/errors.js'
+import { trackRoutesForMethodNotAllowed } from './http/plugins/method-not-allowed.js'
+import { registerRateLimit } from './http/plugins/rate-limit.js'
+import { healthRoutes } from './http/routes/health.js'
+import { inventoryRoutes } from './http/routes/inventory.js'
+import { orderRoutes } from './http/routes/orders.js'
+import { petRoutes } from './http/routes/pets.js'
+import { validatorCompiler } from './http/validation.js'
+import { MemoryLimiter } from './ratelimit/memory.js'
+import type { RateLimiter } from './ratelimit/types.js'
+import type { Store } from './store/types.js'
+
+export const BODY_LIMIT_BYTES = 16 * 1024
+
+export interface AppDeps {
+  store: Store
+  /** Rate-limit counters; in-process when omitted. The app does not close it. */
+  limiter?: RateLimiter
+  /** Milliseconds since the epoch; injected so tests can move time. */
+  clock?: () => number
+  /** A pino logger options object, `false` for none, or an existing logger instance. */
+  logger?: FastifyServerOptions['logger'] | FastifyBaseLogger
+}
+
+// A client's X-Request-Id is kept when it is a sane token; anything else is replaced.
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
+
+function requestId (request: IncomingMessage): string {
+  const given = request.headers['x-request-id']
+  return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID()
+}
+
+function trustHops (hops: number): (address: string, hop: number) => boolean {
+  return (_address, hop) => hop < hops
+}
+
+export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyInstance> {
+  const clock = deps.clock ?? Date.now
+  const logger = deps.logger ?? { level: config.logLevel }
+  const isInstance = typeof logger === 'object' && logger !== null && 'child' in logger
+  const app = Fastify({
+    ...(isInstance ? { loggerInstance: logger as FastifyBaseLogger } : { logger: logger as FastifyServerOptions['logger'] }),
+    genReqId: requestId,
+    requestIdHeader: false,
+    logController: new LogController({ requestIdLogLabel: 'requestId' }),
+    bodyLimit: BODY_LIMIT_BYTES,
+    // A hop count trusts that many proxies in front of the service (proxy-addr semantics).
+    trustProxy: typeof config.trustProxy === 'number' ? trustHops(config.trustProxy) : config.trustProxy,
+    requestTimeout: 30_000,
+    onProtoPoisoning: 'error',
+    onConstructorPoisoning: 'error',
+    routerOptions: { ignoreTrailingSlash: false, maxParamLength: 100 },
+    // Errors raised before routing (malformed URLs) get the same Error body as everything else.
+    frameworkErrors: (error, request, reply) => {
+      reply.header('X-Request-Id', request.id)
+      handleError(error, request, reply)
+    }
+  }).withTypeProvider<TypeBoxTypeProvider>()
+
+  app.setValidatorCompiler(validatorCompiler)
+  registerErrorHandling(app)
+  // Only JSON bodies are accepted; without this, text/plain would reach validation as a string.
+  app.removeContentTypeParser(['text/plain'])
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('X-Request-Id', request.id)
+  })
+
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'Petstore Inventory Service',
+        version: '1.0.0',
+        description: 'Tracks the stock of pets in a store. Every operation requires an API key sent as ' +
+          '`Authorization: Bearer <key>`. Errors are `{code, message, status}`. See docs/decisions.md for the ' +
+          'choices made where the specification is silent.'
+      },
+      servers: [
+        { url: `${config.servers.production}/v1`, description: 'Production' },
+        { url: `${config.servers.staging}/v1`, description: 'Staging' }
+      ],
+      components: {
+        securitySchemes: {
+          bearerAuth: { type: 'http', scheme: 'bearer', description: 'An API key (psk_live_... or psk_test_...)' }
+        }
+      },
+      security: [{ bearerAuth: [] }],
+      tags: [
+        { name: 'inventory', description: 'Stock levels' },
+        { name: 'pets', description: 'Pets (deprecated)' },
+        { name: 'store', description: 'Store orders' }
+      ]
+    },
+    // The servers carry the /v1 prefix, so the paths are relative to it.
+    transform: ({ schema, url }) => ({ schema, url: url.replace(/^\/v1(?=\/)/, '') })
+  })
+
+  const registerMethodNotAllowed = trackRoutesForMethodNotAllowed(app)
+
+  const store = deps.store
+  const authenticator = new Authenticator(store, config.authCacheTtlMs)
+  const limiter = deps.limiter ?? new MemoryLimiter({ clock })
+  registerRateLimit(app, { limiter, authenticator, store, config: config.rateLimits, clock })
+  await app.register(healthRoutes, { store })
+  await app.register(async (v1) => {
+    await v1.register(inventoryRoutes, { store })
+    await v1.register(orderRoutes, { store })
+    await v1.register(petRoutes, {
+      store,
+      clock,
+      policy: {
+        deprecatedAt: config.pets.deprecatedAt,
+        sunset: config.pets.sunset,
+        deprecationLink: `${config.docsUrl}/deprecations/get-pet-by-id`,
+        sunsetLink: `${config.docsUrl}/sunset-policy`
+      }
+    })
+  }, { prefix: '/v1' })
+
+  // The document is built once, at ready, from the route schemas; served without a key.
+  let document: string | undefined
+  app.get('/v1/openapi.json', { schema: { hide: true } }, async (_request, reply) => {
+    document ??= JSON.stringify(app.swagger(), null, 2)
+    return reply.type('application/json; charset=utf-8').send(document)
+  })
+
+  registerMethodNotAllowed()
+  return app
+}

@@ -1,0 +1,235 @@
+/**
+ * The operator CLI: `petstore <command>`. A thin layer over the same domain and store as the server.
+ * Machine output goes to stdout, messages and errors to stderr. Exit codes: 0 ok, 1 failed, 2 usage or
+ * configuration error.
+ */
+import { readFile } from 'node:fs/promises'
+import { parseArgs, type ParseArgsConfig } from 'node:util'
+import { ConfigError, loadConfig, type Config } from '../config.js'
+import { isBanned } from '../domain/bans.js'
+import { createKey, KeyInputError } from '../domain/keys.js'
+import { ImportError, importData, parseImport } from '../domain/import.js'
+import { limitsOf, PLANS, type ApiKeyRecord, type Plan, type PlanTable } from '../domain/model.js'
+import { closeOnSignals, startServer } from '../server.js'
+import { openStore } from '../store/open.js'
+import type { Store } from '../store/types.js'
+
+export interface Io {
+  stdout: (text: string) => void
+  stderr: (text: string) => void
+  env: Readonly<Record<string, string | undefined>>
+}
+
+const defaultIo: Io = {
+  stdout: (text) => process.stdout.write(text),
+  stderr: (text) => process.stderr.write(text),
+  env: process.env
+}
+
+const USAGE = `Usage: petstore <command> [options]
+
+Commands:
+  serve [--seed-demo]            Run the HTTP API (migrates the store first). --seed-demo imports the
+                                 demo data set when the store is empty.
+  migrate                        Bring the store's schema up to date.
+  import FILE                    Load pets and orders from a JSON file (all or nothing).
+  keys create --plan PLAN [--name TEXT] [--per-minute N --per-day N] [--json]
+                                 Create an API key; prints the key once. PLAN: ${PLANS.join(', ')}.
+                                 Enterprise keys need --per-minute and --per-day.
+  keys list [--json]             List keys with limits, revocation and bans (never the keys themselves).
+  keys revoke ID                 Revoke a key.
+  keys unban ID                  Lift a key's ban (bans are imposed on keys that keep sending after 429).
+
+Configuration comes from the environment (see README): DATABASE_URL, PORT, HOST, LOG_LEVEL, PETSTORE_ENV, ...
+`
+
+class UsageError extends Error {}
+
+function parse (args: string[], options: ParseArgsConfig['options'], positionals: number): { values: Record<string, string | boolean | undefined>, positionals: string[] } {
+  let parsed
+  try {
+    parsed = parseArgs({ args, options, allowPositionals: positionals > 0, strict: true })
+  } catch (error) {
+    throw new UsageError((error as Error).message)
+  }
+  if (parsed.positionals.length !== positionals) {
+    throw new UsageError(positionals === 0 ? 'this command takes no arguments' : `expected ${positionals} argument(s)`)
+  }
+  return parsed as { values: Record<string, string | boolean | undefined>, positionals: string[] }
+}
+
+function positiveInteger (flag: string, text: string | boolean | undefined): number | null {
+  if (text === undefined) return null
+  if (typeof text !== 'string' || !/^[1-9][0-9]{0,9}$/.test(text) || Number(text) > 1_000_000_000) {
+    throw new UsageError(`${flag} must be an integer from 1 to 1000000000`)
+  }
+  return Number(text)
+}
+
+async function withStore<T> (config: Config, work: (store: Store) => Promise<T>): Promise<T> {
+  const store = openStore(config.databaseUrl)
+  try {
+    await store.migrate()
+    return await work(store)
+  } finally {
+    await store.close()
+  }
+}
+
+function keyJson (key: ApiKeyRecord, plans: PlanTable, now = Date.now()): Record<string, unknown> {
+  const limits = limitsOf(key, plans)
+  const banned = isBanned(key.ban, now)
+  return {
+    id: key.id,
+    name: key.name,
+    plan: key.plan,
+    perMinute: limits?.perMinute ?? null,
+    perDay: limits?.perDay ?? null,
+    createdAt: key.createdAt.toISOString(),
+    revokedAt: key.revokedAt?.toISOString() ?? null,
+    /** The end of the ban in force, or null. */
+    bannedUntil: banned ? key.ban?.until.toISOString() ?? null : null,
+    lastBan: key.ban === null ? null : { since: key.ban.since.toISOString(), until: key.ban.until.toISOString(), seconds: key.ban.seconds }
+  }
+}
+
+function keyTable (keys: ApiKeyRecord[], plans: PlanTable): string {
+  const header = ['ID', 'NAME', 'PLAN', 'PER MINUTE', 'PER DAY', 'CREATED', 'REVOKED', 'BANNED UNTIL']
+  const rows = keys.map((k) => {
+    const j = keyJson(k, plans)
+    return [k.id, k.name ?? '-', k.plan, String(j.perMinute ?? '-'), String(j.perDay ?? '-'), String(j.createdAt),
+      String(j.revokedAt ?? '-'), String(j.bannedUntil ?? '-')]
+  })
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] as string).length)))
+  return [header, ...rows].map((r) => r.map((cell, i) => cell.padEnd(widths[i] as number)).join('  ').trimEnd()).join('\n') + '\n'
+}
+
+async function keys (args: string[], config: Config, io: Io): Promise<number> {
+  const [sub, ...rest] = args
+  switch (sub) {
+    case 'create': {
+      const { values } = parse(rest, {
+        plan: { type: 'string' }, name: { type: 'string' }, 'per-minute': { type: 'string' }, 'per-day': { type: 'string' }, json: { type: 'boolean' }
+      }, 0)
+      const plan = values.plan
+      if (typeof plan !== 'string') throw new UsageError(`--plan is required: one of ${PLANS.join(', ')}`)
+      if (!(PLANS as readonly string[]).includes(plan)) {
+        throw new UsageError(`unknown plan "${plan}": use one of ${PLANS.join(', ')}`)
+      }
+      const input = {
+        plan: plan as Plan,
+        name: typeof values.name === 'string' ? values.name : null,
+        perMinute: positiveInteger('--per-minute', values['per-minute']),
+        perDay: positiveInteger('--per-day', values['per-day'])
+      }
+      const { record, key } = await withStore(config, (store) => createKey(store, config.environment, input))
+      io.stdout(values.json === true ? JSON.stringify({ ...keyJson(record, config.rateLimits.plans), key }) + '\n' : key + '\n')
+      io.stderr(`Created ${record.id} (${record.plan}). The key is shown only now: store it safely.\n`)
+      return 0
+    }
+    case 'list': {
+      const { values } = parse(rest, { json: { type: 'boolean' } }, 0)
+      const list = await withStore(config, (store) => store.listApiKeys())
+      io.stdout(values.json === true ? JSON.stringify(list.map((k) => keyJson(k, config.rateLimits.plans))) + '\n' : keyTable(list, config.rateLimits.plans))
+      return 0
+    }
+    case 'revoke': {
+      const { positionals } = parse(rest, {}, 1)
+      const id = positionals[0] as string
+      const found = await withStore(config, (store) => store.revokeApiKey(id, new Date()))
+      if (!found) {
+        io.stderr(`petstore: no key with id ${id}\n`)
+        return 1
+      }
+      io.stderr(`Revoked ${id}. Running servers stop accepting it within ${config.authCacheTtlMs / 1000} s.\n`)
+      return 0
+    }
+    case 'unban': {
+      const { positionals } = parse(rest, {}, 1)
+      const id = positionals[0] as string
+      const found = await withStore(config, (store) => store.unbanApiKey(id, new Date()))
+      if (!found) {
+        io.stderr(`petstore: no key with id ${id}\n`)
+        return 1
+      }
+      io.stderr(`Lifted any ban of ${id}. Running servers accept it again within ${config.authCacheTtlMs / 1000} s.\n`)
+      return 0
+    }
+    default:
+      throw new UsageError('keys needs a subcommand: create, list, revoke or unban')
+  }
+}
+
+async function run (argv: string[], io: Io): Promise<number> {
+  const [command, ...args] = argv
+  if (command === undefined) {
+    // A usage error: the usage is a message, so it goes to stderr (stdout stays for machine output).
+    io.stderr(USAGE)
+    return 2
+  }
+  if (command === 'help' || command === '--help' || command === '-h') {
+    io.stdout(USAGE)
+    return 0
+  }
+  const config = loadConfig(io.env)
+  switch (command) {
+    case 'serve': {
+      const { values } = parse(args, { 'seed-demo': { type: 'boolean' } }, 0)
+      const app = await startServer(config, { seedDemo: values['seed-demo'] === true })
+      await closeOnSignals(app)
+      return 0
+    }
+    case 'migrate': {
+      parse(args, {}, 0)
+      const store = openStore(config.databaseUrl)
+      const applied = await store.migrate().finally(() => store.close())
+      io.stderr(applied === 0 ? 'The store schema is up to date.\n' : `Applied ${applied} migration(s).\n`)
+      return 0
+    }
+    case 'import': {
+      const { positionals } = parse(args, {}, 1)
+      const file = positionals[0] as string
+      let text: string
+      try {
+        text = await readFile(file, 'utf8')
+      } catch (error) {
+        io.stderr(`petstore: cannot read ${file}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}\n`)
+        return 1
+      }
+      const data = parseImport(text)
+      const result = await withStore(config, (store) => importData(store, data))
+      io.stderr(`Imported ${result.pets} pet(s) and ${result.orders} order(s) from ${file}.\n`)
+      return 0
+    }
+    case 'keys':
+      return await keys(args, config, io)
+    default:
+      throw new UsageError(`unknown command "${command}"`)
+  }
+}
+
+/** Runs one CLI invocation; returns the process exit code. */
+export async function main (argv: string[], io: Io = defaultIo): Promise<number> {
+  try {
+    return await run(argv, io)
+  } catch (error) {
+    if (error instanceof UsageError) {
+      io.stderr(`petstore: ${error.message}\nRun "petstore help" for usage.\n`)
+      return 2
+    }
+    if (error instanceof ConfigError) {
+      io.stderr(`petstore: invalid configuration: ${error.message}\n`)
+      return 2
+    }
+    if (error instanceof ImportError) {
+      io.stderr(`petstore: import rejected, nothing was imported: ${error.message}\n`)
+      return 1
+    }
+    if (error instanceof KeyInputError) {
+      io.stderr(`petstore: ${error.message}\n`)
+      return 2
+    }
+    io.stderr(`petstore: ${(error as Error).message}\n`)
+    return 1
+  }
+}

@@ -1,0 +1,212 @@
+/**
+ * Configuration is read once, from the environment, at start. loadConfig validates every value and throws a
+ * ConfigError naming the variable; nothing else in the code reads process.env.
+ */
+import { isIP } from 'node:net'
+import { isAbsolute, resolve } from 'node:path'
+import { isRfc3339DateTime } from './datetime.js'
+import { PLAN_LIMITS, type Limits, type PlanTable } from './domain/model.js'
+
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const
+export type LogLevel = typeof LOG_LEVELS[number]
+export const ENVIRONMENTS = ['production', 'staging'] as const
+export type Environment = typeof ENVIRONMENTS[number]
+
+export interface Config {
+  readonly port: number
+  readonly host: string
+  /** A postgres:// or postgresql:// URL selects PostgreSQL; anything else is a SQLite file path. */
+  readonly databaseUrl: string
+  readonly logLevel: LogLevel
+  /** Decides the API key prefix: psk_live_ (production) or psk_test_ (staging). */
+  readonly environment: Environment
+  /** Public base addresses (without /v1) listed as `servers` in the OpenAPI document. */
+  readonly servers: { readonly production: string, readonly staging: string }
+  /** Base address of the human documentation, used by the Link headers of deprecated operations. */
+  readonly docsUrl: string
+  readonly pets: { readonly deprecatedAt: Date, readonly sunset: Date }
+  /** How long an authenticated key is trusted without asking the store: the bound on revocation delay. */
+  readonly authCacheTtlMs: number
+  /** Shared rate-limit counters (scale-out); null keeps them in process. */
+  readonly redisUrl: string | null
+  /** Whether X-Forwarded-For is believed: false, true, a hop count, or trusted proxy addresses/CIDRs. */
+  readonly trustProxy: boolean | number | string[]
+  readonly rateLimits: RateLimitConfig
+}
+
+export interface BanPolicy {
+  /** Refusals within the strike window that trigger a ban; null means the key's per-minute limit. */
+  readonly strikes: number | null
+  readonly strikeWindowSeconds: number
+  /** The first ban's length; each repeat within repeatWindowSeconds doubles it, up to maxSeconds. */
+  readonly baseSeconds: number
+  readonly maxSeconds: number
+  readonly repeatWindowSeconds: number
+}
+
+export interface RateLimitConfig {
+  readonly plans: PlanTable
+  /** Limits per client IP for requests without a valid key. */
+  readonly anonymous: Limits
+  /** null when bans are switched off (BAN_SECONDS=0). */
+  readonly bans: BanPolicy | null
+}
+
+export class ConfigError extends Error {
+  constructor (message: string) {
+    super(message)
+    this.name = 'ConfigError'
+  }
+}
+
+export const DEFAULTS = {
+  PORT: '8080',
+  HOST: '127.0.0.1',
+  DATABASE_URL: './data/petstore.db',
+  LOG_LEVEL: 'info',
+  PETSTORE_ENV: 'production',
+  PRODUCTION_URL: 'https://api.petstore.example',
+  STAGING_URL: 'https://api.staging.petstore.example',
+  DOCS_URL: 'https://docs.petstore.example',
+  PETS_DEPRECATED_AT: '2026-06-01T00:00:00Z',
+  PETS_SUNSET: '2027-12-31T23:59:59Z',
+  AUTH_CACHE_TTL_MS: '5000',
+  REDIS_URL: '',
+  TRUST_PROXY: 'false',
+  RATE_LIMIT_FREE: `${PLAN_LIMITS.free.perMinute}/${PLAN_LIMITS.free.perDay}`,
+  RATE_LIMIT_PRO: `${PLAN_LIMITS.pro.perMinute}/${PLAN_LIMITS.pro.perDay}`,
+  RATE_LIMIT_BUSINESS: `${PLAN_LIMITS.business.perMinute}/${PLAN_LIMITS.business.perDay}`,
+  RATE_LIMIT_ANONYMOUS: `${PLAN_LIMITS.free.perMinute}/${PLAN_LIMITS.free.perDay}`,
+  BAN_STRIKES: '',
+  BAN_STRIKE_WINDOW_SECONDS: '600',
+  BAN_SECONDS: '900',
+  BAN_MAX_SECONDS: '86400',
+  BAN_REPEAT_WINDOW_SECONDS: '86400'
+} as const
+
+type Env = Readonly<Record<string, string | undefined>>
+
+function read (env: Env, name: keyof typeof DEFAULTS): string {
+  const value = env[name]
+  return value === undefined || value === '' ? DEFAULTS[name] : value
+}
+
+function integer (env: Env, name: keyof typeof DEFAULTS, min: number, max: number): number {
+  const text = read(env, name)
+  const value = Number(text)
+  if (!/^[0-9]+$/.test(text) || value < min || value > max) {
+    throw new ConfigError(`${name} must be an integer from ${min} to ${max}, got "${text}"`)
+  }
+  return value
+}
+
+function oneOf<T extends string> (env: Env, name: keyof typeof DEFAULTS, allowed: readonly T[]): T {
+  const value = read(env, name)
+  if (!(allowed as readonly string[]).includes(value)) {
+    throw new ConfigError(`${name} must be one of ${allowed.join(', ')}, got "${value}"`)
+  }
+  return value as T
+}
+
+function timestamp (env: Env, name: keyof typeof DEFAULTS): Date {
+  const text = read(env, name)
+  if (!isRfc3339DateTime(text)) {
+    throw new ConfigError(`${name} must be an RFC 3339 date-time such as 2027-12-31T23:59:59Z, got "${text}"`)
+  }
+  return new Date(Date.parse(text))
+}
+
+function httpUrl (env: Env, name: keyof typeof DEFAULTS): string {
+  const text = read(env, name)
+  let url: URL
+  try {
+    url = new URL(text)
+  } catch {
+    throw new ConfigError(`${name} must be an absolute http(s) URL, got "${text}"`)
+  }
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') {
+    throw new ConfigError(`${name} must be an absolute http(s) URL, got "${text}"`)
+  }
+  return text.replace(/\/+$/, '')
+}
+
+function limits (env: Env, name: keyof typeof DEFAULTS): Limits {
+  const text = read(env, name)
+  const match = /^([1-9][0-9]{0,9})\/([1-9][0-9]{0,10})$/.exec(text)
+  const perMinute = Number(match?.[1])
+  const perDay = Number(match?.[2])
+  if (match === null || perMinute > perDay) {
+    throw new ConfigError(`${name} must be PER_MINUTE/PER_DAY with PER_MINUTE <= PER_DAY, e.g. 60/1000, got "${text}"`)
+  }
+  return { perMinute, perDay }
+}
+
+function trustProxy (env: Env): boolean | number | string[] {
+  const text = read(env, 'TRUST_PROXY').trim()
+  if (text === 'false') return false
+  if (text === 'true') return true
+  if (/^[0-9]{1,2}$/.test(text)) return Number(text)
+  const entries = text.split(',').map((entry) => entry.trim())
+  if (entries.every((entry) => isIP(entry.replace(/\/[0-9]{1,3}$/, '')) !== 0)) return entries
+  throw new ConfigError(`TRUST_PROXY must be false, true, a hop count, or a comma-separated list of proxy addresses/CIDRs, got "${text}"`)
+}
+
+function redisUrl (env: Env): string | null {
+  const text = read(env, 'REDIS_URL')
+  if (text === '') return null
+  if (!/^rediss?:\/\//.test(text)) throw new ConfigError(`REDIS_URL must start with redis:// or rediss://, got "${text.replace(/\/\/[^@]*@/, '//***@')}"`)
+  return text
+}
+
+function banPolicy (env: Env): BanPolicy | null {
+  const baseSeconds = integer(env, 'BAN_SECONDS', 0, 7 * 86_400)
+  if (baseSeconds === 0) return null
+  const strikes = read(env, 'BAN_STRIKES') === '' ? null : integer(env, 'BAN_STRIKES', 1, 1_000_000_000)
+  const maxSeconds = integer(env, 'BAN_MAX_SECONDS', 1, 30 * 86_400)
+  if (maxSeconds < baseSeconds) throw new ConfigError('BAN_MAX_SECONDS must not be less than BAN_SECONDS')
+  return Object.freeze({
+    strikes,
+    strikeWindowSeconds: integer(env, 'BAN_STRIKE_WINDOW_SECONDS', 1, 86_400),
+    baseSeconds,
+    maxSeconds,
+    repeatWindowSeconds: integer(env, 'BAN_REPEAT_WINDOW_SECONDS', 0, 30 * 86_400)
+  })
+}
+
+export function isPostgresUrl (databaseUrl: string): boolean {
+  return /^postgres(ql)?:\/\//i.test(databaseUrl)
+}
+
+/** Reads and validates the configuration; `cwd` resolves a relative SQLite path. */
+export function loadConfig (env: Env, cwd: string = process.cwd()): Config {
+  const databaseUrl = read(env, 'DATABASE_URL')
+  const pets = { deprecatedAt: timestamp(env, 'PETS_DEPRECATED_AT'), sunset: timestamp(env, 'PETS_SUNSET') }
+  if (pets.sunset.getTime() < pets.deprecatedAt.getTime()) {
+    throw new ConfigError('PETS_SUNSET must not be earlier than PETS_DEPRECATED_AT (RFC 8594)')
+  }
+  const host = read(env, 'HOST')
+  return Object.freeze({
+    port: integer(env, 'PORT', 0, 65535),
+    host,
+    databaseUrl: isPostgresUrl(databaseUrl) || databaseUrl === ':memory:' || isAbsolute(databaseUrl)
+      ? databaseUrl
+      : resolve(cwd, databaseUrl),
+    logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS),
+    environment: oneOf(env, 'PETSTORE_ENV', ENVIRONMENTS),
+    servers: Object.freeze({ production: httpUrl(env, 'PRODUCTION_URL'), staging: httpUrl(env, 'STAGING_URL') }),
+    docsUrl: httpUrl(env, 'DOCS_URL'),
+    pets: Object.freeze(pets),
+    authCacheTtlMs: integer(env, 'AUTH_CACHE_TTL_MS', 0, 60_000),
+    redisUrl: redisUrl(env),
+    trustProxy: trustProxy(env),
+    rateLimits: Object.freeze({
+      plans: Object.freeze({
+        free: limits(env, 'RATE_LIMIT_FREE'),
+        pro: limits(env, 'RATE_LIMIT_PRO'),
+        business: limits(env, 'RATE_LIMIT_BUSINESS')
+      }),
+      anonymous: limits(env, 'RATE_LIMIT_ANONYMOUS'),
+      bans: banPolicy(env)
+    })
+  })
+}

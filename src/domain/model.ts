@@ -1,0 +1,92 @@
+/** The records the service deals in. int64 identifiers are bigint; counts that fit a double are numbers. */
+
+export const PET_STATUSES = ['available', 'pending', 'sold'] as const
+export type PetStatus = typeof PET_STATUSES[number]
+
+export const ORDER_STATUSES = ['placed', 'approved', 'delivered'] as const
+export type OrderStatus = typeof ORDER_STATUSES[number]
+
+export const PLANS = ['free', 'pro', 'business', 'enterprise'] as const
+export type Plan = typeof PLANS[number]
+
+/** Stock quantities are bounded like Shopify's: 0 to one billion inclusive. */
+export const MAX_QUANTITY = 1_000_000_000
+
+/** Order quantities are int32 in the classic Petstore. */
+export const MAX_ORDER_QUANTITY = 2_147_483_647
+
+export interface InventoryItem {
+  petId: bigint
+  quantity: number
+  status: PetStatus
+}
+
+export interface Category { id: bigint, name: string }
+export interface Tag { id: bigint, name: string }
+
+export interface Pet {
+  id: bigint
+  name: string
+  status: PetStatus
+  category?: Category
+  tags?: Tag[]
+  photoUrls?: string[]
+}
+
+export interface Order {
+  id: bigint
+  petId: bigint
+  quantity: number
+  /** RFC 3339 date-time. */
+  shipDate: string
+  status: OrderStatus
+  complete: boolean
+}
+
+/** A pet as imported: the record plus its optional stock entry. */
+export interface PetImport extends Pet {
+  /**
+   * The pet's stock. Without it a new pet gets no inventory entry, and an existing entry is left as it is:
+   * re-importing the catalogue never wipes stock that PATCH has changed since.
+   */
+  quantity?: number
+}
+
+export interface ApiKeyRecord {
+  /** Public identifier, safe to log and print (never the key itself). */
+  id: string
+  name: string | null
+  plan: Plan
+  /** Per-key limits; set for enterprise keys only. */
+  perMinute: number | null
+  perDay: number | null
+  createdAt: Date
+  revokedAt: Date | null
+  /** The latest ban, if the key was ever banned; it is in force while `until` lies ahead. */
+  ban: Ban | null
+}
+
+/** A temporary ban of a key that kept sending after 429. */
+export interface Ban {
+  since: Date
+  until: Date
+  /** The ban's length when imposed (kept after an early lift, for the doubling of repeat bans). */
+  seconds: number
+}
+
+export interface Limits { perMinute: number, perDay: number }
+
+export type PlanTable = Readonly<Record<Exclude<Plan, 'enterprise'>, Limits>>
+
+/** The published plan table (the spec's Limits section), the default of configuration; enterprise limits are per key. */
+export const PLAN_LIMITS: PlanTable = {
+  free: { perMinute: 60, perDay: 1_000 },
+  pro: { perMinute: 300, perDay: 10_000 },
+  business: { perMinute: 1_000, perDay: 100_000 }
+}
+
+/** The limits a key is held to: its plan's, or its own for enterprise keys. */
+export function limitsOf (key: Pick<ApiKeyRecord, 'plan' | 'perMinute' | 'perDay'>, plans: PlanTable): Limits | null {
+  if (key.plan !== 'enterprise') return plans[key.plan]
+  return key.perMinute === null || key.perDay === null ? null : { perMinute: key.perMinute, perDay: key.perDay }
+}

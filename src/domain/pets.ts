@@ -1,0 +1,14 @@
+import { AppError } from '../errors.js'
+import type { Store } from '../store/types.js'
+import type { Pet } from './model.js'
+
+export async function getPet (store: Store, id: bigint): Promise<Pet> {
+  const pet = await store.getPet(id)
+  if (pet === null) throw new AppError('not_found', `No pet exists with id ${id}.`)
+  return pet
+}
+
+/** The deprecation window of GET /pets/{petId}: after `sunset` the operation is gone. */
+export function isSunset (sunset: Date, now: number): boolean {
+  return now >= sunset.getTime()
+}

@@ -1,0 +1,49 @@
+/**
+ * The one error catalogue. Every 4xx/5xx body is `{code, message, status}` with a code from this table;
+ * the HTTP status always follows from the code.
+ */
+export const ERROR_CATALOGUE = {
+  invalid_request: { status: 400, message: 'The request is invalid.' },
+  unauthorized: { status: 401, message: 'A valid API key is required.' },
+  not_found: { status: 404, message: 'The requested resource could not be found.' },
+  method_not_allowed: { status: 405, message: 'The method is not allowed for this resource.' },
+  gone: { status: 410, message: 'This resource is no longer available.' },
+  payload_too_large: { status: 413, message: 'The request body is too large.' },
+  unsupported_media_type: { status: 415, message: 'The request body must be application/json.' },
+  rate_limited: { status: 429, message: 'Too many requests.' },
+  key_banned: { status: 429, message: 'This API key is temporarily banned.' },
+  internal_error: { status: 500, message: 'An internal error occurred.' },
+  service_unavailable: { status: 503, message: 'The service is temporarily unavailable.' }
+} as const satisfies Record<string, { status: number, message: string }>
+
+export type ErrorCode = keyof typeof ERROR_CATALOGUE
+
+export const ERROR_CODES = Object.keys(ERROR_CATALOGUE) as ErrorCode[]
+
+/** An error the API reports to its client as-is: a catalogue code, a message safe to show, optional headers. */
+export class AppError extends Error {
+  readonly code: ErrorCode
+  readonly status: number
+  readonly headers: Readonly<Record<string, string>>
+
+  constructor (code: ErrorCode, message?: string, headers: Record<string, string> = {}) {
+    super(message ?? ERROR_CATALOGUE[code].message)
+    this.name = 'AppError'
+    this.code = code
+    this.status = ERROR_CATALOGUE[code].status
+    this.headers = headers
+  }
+}
+
+/** The wire body of an error. */
+export function errorBody (code: ErrorCode, message?: string): { code: ErrorCode, message: string, status: number } {
+  return { code, message: message ?? ERROR_CATALOGUE[code].message, status: ERROR_CATALOGUE[code].status }
+}
+
+/** Raised by stores when the database cannot be reached or timed out; mapped to 503 at the edge. */
+export class StoreUnavailableError extends Error {
+  constructor (message: string, options?: { cause?: unknown }) {
+    super(message, options)
+    this.name = 'StoreUnavailableError'
+  }
+}

@@ -1,0 +1,64 @@
+/**
+ * The central error mapping: every error becomes the Error body `{code, message, status}` with a catalogue
+ * code. 5xx bodies never carry internals; they are logged with the request id instead.
+ */
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { AppError, ERROR_CATALOGUE, StoreUnavailableError, errorBody, type ErrorCode } from '../../errors.js'
+import { describeValidationError } from '../validation.js'
+
+/** Seconds a client should wait after a 503 from an unreachable store. */
+export const STORE_RETRY_AFTER_SECONDS = 5
+
+// Fastify's own errors for bad input, by code, with the message we show instead of theirs.
+const FRAMEWORK_ERRORS: Record<string, [ErrorCode, string]> = {
+  FST_ERR_CTP_EMPTY_JSON_BODY: ['invalid_request', 'The request body is empty; send a JSON object.'],
+  FST_ERR_CTP_INVALID_JSON_BODY: ['invalid_request', 'The request body is not valid JSON.'],
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: ['invalid_request', 'The Content-Length header does not match the body.'],
+  FST_ERR_CTP_BODY_TOO_LARGE: ['payload_too_large', 'The request body exceeds the limit of 16384 bytes.'],
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: ['unsupported_media_type', 'The request body must be application/json.'],
+  FST_ERR_CTP_INVALID_TYPE: ['unsupported_media_type', 'The request body must be application/json.'],
+  FST_ERR_BAD_URL: ['invalid_request', 'The request URL is malformed.'],
+  FST_ERR_ASYNC_CONSTRAINT: ['invalid_request', 'The request could not be routed.']
+}
+
+// The first catalogue code of each status (429 has two: rate_limited comes first).
+const CODE_BY_STATUS = new Map<number, ErrorCode>(
+  Object.entries(ERROR_CATALOGUE).reverse().map(([code, { status }]) => [status, code as ErrorCode])
+)
+
+export function sendError (reply: FastifyReply, code: ErrorCode, message?: string, headers: Record<string, string> = {}): FastifyReply {
+  const body = errorBody(code, message)
+  return reply.code(body.status).headers(headers).type('application/json; charset=utf-8').send(body)
+}
+
+export function handleError (error: FastifyError | Error, request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  if (error instanceof AppError) return sendError(reply, error.code, error.message, { ...error.headers })
+
+  const fastifyError = error as FastifyError
+  if (fastifyError.validation !== undefined) {
+    return sendError(reply, 'invalid_request',
+      describeValidationError(fastifyError.validationContext ?? 'request', fastifyError.validation[0] as never))
+  }
+  if (error instanceof StoreUnavailableError) {
+    request.log.error({ err: error }, 'store unavailable')
+    return sendError(reply, 'service_unavailable', undefined, { 'Retry-After': String(STORE_RETRY_AFTER_SECONDS) })
+  }
+  const known = fastifyError.code === undefined ? undefined : FRAMEWORK_ERRORS[fastifyError.code]
+  if (known !== undefined) return sendError(reply, known[0], known[1])
+
+  const status = fastifyError.statusCode
+  if (status !== undefined && status >= 400 && status < 500) {
+    // Other client errors raised by the framework (e.g. the JSON parser rejecting __proto__).
+    if (error instanceof SyntaxError) return sendError(reply, 'invalid_request', 'The request body is not valid JSON.')
+    const code = CODE_BY_STATUS.get(status) ?? 'invalid_request'
+    return sendError(reply, code, status === 400 ? `The request is invalid: ${error.message}` : undefined)
+  }
+  request.log.error({ err: error }, 'unhandled error')
+  return sendError(reply, 'internal_error')
+}
+
+/** Registers the error handler and the 404 handler on the root instance. */
+export function registerErrorHandling (app: FastifyInstance): void {
+  app.setErrorHandler(handleError)
+  app.setNotFoundHandler((_request, reply) => sendError(reply, 'not_found', 'No resource exists at this path.'))
+}

@@ -1,0 +1,40 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { Type } from 'typebox'
+import { DEFAULT_ORDER_LIMIT, MAX_ORDER_LIMIT, listOrders } from '../../domain/orders.js'
+import type { Store } from '../../store/types.js'
+import { COMMON_ERRORS, INVALID_REQUEST, RESPONSE_HEADERS } from '../schemas/common.js'
+import { Order, OrderStatus } from '../schemas/resources.js'
+
+export const orderRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async (app, { store }) => {
+  app.get('/store/orders', {
+    schema: {
+      operationId: 'listOrders',
+      summary: 'List store orders',
+      description: 'Orders ordered by id, one page at a time. While more remain, the response carries ' +
+        '`Link: <...>; rel="next"`; follow it unchanged to get the next page.',
+      tags: ['store'],
+      querystring: Type.Object({
+        limit: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_ORDER_LIMIT, default: DEFAULT_ORDER_LIMIT, description: 'Page size' })),
+        cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'Opaque cursor from a rel="next" link' })),
+        status: Type.Optional(OrderStatus)
+      }, { additionalProperties: false }),
+      response: {
+        200: Type.Array(Order, {
+          description: 'One page of orders, ordered by id',
+          headers: { ...RESPONSE_HEADERS, Link: Type.String({ description: 'rel="next" link while more orders remain' }) }
+        }),
+        400: INVALID_REQUEST,
+        ...COMMON_ERRORS
+      }
+    }
+  }, async (request, reply) => {
+    const { limit = DEFAULT_ORDER_LIMIT, cursor, status } = request.query
+    const page = await listOrders(store, { limit, cursor: cursor ?? null, status: status ?? null })
+    if (page.nextCursor !== null) {
+      const next = new URLSearchParams({ limit: String(limit), cursor: page.nextCursor })
+      if (status !== undefined) next.set('status', status)
+      reply.header('Link', `</v1/store/orders?${next.toString()}>; rel="next"`)
+    }
+    return page.orders
+  })
+}

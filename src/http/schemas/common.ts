@@ -1,0 +1,65 @@
+import { Type, type TSchema } from 'typebox'
+import { ERROR_CATALOGUE, type ErrorCode } from '../../errors.js'
+
+/**
+ * An int64 as the service writes it: a bare JSON number (bigint inside the service, serialized digit for
+ * digit by fast-json-stringify).
+ */
+export const Int64 = Type.Unsafe<bigint>({ type: 'integer', format: 'int64' })
+
+/**
+ * An int64 in a path or query: documented as integer/int64, validated from its decimal text (see
+ * validation.ts), and handed to the handler as that text so that no digit is lost to a double.
+ */
+export const Int64Text = (description: string) =>
+  Type.Unsafe<string>({ type: 'integer', format: 'int64', description, examples: ['9007199254740993'] })
+
+/** Headers documented on responses (OpenAPI only: the serializer ignores this keyword). */
+export interface HeaderDoc { description: string, schema: TSchema }
+/** Headers on every /v1 response: the request id and the rate-limit fields. */
+export const RESPONSE_HEADERS: Record<string, TSchema> = {
+  'X-Request-Id': Type.String({ description: 'Identifies the request in logs; echoes a well-formed client X-Request-Id.' }),
+  'X-RateLimit-Limit': Type.Integer({ description: 'Quota of the binding window (the one with the fewest requests left)' }),
+  'X-RateLimit-Remaining': Type.Integer({ description: 'Requests left in that window' }),
+  'X-RateLimit-Reset': Type.Integer({ description: 'Unix time in seconds at which that window resets' }),
+  'RateLimit-Policy': Type.String({ description: 'Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400' }),
+  RateLimit: Type.String({ description: 'Both windows\' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset)' })
+}
+
+/**
+ * The Error body for one status, listing the codes the operation can answer with at that status.
+ * One schema per status so the OpenAPI document says exactly which codes to expect.
+ */
+export function ErrorResponse (codes: ErrorCode[], description: string, headers: Record<string, TSchema> = {}) {
+  const status = ERROR_CATALOGUE[codes[0] as ErrorCode].status
+  return Type.Object({
+    code: Type.Enum(codes, { type: 'string', description: 'Machine-readable error code' }),
+    message: Type.String({ description: 'Human-readable description' }),
+    status: Type.Integer({ description: 'The HTTP status code', examples: [status] })
+  }, {
+    additionalProperties: false,
+    description: `${description} Error codes: ${codes.map((c) => '`' + c + '`').join(', ')}.`,
+    headers: { ...RESPONSE_HEADERS, ...headers }
+  })
+}
+
+const WWW_AUTHENTICATE = {
+  'WWW-Authenticate': Type.String({ description: 'Bearer challenge (RFC 6750), e.g. Bearer realm="petstore", error="invalid_token"' })
+}
+const RETRY_AFTER = { 'Retry-After': Type.Integer({ description: 'Seconds to wait before retrying' }) }
+const RETRY_AFTER_429 = {
+  'Retry-After': Type.Integer({ description: 'Seconds until the violated window admits again, or until the ban ends' })
+}
+
+/** Errors every /v1 operation can answer with. */
+export const COMMON_ERRORS = {
+  401: ErrorResponse(['unauthorized'], 'Missing, malformed, unknown or revoked API key.', WWW_AUTHENTICATE),
+  429: ErrorResponse(['rate_limited', 'key_banned'],
+    'Rate limit exceeded (the X-RateLimit-* fields describe the violated window), or the key is temporarily banned ' +
+    'for sending requests after 429.', RETRY_AFTER_429),
+  500: ErrorResponse(['internal_error'], 'Unexpected server error; the body never carries internals.'),
+  503: ErrorResponse(['service_unavailable'], 'The store cannot be reached right now.', RETRY_AFTER)
+}
+
+export const INVALID_REQUEST = ErrorResponse(['invalid_request'], 'The request has invalid parameters or body.')
+export const NOT_FOUND = ErrorResponse(['not_found'], 'The requested resource could not be found.')

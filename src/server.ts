@@ -1,0 +1,86 @@
+/**
+ * The process entry of `petstore serve`: config -> store (migrated) -> app -> listen, and a graceful stop on
+ * SIGTERM/SIGINT (stop accepting, finish in-flight requests, close the store). A second signal exits at once.
+ */
+import type { FastifyInstance } from 'fastify'
+import { pino, type Logger } from 'pino'
+import { buildApp } from './app.js'
+import type { Config } from './config.js'
+import { seedDemoIfEmpty } from './domain/demo.js'
+import { MemoryLimiter } from './ratelimit/memory.js'
+import { createRedisClient, RedisLimiter } from './ratelimit/redis.js'
+import { ResilientLimiter } from './ratelimit/resilient.js'
+import type { RateLimiter } from './ratelimit/types.js'
+import { openStore } from './store/open.js'
+
+export interface ServeOptions {
+  /** Import the shipped demo data set when the store has no pets yet. */
+  seedDemo: boolean
+}
+
+/**
+ * The limiter named by the configuration: Redis (shared by every instance, with an in-process fallback while
+ * Redis is away) or in-process. Returns a close function for what it opened.
+ */
+function openLimiter (config: Config, logger: Logger): { limiter: RateLimiter, close: () => Promise<void> } {
+  if (config.redisUrl === null) return { limiter: new MemoryLimiter(), close: async () => {} }
+  const client = createRedisClient(config.redisUrl)
+  const limiter = new ResilientLimiter({ redis: new RedisLimiter({ client }), memory: new MemoryLimiter(), logger })
+  return {
+    limiter,
+    close: async () => {
+      await limiter.close()
+      client.disconnect()
+    }
+  }
+}
+
+export async function startServer (config: Config, options: ServeOptions): Promise<FastifyInstance> {
+  // One logger for the app and the limiter (which reports Redis outages).
+  const log = pino({ level: config.logLevel })
+  const store = openStore(config.databaseUrl)
+  const { limiter, close: closeLimiter } = openLimiter(config, log)
+  try {
+    await store.migrate()
+    const app = await buildApp(config, { store, limiter, logger: log })
+    app.addHook('onClose', async () => {
+      await closeLimiter()
+      await store.close()
+    })
+    app.log.info({ store: store.kind, limiter: limiter.kind }, 'backends ready')
+    if (options.seedDemo && await seedDemoIfEmpty(store)) app.log.info('store was empty: imported the demo data set')
+    await app.listen({ port: config.port, host: config.host })
+    return app
+  } catch (error) {
+    await closeLimiter()
+    await store.close()
+    throw error
+  }
+}
+
+/** Resolves when the server has closed after a signal. */
+export function closeOnSignals (app: FastifyInstance, deadlineMs = 10_000): Promise<void> {
+  return new Promise((resolve) => {
+    let stopping = false
+    const stop = (signal: NodeJS.Signals): void => {
+      if (stopping) {
+        app.log.warn({ signal }, 'second signal: exiting now')
+        process.exit(1)
+      }
+      stopping = true
+      app.log.info({ signal }, 'shutting down')
+      const timer = setTimeout(() => {
+        app.log.error('in-flight requests did not finish in time: exiting')
+        process.exit(1)
+      }, deadlineMs)
+      timer.unref()
+      app.close().then(() => { clearTimeout(timer); resolve() }, (error: unknown) => {
+        app.log.error({ err: error }, 'error while closing')
+        process.exitCode = 1
+        resolve()
+      })
+    }
+    process.on('SIGTERM', stop)
+    process.on('SIGINT', stop)
+  })
+}

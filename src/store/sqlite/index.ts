@@ -1,0 +1,271 @@
+import Database from 'better-sqlite3'
+import { mkdirSync } from 'node:fs'
+import { dirname } from 'node:path'
+import type { ApiKeyRecord, Ban, InventoryItem, Order, OrderStatus, Pet, PetImport, PetStatus, Plan, Tag } from '../../domain/model.js'
+import { StoreUnavailableError } from '../../errors.js'
+import type { ImportResult, NewApiKey, OrderPage, Store } from '../types.js'
+import { MIGRATIONS } from './migrations.js'
+
+interface InventoryRow { pet_id: bigint, quantity: bigint, status: PetStatus }
+interface PetRow {
+  id: bigint, name: string, status: PetStatus, category_id: bigint | null, category_name: string | null,
+  photo_urls: string | null, tags: string | null
+}
+interface OrderRow {
+  id: bigint, pet_id: bigint, quantity: bigint, ship_date: string, status: OrderStatus, complete: bigint
+}
+interface KeyRow {
+  id: string, name: string | null, plan: Plan, per_minute: bigint | null, per_day: bigint | null,
+  created_at: string, revoked_at: string | null, banned_at: string | null, banned_until: string | null, ban_seconds: bigint | null
+}
+
+const toInventoryItem = (row: InventoryRow): InventoryItem =>
+  ({ petId: row.pet_id, quantity: Number(row.quantity), status: row.status })
+
+const toOrder = (row: OrderRow): Order => ({
+  id: row.id,
+  petId: row.pet_id,
+  quantity: Number(row.quantity),
+  shipDate: row.ship_date,
+  status: row.status,
+  complete: row.complete === 1n
+})
+
+const toKey = (row: KeyRow): ApiKeyRecord => ({
+  id: row.id,
+  name: row.name,
+  plan: row.plan,
+  perMinute: row.per_minute === null ? null : Number(row.per_minute),
+  perDay: row.per_day === null ? null : Number(row.per_day),
+  createdAt: new Date(row.created_at),
+  revokedAt: row.revoked_at === null ? null : new Date(row.revoked_at),
+  ban: row.banned_at === null || row.banned_until === null || row.ban_seconds === null
+    ? null
+    : { since: new Date(row.banned_at), until: new Date(row.banned_until), seconds: Number(row.ban_seconds) }
+})
+
+const KEY_COLUMNS = 'id, name, plan, per_minute, per_day, created_at, revoked_at, banned_at, banned_until, ban_seconds'
+
+/** Tags keep their int64 ids as decimal strings inside the JSON column so they survive JSON.parse. */
+export function encodeTags (tags: Tag[] | undefined): string | null {
+  return tags === undefined ? null : JSON.stringify(tags.map((t) => ({ id: t.id.toString(), name: t.name })))
+}
+
+export function decodeTags (text: string | null): Tag[] | undefined {
+  if (text === null) return undefined
+  return (JSON.parse(text) as Array<{ id: string, name: string }>).map((t) => ({ id: BigInt(t.id), name: t.name }))
+}
+
+export function toPet (row: PetRow): Pet {
+  const pet: Pet = { id: row.id, name: row.name, status: row.status }
+  if (row.category_id !== null && row.category_name !== null) pet.category = { id: row.category_id, name: row.category_name }
+  const tags = decodeTags(row.tags)
+  if (tags !== undefined) pet.tags = tags
+  if (row.photo_urls !== null) pet.photoUrls = JSON.parse(row.photo_urls) as string[]
+  return pet
+}
+
+// SQLite conditions that mean "the database cannot serve right now", not "this request is wrong".
+const UNAVAILABLE = /^SQLITE_(BUSY|LOCKED|CANTOPEN|IOERR|FULL|READONLY|NOMEM|PROTOCOL)/
+
+/** Runs a statement, reporting a locked, missing or failing database file as StoreUnavailableError. */
+function guard<T> (work: () => T): T {
+  try {
+    return work()
+  } catch (error) {
+    const code = (error as { code?: unknown }).code
+    if (typeof code === 'string' && UNAVAILABLE.test(code)) {
+      throw new StoreUnavailableError(`SQLite is unavailable (${code})`, { cause: error })
+    }
+    throw error
+  }
+}
+
+/**
+ * The embedded store: one SQLite file through better-sqlite3, in WAL mode with synchronous=FULL so that an
+ * acknowledged write survives a crash or power loss. All integers are read as bigint (safeIntegers) so int64
+ * ids stay exact.
+ */
+export class SqliteStore implements Store {
+  readonly kind = 'sqlite'
+  readonly #db: Database.Database
+
+  constructor (path: string, options: { busyTimeoutMs?: number } = {}) {
+    if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true })
+    this.#db = new Database(path)
+    this.#db.defaultSafeIntegers(true)
+    this.#db.pragma('journal_mode = WAL')
+    this.#db.pragma('synchronous = FULL')
+    this.#db.pragma('foreign_keys = ON')
+    // The CLI may write while a server runs: wait for the lock instead of failing at once.
+    this.#db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`)
+  }
+
+  /** The durability settings in force on the connection (logged at start, checked by tests). */
+  durability (): { journalMode: string, synchronous: 'OFF' | 'NORMAL' | 'FULL' | 'EXTRA' } {
+    const journalMode = String(this.#db.pragma('journal_mode', { simple: true }))
+    const level = Number(this.#db.pragma('synchronous', { simple: true }))
+    return { journalMode, synchronous: (['OFF', 'NORMAL', 'FULL', 'EXTRA'] as const)[level] ?? 'OFF' }
+  }
+
+  async migrate (): Promise<number> {
+    const db = this.#db
+    db.exec('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)')
+    // IMMEDIATE takes the write lock first, so two processes migrating at once apply each version once.
+    const apply = db.transaction(() => {
+      const row = db.prepare('SELECT max(version) AS v FROM schema_migrations').get() as { v: bigint | null }
+      const current = Number(row.v ?? 0n)
+      let applied = 0
+      for (const migration of MIGRATIONS) {
+        if (migration.version <= current) continue
+        db.exec(migration.sql)
+        db.prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)')
+          .run(migration.version, migration.name, new Date().toISOString())
+        applied++
+      }
+      return applied
+    })
+    return apply.immediate()
+  }
+
+  async ping (): Promise<void> {
+    return guard(() => {
+      this.#db.prepare('SELECT 1').get()
+    })
+  }
+
+  async close (): Promise<void> {
+    if (this.#db.open) this.#db.close()
+  }
+
+  async listInventory (): Promise<InventoryItem[]> {
+    return guard(() => {
+      const rows = this.#db.prepare(
+        'SELECT i.pet_id, i.quantity, p.status FROM inventory i JOIN pets p ON p.id = i.pet_id ORDER BY i.pet_id'
+      ).all() as InventoryRow[]
+      return rows.map(toInventoryItem)
+    })
+  }
+
+  async setQuantity (petId: bigint, quantity: number): Promise<InventoryItem | null> {
+    return guard(() => {
+      const row = this.#db.prepare(
+        `UPDATE inventory SET quantity = ? WHERE pet_id = ?
+         RETURNING pet_id, quantity, (SELECT status FROM pets WHERE pets.id = inventory.pet_id) AS status`
+      ).get(quantity, petId) as InventoryRow | undefined
+      return row === undefined ? null : toInventoryItem(row)
+    })
+  }
+
+  async getPet (id: bigint): Promise<Pet | null> {
+    return guard(() => {
+      const row = this.#db.prepare(
+        'SELECT id, name, status, category_id, category_name, photo_urls, tags FROM pets WHERE id = ?'
+      ).get(id) as PetRow | undefined
+      return row === undefined ? null : toPet(row)
+    })
+  }
+
+  async countPets (): Promise<number> {
+    return guard(() => {
+      const row = this.#db.prepare('SELECT count(*) AS n FROM pets').get() as { n: bigint }
+      return Number(row.n)
+    })
+  }
+
+  async listOrders ({ afterId, limit, status }: { afterId: bigint | null, limit: number, status: OrderStatus | null }): Promise<OrderPage> {
+    return guard(() => {
+      const rows = this.#db.prepare(
+        `SELECT id, pet_id, quantity, ship_date, status, complete FROM orders
+         WHERE (? IS NULL OR id > ?) AND (? IS NULL OR status = ?)
+         ORDER BY id LIMIT ?`
+      ).all(afterId, afterId, status, status, limit + 1) as OrderRow[]
+      const hasMore = rows.length > limit
+      return { orders: rows.slice(0, limit).map(toOrder), hasMore }
+    })
+  }
+
+  async importData ({ pets, orders }: { pets: PetImport[], orders: Order[] }): Promise<ImportResult> {
+    return guard(() => {
+      const db = this.#db
+      const upsertPet = db.prepare(
+        `INSERT INTO pets (id, name, status, category_id, category_name, photo_urls, tags) VALUES (?, ?, ?, ?, ?, ?, ?)
+         ON CONFLICT (id) DO UPDATE SET name = excluded.name, status = excluded.status, category_id = excluded.category_id,
+           category_name = excluded.category_name, photo_urls = excluded.photo_urls, tags = excluded.tags`
+      )
+      const upsertStock = db.prepare(
+        'INSERT INTO inventory (pet_id, quantity) VALUES (?, ?) ON CONFLICT (pet_id) DO UPDATE SET quantity = excluded.quantity'
+      )
+      const upsertOrder = db.prepare(
+        `INSERT INTO orders (id, pet_id, quantity, ship_date, status, complete) VALUES (?, ?, ?, ?, ?, ?)
+         ON CONFLICT (id) DO UPDATE SET pet_id = excluded.pet_id, quantity = excluded.quantity,
+           ship_date = excluded.ship_date, status = excluded.status, complete = excluded.complete`
+      )
+      db.transaction(() => {
+        for (const pet of pets) {
+          upsertPet.run(pet.id, pet.name, pet.status, pet.category?.id ?? null, pet.category?.name ?? null,
+            pet.photoUrls === undefined ? null : JSON.stringify(pet.photoUrls), encodeTags(pet.tags))
+          if (pet.quantity !== undefined) upsertStock.run(pet.id, pet.quantity)
+        }
+        for (const order of orders) {
+          upsertOrder.run(order.id, order.petId, order.quantity, order.shipDate, order.status, order.complete ? 1 : 0)
+        }
+      }).immediate()
+      return { pets: pets.length, orders: orders.length }
+    })
+  }
+
+  async createApiKey (key: NewApiKey): Promise<void> {
+    return guard(() => {
+      this.#db.prepare(
+        'INSERT INTO api_keys (id, key_hash, name, plan, per_minute, per_day, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)'
+      ).run(key.id, key.keyHash, key.name, key.plan, key.perMinute, key.perDay, key.createdAt.toISOString())
+    })
+  }
+
+  async findApiKeyByHash (keyHash: string): Promise<ApiKeyRecord | null> {
+    return guard(() => {
+      const row = this.#db.prepare(
+        `SELECT ${KEY_COLUMNS} FROM api_keys WHERE key_hash = ?`
+      ).get(keyHash) as KeyRow | undefined
+      return row === undefined ? null : toKey(row)
+    })
+  }
+
+  async listApiKeys (): Promise<ApiKeyRecord[]> {
+    return guard(() => {
+      const rows = this.#db.prepare(
+        `SELECT ${KEY_COLUMNS} FROM api_keys ORDER BY created_at, id`
+      ).all() as KeyRow[]
+      return rows.map(toKey)
+    })
+  }
+
+  async revokeApiKey (id: string, at: Date): Promise<boolean> {
+    return guard(() => {
+      const result = this.#db.prepare(
+        'UPDATE api_keys SET revoked_at = coalesce(revoked_at, ?) WHERE id = ?'
+      ).run(at.toISOString(), id)
+      return result.changes > 0
+    })
+  }
+
+  async banApiKey (id: string, ban: Ban): Promise<boolean> {
+    return guard(() => {
+      const result = this.#db.prepare(
+        'UPDATE api_keys SET banned_at = ?, banned_until = ?, ban_seconds = ? WHERE id = ?'
+      ).run(ban.since.toISOString(), ban.until.toISOString(), ban.seconds, id)
+      return result.changes > 0
+    })
+  }
+
+  async unbanApiKey (id: string, at: Date): Promise<boolean> {
+    return guard(() => {
+      const found = this.#db.prepare('SELECT 1 FROM api_keys WHERE id = ?').get(id) !== undefined
+      // ISO-8601 UTC strings of one format compare in time order.
+      this.#db.prepare('UPDATE api_keys SET banned_until = ? WHERE id = ? AND banned_until > ?')
+        .run(at.toISOString(), id, at.toISOString())
+      return found
+    })
+  }
+}

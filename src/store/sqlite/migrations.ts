@@ -1,0 +1,53 @@
+/**
+ * SQLite schema, one entry per version. The PostgreSQL store keeps the same numbering. Applied migrations are
+ * recorded in schema_migrations; a migration never changes once released.
+ */
+export const MIGRATIONS: ReadonlyArray<{ version: number, name: string, sql: string }> = [
+  {
+    version: 1,
+    name: 'initial schema',
+    sql: `
+      CREATE TABLE pets (
+        id INTEGER PRIMARY KEY,
+        name TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('available', 'pending', 'sold')),
+        category_id INTEGER,
+        category_name TEXT,
+        photo_urls TEXT,
+        tags TEXT
+      );
+      CREATE TABLE inventory (
+        pet_id INTEGER PRIMARY KEY REFERENCES pets (id),
+        quantity INTEGER NOT NULL CHECK (quantity BETWEEN 0 AND 1000000000)
+      );
+      CREATE TABLE orders (
+        id INTEGER PRIMARY KEY,
+        pet_id INTEGER NOT NULL,
+        quantity INTEGER NOT NULL,
+        ship_date TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('placed', 'approved', 'delivered')),
+        complete INTEGER NOT NULL CHECK (complete IN (0, 1))
+      );
+      CREATE INDEX orders_status_id ON orders (status, id);
+      CREATE TABLE api_keys (
+        id TEXT PRIMARY KEY,
+        key_hash TEXT NOT NULL UNIQUE,
+        name TEXT,
+        plan TEXT NOT NULL CHECK (plan IN ('free', 'pro', 'business', 'enterprise')),
+        per_minute INTEGER,
+        per_day INTEGER,
+        created_at TEXT NOT NULL,
+        revoked_at TEXT
+      );
+    `
+  },
+  {
+    version: 2,
+    name: 'api key bans',
+    sql: `
+      ALTER TABLE api_keys ADD COLUMN banned_at TEXT;
+      ALTER TABLE api_keys ADD COLUMN banned_until TEXT;
+      ALTER TABLE api_keys ADD COLUMN ban_seconds INTEGER;
+    `
+  }
+]

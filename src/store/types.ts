@@ -1,0 +1,56 @@
+import type { ApiKeyRecord, Ban, InventoryItem, Order, OrderStatus, Pet, PetImport } from '../domain/model.js'
+
+export interface OrderPage {
+  /** Orders with id > afterId, ascending; at most `limit` of them. */
+  orders: Order[]
+  /** True when more orders match after the last one returned. */
+  hasMore: boolean
+}
+
+export interface NewApiKey {
+  id: string
+  keyHash: string
+  name: string | null
+  plan: ApiKeyRecord['plan']
+  perMinute: number | null
+  perDay: number | null
+  createdAt: Date
+}
+
+export interface ImportResult { pets: number, orders: number }
+
+/**
+ * Everything the domain needs from persistence. Implementations: SQLite (embedded default) and PostgreSQL.
+ * Methods throw StoreUnavailableError when the database cannot be reached; every write is atomic.
+ */
+export interface Store {
+  /** A short name for logs and /readyz: "sqlite" or "postgres". */
+  readonly kind: string
+  /** Applies pending migrations; returns how many were applied. Idempotent. */
+  migrate (): Promise<number>
+  /** Resolves when the database answers a trivial query. */
+  ping (): Promise<void>
+  close (): Promise<void>
+
+  listInventory (): Promise<InventoryItem[]>
+  /** Sets the quantity of an existing entry; null when there is no entry for petId. */
+  setQuantity (petId: bigint, quantity: number): Promise<InventoryItem | null>
+
+  getPet (id: bigint): Promise<Pet | null>
+  countPets (): Promise<number>
+
+  listOrders (query: { afterId: bigint | null, limit: number, status: OrderStatus | null }): Promise<OrderPage>
+
+  /** Upserts all pets (and their stock entries) and orders in one transaction. */
+  importData (data: { pets: PetImport[], orders: Order[] }): Promise<ImportResult>
+
+  createApiKey (key: NewApiKey): Promise<void>
+  findApiKeyByHash (keyHash: string): Promise<ApiKeyRecord | null>
+  listApiKeys (): Promise<ApiKeyRecord[]>
+  /** Marks a key revoked; false when no key has this id. Revoking twice keeps the first time. */
+  revokeApiKey (id: string, at: Date): Promise<boolean>
+  /** Records a ban of a key; false when no key has this id. */
+  banApiKey (id: string, ban: Ban): Promise<boolean>
+  /** Ends a key's ban at `at` if it is in force then; false when no key has this id. */
+  unbanApiKey (id: string, at: Date): Promise<boolean>
+}

@@ -1,0 +1,114 @@
+import assert from 'node:assert/strict'
+import { existsSync } from 'node:fs'
+import { describe, test } from 'node:test'
+import { cliFor } from './run.js'
+
+describe('petstore migrate', () => {
+  test('when run twice, then both exit 0 and it reports applied migrations, then an up-to-date schema', async (t) => {
+    const cli = cliFor(t)
+    const first = await cli.run(['migrate'])
+    assert.equal(first.code, 0, first.stderr)
+    assert.equal(first.stdout, '')
+    assert.match(first.stderr, /^Applied [1-9][0-9]* migration\(s\)\.\n$/)
+    assert.ok(existsSync(cli.db), 'the SQLite file is created')
+
+    const second = await cli.run(['migrate'])
+    assert.equal(second.code, 0, second.stderr)
+    assert.equal(second.stdout, '')
+    assert.equal(second.stderr, 'The store schema is up to date.\n')
+  })
+
+  test('when DATABASE_URL names a file in a directory that does not exist yet, then the directory is created', async (t) => {
+    const cli = cliFor(t)
+    const res = await cli.run(['migrate'], { DATABASE_URL: 'nested/deeper/store.db' })
+    assert.equal(res.code, 0, res.stderr)
+    assert.ok(existsSync(`${cli.dir}/nested/deeper/store.db`), 'a relative path resolves against the working directory')
+  })
+
+  test('when given an argument, then it exits 2', async (t) => {
+    const cli = cliFor(t)
+    const res = await cli.run(['migrate', 'now'])
+    assert.equal(res.code, 2)
+    assert.equal(res.stdout, '')
+    assert.match(res.stderr, /Unexpected argument 'now'/)
+  })
+})
+
+describe('configuration', () => {
+  const invalid: Array<{ what: string, env: Record<string, string>, names: string }> = [
+    { what: 'PORT is not a number', env: { PORT: 'abc' }, names: 'PORT' },
+    { what: 'PORT is out of range', env: { PORT: '70000' }, names: 'PORT' },
+    { what: 'PETS_SUNSET is earlier than PETS_DEPRECATED_AT', env: { PETS_DEPRECATED_AT: '2027-01-01T00:00:00Z', PETS_SUNSET: '2026-01-01T00:00:00Z' }, names: 'PETS_SUNSET' },
+    { what: 'PETS_SUNSET is not an RFC 3339 date-time', env: { PETS_SUNSET: 'next year' }, names: 'PETS_SUNSET' },
+    { what: 'LOG_LEVEL is unknown', env: { LOG_LEVEL: 'loud' }, names: 'LOG_LEVEL' },
+    { what: 'PETSTORE_ENV is unknown', env: { PETSTORE_ENV: 'dev' }, names: 'PETSTORE_ENV' },
+    { what: 'AUTH_CACHE_TTL_MS is too large', env: { AUTH_CACHE_TTL_MS: '600000' }, names: 'AUTH_CACHE_TTL_MS' },
+    { what: 'PRODUCTION_URL is not an http(s) URL', env: { PRODUCTION_URL: 'ftp://api.example' }, names: 'PRODUCTION_URL' },
+    { what: 'DATABASE_URL is a PostgreSQL URL (not available in this build)', env: { DATABASE_URL: 'postgres://db.example/petstore' }, names: 'DATABASE_URL' }
+  ]
+  for (const { what, env, names } of invalid) {
+    test(`when ${what}, then it exits 2 with "invalid configuration" naming ${names}`, async (t) => {
+      const cli = cliFor(t)
+      const res = await cli.run(['migrate'], env)
+      assert.equal(res.code, 2, res.stderr)
+      assert.equal(res.stdout, '')
+      assert.match(res.stderr, /^petstore: invalid configuration: /)
+      assert.ok(res.stderr.includes(names), res.stderr)
+      assert.ok(!existsSync(cli.db), 'nothing touches the store')
+    })
+  }
+
+  test('when the configuration is invalid, then keys commands exit 2 too', async (t) => {
+    const cli = cliFor(t)
+    const res = await cli.run(['keys', 'create', '--plan', 'free'], { LOG_LEVEL: 'loud' })
+    assert.equal(res.code, 2)
+    assert.equal(res.stdout, '', 'no key is printed')
+    assert.match(res.stderr, /invalid configuration: LOG_LEVEL/)
+  })
+
+  test('when the configuration is invalid, then serve exits 2 before listening', async (t) => {
+    const cli = cliFor(t)
+    const res = await cli.run(['serve'], { PORT: 'abc' })
+    assert.equal(res.code, 2)
+    assert.match(res.stderr, /invalid configuration: PORT/)
+  })
+})
+
+describe('petstore (usage)', () => {
+  test('when no command is given, then it prints the usage on stderr and exits 2', async (t) => {
+    const cli = cliFor(t)
+    const res = await cli.run([])
+    assert.equal(res.code, 2)
+    assert.equal(res.stdout, '')
+    assert.match(res.stderr, /^Usage: petstore <command>/)
+  })
+
+  test('when the command is help, --help or -h, then it prints the usage on stdout and exits 0', async (t) => {
+    const cli = cliFor(t)
+    for (const command of ['help', '--help', '-h']) {
+      const res = await cli.run([command])
+      assert.equal(res.code, 0, command)
+      assert.equal(res.stderr, '')
+      assert.match(res.stdout, /^Usage: petstore <command>/)
+      for (const name of ['serve', 'migrate', 'import FILE', 'keys create', 'keys list', 'keys revoke']) {
+        assert.ok(res.stdout.includes(name), `usage mentions ${name}`)
+      }
+    }
+  })
+
+  test('when asking for help with an invalid configuration, then help still works', async (t) => {
+    const cli = cliFor(t)
+    const res = await cli.run(['help'], { PORT: 'abc' })
+    assert.equal(res.code, 0)
+    assert.match(res.stdout, /^Usage:/)
+  })
+
+  test('when the command is unknown, then it exits 2 naming it and pointing to help', async (t) => {
+    const cli = cliFor(t)
+    const res = await cli.run(['frobnicate'])
+    assert.equal(res.code, 2)
+    assert.equal(res.stdout, '')
+    assert.match(res.stderr, /unknown command "frobnicate"/)
+    assert.match(res.stderr, /petstore help/)
+  })
+})

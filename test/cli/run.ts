@@ -1,0 +1,133 @@
+/**
+ * CLI test helpers: run the real `bin/petstore.js` (compiled dist/, so `npm run build` first) as a child
+ * process with a clean environment, its own temporary directory and its own SQLite file.
+ */
+import { spawn, type ChildProcess } from 'node:child_process'
+import { writeFileSync } from 'node:fs'
+import { createServer } from 'node:net'
+import { join } from 'node:path'
+import type { TestContext } from 'node:test'
+import { fileURLToPath } from 'node:url'
+import { SqliteStore } from '../../src/store/sqlite/index.js'
+import { tempDir } from '../helpers/app.js'
+
+export const BIN = fileURLToPath(new URL('../../bin/petstore.js', import.meta.url))
+
+/** No CLI run in these tests should take anywhere near this long. */
+const RUN_TIMEOUT_MS = 20_000
+
+export interface CliResult {
+  code: number | null
+  signal: NodeJS.Signals | null
+  stdout: string
+  stderr: string
+}
+
+export interface Cli {
+  /** The test's own temporary directory (also the child's working directory). */
+  dir: string
+  /** The test's own SQLite file (DATABASE_URL). */
+  db: string
+  /** The environment every run gets, before per-run overrides. */
+  env: Record<string, string>
+  /** Runs one command to completion. */
+  run: (args: string[], env?: Record<string, string>) => Promise<CliResult>
+  /** Starts a long-running command (serve); the child is killed after the test if still running. */
+  start: (args: string[], env?: Record<string, string>) => Started
+  /** Writes a file into the test's directory and returns its path. */
+  file: (name: string, content: string) => string
+}
+
+export interface Started {
+  child: ChildProcess
+  /** Everything written so far. */
+  output: () => { stdout: string, stderr: string }
+  /** Resolves when the child has exited. */
+  exited: Promise<{ code: number | null, signal: NodeJS.Signals | null }>
+}
+
+/**
+ * A CLI bound to a fresh temporary directory and database. The child sees only PATH plus the given variables,
+ * so nothing from the developer's shell (DATABASE_URL, PORT, ...) leaks into a test.
+ */
+export function cliFor (t: TestContext, env: Record<string, string> = {}): Cli {
+  const dir = tempDir(t)
+  const db = join(dir, 'petstore.db')
+  const base: Record<string, string> = { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', DATABASE_URL: db, ...env }
+
+  const start = (args: string[], extra: Record<string, string> = {}): Started => {
+    const child = spawn(process.execPath, [BIN, ...args], { cwd: dir, env: { ...base, ...extra }, stdio: ['ignore', 'pipe', 'pipe'] })
+    let stdout = ''
+    let stderr = ''
+    child.stdout?.setEncoding('utf8').on('data', (chunk: string) => { stdout += chunk })
+    child.stderr?.setEncoding('utf8').on('data', (chunk: string) => { stderr += chunk })
+    const exited = new Promise<{ code: number | null, signal: NodeJS.Signals | null }>((resolve, reject) => {
+      child.on('error', reject)
+      child.on('close', (code, signal) => resolve({ code, signal }))
+    })
+    t.after(() => {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
+    })
+    return { child, output: () => ({ stdout, stderr }), exited }
+  }
+
+  const run = async (args: string[], extra: Record<string, string> = {}): Promise<CliResult> => {
+    const started = start(args, extra)
+    const timer = setTimeout(() => started.child.kill('SIGKILL'), RUN_TIMEOUT_MS)
+    try {
+      const { code, signal } = await started.exited
+      return { code, signal, ...started.output() }
+    } finally {
+      clearTimeout(timer)
+    }
+  }
+
+  const file = (name: string, content: string): string => {
+    const path = join(dir, name)
+    writeFileSync(path, content)
+    return path
+  }
+
+  return { dir, db, env: base, run, start, file }
+}
+
+/** Opens the test's SQLite store directly (migrated), runs `work`, and closes it again. */
+export async function inspectStore<T> (db: string, work: (store: SqliteStore) => Promise<T>): Promise<T> {
+  const store = new SqliteStore(db)
+  try {
+    await store.migrate()
+    return await work(store)
+  } finally {
+    await store.close()
+  }
+}
+
+/** A port that was free a moment ago: bind port 0, read the port, close. */
+export function freePort (): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer()
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address()
+      if (address === null || typeof address === 'string') {
+        server.close()
+        reject(new Error('no port'))
+        return
+      }
+      server.close(() => resolve(address.port))
+    })
+  })
+}
+
+/** Rejects when `promise` does not settle within `ms`. */
+export async function within<T> (ms: number, promise: Promise<T>, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined
+  const timeout = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} did not happen within ${ms} ms`)), ms)
+  })
+  try {
+    return await Promise.race([promise, timeout])
+  } finally {
+    clearTimeout(timer)
+  }
+}

@@ -1,0 +1,123 @@
+import assert from 'node:assert/strict'
+import { createServer } from 'node:net'
+import { describe, test, type TestContext } from 'node:test'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { cliFor, freePort, within, type Cli, type Started } from './run.js'
+
+const BIG = '9007199254740993' // 2^53 + 1: a double cannot hold it
+
+/** Polls GET /healthz until it answers 200; fails early when the server process exits. */
+async function waitUntilHealthy (base: string, server: Started, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  while (Date.now() < deadline) {
+    if (server.child.exitCode !== null || server.child.signalCode !== null) {
+      assert.fail(`serve exited early (${server.child.exitCode ?? server.child.signalCode}): ${server.output().stderr}`)
+    }
+    try {
+      const res = await fetch(`${base}/healthz`, { signal: AbortSignal.timeout(1000) })
+      if (res.status === 200) return
+    } catch {
+      // not listening yet
+    }
+    await sleep(50)
+  }
+  assert.fail(`GET /healthz did not answer within ${timeoutMs} ms: ${server.output().stderr}`)
+}
+
+async function serve (t: TestContext, cli: Cli, args: string[] = [], env: Record<string, string> = {}) {
+  const port = await freePort()
+  const base = `http://127.0.0.1:${port}`
+  const server = cli.start(['serve', ...args], { PORT: String(port), HOST: '127.0.0.1', ...env })
+  await waitUntilHealthy(base, server)
+  return { base, server }
+}
+
+async function newKey (cli: Cli, plan = 'free'): Promise<string> {
+  const res = await cli.run(['keys', 'create', '--plan', plan])
+  assert.equal(res.code, 0, res.stderr)
+  return res.stdout.trimEnd()
+}
+
+describe('petstore serve', () => {
+  test('when started with --seed-demo on a fresh store, then it serves the demo inventory to a new key and exits 0 on SIGTERM', async (t) => {
+    const cli = cliFor(t)
+    const { base, server } = await serve(t, cli, ['--seed-demo'])
+
+    const key = await newKey(cli)
+    const res = await fetch(`${base}/v1/inventory`, { headers: { authorization: `Bearer ${key}` } })
+    const body = await res.text()
+    assert.equal(res.status, 200, body)
+    assert.match(res.headers.get('content-type') ?? '', /^application\/json/)
+    assert.ok(body.includes(`{"petId":${BIG},"quantity":1,"status":"available"}`), `exact int64 id in ${body}`)
+    const items = JSON.parse(body) as Array<{ petId: number, quantity: number, status: string }>
+    assert.equal(items.length, 6)
+    assert.deepEqual(items[0], { petId: 1, quantity: 3, status: 'available' })
+
+    server.child.kill('SIGTERM')
+    const exit = await within(5000, server.exited, 'exit after SIGTERM')
+    assert.deepEqual(exit, { code: 0, signal: null })
+  })
+
+  test('when a request has no key, then the API answers 401 while /healthz stays open', async (t) => {
+    const cli = cliFor(t)
+    const { base, server } = await serve(t, cli)
+    const res = await fetch(`${base}/v1/inventory`)
+    assert.equal(res.status, 401)
+    assert.match(res.headers.get('www-authenticate') ?? '', /^Bearer/)
+    server.child.kill('SIGTERM')
+    assert.equal((await within(5000, server.exited, 'exit after SIGTERM')).code, 0)
+  })
+
+  test('when started without --seed-demo, then the inventory is empty', async (t) => {
+    const cli = cliFor(t)
+    const { base, server } = await serve(t, cli)
+    const key = await newKey(cli)
+    const res = await fetch(`${base}/v1/inventory`, { headers: { authorization: `Bearer ${key}` } })
+    assert.equal(res.status, 200)
+    assert.equal(await res.text(), '[]')
+    server.child.kill('SIGINT')
+    assert.deepEqual(await within(5000, server.exited, 'exit after SIGINT'), { code: 0, signal: null })
+  })
+
+  test('when --seed-demo meets a store that already has pets, then it keeps the data as it is', async (t) => {
+    const cli = cliFor(t)
+    const own = cli.file('own.json', '{ "pets": [{ "id": 42, "name": "Only", "status": "sold", "quantity": 2 }] }')
+    assert.equal((await cli.run(['import', own])).code, 0)
+    const { base } = await serve(t, cli, ['--seed-demo'])
+    const key = await newKey(cli)
+    const res = await fetch(`${base}/v1/inventory`, { headers: { authorization: `Bearer ${key}` } })
+    assert.equal(await res.text(), '[{"petId":42,"quantity":2,"status":"sold"}]')
+  })
+
+  test('when a key is revoked with the CLI while serving, then the server rejects it', async (t) => {
+    const cli = cliFor(t, { AUTH_CACHE_TTL_MS: '0' })
+    const { base } = await serve(t, cli)
+    const created = await cli.run(['keys', 'create', '--plan', 'free', '--json'])
+    const { id, key } = JSON.parse(created.stdout) as { id: string, key: string }
+    const headers = { authorization: `Bearer ${key}` }
+    assert.equal((await fetch(`${base}/v1/inventory`, { headers })).status, 200)
+    assert.equal((await cli.run(['keys', 'revoke', id])).code, 0)
+    assert.equal((await fetch(`${base}/v1/inventory`, { headers })).status, 401)
+  })
+
+  test('when the port is already taken, then it exits 1 with the reason on stderr', async (t) => {
+    const cli = cliFor(t)
+    const blocker = createServer()
+    await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve))
+    t.after(() => blocker.close())
+    const address = blocker.address()
+    assert.ok(address !== null && typeof address !== 'string')
+    const res = await cli.run(['serve'], { PORT: String(address.port), HOST: '127.0.0.1' })
+    assert.equal(res.code, 1)
+    assert.match(res.stderr, /EADDRINUSE/)
+  })
+
+  test('when given an unknown option or an argument, then it exits 2 without listening', async (t) => {
+    const cli = cliFor(t)
+    for (const args of [['serve', '--seed'], ['serve', 'now']]) {
+      const res = await cli.run(args, { PORT: '0' })
+      assert.equal(res.code, 2, args.join(' '))
+      assert.match(res.stderr, /Run "petstore help" for usage/)
+    }
+  })
+})

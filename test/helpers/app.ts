@@ -1,0 +1,67 @@
+/**
+ * Test helpers: an app on a temporary SQLite store, keys, and inject() shortcuts. Each test builds its own
+ * app and data; nothing is shared between tests.
+ */
+import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import type { TestContext } from 'node:test'
+import { buildApp } from '../../src/app.js'
+import { loadConfig, type Config } from '../../src/config.js'
+import { createKey } from '../../src/domain/keys.js'
+import type { PetImport, Order, Plan } from '../../src/domain/model.js'
+import { SqliteStore } from '../../src/store/sqlite/index.js'
+import type { Store } from '../../src/store/types.js'
+
+export function tempDir (t: TestContext): string {
+  const dir = mkdtempSync(join(tmpdir(), 'petstore-test-'))
+  t.after(() => rmSync(dir, { recursive: true, force: true }))
+  return dir
+}
+
+export async function tempStore (t: TestContext): Promise<SqliteStore> {
+  const store = new SqliteStore(join(tempDir(t), 'test.db'))
+  await store.migrate()
+  t.after(() => store.close())
+  return store
+}
+
+export interface TestApp {
+  app: FastifyInstance
+  store: Store
+  config: Config
+  /** A valid free-plan key. */
+  key: string
+  /** Moves the injected clock. */
+  clock: { now: number }
+  request: (options: InjectOptions) => Promise<LightMyRequestResponse>
+}
+
+export async function testApp (t: TestContext, env: Record<string, string> = {}, data?: { pets?: PetImport[], orders?: Order[] }): Promise<TestApp> {
+  const store = await tempStore(t)
+  if (data !== undefined) await store.importData({ pets: data.pets ?? [], orders: data.orders ?? [] })
+  const config = loadConfig({ AUTH_CACHE_TTL_MS: '0', ...env })
+  const clock = { now: Date.parse('2026-11-22T12:00:00Z') }
+  const app = await buildApp(config, { store, logger: false, clock: () => clock.now })
+  t.after(() => app.close())
+  const key = await newKey(store)
+  const request = (options: InjectOptions) => app.inject(options)
+  return { app, store, config, key, clock, request }
+}
+
+export async function newKey (store: Store, plan: Plan = 'free'): Promise<string> {
+  const limits = plan === 'enterprise' ? { perMinute: 100_000, perDay: 1_000_000 } : { perMinute: null, perDay: null }
+  const { key } = await createKey(store, 'production', { plan, name: 'test', ...limits })
+  return key
+}
+
+export const auth = (key: string) => ({ authorization: `Bearer ${key}` })
+
+export function pet (id: bigint | number, overrides: Partial<PetImport> = {}): PetImport {
+  return { id: BigInt(id), name: `pet ${id}`, status: 'available', quantity: 1, ...overrides }
+}
+
+export function order (id: bigint | number, overrides: Partial<Order> = {}): Order {
+  return { id: BigInt(id), petId: 1n, quantity: 1, shipDate: '2026-11-20T10:00:00Z', status: 'placed', complete: false, ...overrides }
+}

@@ -1,0 +1,90 @@
+import assert from 'node:assert/strict'
+import { describe, test } from 'node:test'
+import { testApp } from '../helpers/app.js'
+
+interface Operation {
+  operationId: string
+  deprecated?: boolean
+  'x-stability'?: string
+  parameters?: Array<{ name: string, in: string, schema: { type: string, format?: string } }>
+  responses: Record<string, { description: string, content?: Record<string, { schema: { properties?: Record<string, { enum?: string[] }> } }> }>
+}
+
+async function document (t: Parameters<typeof testApp>[0], env: Record<string, string> = {}) {
+  const { request } = await testApp(t, env)
+  const res = await request({ method: 'GET', url: '/v1/openapi.json' })
+  assert.equal(res.statusCode, 200)
+  return res.json() as { openapi: string, info: { version: string }, servers: Array<{ url: string }>, paths: Record<string, Record<string, Operation>>, components: { securitySchemes: Record<string, unknown> }, security: unknown[] }
+}
+
+function codesOf (operation: Operation, status: string): string[] | undefined {
+  return operation.responses[status]?.content?.['application/json']?.schema.properties?.code?.enum
+}
+
+describe('GET /v1/openapi.json', () => {
+  test('when fetched without a key, then it is an OpenAPI 3.1 document for API version 1.0.0', async (t) => {
+    const doc = await document(t)
+    assert.equal(doc.openapi, '3.1.0')
+    assert.equal(doc.info.version, '1.0.0')
+  })
+
+  test('when servers are configured, then they name production and staging with the /v1 prefix', async (t) => {
+    const doc = await document(t, { PRODUCTION_URL: 'https://api.example.test', STAGING_URL: 'https://staging.example.test/' })
+    assert.deepEqual(doc.servers.map((s) => s.url), ['https://api.example.test/v1', 'https://staging.example.test/v1'])
+  })
+
+  test('when read, then it lists the four operations by operationId and nothing internal', async (t) => {
+    const doc = await document(t)
+    assert.deepEqual(Object.keys(doc.paths).sort(), ['/inventory', '/inventory/{petId}', '/pets/{petId}', '/store/orders'])
+    assert.equal(doc.paths['/inventory']?.get?.operationId, 'listInventory')
+    assert.equal(doc.paths['/inventory/{petId}']?.patch?.operationId, 'updateInventory')
+    assert.equal(doc.paths['/pets/{petId}']?.get?.operationId, 'getPetById')
+    assert.equal(doc.paths['/store/orders']?.get?.operationId, 'listOrders')
+  })
+
+  test('when read, then updateInventory is experimental and getPetById is deprecated', async (t) => {
+    const doc = await document(t)
+    assert.equal(doc.paths['/inventory/{petId}']?.patch?.['x-stability'], 'experimental')
+    assert.equal(doc.paths['/pets/{petId}']?.get?.deprecated, true)
+    assert.equal(doc.paths['/inventory']?.get?.deprecated, undefined)
+  })
+
+  test('when read, then every operation requires the http bearer scheme', async (t) => {
+    const doc = await document(t)
+    assert.deepEqual(doc.components.securitySchemes.bearerAuth, { type: 'http', scheme: 'bearer', description: 'An API key (psk_live_... or psk_test_...)' })
+    assert.deepEqual(doc.security, [{ bearerAuth: [] }])
+  })
+
+  test('when read, then path ids are documented as int64 integers', async (t) => {
+    const doc = await document(t)
+    for (const operation of [doc.paths['/inventory/{petId}']?.patch, doc.paths['/pets/{petId}']?.get]) {
+      const petId = operation?.parameters?.find((p) => p.name === 'petId')
+      assert.equal(petId?.in, 'path')
+      assert.equal(petId?.schema.type, 'integer')
+      assert.equal(petId?.schema.format, 'int64')
+    }
+  })
+
+  test('when read, then every response each operation can give is listed with its error codes', async (t) => {
+    const doc = await document(t)
+    const LIMITED = ['rate_limited', 'key_banned']
+    const expected: Record<string, Record<string, string[] | null>> = {
+      '/inventory get': { 200: null, 401: ['unauthorized'], 429: LIMITED, 500: ['internal_error'], 503: ['service_unavailable'] },
+      '/inventory/{petId} patch': {
+        200: null, 400: ['invalid_request'], 401: ['unauthorized'], 404: ['not_found'], 413: ['payload_too_large'],
+        415: ['unsupported_media_type'], 429: LIMITED, 500: ['internal_error'], 503: ['service_unavailable']
+      },
+      '/pets/{petId} get': { 200: null, 400: ['invalid_request'], 401: ['unauthorized'], 404: ['not_found'], 410: ['gone'], 429: LIMITED, 500: ['internal_error'], 503: ['service_unavailable'] },
+      '/store/orders get': { 200: null, 400: ['invalid_request'], 401: ['unauthorized'], 429: LIMITED, 500: ['internal_error'], 503: ['service_unavailable'] }
+    }
+    for (const [key, responses] of Object.entries(expected)) {
+      const [path, method] = key.split(' ') as [string, string]
+      const operation = doc.paths[path]?.[method]
+      assert.ok(operation, key)
+      assert.deepEqual(Object.keys(operation.responses).sort(), Object.keys(responses).sort(), key)
+      for (const [status, codes] of Object.entries(responses)) {
+        if (codes !== null) assert.deepEqual(codesOf(operation, status), codes, `${key} ${status}`)
+      }
+    }
+  })
+})

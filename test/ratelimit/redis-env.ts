@@ -1,0 +1,61 @@
+/**
+ * The real Redis the Redis tests run against, and the rule for when it is missing: in CI (CI=true) the Redis
+ * tests fail, so a broken service container cannot pass as green; locally they are skipped with a message.
+ */
+import { once } from 'node:events'
+import { test } from 'node:test'
+import { Redis } from 'ioredis'
+
+export const REDIS_URL = process.env.REDIS_TEST_URL ?? 'redis://127.0.0.1:6379'
+
+/** True when Redis answers PING within a few seconds (generous: the test machine may be busy). */
+export async function redisReachable (url: string = REDIS_URL): Promise<boolean> {
+  const client = new Redis(url, {
+    lazyConnect: true, connectTimeout: 5000, commandTimeout: 5000, maxRetriesPerRequest: 0, retryStrategy: () => null
+  })
+  client.on('error', () => {})
+  try {
+    await client.connect()
+    return (await client.ping()) === 'PONG'
+  } catch {
+    return false
+  } finally {
+    client.disconnect()
+  }
+}
+
+/**
+ * Registers what stands in for the Redis tests when Redis is unreachable: a failing test in CI, a skipped one
+ * otherwise. Returns true when the real tests should be registered.
+ */
+export async function requireRedis (what: string): Promise<boolean> {
+  if (await redisReachable()) return true
+  const message = `Redis not reachable at ${REDIS_URL}: skipping ${what}`
+  if (process.env.CI === 'true') {
+    test(`${what} need Redis at ${REDIS_URL}`, () => {
+      throw new Error(`Redis not reachable at ${REDIS_URL}, and CI=true requires the Redis tests to run (set REDIS_TEST_URL or start Redis)`)
+    })
+  } else {
+    console.warn(message)
+    test(what, { skip: message }, () => {})
+  }
+  return false
+}
+
+/** Resolves once the client is ready (commands fail before that when the offline queue is off). */
+export async function waitReady (client: Redis): Promise<void> {
+  if (client.status === 'ready') return
+  await once(client, 'ready')
+}
+
+/** Deletes every key under `prefix` (SCAN, never KEYS, so a shared Redis is not blocked). */
+export async function deleteKeys (client: Redis, prefix: string): Promise<number> {
+  let cursor = '0'
+  let deleted = 0
+  do {
+    const [next, keys] = await client.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 200)
+    cursor = next
+    if (keys.length > 0) deleted += await client.del(...keys)
+  } while (cursor !== '0')
+  return deleted
+}

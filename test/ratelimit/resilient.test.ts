@@ -1,0 +1,254 @@
+/**
+ * The resilient limiter through real outages: Redis absent at boot (a closed port), and Redis vanishing and
+ * coming back mid-run (a TCP proxy in front of the real Redis that the test kills and restarts).
+ */
+import assert from 'node:assert/strict'
+import { randomUUID } from 'node:crypto'
+import { once } from 'node:events'
+import { createServer, connect, type AddressInfo, type Server, type Socket } from 'node:net'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { describe, test, type TestContext } from 'node:test'
+import { Redis } from 'ioredis'
+import { MemoryLimiter } from '../../src/ratelimit/memory.js'
+import { RedisLimiter, createRedisClient } from '../../src/ratelimit/redis.js'
+import { ResilientLimiter, type LimiterLogger } from '../../src/ratelimit/resilient.js'
+import type { Decision } from '../../src/ratelimit/types.js'
+import { REDIS_URL, deleteKeys, requireRedis, waitReady } from './redis-env.js'
+
+/** Each call must answer well within this, fallback included (the command timeout is 100 ms). */
+const MAX_CALL_MS = 300
+
+interface RecordingLogger extends LimiterLogger {
+  warns: Array<{ obj: object, msg: string }>
+  infos: Array<{ obj: object, msg: string }>
+}
+
+function recordingLogger (): RecordingLogger {
+  const warns: RecordingLogger['warns'] = []
+  const infos: RecordingLogger['infos'] = []
+  return { warns, infos, warn: (obj, msg) => { warns.push({ obj, msg }) }, info: (obj, msg) => { infos.push({ obj, msg }) } }
+}
+
+async function timed<T> (fn: () => Promise<T>): Promise<T> {
+  const started = performance.now()
+  const result = await fn()
+  const elapsed = performance.now() - started
+  assert.ok(elapsed < MAX_CALL_MS, `took ${elapsed.toFixed(0)} ms`)
+  return result
+}
+
+async function until (condition: () => boolean, timeoutMs: number, what: string): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  while (!condition()) {
+    if (Date.now() > deadline) assert.fail(`timed out after ${timeoutMs} ms waiting for ${what}`)
+    await sleep(20)
+  }
+}
+
+/** A port nothing listens on: bound, then released. */
+async function closedPort (): Promise<number> {
+  const server = createServer()
+  server.listen(0, '127.0.0.1')
+  await once(server, 'listening')
+  const { port } = server.address() as AddressInfo
+  server.close()
+  await once(server, 'close')
+  return port
+}
+
+const allowedCount = (decisions: Decision[]) => decisions.filter((d) => d.allowed).length
+
+function assertDecision (decision: Decision): void {
+  assert.equal(decision.windows.length, 2)
+  assert.equal(decision.windows[0].windowSeconds, 60)
+  assert.equal(decision.windows[1].windowSeconds, 86_400)
+  assert.ok(Number.isInteger(decision.windows[0].resetAt) && decision.windows[0].resetAt % 60 === 0)
+}
+
+describe('ResilientLimiter with Redis down at boot', () => {
+  test('answers from memory, exactly per process, fast and without throwing; warns once', async (t) => {
+    const port = await closedPort()
+    const client = createRedisClient(`redis://127.0.0.1:${port}`)
+    t.after(() => client.disconnect())
+    const logger = recordingLogger()
+    const limiter = new ResilientLimiter({ redis: new RedisLimiter({ client }), memory: new MemoryLimiter(), logger })
+    t.after(() => limiter.close())
+
+    const limits = { perMinute: 5, perDay: 100 }
+    const decisions = await timed(() => Promise.all(Array.from({ length: 15 }, () => limiter.consume('boot', limits))))
+    assert.equal(allowedCount(decisions), 5)
+    for (const decision of decisions) assertDecision(decision)
+    assert.equal(limiter.backend, 'memory-fallback')
+
+    await until(() => logger.warns.length > 0, 2000, 'the outage warning')
+    // Reconnect attempts (every <= 1 s) and more requests do not repeat it.
+    await sleep(1200)
+    const refused = await timed(() => limiter.consume('boot', limits))
+    assert.equal(refused.allowed, false)
+    assert.equal(refused.windows[0].remaining, 0)
+    assert.equal((await timed(() => limiter.peek('boot', limits))).windows[1].remaining, 95)
+    await timed(() => limiter.reset('boot'))
+    assert.equal((await timed(() => limiter.consume('boot', limits))).allowed, true)
+    assert.equal(logger.warns.length, 1)
+    assert.equal(logger.infos.length, 0)
+  })
+})
+
+/**
+ * A TCP proxy to the real Redis that can be killed (every socket destroyed) and restarted on the same port, or
+ * stalled (nothing forwarded, like a black-holed network; the bytes are delivered in order on resume, as TCP
+ * would once the path is back).
+ */
+class KillableProxy {
+  readonly #target: { host: string, port: number }
+  readonly #sockets = new Set<Socket>()
+  #server: Server | null = null
+  port = 0
+
+  stall (): void {
+    for (const socket of this.#sockets) socket.pause()
+  }
+
+  resume (): void {
+    for (const socket of this.#sockets) socket.resume()
+  }
+
+  constructor (target: { host: string, port: number }) {
+    this.#target = target
+  }
+
+  async start (): Promise<void> {
+    const server = createServer((downstream) => {
+      const upstream = connect(this.#target.port, this.#target.host)
+      for (const socket of [downstream, upstream]) {
+        this.#sockets.add(socket)
+        socket.on('close', () => this.#sockets.delete(socket))
+        socket.on('error', () => {
+          downstream.destroy()
+          upstream.destroy()
+        })
+      }
+      // Plain forwarding rather than pipe(): pipe would resume a stalled socket on drain.
+      downstream.on('data', (chunk) => upstream.write(chunk))
+      upstream.on('data', (chunk) => downstream.write(chunk))
+    })
+    server.listen(this.port, '127.0.0.1')
+    await once(server, 'listening')
+    this.port = (server.address() as AddressInfo).port
+    this.#server = server
+  }
+
+  async kill (): Promise<void> {
+    const server = this.#server
+    this.#server = null
+    if (server === null) return
+    const closed = once(server, 'close')
+    server.close()
+    for (const socket of this.#sockets) socket.destroy()
+    await closed
+  }
+}
+
+if (await requireRedis('ResilientLimiter outage tests')) {
+  describe('ResilientLimiter through a mid-run Redis outage', () => {
+    async function setup (t: TestContext) {
+      const target = new URL(REDIS_URL)
+      const proxy = new KillableProxy({ host: target.hostname, port: Number(target.port || 6379) })
+      await proxy.start()
+      t.after(() => proxy.kill())
+
+      // The direct client checks what reached Redis and cleans up; the limiter talks through the proxy.
+      const direct = new Redis(REDIS_URL, { maxRetriesPerRequest: 1 })
+      direct.on('error', () => {})
+      const prefix = `test:${randomUUID()}:`
+      t.after(async () => {
+        await deleteKeys(direct, prefix)
+        await direct.quit()
+      })
+      await waitReady(direct)
+
+      const proxied = new URL(REDIS_URL)
+      proxied.hostname = '127.0.0.1'
+      proxied.port = String(proxy.port)
+      const client = createRedisClient(proxied.toString())
+      t.after(() => client.disconnect())
+      await waitReady(client)
+
+      // Start at a fresh Redis minute so no window rolls over during the test's few seconds.
+      const [sec, usec] = await direct.time()
+      const nowMs = Number(sec) * 1000 + Math.floor(Number(usec) / 1000)
+      const offset = (60_000 - (nowMs % 60_000)) / 1000
+      const logger = recordingLogger()
+      const redis = new RedisLimiter({ client, prefix, timeOffsetSeconds: () => offset })
+      const limiter = new ResilientLimiter({ redis, logger })
+      t.after(() => limiter.close())
+      return { proxy, direct, prefix, limiter, logger }
+    }
+
+    test('falls back to memory within the time budget, warns once, and returns to Redis by itself', async (t) => {
+      const { proxy, direct, prefix, limiter, logger } = await setup(t)
+      const limits = { perMinute: 50, perDay: 1000 }
+      const redisCount = async () => Number(await direct.hget(`${prefix}{outage}:m`, 'c') ?? 0)
+
+      assert.equal(limiter.backend, 'redis')
+      for (let i = 0; i < 3; i++) assert.equal((await timed(() => limiter.consume('outage', limits))).allowed, true)
+      assert.equal(await redisCount(), 3, 'counted in Redis')
+
+      await proxy.kill()
+      for (let i = 0; i < 10; i++) {
+        const decision = await timed(() => limiter.consume('outage', limits))
+        assert.equal(decision.allowed, true)
+        assertDecision(decision)
+      }
+      assert.equal(limiter.backend, 'memory-fallback')
+      // The fallback is exact within the process.
+      const burst = await timed(() => Promise.all(Array.from({ length: 15 }, () => limiter.consume('fallback-burst', { perMinute: 5, perDay: 100 }))))
+      assert.equal(allowedCount(burst), 5)
+      // Let a reconnect attempt or two fail: still one warning for the whole outage.
+      await sleep(1200)
+      await timed(() => limiter.consume('outage', limits))
+      assert.equal(logger.warns.length, 1)
+      assert.equal(logger.infos.length, 0)
+      assert.equal(await redisCount(), 3, 'nothing reached Redis during the outage')
+
+      await proxy.start()
+      await until(() => limiter.backend === 'redis', 5000, 'the limiter to use Redis again')
+      assert.equal(logger.infos.length, 1)
+      const back = await timed(() => limiter.consume('outage', limits))
+      assert.equal(back.windows[0].remaining, 50 - 4, 'Redis counts resume where they were')
+      assert.equal(await redisCount(), 4)
+      assert.equal(logger.warns.length, 1)
+    })
+
+    test('a stalled connection costs one command timeout, then memory until a probe finds Redis answering', async (t) => {
+      const { proxy, limiter, logger } = await setup(t)
+      const limits = { perMinute: 50, perDay: 1000 }
+      assert.equal((await timed(() => limiter.consume('stall', limits))).allowed, true)
+      assert.equal(limiter.backend, 'redis')
+
+      proxy.stall()
+      const started = performance.now()
+      const first = await timed(() => limiter.consume('stall', limits))
+      assert.ok(performance.now() - started >= 90, 'waited for the command timeout')
+      assertDecision(first)
+      assert.equal(logger.warns.length, 1)
+      assert.equal(limiter.backend, 'memory-fallback')
+      // Within the retry interval the next requests do not wait on Redis at all.
+      for (let i = 0; i < 5; i++) {
+        const before = performance.now()
+        await limiter.consume('stall', limits)
+        assert.ok(performance.now() - before < 80, 'answered from memory without waiting for a timeout')
+      }
+
+      proxy.resume()
+      const deadline = Date.now() + 5000
+      while (limiter.backend !== 'redis') {
+        assert.ok(Date.now() < deadline, 'back on Redis within 5 s')
+        await timed(() => limiter.consume('stall', limits))
+        await sleep(50)
+      }
+      assert.equal(logger.infos.length, 1)
+      assert.equal(logger.warns.length, 1)
+    })
+  })
+}

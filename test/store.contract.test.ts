@@ -1,0 +1,108 @@
+/**
+ * The Store contract against SQLite (each test on its own migrated temporary file), plus the behaviours only
+ * the SQLite store has: its durability pragmas and the file surviving a close.
+ */
+import Database from 'better-sqlite3'
+import assert from 'node:assert/strict'
+import { join } from 'node:path'
+import { describe, test } from 'node:test'
+import { StoreUnavailableError } from '../src/errors.js'
+import { MIGRATIONS } from '../src/store/sqlite/migrations.js'
+import { SqliteStore } from '../src/store/sqlite/index.js'
+import { tempDir, tempStore } from './helpers/app.js'
+import { storeContract } from './store/contract.js'
+
+storeContract('SqliteStore', tempStore)
+
+describe('SqliteStore specifics', () => {
+  function newStore (path: string, t: { after: (fn: () => unknown) => void }): SqliteStore {
+    const store = new SqliteStore(path)
+    t.after(() => store.close())
+    return store
+  }
+
+  test('a new file is migrated once: the first migrate applies every version, the second none', async (t) => {
+    const store = newStore(join(tempDir(t), 'fresh.db'), t)
+    assert.equal(await store.migrate(), MIGRATIONS.length)
+    assert.equal(await store.migrate(), 0)
+  })
+
+  test('the database file is in WAL mode', async (t) => {
+    const path = join(tempDir(t), 'wal.db')
+    const store = newStore(path, t)
+    await store.migrate()
+    // journal_mode=WAL is stored in the file, so a separate connection sees it.
+    const other = new Database(path, { readonly: true })
+    t.after(() => other.close())
+    assert.equal(other.pragma('journal_mode', { simple: true }), 'wal')
+  })
+
+  test('when opened, then the connection runs in WAL mode with synchronous=FULL', async (t) => {
+    const store = await tempStore(t)
+    assert.deepEqual(store.durability(), { journalMode: 'wal', synchronous: 'FULL' })
+  })
+
+  test('data persists after close and reopen', async (t) => {
+    const path = join(tempDir(t), 'persist.db')
+    const first = newStore(path, t)
+    await first.migrate()
+    await first.importData({
+      pets: [{ id: 2n ** 63n - 1n, name: 'big', status: 'sold', quantity: 5, tags: [{ id: -(2n ** 63n), name: 'min' }] }],
+      orders: [{ id: 2n ** 53n + 1n, petId: 1n, quantity: 3, shipDate: '2026-11-20T10:00:00Z', status: 'approved', complete: true }]
+    })
+    await first.setQuantity(2n ** 63n - 1n, 6)
+    await first.createApiKey({
+      id: 'key_1', keyHash: 'h1', name: null, plan: 'free', perMinute: null, perDay: null, createdAt: new Date('2026-11-22T12:00:00Z')
+    })
+    await first.revokeApiKey('key_1', new Date('2026-11-23T12:00:00Z'))
+    await first.close()
+
+    const second = newStore(path, t)
+    assert.equal(await second.migrate(), 0)
+    assert.deepEqual(await second.listInventory(), [{ petId: 2n ** 63n - 1n, quantity: 6, status: 'sold' }])
+    assert.deepEqual(await second.getPet(2n ** 63n - 1n), { id: 2n ** 63n - 1n, name: 'big', status: 'sold', tags: [{ id: -(2n ** 63n), name: 'min' }] })
+    assert.deepEqual(await second.listOrders({ afterId: null, limit: 10, status: null }), {
+      orders: [{ id: 2n ** 53n + 1n, petId: 1n, quantity: 3, shipDate: '2026-11-20T10:00:00Z', status: 'approved', complete: true }],
+      hasMore: false
+    })
+    assert.deepEqual(await second.findApiKeyByHash('h1'), {
+      id: 'key_1', name: null, plan: 'free', perMinute: null, perDay: null,
+      createdAt: new Date('2026-11-22T12:00:00Z'), revokedAt: new Date('2026-11-23T12:00:00Z'), ban: null
+    })
+  })
+
+  test('close is idempotent', async (t) => {
+    const store = newStore(join(tempDir(t), 'close.db'), t)
+    await store.migrate()
+    await store.close()
+    await store.close()
+  })
+
+  test('a second store on the same file sees committed writes', async (t) => {
+    const path = join(tempDir(t), 'shared.db')
+    const server = newStore(path, t)
+    await server.migrate()
+    const cli = newStore(path, t)
+    assert.equal(await cli.migrate(), 0)
+    await cli.importData({ pets: [{ id: 1n, name: 'a', status: 'available', quantity: 2 }], orders: [] })
+    assert.deepEqual(await server.listInventory(), [{ petId: 1n, quantity: 2, status: 'available' }])
+    assert.deepEqual(await server.setQuantity(1n, 3), { petId: 1n, quantity: 3, status: 'available' })
+    assert.deepEqual(await cli.listInventory(), [{ petId: 1n, quantity: 3, status: 'available' }])
+  })
+})
+
+describe('SqliteStore when the database is locked', () => {
+  test('when another connection holds the write lock past the busy timeout, then writes fail as StoreUnavailableError', async (t) => {
+    const path = join(tempDir(t), 'locked.db')
+    const store = new SqliteStore(path, { busyTimeoutMs: 50 })
+    t.after(() => store.close())
+    await store.migrate()
+    await store.importData({ pets: [{ id: 1n, name: 'a', status: 'available', quantity: 1 }], orders: [] })
+    const other = new Database(path)
+    t.after(() => other.close())
+    other.exec('BEGIN IMMEDIATE')
+    await assert.rejects(store.setQuantity(1n, 5), StoreUnavailableError)
+    other.exec('ROLLBACK')
+    assert.equal((await store.setQuantity(1n, 5))?.quantity, 5)
+  })
+})

@@ -1,0 +1,606 @@
+/**
+ * The Store contract: one suite of behaviours every Store implementation must show. Each implementation's test
+ * file calls storeContract() with a function that opens a fresh, migrated, empty store for one test (and
+ * registers its cleanup on that test's context). Every test makes its own data; nothing is shared.
+ */
+import assert from 'node:assert/strict'
+import { describe, test, type TestContext } from 'node:test'
+import type { ApiKeyRecord, Order, OrderStatus, Pet, PetImport } from '../../src/domain/model.js'
+import type { NewApiKey, Store } from '../../src/store/types.js'
+
+const INT64_MAX = 2n ** 63n - 1n
+const INT64_MIN = -(2n ** 63n)
+/** The first integer a double cannot hold: 2^53 + 1. */
+const ABOVE_2_53 = 2n ** 53n + 1n
+
+function pet (id: bigint, overrides: Partial<PetImport> = {}): PetImport {
+  return { id, name: `pet ${id}`, status: 'available', quantity: 1, ...overrides }
+}
+
+function order (id: bigint, overrides: Partial<Order> = {}): Order {
+  return { id, petId: 1n, quantity: 1, shipDate: '2026-11-20T10:00:00Z', status: 'placed', complete: false, ...overrides }
+}
+
+/** The pet as getPet returns it: the import without its stock quantity. */
+function asPet (imported: PetImport): Pet {
+  const result: PetImport = { ...imported }
+  delete result.quantity
+  return result
+}
+
+function newKey (id: string, overrides: Partial<NewApiKey> = {}): NewApiKey {
+  return {
+    id,
+    keyHash: `hash-of-${id}`,
+    name: `key ${id}`,
+    plan: 'free',
+    perMinute: null,
+    perDay: null,
+    createdAt: new Date('2026-11-22T12:00:00.123Z'),
+    ...overrides
+  }
+}
+
+/** The record findApiKeyByHash/listApiKeys return for a new key: no hash, not revoked. */
+function asRecord (key: NewApiKey, revokedAt: Date | null = null): ApiKeyRecord {
+  return { id: key.id, name: key.name, plan: key.plan, perMinute: key.perMinute, perDay: key.perDay, createdAt: key.createdAt, revokedAt, ban: null }
+}
+
+/** Everything observable in a store, for "nothing changed" checks. */
+async function snapshot (store: Store, petIds: bigint[]): Promise<unknown> {
+  return {
+    inventory: await store.listInventory(),
+    count: await store.countPets(),
+    pets: await Promise.all(petIds.map((id) => store.getPet(id))),
+    orders: await store.listOrders({ afterId: null, limit: 1000, status: null })
+  }
+}
+
+/** Pages through all orders matching status with the given page size; returns the pages. */
+async function allPages (store: Store, limit: number, status: OrderStatus | null = null): Promise<Array<{ ids: bigint[], hasMore: boolean }>> {
+  const pages: Array<{ ids: bigint[], hasMore: boolean }> = []
+  let afterId: bigint | null = null
+  for (;;) {
+    const page = await store.listOrders({ afterId, limit, status })
+    pages.push({ ids: page.orders.map((o) => o.id), hasMore: page.hasMore })
+    const last = page.orders.at(-1)
+    if (!page.hasMore || last === undefined || pages.length > 100) return pages
+    afterId = last.id
+  }
+}
+
+export function storeContract (name: string, open: (t: TestContext) => Promise<Store>): void {
+  describe(name, () => {
+    describe('lifecycle', () => {
+      test('migrate on a migrated store applies nothing and returns 0', async (t) => {
+        const store = await open(t)
+        assert.equal(await store.migrate(), 0)
+        assert.equal(await store.migrate(), 0)
+      })
+
+      test('ping resolves', async (t) => {
+        const store = await open(t)
+        assert.equal(await store.ping(), undefined)
+      })
+
+      test('kind is a non-empty name', async (t) => {
+        const store = await open(t)
+        assert.equal(typeof store.kind, 'string')
+        assert.ok(store.kind.length > 0)
+      })
+    })
+
+    describe('inventory', () => {
+      test('listInventory is empty on a new store', async (t) => {
+        const store = await open(t)
+        assert.deepEqual(await store.listInventory(), [])
+      })
+
+      test('listInventory lists only pets with a quantity, by numeric petId ascending, with the pet status and exact bigint ids', async (t) => {
+        const store = await open(t)
+        await store.importData({
+          pets: [
+            pet(9223372036854775807n, { quantity: 7, status: 'sold' }),
+            pet(10n, { quantity: 3, status: 'pending' }),
+            pet(-5n, { quantity: 0 }),
+            pet(3n, { quantity: undefined }),
+            pet(9007199254740993n, { quantity: 1_000_000_000 }),
+            pet(2n, { quantity: 2, status: 'sold' }),
+            pet(-9223372036854775808n, { quantity: 5, status: 'pending' }),
+            pet(9007199254740992n, { quantity: undefined })
+          ],
+          orders: []
+        })
+        const items = await store.listInventory()
+        assert.deepEqual(items, [
+          { petId: -9223372036854775808n, quantity: 5, status: 'pending' },
+          { petId: -5n, quantity: 0, status: 'available' },
+          { petId: 2n, quantity: 2, status: 'sold' },
+          { petId: 10n, quantity: 3, status: 'pending' },
+          { petId: 9007199254740993n, quantity: 1_000_000_000, status: 'available' },
+          { petId: 9223372036854775807n, quantity: 7, status: 'sold' }
+        ])
+        for (const item of items) {
+          assert.equal(typeof item.petId, 'bigint')
+          assert.equal(typeof item.quantity, 'number')
+        }
+      })
+
+      test('setQuantity updates the entry and returns the updated item', async (t) => {
+        const store = await open(t)
+        await store.importData({ pets: [pet(1n, { quantity: 4 }), pet(2n, { quantity: 9 })], orders: [] })
+        assert.deepEqual(await store.setQuantity(1n, 12), { petId: 1n, quantity: 12, status: 'available' })
+        assert.deepEqual(await store.listInventory(), [
+          { petId: 1n, quantity: 12, status: 'available' },
+          { petId: 2n, quantity: 9, status: 'available' }
+        ])
+      })
+
+      test('setQuantity accepts 0 and 1000000000', async (t) => {
+        const store = await open(t)
+        await store.importData({ pets: [pet(1n, { quantity: 4 })], orders: [] })
+        assert.deepEqual(await store.setQuantity(1n, 0), { petId: 1n, quantity: 0, status: 'available' })
+        assert.deepEqual(await store.listInventory(), [{ petId: 1n, quantity: 0, status: 'available' }])
+        assert.deepEqual(await store.setQuantity(1n, 1_000_000_000), { petId: 1n, quantity: 1_000_000_000, status: 'available' })
+        assert.deepEqual(await store.listInventory(), [{ petId: 1n, quantity: 1_000_000_000, status: 'available' }])
+      })
+
+      test('setQuantity works on int64 extreme and above-2^53 pet ids', async (t) => {
+        const store = await open(t)
+        const ids = [INT64_MIN, ABOVE_2_53, INT64_MAX]
+        await store.importData({ pets: ids.map((id) => pet(id, { quantity: 1 })), orders: [] })
+        for (const [i, id] of ids.entries()) {
+          assert.deepEqual(await store.setQuantity(id, 100 + i), { petId: id, quantity: 100 + i, status: 'available' })
+        }
+        // 2^53 + 1 must not be confused with its double neighbour 2^53.
+        assert.equal(await store.setQuantity(ABOVE_2_53 - 1n, 5), null)
+        assert.deepEqual((await store.listInventory()).map((i) => [i.petId, i.quantity]), [
+          [INT64_MIN, 100], [ABOVE_2_53, 101], [INT64_MAX, 102]
+        ])
+      })
+
+      test('setQuantity does not change the pet status', async (t) => {
+        const store = await open(t)
+        await store.importData({ pets: [pet(1n, { status: 'sold', quantity: 0 }), pet(2n, { status: 'pending', quantity: 1 })], orders: [] })
+        assert.deepEqual(await store.setQuantity(1n, 5), { petId: 1n, quantity: 5, status: 'sold' })
+        assert.deepEqual(await store.setQuantity(2n, 0), { petId: 2n, quantity: 0, status: 'pending' })
+        assert.equal((await store.getPet(1n))?.status, 'sold')
+        assert.equal((await store.getPet(2n))?.status, 'pending')
+      })
+
+      test('setQuantity returns null and changes nothing for a pet without a stock entry', async (t) => {
+        const store = await open(t)
+        await store.importData({ pets: [pet(1n, { quantity: 4 }), pet(2n, { quantity: undefined })], orders: [] })
+        const before = await snapshot(store, [1n, 2n])
+        assert.equal(await store.setQuantity(2n, 7), null)
+        assert.deepEqual(await snapshot(store, [1n, 2n]), before)
+        assert.deepEqual(await store.listInventory(), [{ petId: 1n, quantity: 4, status: 'available' }])
+      })
+
+      test('setQuantity returns null and changes nothing for an unknown pet', async (t) => {
+        const store = await open(t)
+        await store.importData({ pets: [pet(1n, { quantity: 4 })], orders: [] })
+        const before = await snapshot(store, [1n, 99n])
+        assert.equal(await store.setQuantity(99n, 7), null)
+        assert.equal(await store.setQuantity(INT64_MAX, 7), null)
+        assert.deepEqual(await snapshot(store, [1n, 99n]), before)
+        assert.equal(await store.getPet(99n), null)
+      })
+
+      test('concurrent setQuantity calls on one pet all land and the final value is one of them', async (t) => {
+        const store = await open(t)
+        await store.importData({ pets: [pet(7n, { quantity: 0, status: 'pending' })], orders: [] })
+        const written = Array.from({ length: 50 }, (_, i) => i + 1)
+        const results = await Promise.all(written.map((q) => store.setQuantity(7n, q)))
+        // Every call found the entry and reports its own write.
+        results.forEach((item, i) => assert.deepEqual(item, { petId: 7n, quantity: written[i], status: 'pending' }))
+        const inventory = await store.listInventory()
+        assert.equal(inventory.length, 1)
+        const final = inventory[0]
+        assert.ok(final !== undefined)
+        assert.ok(written.includes(final.quantity), `final quantity ${final.quantity} was never written`)
+        assert.equal(final.petId, 7n)
+        assert.equal(final.status, 'pending')
+        // A later read agrees with the first one.
+        assert.deepEqual(await store.listInventory(), inventory)
+      })
+
+      test('concurrent setQuantity calls on different pets all land', async (t) => {
+        const store = await open(t)
+        const ids = Array.from({ length: 40 }, (_, i) => BigInt(i + 1))
+        await store.importData({ pets: ids.map((id) => pet(id, { quantity: 0 })), orders: [] })
+        const results = await Promise.all(ids.map((id) => store.setQuantity(id, Number(id) * 10)))
+        assert.deepEqual(results, ids.map((id) => ({ petId: id, quantity: Number(id) * 10, status: 'available' })))
+        assert.deepEqual(await store.listInventory(), results)
+      })
+    })
+
+    describe('pets', () => {
+      test('getPet returns every field exactly, including int64 category and tag ids', async (t) => {
+        const store = await open(t)
+        const full = pet(ABOVE_2_53, {
+          name: 'Rex "the king" — ümlaut 🐕',
+          status: 'pending',
+          quantity: 3,
+          category: { id: INT64_MAX, name: 'Dogs' },
+          tags: [
+            { id: INT64_MAX, name: 'max' },
+            { id: INT64_MIN, name: 'min' },
+            { id: ABOVE_2_53, name: 'above 2^53' },
+            { id: 0n, name: 'zero' }
+          ],
+          photoUrls: ['https://example.com/b.jpg', 'https://example.com/a.jpg?x=1&y="2"']
+        })
+        await store.importData({ pets: [full], orders: [] })
+        const got = await store.getPet(ABOVE_2_53)
+        assert.deepEqual(got, asPet(full))
+        assert.equal(typeof got?.category?.id, 'bigint')
+        for (const tag of got?.tags ?? []) assert.equal(typeof tag.id, 'bigint')
+      })
+
+      test('getPet omits absent optional fields instead of returning undefined-valued keys', async (t) => {
+        const store = await open(t)
+        await store.importData({ pets: [pet(1n, { quantity: undefined, status: 'sold' })], orders: [] })
+        const got = await store.getPet(1n)
+        assert.deepEqual(got, { id: 1n, name: 'pet 1', status: 'sold' })
+        assert.deepEqual(Object.keys(got ?? {}).sort(), ['id', 'name', 'status'])
+      })
+
+      test('getPet keeps empty tags and photoUrls arrays as empty arrays', async (t) => {
+        const store = await open(t)
+        const bare = pet(1n, { tags: [], photoUrls: [] })
+        await store.importData({ pets: [bare], orders: [] })
+        assert.deepEqual(await store.getPet(1n), asPet(bare))
+      })
+
+      test('getPet returns pets at both int64 extremes', async (t) => {
+        const store = await open(t)
+        const low = pet(INT64_MIN, { category: { id: INT64_MIN, name: 'low' } })
+        const high = pet(INT64_MAX, { tags: [{ id: INT64_MAX, name: 'high' }] })
+        await store.importData({ pets: [low, high], orders: [] })
+        assert.deepEqual(await store.getPet(INT64_MIN), asPet(low))
+        assert.deepEqual(await store.getPet(INT64_MAX), asPet(high))
+      })
+
+      test('getPet returns null for an unknown id', async (t) => {
+        const store = await open(t)
+        assert.equal(await store.getPet(1n), null)
+        await store.importData({ pets: [pet(ABOVE_2_53)], orders: [] })
+        assert.equal(await store.getPet(1n), null)
+        assert.equal(await store.getPet(ABOVE_2_53 - 1n), null)
+        assert.equal(await store.getPet(INT64_MAX), null)
+        assert.equal(await store.getPet(INT64_MIN), null)
+      })
+
+      test('countPets counts every pet, with or without a stock entry', async (t) => {
+        const store = await open(t)
+        assert.equal(await store.countPets(), 0)
+        await store.importData({
+          pets: [pet(1n), pet(2n, { quantity: undefined }), pet(INT64_MAX), pet(INT64_MIN, { quantity: undefined })],
+          orders: [order(1n)]
+        })
+        assert.equal(await store.countPets(), 4)
+      })
+    })
+
+    describe('importData', () => {
+      test('importData reports how many pets and orders it wrote', async (t) => {
+        const store = await open(t)
+        assert.deepEqual(await store.importData({ pets: [], orders: [] }), { pets: 0, orders: 0 })
+        assert.deepEqual(await store.importData({ pets: [pet(1n), pet(2n)], orders: [order(1n), order(2n), order(3n)] }), { pets: 2, orders: 3 })
+      })
+
+      test('a second import with the same ids replaces pets, stock and orders without duplicating them', async (t) => {
+        const store = await open(t)
+        await store.importData({
+          pets: [
+            pet(1n, { name: 'old', status: 'available', quantity: 1, category: { id: 1n, name: 'Cats' }, tags: [{ id: 1n, name: 'a' }, { id: 2n, name: 'b' }], photoUrls: ['https://x/1'] }),
+            pet(INT64_MAX, { name: 'big', quantity: 2 })
+          ],
+          orders: [
+            order(1n, { petId: 1n, quantity: 1, shipDate: '2026-11-20T10:00:00Z', status: 'placed', complete: false }),
+            order(ABOVE_2_53, { petId: INT64_MAX })
+          ]
+        })
+        const renamed = pet(1n, {
+          name: 'new', status: 'sold', quantity: 9, category: { id: INT64_MAX, name: 'Dogs' }, tags: [{ id: INT64_MIN, name: 'c' }], photoUrls: ['https://x/2', 'https://x/3']
+        })
+        const replacedOrder = order(1n, { petId: INT64_MAX, quantity: 2_147_483_647, shipDate: '2027-01-02T03:04:05.678+01:00', status: 'delivered', complete: true })
+        assert.deepEqual(await store.importData({ pets: [renamed], orders: [replacedOrder] }), { pets: 1, orders: 1 })
+
+        assert.equal(await store.countPets(), 2)
+        assert.deepEqual(await store.getPet(1n), asPet(renamed))
+        assert.deepEqual(await store.getPet(INT64_MAX), asPet(pet(INT64_MAX, { name: 'big', quantity: 2 })))
+        assert.deepEqual(await store.listInventory(), [
+          { petId: 1n, quantity: 9, status: 'sold' },
+          { petId: INT64_MAX, quantity: 2, status: 'available' }
+        ])
+        assert.deepEqual(await store.listOrders({ afterId: null, limit: 10, status: null }), {
+          orders: [replacedOrder, order(ABOVE_2_53, { petId: INT64_MAX })],
+          hasMore: false
+        })
+      })
+
+      test('a re-import without optional pet fields removes the old category, tags and photoUrls', async (t) => {
+        const store = await open(t)
+        await store.importData({
+          pets: [pet(1n, { category: { id: 1n, name: 'Cats' }, tags: [{ id: 1n, name: 'a' }], photoUrls: ['https://x/1'] })],
+          orders: []
+        })
+        await store.importData({ pets: [pet(1n, { name: 'plain' })], orders: [] })
+        assert.deepEqual(await store.getPet(1n), { id: 1n, name: 'plain', status: 'available' })
+      })
+
+      test('a re-import of a pet without a quantity keeps its stock entry as it is', async (t) => {
+        const store = await open(t)
+        await store.importData({ pets: [pet(1n, { quantity: 4 })], orders: [] })
+        await store.setQuantity(1n, 9)
+        await store.importData({ pets: [pet(1n, { quantity: undefined, status: 'sold' })], orders: [] })
+        assert.deepEqual(await store.listInventory(), [{ petId: 1n, quantity: 9, status: 'sold' }])
+      })
+
+      test('importing the same data twice leaves the same state', async (t) => {
+        const store = await open(t)
+        const data = {
+          pets: [pet(-5n, { quantity: 3 }), pet(2n, { quantity: undefined, tags: [{ id: 1n, name: 't' }] }), pet(INT64_MAX, { quantity: 1 })],
+          orders: [order(1n), order(ABOVE_2_53, { status: 'approved' })]
+        }
+        await store.importData(data)
+        const once = await snapshot(store, [-5n, 2n, INT64_MAX])
+        await store.importData(data)
+        assert.deepEqual(await snapshot(store, [-5n, 2n, INT64_MAX]), once)
+      })
+
+      test('an import that fails on a later pet rejects and leaves nothing of itself behind', async (t) => {
+        const store = await open(t)
+        await store.importData({ pets: [pet(1n, { name: 'kept', quantity: 4 })], orders: [order(1n)] })
+        const ids = [1n, 2n, 3n, INT64_MAX]
+        const before = await snapshot(store, ids)
+        await assert.rejects(store.importData({
+          pets: [
+            pet(1n, { name: 'changed', status: 'sold', quantity: 99 }),
+            pet(2n, { quantity: 5 }),
+            pet(INT64_MAX, { quantity: undefined }),
+            pet(3n, { status: 'lost' as any }) // eslint-disable-line @typescript-eslint/no-explicit-any
+          ],
+          orders: [order(1n, { status: 'delivered' }), order(2n)]
+        }))
+        assert.deepEqual(await snapshot(store, ids), before)
+        // The store still works after the failed import.
+        assert.deepEqual(await store.importData({ pets: [pet(2n)], orders: [] }), { pets: 1, orders: 0 })
+        assert.equal(await store.countPets(), 2)
+      })
+
+      test('an import that fails on a later order rejects and leaves nothing of itself behind', async (t) => {
+        const store = await open(t)
+        await store.importData({ pets: [pet(1n, { quantity: 4 })], orders: [order(1n)] })
+        const ids = [1n, 2n]
+        const before = await snapshot(store, ids)
+        await assert.rejects(store.importData({
+          pets: [pet(1n, { name: 'changed', quantity: 0 }), pet(2n)],
+          orders: [order(1n, { complete: true }), order(5n), order(6n, { status: 'lost' as any })] // eslint-disable-line @typescript-eslint/no-explicit-any
+        }))
+        assert.deepEqual(await snapshot(store, ids), before)
+      })
+    })
+
+    describe('orders', () => {
+      const ids = [INT64_MIN, -3n, 1n, 2n, 10n, ABOVE_2_53, INT64_MAX]
+
+      test('listOrders is empty on a new store', async (t) => {
+        const store = await open(t)
+        assert.deepEqual(await store.listOrders({ afterId: null, limit: 10, status: null }), { orders: [], hasMore: false })
+      })
+
+      test('listOrders returns orders by numeric id ascending with every field exact', async (t) => {
+        const store = await open(t)
+        const orders = [
+          order(10n, { petId: -1n, quantity: 2_147_483_647, shipDate: '2026-01-01T00:00:00.123456+05:30', status: 'approved', complete: true }),
+          order(INT64_MAX, { petId: INT64_MAX, complete: true }),
+          order(-3n, { petId: INT64_MIN, shipDate: '2026-11-20T10:00:00.5Z', status: 'delivered' }),
+          order(ABOVE_2_53, { petId: ABOVE_2_53, shipDate: '2026-11-20T23:59:59-08:00' }),
+          order(1n),
+          order(INT64_MIN, { complete: true }),
+          order(2n, { complete: false })
+        ]
+        await store.importData({ pets: [], orders })
+        const page = await store.listOrders({ afterId: null, limit: 100, status: null })
+        const byId = [...orders].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+        assert.deepEqual(page, { orders: byId, hasMore: false })
+        for (const o of page.orders) {
+          assert.equal(typeof o.id, 'bigint')
+          assert.equal(typeof o.petId, 'bigint')
+          assert.equal(typeof o.complete, 'boolean')
+          assert.equal(typeof o.shipDate, 'string')
+        }
+      })
+
+      test('listOrders pages with limit and afterId; hasMore is true until the last page', async (t) => {
+        const store = await open(t)
+        await store.importData({ pets: [], orders: ids.map((id) => order(id)) })
+        assert.deepEqual(await allPages(store, 3), [
+          { ids: [INT64_MIN, -3n, 1n], hasMore: true },
+          { ids: [2n, 10n, ABOVE_2_53], hasMore: true },
+          { ids: [INT64_MAX], hasMore: false }
+        ])
+        assert.deepEqual(await allPages(store, 1), ids.map((id, i) => ({ ids: [id], hasMore: i < ids.length - 1 })))
+        assert.deepEqual(await allPages(store, 7), [{ ids, hasMore: false }])
+        assert.deepEqual(await allPages(store, 100), [{ ids, hasMore: false }])
+      })
+
+      test('listOrders says hasMore false when the last page is exactly full', async (t) => {
+        const store = await open(t)
+        await store.importData({ pets: [], orders: ids.slice(1).map((id) => order(id)) })
+        assert.deepEqual(await allPages(store, 3), [
+          { ids: [-3n, 1n, 2n], hasMore: true },
+          { ids: [10n, ABOVE_2_53, INT64_MAX], hasMore: false }
+        ])
+      })
+
+      test('listOrders afterId is exclusive and need not be an existing id', async (t) => {
+        const store = await open(t)
+        await store.importData({ pets: [], orders: ids.map((id) => order(id)) })
+        const after = async (afterId: bigint, limit = 10) =>
+          (await store.listOrders({ afterId, limit, status: null })).orders.map((o) => o.id)
+        assert.deepEqual(await after(2n), [10n, ABOVE_2_53, INT64_MAX])
+        assert.deepEqual(await after(3n), [10n, ABOVE_2_53, INT64_MAX])
+        assert.deepEqual(await after(-4n), [-3n, 1n, 2n, 10n, ABOVE_2_53, INT64_MAX])
+        assert.deepEqual(await after(INT64_MIN), [-3n, 1n, 2n, 10n, ABOVE_2_53, INT64_MAX])
+        // 2^53 + 1 and 2^53 are one double apart: comparisons must be exact.
+        assert.deepEqual(await after(ABOVE_2_53 - 1n), [ABOVE_2_53, INT64_MAX])
+        assert.deepEqual(await after(ABOVE_2_53), [INT64_MAX])
+        assert.deepEqual(await store.listOrders({ afterId: INT64_MAX, limit: 10, status: null }), { orders: [], hasMore: false })
+        assert.deepEqual(await store.listOrders({ afterId: 10n, limit: 1, status: null }), { orders: [order(ABOVE_2_53)], hasMore: true })
+      })
+
+      test('listOrders filters by status, combined with paging', async (t) => {
+        const store = await open(t)
+        const statuses: OrderStatus[] = ['approved', 'placed', 'approved', 'delivered', 'approved', 'approved', 'placed']
+        await store.importData({ pets: [], orders: ids.map((id, i) => order(id, { status: statuses[i] })) })
+        assert.deepEqual(await allPages(store, 2, 'approved'), [
+          { ids: [INT64_MIN, 1n], hasMore: true },
+          { ids: [10n, ABOVE_2_53], hasMore: false }
+        ])
+        assert.deepEqual(await allPages(store, 1, 'placed'), [
+          { ids: [-3n], hasMore: true },
+          { ids: [INT64_MAX], hasMore: false }
+        ])
+        assert.deepEqual(await allPages(store, 5, 'delivered'), [{ ids: [2n], hasMore: false }])
+        const approved = await store.listOrders({ afterId: 1n, limit: 10, status: 'approved' })
+        assert.deepEqual(approved, { orders: [order(10n, { status: 'approved' }), order(ABOVE_2_53, { status: 'approved' })], hasMore: false })
+        // hasMore counts only orders of the status: the placed order after the last approved one does not count.
+        assert.equal((await store.listOrders({ afterId: 10n, limit: 1, status: 'approved' })).hasMore, false)
+      })
+
+      test('listOrders status filter with no match returns an empty page', async (t) => {
+        const store = await open(t)
+        await store.importData({ pets: [], orders: [order(1n), order(2n)] })
+        assert.deepEqual(await store.listOrders({ afterId: null, limit: 10, status: 'delivered' }), { orders: [], hasMore: false })
+      })
+    })
+
+    describe('api keys', () => {
+      test('banApiKey records the ban on the key; unbanApiKey ends it early and keeps its length', async (t) => {
+        const store = await open(t)
+        const key = newKey('key_ban')
+        await store.createApiKey(key)
+        const ban = { since: new Date('2026-11-22T12:00:00.000Z'), until: new Date('2026-11-22T12:15:00.000Z'), seconds: 900 }
+        assert.equal(await store.banApiKey(key.id, ban), true)
+        assert.deepEqual((await store.findApiKeyByHash(key.keyHash))?.ban, ban)
+        assert.deepEqual((await store.listApiKeys())[0]?.ban, ban)
+        const liftedAt = new Date('2026-11-22T12:05:00.000Z')
+        assert.equal(await store.unbanApiKey(key.id, liftedAt), true)
+        assert.deepEqual((await store.findApiKeyByHash(key.keyHash))?.ban, { ...ban, until: liftedAt })
+        // Lifting again later changes nothing: the ban already ended.
+        assert.equal(await store.unbanApiKey(key.id, new Date('2026-11-22T12:10:00.000Z')), true)
+        assert.deepEqual((await store.findApiKeyByHash(key.keyHash))?.ban, { ...ban, until: liftedAt })
+      })
+
+      test('banApiKey and unbanApiKey answer false for an unknown key id', async (t) => {
+        const store = await open(t)
+        const ban = { since: new Date(), until: new Date(Date.now() + 1000), seconds: 1 }
+        assert.equal(await store.banApiKey('key_missing', ban), false)
+        assert.equal(await store.unbanApiKey('key_missing', new Date()), false)
+      })
+
+      test('createApiKey then findApiKeyByHash returns the record with Date fields and null limits for a non-enterprise key', async (t) => {
+        const store = await open(t)
+        const key = newKey('key_free', { plan: 'pro' })
+        await store.createApiKey(key)
+        const found = await store.findApiKeyByHash(key.keyHash)
+        assert.deepEqual(found, asRecord(key))
+        assert.ok(found?.createdAt instanceof Date)
+        assert.equal(found.perMinute, null)
+        assert.equal(found.perDay, null)
+        assert.equal(found.revokedAt, null)
+      })
+
+      test('findApiKeyByHash returns numeric limits for an enterprise key and a null name when unnamed', async (t) => {
+        const store = await open(t)
+        const key = newKey('key_ent', { plan: 'enterprise', perMinute: 100_000, perDay: 1_000_000_000, name: null })
+        await store.createApiKey(key)
+        const found = await store.findApiKeyByHash(key.keyHash)
+        assert.deepEqual(found, asRecord(key))
+        assert.equal(typeof found?.perMinute, 'number')
+        assert.equal(typeof found?.perDay, 'number')
+      })
+
+      test('findApiKeyByHash returns null for an unknown hash', async (t) => {
+        const store = await open(t)
+        assert.equal(await store.findApiKeyByHash('nope'), null)
+        await store.createApiKey(newKey('key_1'))
+        assert.equal(await store.findApiKeyByHash('nope'), null)
+        assert.equal(await store.findApiKeyByHash('key_1'), null) // an id is not a hash
+        assert.equal(await store.findApiKeyByHash('HASH-OF-KEY_1'), null) // hashes match exactly
+      })
+
+      test('listApiKeys returns every key and no hash field', async (t) => {
+        const store = await open(t)
+        assert.deepEqual(await store.listApiKeys(), [])
+        const keys = [
+          newKey('key_b', { plan: 'free', createdAt: new Date('2026-11-22T12:00:00.000Z') }),
+          newKey('key_a', { plan: 'business', name: null, createdAt: new Date('2026-11-21T08:30:15.250Z') }),
+          newKey('key_c', { plan: 'enterprise', perMinute: 10, perDay: 20, createdAt: new Date('2026-11-23T00:00:00.999Z') })
+        ]
+        for (const key of keys) await store.createApiKey(key)
+        const listed = await store.listApiKeys()
+        const byId = (a: ApiKeyRecord, b: ApiKeyRecord) => a.id.localeCompare(b.id)
+        assert.deepEqual([...listed].sort(byId), keys.map((k) => asRecord(k)).sort(byId))
+        for (const record of listed) {
+          assert.deepEqual(Object.keys(record).filter((k) => /hash/i.test(k)), [])
+          assert.ok(!Object.values(record).some((v) => typeof v === 'string' && v.startsWith('hash-of-')), 'a hash value leaked')
+        }
+      })
+
+      test('revokeApiKey returns true and sets revokedAt', async (t) => {
+        const store = await open(t)
+        const key = newKey('key_1')
+        const other = newKey('key_2')
+        await store.createApiKey(key)
+        await store.createApiKey(other)
+        const at = new Date('2026-12-01T09:00:00.456Z')
+        assert.equal(await store.revokeApiKey('key_1', at), true)
+        assert.deepEqual(await store.findApiKeyByHash(key.keyHash), asRecord(key, at))
+        assert.deepEqual(await store.findApiKeyByHash(other.keyHash), asRecord(other))
+      })
+
+      test('revoking a key twice keeps the first revokedAt', async (t) => {
+        const store = await open(t)
+        const key = newKey('key_1')
+        await store.createApiKey(key)
+        const first = new Date('2026-12-01T09:00:00.456Z')
+        assert.equal(await store.revokeApiKey('key_1', first), true)
+        assert.equal(await store.revokeApiKey('key_1', new Date('2026-12-02T09:00:00.000Z')), true)
+        assert.deepEqual(await store.findApiKeyByHash(key.keyHash), asRecord(key, first))
+        assert.deepEqual(await store.listApiKeys(), [asRecord(key, first)])
+      })
+
+      test('revokeApiKey returns false for an unknown id and changes nothing', async (t) => {
+        const store = await open(t)
+        const key = newKey('key_1')
+        await store.createApiKey(key)
+        assert.equal(await store.revokeApiKey('key_unknown', new Date()), false)
+        assert.equal(await store.revokeApiKey(key.keyHash, new Date()), false) // a hash is not an id
+        assert.deepEqual(await store.listApiKeys(), [asRecord(key)])
+      })
+
+      test('createApiKey rejects a duplicate key hash and keeps the first key', async (t) => {
+        const store = await open(t)
+        const key = newKey('key_1')
+        await store.createApiKey(key)
+        await assert.rejects(store.createApiKey(newKey('key_2', { keyHash: key.keyHash, plan: 'enterprise', perMinute: 1, perDay: 1 })))
+        assert.deepEqual(await store.findApiKeyByHash(key.keyHash), asRecord(key))
+        assert.deepEqual(await store.listApiKeys(), [asRecord(key)])
+      })
+
+      test('createApiKey rejects a duplicate id', async (t) => {
+        const store = await open(t)
+        const key = newKey('key_1')
+        await store.createApiKey(key)
+        await assert.rejects(store.createApiKey(newKey('key_1', { keyHash: 'another-hash' })))
+        assert.equal(await store.findApiKeyByHash('another-hash'), null)
+        assert.deepEqual(await store.listApiKeys(), [asRecord(key)])
+      })
+    })
+  })
+}
