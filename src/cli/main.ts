@@ -104,6 +104,21 @@ function keyTable (keys: ApiKeyRecord[], plans: PlanTable): string {
   return [header, ...rows].map((r) => r.map((cell, i) => cell.padEnd(widths[i] as number)).join('  ').trimEnd()).join('\n') + '\n'
 }
 
+/** `keys revoke ID` and `keys unban ID`: one store change by key id; exit 1 when no key has the id. */
+async function changeKey (
+  args: string[], config: Config, io: Io,
+  change: (store: Store, id: string) => Promise<boolean>, done: (id: string, cacheSeconds: number) => string
+): Promise<number> {
+  const { positionals } = parse(args, {}, 1)
+  const id = positionals[0] as string
+  if (!await withStore(config, (store) => change(store, id))) {
+    io.stderr(`petstore: no key with id ${id}\n`)
+    return 1
+  }
+  io.stderr(done(id, config.authCacheTtlMs / 1000) + '\n')
+  return 0
+}
+
 async function keys (args: string[], config: Config, io: Io): Promise<number> {
   const [sub, ...rest] = args
   switch (sub) {
@@ -133,28 +148,12 @@ async function keys (args: string[], config: Config, io: Io): Promise<number> {
       io.stdout(values.json === true ? JSON.stringify(list.map((k) => keyJson(k, config.rateLimits.plans))) + '\n' : keyTable(list, config.rateLimits.plans))
       return 0
     }
-    case 'revoke': {
-      const { positionals } = parse(rest, {}, 1)
-      const id = positionals[0] as string
-      const found = await withStore(config, (store) => store.revokeApiKey(id, new Date()))
-      if (!found) {
-        io.stderr(`petstore: no key with id ${id}\n`)
-        return 1
-      }
-      io.stderr(`Revoked ${id}. Running servers stop accepting it within ${config.authCacheTtlMs / 1000} s.\n`)
-      return 0
-    }
-    case 'unban': {
-      const { positionals } = parse(rest, {}, 1)
-      const id = positionals[0] as string
-      const found = await withStore(config, (store) => store.unbanApiKey(id, new Date()))
-      if (!found) {
-        io.stderr(`petstore: no key with id ${id}\n`)
-        return 1
-      }
-      io.stderr(`Lifted any ban of ${id}. Running servers accept it again within ${config.authCacheTtlMs / 1000} s.\n`)
-      return 0
-    }
+    case 'revoke':
+      return await changeKey(rest, config, io, (store, id) => store.revokeApiKey(id, new Date()),
+        (id, seconds) => `Revoked ${id}. Running servers stop accepting it within ${seconds} s.`)
+    case 'unban':
+      return await changeKey(rest, config, io, (store, id) => store.unbanApiKey(id, new Date()),
+        (id, seconds) => `Lifted any ban of ${id}. Running servers accept it again within ${seconds} s.`)
     default:
       throw new UsageError('keys needs a subcommand: create, list, revoke or unban')
   }

@@ -121,3 +121,22 @@ describe('petstore serve', () => {
     }
   })
 })
+
+describe('petstore serve with REDIS_URL', () => {
+  test('when Redis is unreachable at boot, then the server still starts, limits in process and sends the headers', async (t) => {
+    const cli = cliFor(t)
+    const deadPort = await freePort()
+    const { base, server } = await serve(t, cli, [], { REDIS_URL: `redis://127.0.0.1:${deadPort}`, RATE_LIMIT_FREE: '2/100', BAN_SECONDS: '0' })
+    const key = await newKey(cli)
+    const statuses = []
+    for (let i = 0; i < 3; i++) {
+      const res = await fetch(`${base}/v1/inventory`, { headers: { authorization: `Bearer ${key}` }, signal: AbortSignal.timeout(2000) })
+      statuses.push(res.status)
+      assert.match(res.headers.get('x-ratelimit-limit') ?? '', /^2$/)
+    }
+    assert.deepEqual(statuses, [200, 200, 429])
+    server.child.kill('SIGTERM')
+    assert.equal((await within(5000, server.exited, 'exit after SIGTERM')).code, 0)
+    assert.match(server.output().stdout, /redis/i, 'the outage is logged')
+  })
+})

@@ -1,0 +1,59 @@
+import assert from 'node:assert/strict'
+import { Writable } from 'node:stream'
+import { describe, test } from 'node:test'
+import { pino } from 'pino'
+import { buildApp } from '../../src/app.js'
+import { loadConfig } from '../../src/config.js'
+import { auth, newKey, pet, tempStore } from '../helpers/app.js'
+
+/** An app whose JSON log lines are collected in memory, at debug level. */
+async function appWithLog (t: Parameters<typeof tempStore>[0], env: Record<string, string> = {}) {
+  const lines: string[] = []
+  const stream = new Writable({ write (chunk: Buffer, _encoding, done) { lines.push(...chunk.toString().split('\n').filter(Boolean)); done() } })
+  const store = await tempStore(t)
+  await store.importData({ pets: [pet(1)], orders: [] })
+  const app = await buildApp(loadConfig({ AUTH_CACHE_TTL_MS: '0', ...env }), { store, logger: pino({ level: 'debug' }, stream) })
+  t.after(() => app.close())
+  return { app, store, lines }
+}
+
+describe('logs', () => {
+  test('when requests with valid, unknown and malformed keys are served, then no key appears in the logs', async (t) => {
+    const { app, store, lines } = await appWithLog(t)
+    const key = await newKey(store)
+    const secretPart = key.slice('psk_live_'.length)
+    await app.inject({ method: 'GET', url: '/v1/inventory', headers: auth(key) })
+    await app.inject({ method: 'PATCH', url: '/v1/inventory/1', headers: { ...auth(key), 'content-type': 'application/json' }, payload: '{"quantity":"x"}' })
+    await app.inject({ method: 'GET', url: '/v1/inventory', headers: auth('psk_live_UnknownSecretValue') })
+    await app.inject({ method: 'GET', url: '/v1/inventory', headers: { authorization: `Basic ${key}` } })
+    await app.inject({ method: 'GET', url: `/v1/nope?token=x`, headers: auth(key) })
+    const log = lines.join('\n')
+    assert.ok(lines.length >= 10, 'requests were logged')
+    assert.ok(!log.includes(secretPart), 'the key never appears')
+    assert.ok(!log.includes('UnknownSecretValue'), 'an unknown token never appears')
+    assert.match(log, /"requestId":"[0-9a-f-]{36}"/)
+  })
+
+  test('when a 500 happens, then it is logged with the request id', async (t) => {
+    const { app, store, lines } = await appWithLog(t)
+    const key = await newKey(store)
+    store.listInventory = async () => { throw new Error('disk on fire') }
+    const res = await app.inject({ method: 'GET', url: '/v1/inventory', headers: { ...auth(key), 'x-request-id': 'trace-500' } })
+    assert.equal(res.statusCode, 500)
+    const entry = lines.map((line) => JSON.parse(line) as { level: number, requestId?: string, err?: { message: string } })
+      .find((e) => e.level >= 50 && e.err?.message === 'disk on fire')
+    assert.equal(entry?.requestId, 'trace-500')
+  })
+
+  test('when a key is banned, then the ban is logged with the key id, never the key', async (t) => {
+    const { app, store, lines } = await appWithLog(t, { RATE_LIMIT_FREE: '1/100' })
+    const key = await newKey(store)
+    await app.inject({ method: 'GET', url: '/v1/inventory', headers: auth(key) })
+    await app.inject({ method: 'GET', url: '/v1/inventory', headers: auth(key) })
+    const [record] = await store.listApiKeys()
+    const ban = lines.map((line) => JSON.parse(line) as { msg: string, keyId?: string, banSeconds?: number }).find((e) => /banned/.test(e.msg))
+    assert.equal(ban?.keyId, record?.id)
+    assert.equal(ban?.banSeconds, 900)
+    assert.ok(!lines.join('\n').includes(key.slice(9)))
+  })
+})
