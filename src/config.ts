@@ -17,6 +17,8 @@ export interface Config {
   readonly host: string
   /** A postgres:// or postgresql:// URL selects PostgreSQL; anything else is a SQLite file path. */
   readonly databaseUrl: string
+  /** PostgreSQL only: pool size per instance, statement timeout and connection wait, in ms. */
+  readonly database: { readonly poolSize: number, readonly statementTimeoutMs: number, readonly connectTimeoutMs: number }
   readonly logLevel: LogLevel
   /** Decides the API key prefix: psk_live_ (production) or psk_test_ (staging). */
   readonly environment: Environment
@@ -29,6 +31,8 @@ export interface Config {
   readonly authCacheTtlMs: number
   /** Shared rate-limit counters (scale-out); null keeps them in process. */
   readonly redisUrl: string | null
+  /** Prefix of every Redis key the service writes (several deployments can share one Redis). */
+  readonly redisKeyPrefix: string
   /** Whether X-Forwarded-For is believed: false, true, a hop count, or trusted proxy addresses/CIDRs. */
   readonly trustProxy: boolean | number | string[]
   readonly rateLimits: RateLimitConfig
@@ -63,6 +67,9 @@ export const DEFAULTS = {
   PORT: '8080',
   HOST: '127.0.0.1',
   DATABASE_URL: './data/petstore.db',
+  DATABASE_POOL_SIZE: '10',
+  DATABASE_STATEMENT_TIMEOUT_MS: '5000',
+  DATABASE_CONNECT_TIMEOUT_MS: '2000',
   LOG_LEVEL: 'info',
   PETSTORE_ENV: 'production',
   PRODUCTION_URL: 'https://api.petstore.example',
@@ -72,6 +79,7 @@ export const DEFAULTS = {
   PETS_SUNSET: '2027-12-31T23:59:59Z',
   AUTH_CACHE_TTL_MS: '5000',
   REDIS_URL: '',
+  REDIS_KEY_PREFIX: 'petstore:rl:',
   TRUST_PROXY: 'false',
   RATE_LIMIT_FREE: `${PLAN_LIMITS.free.perMinute}/${PLAN_LIMITS.free.perDay}`,
   RATE_LIMIT_PRO: `${PLAN_LIMITS.pro.perMinute}/${PLAN_LIMITS.pro.perDay}`,
@@ -158,6 +166,13 @@ function redisUrl (env: Env): string | null {
   return text
 }
 
+function redisKeyPrefix (env: Env): string {
+  const text = read(env, 'REDIS_KEY_PREFIX')
+  // Braces would break the Redis Cluster hash tag that keeps a subject's keys on one node.
+  if (!/^[A-Za-z0-9:._-]{1,64}$/.test(text)) throw new ConfigError(`REDIS_KEY_PREFIX must be 1-64 of A-Z a-z 0-9 : . _ -, got "${text}"`)
+  return text
+}
+
 function banPolicy (env: Env): BanPolicy | null {
   const baseSeconds = integer(env, 'BAN_SECONDS', 0, 7 * 86_400)
   if (baseSeconds === 0) return null
@@ -191,6 +206,11 @@ export function loadConfig (env: Env, cwd: string = process.cwd()): Config {
     databaseUrl: isPostgresUrl(databaseUrl) || databaseUrl === ':memory:' || isAbsolute(databaseUrl)
       ? databaseUrl
       : resolve(cwd, databaseUrl),
+    database: Object.freeze({
+      poolSize: integer(env, 'DATABASE_POOL_SIZE', 1, 1000),
+      statementTimeoutMs: integer(env, 'DATABASE_STATEMENT_TIMEOUT_MS', 10, 600_000),
+      connectTimeoutMs: integer(env, 'DATABASE_CONNECT_TIMEOUT_MS', 10, 600_000)
+    }),
     logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS),
     environment: oneOf(env, 'PETSTORE_ENV', ENVIRONMENTS),
     servers: Object.freeze({ production: httpUrl(env, 'PRODUCTION_URL'), staging: httpUrl(env, 'STAGING_URL') }),
@@ -198,6 +218,7 @@ export function loadConfig (env: Env, cwd: string = process.cwd()): Config {
     pets: Object.freeze(pets),
     authCacheTtlMs: integer(env, 'AUTH_CACHE_TTL_MS', 0, 60_000),
     redisUrl: redisUrl(env),
+    redisKeyPrefix: redisKeyPrefix(env),
     trustProxy: trustProxy(env),
     rateLimits: Object.freeze({
       plans: Object.freeze({

@@ -25,7 +25,7 @@ export interface ServeOptions {
 function openLimiter (config: Config, logger: Logger): { limiter: RateLimiter, close: () => Promise<void> } {
   if (config.redisUrl === null) return { limiter: new MemoryLimiter(), close: async () => {} }
   const client = createRedisClient(config.redisUrl)
-  const limiter = new ResilientLimiter({ redis: new RedisLimiter({ client }), memory: new MemoryLimiter(), logger })
+  const limiter = new ResilientLimiter({ redis: new RedisLimiter({ client, prefix: config.redisKeyPrefix }), memory: new MemoryLimiter(), logger })
   return {
     limiter,
     close: async () => {
@@ -38,7 +38,7 @@ function openLimiter (config: Config, logger: Logger): { limiter: RateLimiter, c
 export async function startServer (config: Config, options: ServeOptions): Promise<FastifyInstance> {
   // One logger for the app and the limiter (which reports Redis outages).
   const log = pino({ level: config.logLevel })
-  const store = openStore(config.databaseUrl)
+  const store = openStore(config)
   const { limiter, close: closeLimiter } = openLimiter(config, log)
   try {
     await store.migrate()
@@ -58,17 +58,25 @@ export async function startServer (config: Config, options: ServeOptions): Promi
   }
 }
 
-/** Resolves when the server has closed after a signal. */
+/** The IPC message a cluster primary sends its workers to stop them gracefully. */
+export const SHUTDOWN_MESSAGE = 'petstore:shutdown'
+
+/**
+ * Resolves when the server has closed after SIGTERM or SIGINT (or the primary's shutdown message, in a
+ * cluster worker). A second signal exits at once; the primary's message never counts as one, since a
+ * terminal's Ctrl+C reaches the workers and the primary alike.
+ */
 export function closeOnSignals (app: FastifyInstance, deadlineMs = 10_000): Promise<void> {
   return new Promise((resolve) => {
     let stopping = false
-    const stop = (signal: NodeJS.Signals): void => {
+    const stop = (reason: string, isSignal: boolean): void => {
       if (stopping) {
-        app.log.warn({ signal }, 'second signal: exiting now')
+        if (!isSignal) return
+        app.log.warn({ signal: reason }, 'second signal: exiting now')
         process.exit(1)
       }
       stopping = true
-      app.log.info({ signal }, 'shutting down')
+      app.log.info({ reason }, 'shutting down')
       const timer = setTimeout(() => {
         app.log.error('in-flight requests did not finish in time: exiting')
         process.exit(1)
@@ -80,7 +88,8 @@ export function closeOnSignals (app: FastifyInstance, deadlineMs = 10_000): Prom
         resolve()
       })
     }
-    process.on('SIGTERM', stop)
-    process.on('SIGINT', stop)
+    process.on('SIGTERM', () => stop('SIGTERM', true))
+    process.on('SIGINT', () => stop('SIGINT', true))
+    process.on('message', (message) => { if (message === SHUTDOWN_MESSAGE) stop('primary', false) })
   })
 }

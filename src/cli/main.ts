@@ -10,6 +10,7 @@ import { isBanned } from '../domain/bans.js'
 import { createKey, KeyInputError } from '../domain/keys.js'
 import { ImportError, importData, parseImport } from '../domain/import.js'
 import { limitsOf, PLANS, type ApiKeyRecord, type Plan, type PlanTable } from '../domain/model.js'
+import { isWorker, leaveCluster, runPrimary, WORKERS_NEED_REDIS } from '../cluster.js'
 import { closeOnSignals, startServer } from '../server.js'
 import { openStore } from '../store/open.js'
 import type { Store } from '../store/types.js'
@@ -29,8 +30,10 @@ const defaultIo: Io = {
 const USAGE = `Usage: petstore <command> [options]
 
 Commands:
-  serve [--seed-demo]            Run the HTTP API (migrates the store first). --seed-demo imports the
-                                 demo data set when the store is empty.
+  serve [--seed-demo] [--workers N]
+                                 Run the HTTP API (migrates the store first). --seed-demo imports the
+                                 demo data set when the store is empty. --workers runs N processes on
+                                 the port (node:cluster); above 1 it needs REDIS_URL.
   migrate                        Bring the store's schema up to date.
   import FILE                    Load pets and orders from a JSON file (all or nothing).
   keys create --plan PLAN [--name TEXT] [--per-minute N --per-day N] [--json]
@@ -67,7 +70,7 @@ function positiveInteger (flag: string, text: string | boolean | undefined): num
 }
 
 async function withStore<T> (config: Config, work: (store: Store) => Promise<T>): Promise<T> {
-  const store = openStore(config.databaseUrl)
+  const store = openStore(config)
   try {
     await store.migrate()
     return await work(store)
@@ -173,14 +176,20 @@ async function run (argv: string[], io: Io): Promise<number> {
   const config = loadConfig(io.env)
   switch (command) {
     case 'serve': {
-      const { values } = parse(args, { 'seed-demo': { type: 'boolean' } }, 0)
-      const app = await startServer(config, { seedDemo: values['seed-demo'] === true })
+      const { values } = parse(args, { 'seed-demo': { type: 'boolean' }, workers: { type: 'string' } }, 0)
+      const workers = positiveInteger('--workers', values.workers) ?? 1
+      const seedDemo = values['seed-demo'] === true
+      if (workers > 1 && config.redisUrl === null) throw new ConfigError(WORKERS_NEED_REDIS)
+      if (workers > 1 && !isWorker()) return await runPrimary(config, workers, { seedDemo })
+      // A single instance, or one worker of a cluster (the primary has migrated and seeded already).
+      const app = await startServer(config, { seedDemo: seedDemo && !isWorker() })
       await closeOnSignals(app)
+      if (isWorker()) leaveCluster()
       return 0
     }
     case 'migrate': {
       parse(args, {}, 0)
-      const store = openStore(config.databaseUrl)
+      const store = openStore(config)
       const applied = await store.migrate().finally(() => store.close())
       io.stderr(applied === 0 ? 'The store schema is up to date.\n' : `Applied ${applied} migration(s).\n`)
       return 0

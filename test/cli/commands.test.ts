@@ -44,7 +44,6 @@ describe('configuration', () => {
     { what: 'PETSTORE_ENV is unknown', env: { PETSTORE_ENV: 'dev' }, names: 'PETSTORE_ENV' },
     { what: 'AUTH_CACHE_TTL_MS is too large', env: { AUTH_CACHE_TTL_MS: '600000' }, names: 'AUTH_CACHE_TTL_MS' },
     { what: 'PRODUCTION_URL is not an http(s) URL', env: { PRODUCTION_URL: 'ftp://api.example' }, names: 'PRODUCTION_URL' },
-    { what: 'DATABASE_URL is a PostgreSQL URL (not available in this build)', env: { DATABASE_URL: 'postgres://db.example/petstore' }, names: 'DATABASE_URL' }
   ]
   for (const { what, env, names } of invalid) {
     test(`when ${what}, then it exits 2 with "invalid configuration" naming ${names}`, async (t) => {

@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict'
+import { randomUUID } from 'node:crypto'
 import { createServer } from 'node:net'
 import { describe, test, type TestContext } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { cleanRedis, REDIS_URL, requireRedis } from '../ratelimit/redis-env.js'
 import { cliFor, freePort, within, type Cli, type Started } from './run.js'
 
 const BIG = '9007199254740993' // 2^53 + 1: a double cannot hold it
@@ -140,3 +142,32 @@ describe('petstore serve with REDIS_URL', () => {
     assert.match(server.output().stdout, /redis/i, 'the outage is logged')
   })
 })
+
+describe('petstore serve --workers', () => {
+  test('when more than one worker is asked for without REDIS_URL, then it refuses with exit 2', async (t) => {
+    const cli = cliFor(t)
+    const res = await cli.run(['serve', '--workers', '2'])
+    assert.equal(res.code, 2)
+    assert.match(res.stderr, /--workers above 1 needs REDIS_URL/)
+  })
+})
+
+if (await requireRedis('serve --workers with Redis')) {
+  describe('petstore serve --workers with Redis', () => {
+    test('when two workers share the port, then a key gets exactly its limit across them and SIGTERM stops all with exit 0', async (t) => {
+      const cli = cliFor(t)
+      const REDIS_KEY_PREFIX = `test:${randomUUID()}:`
+      t.after(() => cleanRedis(REDIS_KEY_PREFIX))
+      const { base, server } = await serve(t, cli, ['--workers', '2'], { REDIS_URL, REDIS_KEY_PREFIX, RATE_LIMIT_FREE: '7/1000', BAN_SECONDS: '0' })
+      const key = await newKey(cli)
+      const statuses = await Promise.all(Array.from({ length: 16 }, () =>
+        fetch(`${base}/v1/inventory`, { headers: { authorization: `Bearer ${key}`, connection: 'close' } }).then((r) => r.status)))
+      const passed = statuses.filter((s) => s === 200).length
+      // A minute boundary inside the burst could admit a second window's worth, never more.
+      assert.ok(passed === 7 || (passed > 7 && passed <= 14), `passed ${passed}: ${statuses.join(' ')}`)
+      assert.equal(statuses.filter((s) => s === 429).length, 16 - passed)
+      server.child.kill('SIGTERM')
+      assert.deepEqual(await within(8000, server.exited, 'exit after SIGTERM'), { code: 0, signal: null })
+    })
+  })
+}

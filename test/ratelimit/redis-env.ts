@@ -3,8 +3,8 @@
  * tests fail, so a broken service container cannot pass as green; locally they are skipped with a message.
  */
 import { once } from 'node:events'
-import { test } from 'node:test'
 import { Redis } from 'ioredis'
+import { requireService } from '../helpers/services.js'
 
 export const REDIS_URL = process.env.REDIS_TEST_URL ?? 'redis://127.0.0.1:6379'
 
@@ -24,22 +24,9 @@ export async function redisReachable (url: string = REDIS_URL): Promise<boolean>
   }
 }
 
-/**
- * Registers what stands in for the Redis tests when Redis is unreachable: a failing test in CI, a skipped one
- * otherwise. Returns true when the real tests should be registered.
- */
-export async function requireRedis (what: string): Promise<boolean> {
-  if (await redisReachable()) return true
-  const message = `Redis not reachable at ${REDIS_URL}: skipping ${what}`
-  if (process.env.CI === 'true') {
-    test(`${what} need Redis at ${REDIS_URL}`, () => {
-      throw new Error(`Redis not reachable at ${REDIS_URL}, and CI=true requires the Redis tests to run (set REDIS_TEST_URL or start Redis)`)
-    })
-  } else {
-    console.warn(message)
-    test(what, { skip: message }, () => {})
-  }
-  return false
+/** See requireService: Redis tests fail in CI without Redis and are skipped elsewhere. */
+export function requireRedis (what: string): Promise<boolean> {
+  return requireService('Redis', REDIS_URL, () => redisReachable(), what, 'REDIS_TEST_URL')
 }
 
 /** Resolves once the client is ready (commands fail before that when the offline queue is off). */
@@ -58,4 +45,16 @@ export async function deleteKeys (client: Redis, prefix: string): Promise<number
     if (keys.length > 0) deleted += await client.del(...keys)
   } while (cursor !== '0')
   return deleted
+}
+
+/** Deletes every key under a prefix through a short-lived client (for tests that run whole servers). */
+export async function cleanRedis (prefix: string): Promise<void> {
+  const client = new Redis(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 1 })
+  client.on('error', () => {})
+  try {
+    await client.connect()
+    await deleteKeys(client, prefix)
+  } finally {
+    client.disconnect()
+  }
 }

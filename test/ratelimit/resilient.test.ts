@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict'
 import { randomUUID } from 'node:crypto'
 import { once } from 'node:events'
-import { createServer, connect, type AddressInfo, type Server, type Socket } from 'node:net'
+import { createServer, type AddressInfo } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { describe, test, type TestContext } from 'node:test'
 import { Redis } from 'ioredis'
@@ -13,6 +13,7 @@ import { MemoryLimiter } from '../../src/ratelimit/memory.js'
 import { RedisLimiter, createRedisClient } from '../../src/ratelimit/redis.js'
 import { ResilientLimiter, type LimiterLogger } from '../../src/ratelimit/resilient.js'
 import type { Decision } from '../../src/ratelimit/types.js'
+import { KillableProxy } from '../helpers/proxy.js'
 import { REDIS_URL, deleteKeys, requireRedis, waitReady } from './redis-env.js'
 
 /** Each call must answer well within this, fallback included (the command timeout is 100 ms). */
@@ -94,60 +95,6 @@ describe('ResilientLimiter with Redis down at boot', () => {
   })
 })
 
-/**
- * A TCP proxy to the real Redis that can be killed (every socket destroyed) and restarted on the same port, or
- * stalled (nothing forwarded, like a black-holed network; the bytes are delivered in order on resume, as TCP
- * would once the path is back).
- */
-class KillableProxy {
-  readonly #target: { host: string, port: number }
-  readonly #sockets = new Set<Socket>()
-  #server: Server | null = null
-  port = 0
-
-  stall (): void {
-    for (const socket of this.#sockets) socket.pause()
-  }
-
-  resume (): void {
-    for (const socket of this.#sockets) socket.resume()
-  }
-
-  constructor (target: { host: string, port: number }) {
-    this.#target = target
-  }
-
-  async start (): Promise<void> {
-    const server = createServer((downstream) => {
-      const upstream = connect(this.#target.port, this.#target.host)
-      for (const socket of [downstream, upstream]) {
-        this.#sockets.add(socket)
-        socket.on('close', () => this.#sockets.delete(socket))
-        socket.on('error', () => {
-          downstream.destroy()
-          upstream.destroy()
-        })
-      }
-      // Plain forwarding rather than pipe(): pipe would resume a stalled socket on drain.
-      downstream.on('data', (chunk) => upstream.write(chunk))
-      upstream.on('data', (chunk) => downstream.write(chunk))
-    })
-    server.listen(this.port, '127.0.0.1')
-    await once(server, 'listening')
-    this.port = (server.address() as AddressInfo).port
-    this.#server = server
-  }
-
-  async kill (): Promise<void> {
-    const server = this.#server
-    this.#server = null
-    if (server === null) return
-    const closed = once(server, 'close')
-    server.close()
-    for (const socket of this.#sockets) socket.destroy()
-    await closed
-  }
-}
 
 if (await requireRedis('ResilientLimiter outage tests')) {
   describe('ResilientLimiter through a mid-run Redis outage', () => {

@@ -1,16 +1,13 @@
 import Database from 'better-sqlite3'
 import { mkdirSync } from 'node:fs'
 import { dirname } from 'node:path'
-import type { ApiKeyRecord, Ban, InventoryItem, Order, OrderStatus, Pet, PetImport, PetStatus, Plan, Tag } from '../../domain/model.js'
+import type { ApiKeyRecord, Ban, InventoryItem, Order, OrderStatus, Pet, PetImport, PetStatus, Plan } from '../../domain/model.js'
 import { StoreUnavailableError } from '../../errors.js'
 import type { ImportResult, NewApiKey, OrderPage, Store } from '../types.js'
 import { MIGRATIONS } from './migrations.js'
+import { petColumns, toPet, type PetRow } from '../rows.js'
 
 interface InventoryRow { pet_id: bigint, quantity: bigint, status: PetStatus }
-interface PetRow {
-  id: bigint, name: string, status: PetStatus, category_id: bigint | null, category_name: string | null,
-  photo_urls: string | null, tags: string | null
-}
 interface OrderRow {
   id: bigint, pet_id: bigint, quantity: bigint, ship_date: string, status: OrderStatus, complete: bigint
 }
@@ -45,25 +42,6 @@ const toKey = (row: KeyRow): ApiKeyRecord => ({
 })
 
 const KEY_COLUMNS = 'id, name, plan, per_minute, per_day, created_at, revoked_at, banned_at, banned_until, ban_seconds'
-
-/** Tags keep their int64 ids as decimal strings inside the JSON column so they survive JSON.parse. */
-export function encodeTags (tags: Tag[] | undefined): string | null {
-  return tags === undefined ? null : JSON.stringify(tags.map((t) => ({ id: t.id.toString(), name: t.name })))
-}
-
-export function decodeTags (text: string | null): Tag[] | undefined {
-  if (text === null) return undefined
-  return (JSON.parse(text) as Array<{ id: string, name: string }>).map((t) => ({ id: BigInt(t.id), name: t.name }))
-}
-
-export function toPet (row: PetRow): Pet {
-  const pet: Pet = { id: row.id, name: row.name, status: row.status }
-  if (row.category_id !== null && row.category_name !== null) pet.category = { id: row.category_id, name: row.category_name }
-  const tags = decodeTags(row.tags)
-  if (tags !== undefined) pet.tags = tags
-  if (row.photo_urls !== null) pet.photoUrls = JSON.parse(row.photo_urls) as string[]
-  return pet
-}
 
 // SQLite conditions that mean "the database cannot serve right now", not "this request is wrong".
 const UNAVAILABLE = /^SQLITE_(BUSY|LOCKED|CANTOPEN|IOERR|FULL|READONLY|NOMEM|PROTOCOL)/
@@ -203,8 +181,7 @@ export class SqliteStore implements Store {
       )
       db.transaction(() => {
         for (const pet of pets) {
-          upsertPet.run(pet.id, pet.name, pet.status, pet.category?.id ?? null, pet.category?.name ?? null,
-            pet.photoUrls === undefined ? null : JSON.stringify(pet.photoUrls), encodeTags(pet.tags))
+          upsertPet.run(pet.id, ...petColumns(pet))
           if (pet.quantity !== undefined) upsertStock.run(pet.id, pet.quantity)
         }
         for (const order of orders) {

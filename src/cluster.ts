@@ -1,0 +1,68 @@
+/**
+ * `petstore serve --workers N`: one primary that migrates (and seeds) once, then N worker processes sharing
+ * the port through node:cluster, each a whole instance. The primary replaces a worker that dies and, on
+ * SIGTERM/SIGINT, asks every worker (over IPC) to stop gracefully and exits 0 when all have; a second signal
+ * kills them.
+ */
+import cluster, { type Worker } from 'node:cluster'
+import { pino } from 'pino'
+import type { Config } from './config.js'
+import { seedDemoIfEmpty } from './domain/demo.js'
+import { SHUTDOWN_MESSAGE } from './server.js'
+import { openStore } from './store/open.js'
+
+/** Why more than one worker needs Redis: each process would count its own windows and multiply the limits. */
+export const WORKERS_NEED_REDIS = '--workers above 1 needs REDIS_URL: with in-process rate limiting every worker would count ' +
+  'its own windows and a key would get N times its limits'
+
+// A worker that dies this soon after starting is not replaced at once again, to avoid a crash loop.
+const RESTART_BACKOFF_MS = 1000
+
+export async function runPrimary (config: Config, workers: number, options: { seedDemo: boolean }): Promise<number> {
+  const log = pino({ level: config.logLevel })
+  const store = openStore(config)
+  try {
+    await store.migrate()
+    if (options.seedDemo && await seedDemoIfEmpty(store)) log.info('store was empty: imported the demo data set')
+  } finally {
+    await store.close()
+  }
+
+  let stopping = false
+  const started = new Map<Worker, number>()
+  const fork = (): void => { started.set(cluster.fork(), Date.now()) }
+  cluster.on('exit', (worker, code, signal) => {
+    const since = started.get(worker) ?? 0
+    started.delete(worker)
+    if (stopping) return
+    log.error({ pid: worker.process.pid, code, signal }, 'worker died: starting a new one')
+    setTimeout(fork, Math.max(0, RESTART_BACKOFF_MS - (Date.now() - since)))
+  })
+  for (let i = 0; i < workers; i++) fork()
+  log.info({ workers, port: config.port }, 'primary started workers')
+
+  return await new Promise<number>((resolve) => {
+    const stop = (signal: NodeJS.Signals): void => {
+      if (stopping) {
+        log.warn({ signal }, 'second signal: killing workers')
+        for (const worker of started.keys()) worker.process.kill('SIGKILL')
+        resolve(1)
+        return
+      }
+      stopping = true
+      log.info({ signal }, 'stopping workers')
+      if (started.size === 0) resolve(0)
+      for (const worker of started.keys()) worker.send(SHUTDOWN_MESSAGE)
+      cluster.on('exit', () => { if (started.size === 0) resolve(0) })
+    }
+    process.on('SIGTERM', stop)
+    process.on('SIGINT', stop)
+  })
+}
+
+export const isWorker = (): boolean => cluster.isWorker
+
+/** A worker that has closed its server lets go of the IPC channel, which would otherwise keep it alive. */
+export function leaveCluster (): void {
+  cluster.worker?.disconnect()
+}

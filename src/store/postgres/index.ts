@@ -1,0 +1,250 @@
+import pg from 'pg'
+import type { ApiKeyRecord, Ban, InventoryItem, Order, OrderStatus, Pet, PetImport, PetStatus, Plan } from '../../domain/model.js'
+import { StoreUnavailableError } from '../../errors.js'
+import { petColumns, toPet, type PetRow } from '../rows.js'
+import type { ImportResult, NewApiKey, OrderPage, Store } from '../types.js'
+import { MIGRATIONS } from './migrations.js'
+
+const INT8_OID = 20
+
+// bigint columns come back as bigint (pg's default is a string); everything else keeps pg's parsers.
+const types = {
+  getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
+    oid === INT8_OID ? (text: string) => BigInt(text) : pg.types.getTypeParser(oid, format)) as typeof pg.types.getTypeParser
+}
+
+/** Migrations of all instances take this advisory lock, so concurrent starters apply each version once. */
+const MIGRATION_LOCK = 7_265_001_042n
+
+interface InventoryRow { pet_id: bigint, quantity: number, status: PetStatus }
+interface OrderRow { id: bigint, pet_id: bigint, quantity: number, ship_date: string, status: OrderStatus, complete: boolean }
+interface KeyRow {
+  id: string, name: string | null, plan: Plan, per_minute: number | null, per_day: number | null,
+  created_at: Date, revoked_at: Date | null, banned_at: Date | null, banned_until: Date | null, ban_seconds: number | null
+}
+
+const KEY_COLUMNS = 'id, name, plan, per_minute, per_day, created_at, revoked_at, banned_at, banned_until, ban_seconds'
+
+const toInventoryItem = (row: InventoryRow): InventoryItem => ({ petId: row.pet_id, quantity: row.quantity, status: row.status })
+
+const toOrder = (row: OrderRow): Order => ({
+  id: row.id, petId: row.pet_id, quantity: row.quantity, shipDate: row.ship_date, status: row.status, complete: row.complete
+})
+
+const toKey = (row: KeyRow): ApiKeyRecord => ({
+  id: row.id,
+  name: row.name,
+  plan: row.plan,
+  perMinute: row.per_minute,
+  perDay: row.per_day,
+  createdAt: row.created_at,
+  revokedAt: row.revoked_at,
+  ban: row.banned_at === null || row.banned_until === null || row.ban_seconds === null
+    ? null
+    : { since: row.banned_at, until: row.banned_until, seconds: row.ban_seconds }
+})
+
+// Errors that mean "the database cannot serve right now": connection failures, timeouts, shutdowns, overload.
+const UNAVAILABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENOTFOUND', 'EPIPE', 'EAI_AGAIN'])
+const UNAVAILABLE_SQLSTATE = /^(08|53|57P0[1-4]|57014|40001|40P01)/
+
+function isUnavailable (error: unknown): boolean {
+  const code = (error as { code?: unknown }).code
+  if (typeof code === 'string' && (UNAVAILABLE_CODES.has(code) || UNAVAILABLE_SQLSTATE.test(code))) return true
+  const message = error instanceof Error ? error.message : ''
+  // pg's own messages for pool and connection timeouts and dropped connections carry no code.
+  return /timeout|Connection terminated|connect|not queryable|Client was closed/i.test(message)
+}
+
+export interface PostgresOptions {
+  /** Pool size per instance. */
+  poolSize?: number
+  /** Server-side limit per statement (statement_timeout) and client-side wait for an answer, in ms. */
+  statementTimeoutMs?: number
+  /** How long to wait for a connection from the pool (or a new one), in ms. */
+  connectTimeoutMs?: number
+  /** A schema to work in (search_path), for isolated test runs; the URL's database default otherwise. */
+  schema?: string
+}
+
+/**
+ * The shared store for scale-out: PostgreSQL through a pg pool. Writes are single statements or one
+ * transaction, so nothing partial is ever visible and concurrent updates do not get lost. TLS and other
+ * connection settings come from the URL (e.g. ?sslmode=require).
+ */
+export class PostgresStore implements Store {
+  readonly kind = 'postgres'
+  readonly #pool: pg.Pool
+
+  constructor (connectionString: string, options: PostgresOptions = {}) {
+    const statementTimeout = options.statementTimeoutMs ?? 5000
+    this.#pool = new pg.Pool({
+      connectionString,
+      max: options.poolSize ?? 10,
+      connectionTimeoutMillis: options.connectTimeoutMs ?? 2000,
+      idleTimeoutMillis: 30_000,
+      statement_timeout: statementTimeout,
+      // The client gives up a little after the server would have cancelled, covering a dead connection.
+      query_timeout: statementTimeout + 1000,
+      application_name: 'petstore-inventory',
+      types,
+      ...(options.schema === undefined ? {} : { options: `-c search_path=${options.schema}` })
+    })
+    // An idle client losing its connection emits 'error' on the pool; without a listener it would crash.
+    this.#pool.on('error', () => {})
+  }
+
+  /** Runs a query, reporting connection trouble as StoreUnavailableError. */
+  async #query<R extends pg.QueryResultRow> (text: string, values: unknown[] = []): Promise<pg.QueryResult<R>> {
+    try {
+      return await this.#pool.query<R>(text, values)
+    } catch (error) {
+      throw isUnavailable(error) ? new StoreUnavailableError('PostgreSQL is unavailable', { cause: error }) : error
+    }
+  }
+
+  /** Runs work in one transaction on one client. */
+  async #transaction<T> (work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    let client: pg.PoolClient
+    try {
+      client = await this.#pool.connect()
+    } catch (error) {
+      throw new StoreUnavailableError('PostgreSQL is unavailable', { cause: error })
+    }
+    try {
+      await client.query('BEGIN')
+      const result = await work(client)
+      await client.query('COMMIT')
+      return result
+    } catch (error) {
+      await client.query('ROLLBACK').catch(() => {})
+      throw isUnavailable(error) ? new StoreUnavailableError('PostgreSQL is unavailable', { cause: error }) : error
+    } finally {
+      client.release()
+    }
+  }
+
+  async migrate (): Promise<number> {
+    return this.#transaction(async (client) => {
+      await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK])
+      await client.query('CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL)')
+      const { rows } = await client.query<{ v: number | null }>('SELECT max(version) AS v FROM schema_migrations')
+      const current = rows[0]?.v ?? 0
+      let applied = 0
+      for (const migration of MIGRATIONS) {
+        if (migration.version <= current) continue
+        await client.query(migration.sql)
+        await client.query('INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, now())', [migration.version, migration.name])
+        applied++
+      }
+      return applied
+    })
+  }
+
+  async ping (): Promise<void> {
+    await this.#query('SELECT 1')
+  }
+
+  async close (): Promise<void> {
+    if (!this.#pool.ended) await this.#pool.end()
+  }
+
+  async listInventory (): Promise<InventoryItem[]> {
+    const { rows } = await this.#query<InventoryRow>(
+      'SELECT i.pet_id, i.quantity, p.status FROM inventory i JOIN pets p ON p.id = i.pet_id ORDER BY i.pet_id')
+    return rows.map(toInventoryItem)
+  }
+
+  async setQuantity (petId: bigint, quantity: number): Promise<InventoryItem | null> {
+    const { rows } = await this.#query<InventoryRow>(
+      `UPDATE inventory SET quantity = $1 WHERE pet_id = $2
+       RETURNING pet_id, quantity, (SELECT status FROM pets WHERE pets.id = inventory.pet_id) AS status`, [quantity, petId])
+    return rows[0] === undefined ? null : toInventoryItem(rows[0])
+  }
+
+  async getPet (id: bigint): Promise<Pet | null> {
+    const { rows } = await this.#query<PetRow>(
+      'SELECT id, name, status, category_id, category_name, photo_urls, tags FROM pets WHERE id = $1', [id])
+    return rows[0] === undefined ? null : toPet(rows[0])
+  }
+
+  async countPets (): Promise<number> {
+    const { rows } = await this.#query<{ n: bigint }>('SELECT count(*) AS n FROM pets')
+    return Number(rows[0]?.n ?? 0n)
+  }
+
+  async listOrders ({ afterId, limit, status }: { afterId: bigint | null, limit: number, status: OrderStatus | null }): Promise<OrderPage> {
+    const { rows } = await this.#query<OrderRow>(
+      `SELECT id, pet_id, quantity, ship_date, status, complete FROM orders
+       WHERE ($1::bigint IS NULL OR id > $1) AND ($2::text IS NULL OR status = $2)
+       ORDER BY id LIMIT $3`, [afterId, status, limit + 1])
+    return { orders: rows.slice(0, limit).map(toOrder), hasMore: rows.length > limit }
+  }
+
+  async importData ({ pets, orders }: { pets: PetImport[], orders: Order[] }): Promise<ImportResult> {
+    const CHUNK = 5000
+    await this.#transaction(async (client) => {
+      // Multi-row upserts from arrays (unnest): one round trip per chunk instead of one per record.
+      for (let i = 0; i < pets.length; i += CHUNK) {
+        const chunk = pets.slice(i, i + CHUNK)
+        const columns = chunk.map((pet) => [pet.id, ...petColumns(pet)])
+        await client.query(
+          `INSERT INTO pets (id, name, status, category_id, category_name, photo_urls, tags)
+           SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[])
+           ON CONFLICT (id) DO UPDATE SET name = excluded.name, status = excluded.status, category_id = excluded.category_id,
+             category_name = excluded.category_name, photo_urls = excluded.photo_urls, tags = excluded.tags`,
+          [0, 1, 2, 3, 4, 5, 6].map((c) => columns.map((row) => row[c] ?? null)))
+        const stocked = chunk.filter((pet) => pet.quantity !== undefined)
+        await client.query(
+          `INSERT INTO inventory (pet_id, quantity) SELECT * FROM unnest($1::bigint[], $2::integer[])
+           ON CONFLICT (pet_id) DO UPDATE SET quantity = excluded.quantity`,
+          [stocked.map((pet) => pet.id), stocked.map((pet) => pet.quantity)])
+      }
+      for (let i = 0; i < orders.length; i += CHUNK) {
+        const chunk = orders.slice(i, i + CHUNK)
+        await client.query(
+          `INSERT INTO orders (id, pet_id, quantity, ship_date, status, complete)
+           SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::integer[], $4::text[], $5::text[], $6::boolean[])
+           ON CONFLICT (id) DO UPDATE SET pet_id = excluded.pet_id, quantity = excluded.quantity,
+             ship_date = excluded.ship_date, status = excluded.status, complete = excluded.complete`,
+          [chunk.map((o) => o.id), chunk.map((o) => o.petId), chunk.map((o) => o.quantity), chunk.map((o) => o.shipDate),
+            chunk.map((o) => o.status), chunk.map((o) => o.complete)])
+      }
+    })
+    return { pets: pets.length, orders: orders.length }
+  }
+
+  async createApiKey (key: NewApiKey): Promise<void> {
+    await this.#query(
+      'INSERT INTO api_keys (id, key_hash, name, plan, per_minute, per_day, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)',
+      [key.id, key.keyHash, key.name, key.plan, key.perMinute, key.perDay, key.createdAt])
+  }
+
+  async findApiKeyByHash (keyHash: string): Promise<ApiKeyRecord | null> {
+    const { rows } = await this.#query<KeyRow>(`SELECT ${KEY_COLUMNS} FROM api_keys WHERE key_hash = $1`, [keyHash])
+    return rows[0] === undefined ? null : toKey(rows[0])
+  }
+
+  async listApiKeys (): Promise<ApiKeyRecord[]> {
+    const { rows } = await this.#query<KeyRow>(`SELECT ${KEY_COLUMNS} FROM api_keys ORDER BY created_at, id`)
+    return rows.map(toKey)
+  }
+
+  async revokeApiKey (id: string, at: Date): Promise<boolean> {
+    const { rowCount } = await this.#query('UPDATE api_keys SET revoked_at = coalesce(revoked_at, $1) WHERE id = $2', [at, id])
+    return (rowCount ?? 0) > 0
+  }
+
+  async banApiKey (id: string, ban: Ban): Promise<boolean> {
+    const { rowCount } = await this.#query(
+      'UPDATE api_keys SET banned_at = $1, banned_until = $2, ban_seconds = $3 WHERE id = $4', [ban.since, ban.until, ban.seconds, id])
+    return (rowCount ?? 0) > 0
+  }
+
+  async unbanApiKey (id: string, at: Date): Promise<boolean> {
+    const { rows } = await this.#query<{ found: boolean }>(
+      `WITH lifted AS (UPDATE api_keys SET banned_until = $1 WHERE id = $2 AND banned_until > $1 RETURNING id)
+       SELECT EXISTS (SELECT 1 FROM api_keys WHERE id = $2) AS found`, [at, id])
+    return rows[0]?.found === true
+  }
+}

@@ -1,0 +1,53 @@
+/**
+ * PostgreSQL schema, with the same version numbers as the SQLite migrations (src/store/sqlite/migrations.ts).
+ * int64 ids are bigint; timestamps of keys are timestamptz; shipDate stays text so it round-trips exactly.
+ */
+export const MIGRATIONS: ReadonlyArray<{ version: number, name: string, sql: string }> = [
+  {
+    version: 1,
+    name: 'initial schema',
+    sql: `
+      CREATE TABLE pets (
+        id bigint PRIMARY KEY,
+        name text NOT NULL,
+        status text NOT NULL CHECK (status IN ('available', 'pending', 'sold')),
+        category_id bigint,
+        category_name text,
+        photo_urls text,
+        tags text
+      );
+      CREATE TABLE inventory (
+        pet_id bigint PRIMARY KEY REFERENCES pets (id),
+        quantity integer NOT NULL CHECK (quantity BETWEEN 0 AND 1000000000)
+      );
+      CREATE TABLE orders (
+        id bigint PRIMARY KEY,
+        pet_id bigint NOT NULL,
+        quantity integer NOT NULL,
+        ship_date text NOT NULL,
+        status text NOT NULL CHECK (status IN ('placed', 'approved', 'delivered')),
+        complete boolean NOT NULL
+      );
+      CREATE INDEX orders_status_id ON orders (status, id);
+      CREATE TABLE api_keys (
+        id text PRIMARY KEY,
+        key_hash text NOT NULL UNIQUE,
+        name text,
+        plan text NOT NULL CHECK (plan IN ('free', 'pro', 'business', 'enterprise')),
+        per_minute integer,
+        per_day integer,
+        created_at timestamptz NOT NULL,
+        revoked_at timestamptz
+      );
+    `
+  },
+  {
+    version: 2,
+    name: 'api key bans',
+    sql: `
+      ALTER TABLE api_keys ADD COLUMN banned_at timestamptz;
+      ALTER TABLE api_keys ADD COLUMN banned_until timestamptz;
+      ALTER TABLE api_keys ADD COLUMN ban_seconds integer;
+    `
+  }
+]

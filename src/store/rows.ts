@@ -1,0 +1,32 @@
+/** Row codecs shared by the SQLite and PostgreSQL stores (same columns, same JSON encodings). */
+import type { Pet, PetImport, PetStatus, Tag } from '../domain/model.js'
+
+export interface PetRow {
+  id: bigint, name: string, status: PetStatus, category_id: bigint | null, category_name: string | null,
+  photo_urls: string | null, tags: string | null
+}
+
+/** Tags keep their int64 ids as decimal strings inside the JSON column so they survive JSON.parse. */
+export function encodeTags (tags: Tag[] | undefined): string | null {
+  return tags === undefined ? null : JSON.stringify(tags.map((t) => ({ id: t.id.toString(), name: t.name })))
+}
+
+export function decodeTags (text: string | null): Tag[] | undefined {
+  if (text === null) return undefined
+  return (JSON.parse(text) as Array<{ id: string, name: string }>).map((t) => ({ id: BigInt(t.id), name: t.name }))
+}
+
+export function toPet (row: PetRow): Pet {
+  const pet: Pet = { id: row.id, name: row.name, status: row.status }
+  if (row.category_id !== null && row.category_name !== null) pet.category = { id: row.category_id, name: row.category_name }
+  const tags = decodeTags(row.tags)
+  if (tags !== undefined) pet.tags = tags
+  if (row.photo_urls !== null) pet.photoUrls = JSON.parse(row.photo_urls) as string[]
+  return pet
+}
+
+/** The columns of a pet row for an upsert, in table order after id. */
+export function petColumns (pet: PetImport): [string, PetStatus, bigint | null, string | null, string | null, string | null] {
+  return [pet.name, pet.status, pet.category?.id ?? null, pet.category?.name ?? null,
+    pet.photoUrls === undefined ? null : JSON.stringify(pet.photoUrls), encodeTags(pet.tags)]
+}
