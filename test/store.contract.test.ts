@@ -106,3 +106,29 @@ describe('SqliteStore when the database is locked', () => {
     assert.equal((await store.setQuantity(1n, 5))?.quantity, 5)
   })
 })
+
+describe('SqliteStore group commit', () => {
+  test('when many updates arrive together, then each is answered after commit and all survive a reopen', async (t) => {
+    const path = join(tempDir(t), 'group.db')
+    const store = new SqliteStore(path)
+    await store.migrate()
+    const pets = Array.from({ length: 50 }, (_, i) => ({ id: BigInt(i + 1), name: `p${i}`, status: 'available' as const, quantity: 0 }))
+    await store.importData({ pets, orders: [] })
+    const results = await Promise.all(pets.map((p, i) => store.setQuantity(p.id, i + 100)))
+    assert.deepEqual(results.map((r) => r?.quantity), pets.map((_, i) => i + 100))
+    await store.close()
+    const reopened = new SqliteStore(path)
+    t.after(() => reopened.close())
+    assert.deepEqual((await reopened.listInventory()).map((item) => item.quantity), pets.map((_, i) => i + 100))
+  })
+
+  test('when one update in a group fails, then only that caller gets the error', async (t) => {
+    const store = await tempStore(t)
+    await store.importData({ pets: [{ id: 1n, name: 'a', status: 'available', quantity: 1 }, { id: 2n, name: 'b', status: 'available', quantity: 1 }], orders: [] })
+    const [bad, good, missing] = await Promise.allSettled([store.setQuantity(1n, -5), store.setQuantity(2n, 7), store.setQuantity(3n, 1)])
+    assert.equal(bad.status, 'rejected')
+    assert.deepEqual(good, { status: 'fulfilled', value: { petId: 2n, quantity: 7, status: 'available' } })
+    assert.deepEqual(missing, { status: 'fulfilled', value: null })
+    assert.deepEqual((await store.listInventory()).map((item) => item.quantity), [1, 7])
+  })
+})

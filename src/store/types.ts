@@ -33,6 +33,11 @@ export interface Store {
   close (): Promise<void>
 
   listInventory (): Promise<InventoryItem[]>
+  /**
+   * A number that changes, in the same transaction, whenever what listInventory returns may change (a stock
+   * entry written or removed, a pet's status changed). Cheap: read on every inventory GET.
+   */
+  inventoryVersion (): Promise<bigint>
   /** Sets the quantity of an existing entry; null when there is no entry for petId. */
   setQuantity (petId: bigint, quantity: number): Promise<InventoryItem | null>
 

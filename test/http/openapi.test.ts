@@ -69,7 +69,7 @@ describe('GET /v1/openapi.json', () => {
     const doc = await document(t)
     const LIMITED = ['rate_limited', 'key_banned']
     const expected: Record<string, Record<string, string[] | null>> = {
-      '/inventory get': { 200: null, 401: ['unauthorized'], 429: LIMITED, 500: ['internal_error'], 503: ['service_unavailable'] },
+      '/inventory get': { 200: null, 304: null, 401: ['unauthorized'], 429: LIMITED, 500: ['internal_error'], 503: ['service_unavailable'] },
       '/inventory/{petId} patch': {
         200: null, 400: ['invalid_request'], 401: ['unauthorized'], 404: ['not_found'], 413: ['payload_too_large'],
         415: ['unsupported_media_type'], 429: LIMITED, 500: ['internal_error'], 503: ['service_unavailable']

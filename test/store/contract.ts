@@ -91,6 +91,34 @@ export function storeContract (name: string, open: (t: TestContext) => Promise<S
     })
 
     describe('inventory', () => {
+      test('inventoryVersion changes with every stock write and pet status change, and only then', async (t) => {
+        const store = await open(t)
+        await store.importData({ pets: [pet(1n, { quantity: 1 }), pet(2n, { quantity: 2 })], orders: [] })
+        const seen = [await store.inventoryVersion()]
+        const changed = async (what: string): Promise<void> => {
+          const version = await store.inventoryVersion()
+          assert.ok(!seen.includes(version), `${what} must change the version`)
+          seen.push(version)
+        }
+        const unchanged = async (what: string): Promise<void> => {
+          assert.equal(await store.inventoryVersion(), seen.at(-1), `${what} must not change the version`)
+        }
+        await store.setQuantity(1n, 5)
+        await changed('setQuantity')
+        await store.importData({ pets: [pet(1n, { status: 'sold', quantity: undefined })], orders: [] })
+        await changed('a pet status change')
+        await store.importData({ pets: [pet(3n, { quantity: 3 })], orders: [] })
+        await changed('a new stock entry')
+        await store.listInventory()
+        await store.getPet(1n)
+        await store.listOrders({ afterId: null, limit: 10, status: null })
+        await unchanged('reads')
+        await store.importData({ pets: [], orders: [order(1n)] })
+        await unchanged('an orders-only import')
+        await store.createApiKey(newKey('key_v'))
+        await unchanged('a new API key')
+      })
+
       test('listInventory is empty on a new store', async (t) => {
         const store = await open(t)
         assert.deepEqual(await store.listInventory(), [])

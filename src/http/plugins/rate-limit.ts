@@ -12,9 +12,20 @@ import { isBanned, nextBan, strikeThreshold } from '../../domain/bans.js'
 import { limitsOf, type ApiKeyRecord } from '../../domain/model.js'
 import type { Authenticator } from '../../domain/keys.js'
 import { AppError } from '../../errors.js'
-import type { Decision, RateLimiter, WindowState } from '../../ratelimit/types.js'
+import type { Decision, RateLimiter, WindowLimits, WindowState } from '../../ratelimit/types.js'
 import type { Store } from '../../store/types.js'
+import { noneMatch } from '../inventory-cache.js'
 import { authenticate } from './auth.js'
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /**
+     * For a conditional GET: the resource's current ETag. When If-None-Match matches it, the hook answers 304
+     * and counts nothing (as GitHub does for conditional requests).
+     */
+    currentETag?: () => Promise<string>
+  }
+}
 
 export interface RateLimitDeps {
   limiter: RateLimiter
@@ -75,15 +86,30 @@ export function registerRateLimit (app: FastifyInstance, deps: RateLimitDeps): v
   const { limiter, authenticator, store, config, clock } = deps
   const bans = config.bans
 
-  async function limitKey (request: FastifyRequest, reply: FastifyReply, key: ApiKeyRecord, token: string): Promise<void> {
+  /** Answers 304 to a matching conditional GET; true when it did. */
+  async function notModified (request: FastifyRequest, reply: FastifyReply, subject: string, limits: WindowLimits): Promise<boolean> {
+    const currentETag = request.routeOptions.config.currentETag
+    const header = request.headers['if-none-match']
+    if (currentETag === undefined || header === undefined || (request.method !== 'GET' && request.method !== 'HEAD')) return false
+    const etag = await currentETag()
+    if (!noneMatch(header, etag)) return false
+    const decision = await limiter.peek(subject, limits)
+    setRateLimitHeaders(reply, decision, bindingWindow(decision.windows))
+    await reply.code(304).header('ETag', etag).send()
+    return true
+  }
+
+  /** Counts a request of an authenticated key; false when the request has been answered already (304). */
+  async function limitKey (request: FastifyRequest, reply: FastifyReply, key: ApiKeyRecord, token: string): Promise<boolean> {
     const limits = limitsOf(key, config.plans) ?? config.anonymous
     const subject = `key:${key.id}`
     if (isBanned(key.ban, clock())) throw banned(reply, await limiter.peek(subject, limits), key.ban.until)
+    if (await notModified(request, reply, subject, limits)) return false
 
     const decision = await limiter.consume(subject, limits, bans === null ? {} : { strikeWindowSeconds: bans.strikeWindowSeconds })
     if (decision.allowed) {
       setRateLimitHeaders(reply, decision, bindingWindow(decision.windows))
-      return
+      return true
     }
     if (bans !== null && decision.strikes === strikeThreshold(bans, limits.perMinute)) {
       const ban = nextBan(key.ban, clock(), bans)
@@ -116,7 +142,7 @@ export function registerRateLimit (app: FastifyInstance, deps: RateLimitDeps): v
       setRateLimitHeaders(reply, decision, bindingWindow(decision.windows))
       throw error
     }
-    await limitKey(request, reply, key, token)
     request.apiKey = key
+    if (!await limitKey(request, reply, key, token)) return reply
   })
 }

@@ -155,6 +155,11 @@ export class PostgresStore implements Store {
     return rows.map(toInventoryItem)
   }
 
+  async inventoryVersion (): Promise<bigint> {
+    const { rows } = await this.#query<{ v: bigint }>('SELECT v FROM inventory_version WHERE id = 1')
+    return rows[0]?.v ?? 0n
+  }
+
   async setQuantity (petId: bigint, quantity: number): Promise<InventoryItem | null> {
     const { rows } = await this.#query<InventoryRow>(
       `UPDATE inventory SET quantity = $1 WHERE pet_id = $2

@@ -49,5 +49,24 @@ export const MIGRATIONS: ReadonlyArray<{ version: number, name: string, sql: str
       ALTER TABLE api_keys ADD COLUMN banned_until timestamptz;
       ALTER TABLE api_keys ADD COLUMN ban_seconds integer;
     `
+  },
+  {
+    version: 3,
+    name: 'inventory version',
+    // See the SQLite migration; statement-level triggers bump once per statement, however many rows it touched.
+    sql: `
+      CREATE TABLE inventory_version (id integer PRIMARY KEY CHECK (id = 1), v bigint NOT NULL);
+      INSERT INTO inventory_version (id, v) VALUES (1, 0);
+      CREATE FUNCTION bump_inventory_version() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          UPDATE inventory_version SET v = v + 1 WHERE id = 1;
+          RETURN NULL;
+        END
+      $$;
+      CREATE TRIGGER inventory_changed AFTER INSERT OR UPDATE OR DELETE ON inventory
+        FOR EACH STATEMENT EXECUTE FUNCTION bump_inventory_version();
+      CREATE TRIGGER pet_status_changed AFTER UPDATE OF status ON pets
+        FOR EACH STATEMENT EXECUTE FUNCTION bump_inventory_version();
+    `
   }
 ]

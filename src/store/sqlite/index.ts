@@ -46,17 +46,28 @@ const KEY_COLUMNS = 'id, name, plan, per_minute, per_day, created_at, revoked_at
 // SQLite conditions that mean "the database cannot serve right now", not "this request is wrong".
 const UNAVAILABLE = /^SQLITE_(BUSY|LOCKED|CANTOPEN|IOERR|FULL|READONLY|NOMEM|PROTOCOL)/
 
+/** A locked, missing or failing database file as StoreUnavailableError; other errors as they are. */
+function translate (error: unknown): unknown {
+  const code = (error as { code?: unknown }).code
+  return typeof code === 'string' && UNAVAILABLE.test(code)
+    ? new StoreUnavailableError(`SQLite is unavailable (${code})`, { cause: error })
+    : error
+}
+
 /** Runs a statement, reporting a locked, missing or failing database file as StoreUnavailableError. */
 function guard<T> (work: () => T): T {
   try {
     return work()
   } catch (error) {
-    const code = (error as { code?: unknown }).code
-    if (typeof code === 'string' && UNAVAILABLE.test(code)) {
-      throw new StoreUnavailableError(`SQLite is unavailable (${code})`, { cause: error })
-    }
-    throw error
+    throw translate(error)
   }
+}
+
+interface PendingUpdate {
+  petId: bigint
+  quantity: number
+  resolve: (item: InventoryItem | null) => void
+  reject: (error: unknown) => void
 }
 
 /**
@@ -67,6 +78,9 @@ function guard<T> (work: () => T): T {
 export class SqliteStore implements Store {
   readonly kind = 'sqlite'
   readonly #db: Database.Database
+  readonly #statements = new Map<string, Database.Statement>()
+  /** Stock updates waiting for the next group commit. */
+  #pending: PendingUpdate[] = []
 
   constructor (path: string, options: { busyTimeoutMs?: number } = {}) {
     if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true })
@@ -77,6 +91,16 @@ export class SqliteStore implements Store {
     this.#db.pragma('foreign_keys = ON')
     // The CLI may write while a server runs: wait for the lock instead of failing at once.
     this.#db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`)
+  }
+
+  /** Prepared statements are compiled once per connection and reused. */
+  #prepare (sql: string): Database.Statement {
+    let statement = this.#statements.get(sql)
+    if (statement === undefined) {
+      statement = this.#db.prepare(sql)
+      this.#statements.set(sql, statement)
+    }
+    return statement
   }
 
   /** The durability settings in force on the connection (logged at start, checked by tests). */
@@ -108,7 +132,7 @@ export class SqliteStore implements Store {
 
   async ping (): Promise<void> {
     return guard(() => {
-      this.#db.prepare('SELECT 1').get()
+      this.#prepare('SELECT 1').get()
     })
   }
 
@@ -118,26 +142,59 @@ export class SqliteStore implements Store {
 
   async listInventory (): Promise<InventoryItem[]> {
     return guard(() => {
-      const rows = this.#db.prepare(
+      const rows = this.#prepare(
         'SELECT i.pet_id, i.quantity, p.status FROM inventory i JOIN pets p ON p.id = i.pet_id ORDER BY i.pet_id'
       ).all() as InventoryRow[]
       return rows.map(toInventoryItem)
     })
   }
 
-  async setQuantity (petId: bigint, quantity: number): Promise<InventoryItem | null> {
-    return guard(() => {
-      const row = this.#db.prepare(
-        `UPDATE inventory SET quantity = ? WHERE pet_id = ?
-         RETURNING pet_id, quantity, (SELECT status FROM pets WHERE pets.id = inventory.pet_id) AS status`
-      ).get(quantity, petId) as InventoryRow | undefined
-      return row === undefined ? null : toInventoryItem(row)
+  async inventoryVersion (): Promise<bigint> {
+    return guard(() => (this.#prepare('SELECT v FROM inventory_version WHERE id = 1').get() as { v: bigint }).v)
+  }
+
+  /**
+   * Group commit: updates that arrive while the event loop is busy are applied together in one transaction,
+   * so they share one fsync (synchronous=FULL); each caller is answered only after that commit. Each update
+   * runs in its own savepoint, so one failing update does not fail the others.
+   */
+  setQuantity (petId: bigint, quantity: number): Promise<InventoryItem | null> {
+    return new Promise((resolve, reject) => {
+      this.#pending.push({ petId, quantity, resolve, reject })
+      if (this.#pending.length === 1) setImmediate(() => this.#commitPending())
+    })
+  }
+
+  #commitPending (): void {
+    const batch = this.#pending
+    this.#pending = []
+    const update = this.#prepare(
+      `UPDATE inventory SET quantity = ? WHERE pet_id = ?
+       RETURNING pet_id, quantity, (SELECT status FROM pets WHERE pets.id = inventory.pet_id) AS status`)
+    const one = this.#db.transaction((item: PendingUpdate) => update.get(item.quantity, item.petId) as InventoryRow | undefined)
+    let outcomes: Array<{ row: InventoryRow | undefined } | { error: unknown }>
+    try {
+      outcomes = this.#db.transaction(() => batch.map((item) => {
+        try {
+          return { row: one(item) }
+        } catch (error) {
+          return { error }
+        }
+      })).immediate()
+    } catch (error) {
+      for (const item of batch) item.reject(translate(error))
+      return
+    }
+    outcomes.forEach((outcome, i) => {
+      const item = batch[i] as PendingUpdate
+      if ('error' in outcome) item.reject(translate(outcome.error))
+      else item.resolve(outcome.row === undefined ? null : toInventoryItem(outcome.row))
     })
   }
 
   async getPet (id: bigint): Promise<Pet | null> {
     return guard(() => {
-      const row = this.#db.prepare(
+      const row = this.#prepare(
         'SELECT id, name, status, category_id, category_name, photo_urls, tags FROM pets WHERE id = ?'
       ).get(id) as PetRow | undefined
       return row === undefined ? null : toPet(row)
@@ -146,14 +203,14 @@ export class SqliteStore implements Store {
 
   async countPets (): Promise<number> {
     return guard(() => {
-      const row = this.#db.prepare('SELECT count(*) AS n FROM pets').get() as { n: bigint }
+      const row = this.#prepare('SELECT count(*) AS n FROM pets').get() as { n: bigint }
       return Number(row.n)
     })
   }
 
   async listOrders ({ afterId, limit, status }: { afterId: bigint | null, limit: number, status: OrderStatus | null }): Promise<OrderPage> {
     return guard(() => {
-      const rows = this.#db.prepare(
+      const rows = this.#prepare(
         `SELECT id, pet_id, quantity, ship_date, status, complete FROM orders
          WHERE (? IS NULL OR id > ?) AND (? IS NULL OR status = ?)
          ORDER BY id LIMIT ?`
@@ -194,7 +251,7 @@ export class SqliteStore implements Store {
 
   async createApiKey (key: NewApiKey): Promise<void> {
     return guard(() => {
-      this.#db.prepare(
+      this.#prepare(
         'INSERT INTO api_keys (id, key_hash, name, plan, per_minute, per_day, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)'
       ).run(key.id, key.keyHash, key.name, key.plan, key.perMinute, key.perDay, key.createdAt.toISOString())
     })
@@ -202,7 +259,7 @@ export class SqliteStore implements Store {
 
   async findApiKeyByHash (keyHash: string): Promise<ApiKeyRecord | null> {
     return guard(() => {
-      const row = this.#db.prepare(
+      const row = this.#prepare(
         `SELECT ${KEY_COLUMNS} FROM api_keys WHERE key_hash = ?`
       ).get(keyHash) as KeyRow | undefined
       return row === undefined ? null : toKey(row)
@@ -211,7 +268,7 @@ export class SqliteStore implements Store {
 
   async listApiKeys (): Promise<ApiKeyRecord[]> {
     return guard(() => {
-      const rows = this.#db.prepare(
+      const rows = this.#prepare(
         `SELECT ${KEY_COLUMNS} FROM api_keys ORDER BY created_at, id`
       ).all() as KeyRow[]
       return rows.map(toKey)
@@ -220,7 +277,7 @@ export class SqliteStore implements Store {
 
   async revokeApiKey (id: string, at: Date): Promise<boolean> {
     return guard(() => {
-      const result = this.#db.prepare(
+      const result = this.#prepare(
         'UPDATE api_keys SET revoked_at = coalesce(revoked_at, ?) WHERE id = ?'
       ).run(at.toISOString(), id)
       return result.changes > 0
@@ -229,7 +286,7 @@ export class SqliteStore implements Store {
 
   async banApiKey (id: string, ban: Ban): Promise<boolean> {
     return guard(() => {
-      const result = this.#db.prepare(
+      const result = this.#prepare(
         'UPDATE api_keys SET banned_at = ?, banned_until = ?, ban_seconds = ? WHERE id = ?'
       ).run(ban.since.toISOString(), ban.until.toISOString(), ban.seconds, id)
       return result.changes > 0
@@ -238,9 +295,9 @@ export class SqliteStore implements Store {
 
   async unbanApiKey (id: string, at: Date): Promise<boolean> {
     return guard(() => {
-      const found = this.#db.prepare('SELECT 1 FROM api_keys WHERE id = ?').get(id) !== undefined
+      const found = this.#prepare('SELECT 1 FROM api_keys WHERE id = ?').get(id) !== undefined
       // ISO-8601 UTC strings of one format compare in time order.
-      this.#db.prepare('UPDATE api_keys SET banned_until = ? WHERE id = ? AND banned_until > ?')
+      this.#prepare('UPDATE api_keys SET banned_until = ? WHERE id = ? AND banned_until > ?')
         .run(at.toISOString(), id, at.toISOString())
       return found
     })

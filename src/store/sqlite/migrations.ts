@@ -49,5 +49,19 @@ export const MIGRATIONS: ReadonlyArray<{ version: number, name: string, sql: str
       ALTER TABLE api_keys ADD COLUMN banned_until TEXT;
       ALTER TABLE api_keys ADD COLUMN ban_seconds INTEGER;
     `
+  },
+  {
+    version: 3,
+    name: 'inventory version',
+    // One row counting changes to what GET /inventory shows, bumped in the same transaction as the change:
+    // instances compare it to decide whether their serialized inventory is still current.
+    sql: `
+      CREATE TABLE inventory_version (id INTEGER PRIMARY KEY CHECK (id = 1), v INTEGER NOT NULL);
+      INSERT INTO inventory_version (id, v) VALUES (1, 0);
+      CREATE TRIGGER inventory_inserted AFTER INSERT ON inventory BEGIN UPDATE inventory_version SET v = v + 1 WHERE id = 1; END;
+      CREATE TRIGGER inventory_updated AFTER UPDATE ON inventory BEGIN UPDATE inventory_version SET v = v + 1 WHERE id = 1; END;
+      CREATE TRIGGER inventory_deleted AFTER DELETE ON inventory BEGIN UPDATE inventory_version SET v = v + 1 WHERE id = 1; END;
+      CREATE TRIGGER pet_status_updated AFTER UPDATE OF status ON pets BEGIN UPDATE inventory_version SET v = v + 1 WHERE id = 1; END;
+    `
   }
 ]

@@ -1,0 +1,67 @@
+/**
+ * The load generator: one autocannon run, as its own process so that it can be pinned to a core apart from
+ * the server. Usage: node --import tsx bench/load.ts '<LoadSpec as JSON>'; prints one LoadResult as JSON.
+ * Programmatic rather than the autocannon CLI because the PATCH scenario needs a setupRequest hook to
+ * rotate over the pets.
+ */
+import autocannon from 'autocannon'
+
+export interface LoadSpec {
+  url: string
+  connections: number
+  /** Seconds. */
+  duration: number
+  headers: Record<string, string>
+  /** When set: PATCH /v1/inventory/{petId} with petId rotating over 1..patchPets. */
+  patchPets?: number
+}
+
+export interface LoadResult {
+  /** Mean of the per-second samples. */
+  rps: number
+  /** Milliseconds. */
+  p50: number
+  p99: number
+  requests: number
+  non2xx: number
+  /** Connection errors, timeouts included. */
+  errors: number
+  timeouts: number
+  statusCodes: Record<string, number>
+}
+
+function patchRequests (pets: number): autocannon.Request[] {
+  // One counter for every connection, so the writes spread evenly over the pets.
+  let next = 0
+  return [{
+    method: 'PATCH',
+    setupRequest: (request) => {
+      next += 1
+      return { ...request, path: `/v1/inventory/${(next % pets) + 1}`, body: `{"quantity":${next % 1000}}` }
+    }
+  }]
+}
+
+const spec = JSON.parse(process.argv[2] ?? '') as LoadSpec
+const headers = spec.patchPets === undefined ? spec.headers : { ...spec.headers, 'content-type': 'application/json' }
+const result = await autocannon({
+  url: spec.url,
+  connections: spec.connections,
+  duration: spec.duration,
+  headers,
+  ...(spec.patchPets === undefined ? {} : { requests: patchRequests(spec.patchPets) })
+})
+
+const statusCodes: Record<string, number> = {}
+for (const [code, stats] of Object.entries(result.statusCodeStats ?? {})) statusCodes[code] = stats.count ?? 0
+const out: LoadResult = {
+  rps: result.requests.average,
+  p50: result.latency.p50,
+  p99: result.latency.p99,
+  requests: result.requests.total,
+  non2xx: result.non2xx,
+  errors: result.errors,
+  timeouts: result.timeouts,
+  statusCodes
+}
+process.stdout.write(JSON.stringify(out) + '\n')

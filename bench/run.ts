@@ -1,0 +1,487 @@
+/**
+ * `npm run bench`: the service against a bare node:http ceiling, on this machine, in one run. See
+ * bench/README.md for the scenarios and the knobs. Every process, database and Redis key it creates is
+ * removed again, also when a scenario fails or the run is interrupted.
+ */
+import { randomBytes } from 'node:crypto'
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { cpus, release, tmpdir, totalmem, platform } from 'node:os'
+import { join } from 'node:path'
+import { Redis } from 'ioredis'
+import pg from 'pg'
+import type { LoadResult, LoadSpec } from './load.js'
+import {
+  Cleanup, cleanupOnSignals, freePort, median, memoryMb, PINNING, ROOT, runNode, startNode, stop, waitHttp, waitOutput,
+  type Proc
+} from './support.js'
+
+const BIN = join(ROOT, 'bin/petstore.js')
+const LOAD = join(ROOT, 'bench/load.ts')
+const BARE = join(ROOT, 'bench/bare-server.js')
+const RESULTS = join(ROOT, 'bench/results')
+
+function numberFromEnv (name: string, fallback: number, integer: boolean): number {
+  const text = process.env[name]
+  if (text === undefined || text === '') return fallback
+  const value = Number(text)
+  if (!Number.isFinite(value) || value <= 0 || (integer && !Number.isInteger(value))) {
+    console.error(`bench: ${name} must be a positive ${integer ? 'integer' : 'number'}, got "${text}"`)
+    process.exit(2)
+  }
+  return value
+}
+
+const QUICK = process.env.BENCH_QUICK === '1'
+const settings = {
+  quick: QUICK,
+  rounds: numberFromEnv('BENCH_ROUNDS', QUICK ? 1 : 3, true),
+  duration: numberFromEnv('BENCH_DURATION', QUICK ? 2 : 5, false),
+  warmup: numberFromEnv('BENCH_WARMUP', QUICK ? 1 : 2, false),
+  connections: numberFromEnv('BENCH_CONNECTIONS', 50, true),
+  postgresUrl: process.env.BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres',
+  redisUrl: process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379',
+  only: (process.env.BENCH_ONLY ?? '').split(',').map((s) => s.trim()).filter((s) => s !== '')
+}
+
+/** Pets in the store of the PATCH scenario: enough that the writes do not all hit the same few rows. */
+const PATCH_PETS = 10_000
+const UNBOUNDED_KEY = ['keys', 'create', '--plan', 'enterprise', '--name', 'bench', '--per-minute', '1000000000', '--per-day', '1000000000']
+
+interface Side { rps: number, p50: number, p99: number, non2xx: number, errors: number, runs: LoadResult[] }
+
+interface ScenarioResult {
+  id: string
+  title: string
+  status: 'ok' | 'failed' | 'skipped'
+  service: Side | null
+  ceiling: Side | null
+  /** Where the ceiling comes from: this scenario's own bare server, or the one of get-10. */
+  ceilingFrom: string | null
+  ratio: number | null
+  target: number | null
+  peakRssMb: number | null
+  flags: string[]
+  notes: string[]
+  memory?: { responseMb: number, rssBeforeMb: number | null, rssAfterMb: number | null }
+  instancesPeakRssMb?: Array<number | null>
+}
+
+interface Target { name: string, url: string, headers: Record<string, string>, proc: Proc }
+
+const log = (text: string): void => { process.stderr.write(`bench: ${text}\n`) }
+const round1 = (n: number): string => n.toFixed(1)
+const hex = (): string => randomBytes(5).toString('hex')
+
+// ---------------------------------------------------------------------------------------------------------
+// Stores, servers, load
+
+let workDir = ''
+const petFiles = new Map<number, string>()
+
+/** An import file with `count` pets, ids 1..count, each with a stock entry (written once per run). */
+function petsFile (count: number): string {
+  const existing = petFiles.get(count)
+  if (existing !== undefined) return existing
+  const statuses = ['available', 'pending', 'sold']
+  const pets = Array.from({ length: count }, (_, i) => ({ id: i + 1, name: `Pet ${i + 1}`, status: statuses[i % 3], quantity: (i * 7) % 100 }))
+  const file = join(workDir, `pets-${count}.json`)
+  writeFileSync(file, JSON.stringify({ pets, orders: [] }))
+  petFiles.set(count, file)
+  return file
+}
+
+function scenarioDir (id: string): string {
+  return mkdtempSync(join(workDir, `${id}-`))
+}
+
+const cli = (args: string[], env: Record<string, string>): Promise<string> => runNode([BIN, ...args], env)
+
+/** Migrates, imports `pets` pets and creates a key whose limits never bind; returns the key. */
+async function prepareStore (env: Record<string, string>, pets: number): Promise<string> {
+  await cli(['migrate'], env)
+  await cli(['import', petsFile(pets)], env)
+  return (await cli(UNBOUNDED_KEY, env)).trim()
+}
+
+async function startService (name: string, env: Record<string, string>, key: string, cleanup: Cleanup): Promise<Target> {
+  const port = await freePort()
+  const proc = startNode([BIN, 'serve'], { ...env, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn' }, 'server')
+  cleanup.defer(() => stop(proc))
+  await waitHttp(`http://127.0.0.1:${port}/healthz`, proc)
+  return { name, url: `http://127.0.0.1:${port}/v1/inventory`, headers: { authorization: `Bearer ${key}` }, proc }
+}
+
+/** The bare server, serving the bytes the service answers now (fetched once). Returns it and the body size. */
+async function startCeiling (service: Target, dir: string, cleanup: Cleanup): Promise<{ target: Target, bytes: number }> {
+  const res = await fetch(service.url, { headers: service.headers })
+  const body = Buffer.from(await res.arrayBuffer())
+  if (res.status !== 200) throw new Error(`GET /v1/inventory answered ${res.status}: ${body.toString().slice(0, 200)}`)
+  const contentType = res.headers.get('content-type') ?? 'application/json'
+  const file = join(dir, 'inventory.body')
+  writeFileSync(file, body)
+  const proc = startNode([BARE, file, contentType], {}, 'server')
+  cleanup.defer(() => stop(proc))
+  const port = await waitOutput(proc, /listening (\d+)/)
+  const target = { name: 'ceiling', url: `http://127.0.0.1:${port}/v1/inventory`, headers: service.headers, proc }
+  const check = await fetch(target.url)
+  const same = Buffer.from(await check.arrayBuffer()).equals(body) && check.headers.get('content-type') === contentType
+  if (!same) throw new Error('the bare server does not answer the service\'s bytes')
+  return { target, bytes: body.length }
+}
+
+/** One autocannon run against `target`, in its own process on the load generator's core. */
+async function measure (target: Target, seconds: number, extra: Partial<LoadSpec> = {}): Promise<LoadResult> {
+  if (!target.proc.running()) throw new Error(`${target.name} is not running: ${target.proc.output().stderr.trim()}`)
+  const spec: LoadSpec = { url: target.url, connections: settings.connections, duration: seconds, headers: target.headers, ...extra }
+  const stdout = await runNode(['--import', 'tsx', LOAD, JSON.stringify(spec)], {}, 'load', (seconds + 60) * 1000)
+  if (!target.proc.running()) throw new Error(`${target.name} died under load: ${target.proc.output().stderr.trim()}`)
+  return JSON.parse(stdout.trim().split('\n').pop() ?? '') as LoadResult
+}
+
+function side (runs: LoadResult[]): Side {
+  return {
+    rps: median(runs.map((r) => r.rps)),
+    p50: median(runs.map((r) => r.p50)),
+    p99: median(runs.map((r) => r.p99)),
+    // Every response of every measured run counts: one bad run is enough to flag the scenario.
+    non2xx: runs.reduce((sum, r) => sum + r.non2xx, 0),
+    errors: runs.reduce((sum, r) => sum + r.errors, 0),
+    runs
+  }
+}
+
+/** Two simultaneous runs (one per instance) as one: summed throughput, request-weighted p50, worst p99. */
+function combine (a: LoadResult, b: LoadResult): LoadResult {
+  const requests = a.requests + b.requests
+  const statusCodes: Record<string, number> = { ...a.statusCodes }
+  for (const [code, count] of Object.entries(b.statusCodes)) statusCodes[code] = (statusCodes[code] ?? 0) + count
+  return {
+    rps: a.rps + b.rps,
+    p50: requests === 0 ? 0 : (a.p50 * a.requests + b.p50 * b.requests) / requests,
+    p99: Math.max(a.p99, b.p99),
+    requests,
+    non2xx: a.non2xx + b.non2xx,
+    errors: a.errors + b.errors,
+    timeouts: a.timeouts + b.timeouts,
+    statusCodes
+  }
+}
+
+const describeRun = (r: LoadResult): string =>
+  `${Math.round(r.rps)} rps, p50 ${r.p50} ms, p99 ${r.p99} ms${r.non2xx + r.errors > 0 ? `, non-2xx ${r.non2xx}, errors ${r.errors} ${JSON.stringify(r.statusCodes)}` : ''}`
+
+// ---------------------------------------------------------------------------------------------------------
+// Scenarios
+
+function emptyResult (id: string, title: string, target: number | null): ScenarioResult {
+  return { id, title, status: 'ok', service: null, ceiling: null, ceilingFrom: null, ratio: null, target, peakRssMb: null, flags: [], notes: [] }
+}
+
+/** The ratio to the ceiling and the flags: errors, non-2xx answers, and a ratio below target. */
+function finish (result: ScenarioResult): ScenarioResult {
+  const { service, ceiling } = result
+  if (service !== null && ceiling !== null) result.ratio = service.rps / ceiling.rps
+  if (ceiling !== null && result.ceilingFrom === 'own' && ceiling.non2xx + ceiling.errors > 0) result.flags.push('ceiling errors')
+  if (service !== null && service.non2xx > 0) result.flags.push(`non-2xx: ${service.non2xx}`)
+  if (service !== null && service.errors > 0) result.flags.push(`connection errors: ${service.errors}`)
+  if (result.ratio !== null && result.target !== null && result.ratio < result.target) result.flags.push('BELOW TARGET')
+  return result
+}
+
+/** Scenarios 1 and 2: GET /v1/inventory on `pets` entries, alternating with the bare server. */
+async function getVsCeiling (result: ScenarioResult, pets: number): Promise<void> {
+  await Cleanup.scope(async (cleanup) => {
+    const dir = scenarioDir(result.id)
+    const env = { LOG_LEVEL: 'warn', DATABASE_URL: join(dir, 'petstore.db') }
+    const service = await startService('service', env, await prepareStore(env, pets), cleanup)
+    const { target: ceiling, bytes } = await startCeiling(service, dir, cleanup)
+    result.notes.push(`response ${bytes} bytes`)
+    await measure(ceiling, settings.warmup)
+    await measure(service, settings.warmup)
+    const ceilingRuns: LoadResult[] = []
+    const serviceRuns: LoadResult[] = []
+    for (let round = 1; round <= settings.rounds; round++) {
+      const c = await measure(ceiling, settings.duration)
+      const s = await measure(service, settings.duration)
+      ceilingRuns.push(c)
+      serviceRuns.push(s)
+      log(`${result.id} round ${round}/${settings.rounds}: ceiling ${describeRun(c)}; service ${describeRun(s)}`)
+    }
+    result.ceiling = side(ceilingRuns)
+    result.ceilingFrom = 'own'
+    result.service = side(serviceRuns)
+    result.peakRssMb = memoryMb(service.proc.pid, 'VmHWM')
+  })
+}
+
+/** Scenario 2b: 100,000 entries, memory only: resident set before and after one shorter run. */
+async function memoryCheck (result: ScenarioResult): Promise<void> {
+  await Cleanup.scope(async (cleanup) => {
+    const dir = scenarioDir(result.id)
+    const env = { LOG_LEVEL: 'warn', DATABASE_URL: join(dir, 'petstore.db') }
+    const service = await startService('service', env, await prepareStore(env, 100_000), cleanup)
+    const rssBeforeMb = memoryMb(service.proc.pid, 'VmRSS')
+    const run = await measure(service, Math.min(settings.duration, 3))
+    const rssAfterMb = memoryMb(service.proc.pid, 'VmRSS')
+    result.peakRssMb = memoryMb(service.proc.pid, 'VmHWM')
+    log(`${result.id}: ${describeRun(run)}`)
+    // Read after the RSS figures, so that this one request is not part of them.
+    const res = await fetch(service.url, { headers: service.headers })
+    const responseMb = (await res.arrayBuffer()).byteLength / 1024 / 1024
+    result.service = side([run])
+    result.memory = { responseMb, rssBeforeMb, rssAfterMb }
+    result.notes.push(`response ${round1(responseMb)} MB; RSS ${fmtMb(rssBeforeMb)} MB before load, ${fmtMb(rssAfterMb)} MB after, peak ${fmtMb(result.peakRssMb)} MB`)
+  })
+}
+
+/** Runs `rounds` measured runs against one service, after a warm-up; the ceiling is get-10's. */
+async function serviceOnly (result: ScenarioResult, service: Target, ceiling: Side | null, extra: Partial<LoadSpec> = {}): Promise<void> {
+  await measure(service, settings.warmup, extra)
+  const runs: LoadResult[] = []
+  for (let round = 1; round <= settings.rounds; round++) {
+    const run = await measure(service, settings.duration, extra)
+    runs.push(run)
+    log(`${result.id} round ${round}/${settings.rounds}: service ${describeRun(run)}`)
+  }
+  result.service = side(runs)
+  result.ceiling = ceiling
+  result.ceilingFrom = ceiling === null ? null : 'get-10'
+  result.peakRssMb = memoryMb(service.proc.pid, 'VmHWM')
+}
+
+/** Scenario 3: PATCH with durable commits (SQLite, synchronous=FULL by default), rotating over the pets. */
+async function patchScenario (result: ScenarioResult, ceiling: Side | null): Promise<void> {
+  await Cleanup.scope(async (cleanup) => {
+    const dir = scenarioDir(result.id)
+    const env = { LOG_LEVEL: 'warn', DATABASE_URL: join(dir, 'petstore.db') }
+    const service = await startService('service', env, await prepareStore(env, PATCH_PETS), cleanup)
+    result.notes.push(`${PATCH_PETS} pets, ratio against get-10's ceiling (GET)`)
+    await serviceOnly(result, service, ceiling, { patchPets: PATCH_PETS })
+  })
+}
+
+function redisClient (): Redis {
+  const client = new Redis(settings.redisUrl, { lazyConnect: true, connectTimeout: 2000, maxRetriesPerRequest: 1, retryStrategy: () => null })
+  client.on('error', () => {})
+  return client
+}
+
+async function redisReachable (): Promise<boolean> {
+  const client = redisClient()
+  try {
+    await client.connect()
+    return (await client.ping()) === 'PONG'
+  } catch {
+    return false
+  } finally {
+    client.disconnect()
+  }
+}
+
+/** Deletes every key under `prefix` (SCAN, never KEYS, so a shared Redis is not blocked). */
+async function deleteRedisKeys (prefix: string): Promise<void> {
+  const client = redisClient()
+  try {
+    await client.connect()
+    let cursor = '0'
+    do {
+      const [next, keys] = await client.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 500)
+      cursor = next
+      if (keys.length > 0) await client.del(...keys)
+    } while (cursor !== '0')
+  } finally {
+    client.disconnect()
+  }
+}
+
+async function postgres (sql: string): Promise<void> {
+  const client = new pg.Client({ connectionString: settings.postgresUrl, connectionTimeoutMillis: 3000 })
+  client.on('error', () => {})
+  try {
+    await client.connect()
+    await client.query(sql)
+  } finally {
+    await client.end().catch(() => {})
+  }
+}
+
+async function postgresReachable (): Promise<boolean> {
+  try {
+    await postgres('SELECT 1')
+    return true
+  } catch {
+    return false
+  }
+}
+
+/** Scenario 4a: GET (10 entries) with the rate-limit counters in Redis. */
+async function redisScenario (result: ScenarioResult, ceiling: Side | null): Promise<void> {
+  if (!await redisReachable()) {
+    result.status = 'skipped'
+    result.notes.push(`Redis not reachable at ${settings.redisUrl} (BENCH_REDIS_URL)`)
+    return
+  }
+  await Cleanup.scope(async (cleanup) => {
+    const prefix = `petstore:bench:${hex()}:`
+    // Deferred first, so it runs after the server has stopped writing.
+    cleanup.defer(() => deleteRedisKeys(prefix))
+    const dir = scenarioDir(result.id)
+    const env = { LOG_LEVEL: 'warn', DATABASE_URL: join(dir, 'petstore.db'), REDIS_URL: settings.redisUrl, REDIS_KEY_PREFIX: prefix }
+    const service = await startService('service', env, await prepareStore(env, 10), cleanup)
+    await serviceOnly(result, service, ceiling)
+  })
+}
+
+/** Scenario 4b: two instances on one PostgreSQL database and Redis, loaded at once, one load generator each. */
+async function scaleOutScenario (result: ScenarioResult, ceiling: Side | null): Promise<void> {
+  const missing = [
+    ...(await postgresReachable() ? [] : [`PostgreSQL not reachable at ${settings.postgresUrl} (BENCH_POSTGRES_URL)`]),
+    ...(await redisReachable() ? [] : [`Redis not reachable at ${settings.redisUrl} (BENCH_REDIS_URL)`])
+  ]
+  if (missing.length > 0) {
+    result.status = 'skipped'
+    result.notes.push(...missing)
+    return
+  }
+  await Cleanup.scope(async (cleanup) => {
+    const database = `petstore_bench_${hex()}`
+    const prefix = `petstore:bench:${hex()}:`
+    cleanup.defer(() => deleteRedisKeys(prefix))
+    await postgres(`CREATE DATABASE ${database}`)
+    // FORCE: ends any session a killed instance may have left behind.
+    cleanup.defer(() => postgres(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`))
+    const url = new URL(settings.postgresUrl)
+    url.pathname = `/${database}`
+    const env = { LOG_LEVEL: 'warn', DATABASE_URL: url.toString(), REDIS_URL: settings.redisUrl, REDIS_KEY_PREFIX: prefix }
+    const key = await prepareStore(env, 10)
+    const [a, b] = await Promise.all([startService('instance A', env, key, cleanup), startService('instance B', env, key, cleanup)]) as [Target, Target]
+    // The same total number of connections as every other scenario, split between the instances.
+    const split = { a: Math.max(1, Math.ceil(settings.connections / 2)), b: Math.max(1, Math.floor(settings.connections / 2)) }
+    const both = async (seconds: number): Promise<LoadResult> => {
+      const [ra, rb] = await Promise.all([measure(a, seconds, { connections: split.a }), measure(b, seconds, { connections: split.b })])
+      return combine(ra, rb)
+    }
+    await both(settings.warmup)
+    const runs: LoadResult[] = []
+    for (let round = 1; round <= settings.rounds; round++) {
+      const run = await both(settings.duration)
+      runs.push(run)
+      log(`${result.id} round ${round}/${settings.rounds}: both instances ${describeRun(run)}`)
+    }
+    result.service = side(runs)
+    result.ceiling = ceiling
+    result.ceilingFrom = ceiling === null ? null : 'get-10'
+    result.instancesPeakRssMb = [memoryMb(a.proc.pid, 'VmHWM'), memoryMb(b.proc.pid, 'VmHWM')]
+    const peaks = result.instancesPeakRssMb.filter((mb): mb is number => mb !== null)
+    result.peakRssMb = peaks.length === 0 ? null : Math.max(...peaks)
+    result.notes.push(`rps summed over both instances, p99 the worse one; peak RSS per instance ${result.instancesPeakRssMb.map(fmtMb).join(' / ')} MB`)
+  })
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Report
+
+function fmtMb (mb: number | null): string {
+  return mb === null ? '-' : round1(mb)
+}
+
+function table (results: ScenarioResult[]): string {
+  const header = ['scenario', 'rps', 'p50 ms', 'p99 ms', 'ceiling rps', 'ratio', 'target', 'peak RSS MB', 'non-2xx', 'status']
+  const rows = results.map((r) => [
+    r.id,
+    r.service === null ? '-' : String(Math.round(r.service.rps)),
+    r.service === null ? '-' : r.service.p50.toFixed(2),
+    r.service === null ? '-' : r.service.p99.toFixed(2),
+    r.ceiling === null ? '-' : `${Math.round(r.ceiling.rps)}${r.ceilingFrom === 'own' ? '' : ` (${r.ceilingFrom})`}`,
+    r.ratio === null ? '-' : r.ratio.toFixed(2),
+    r.target === null ? '-' : `>= ${r.target}`,
+    fmtMb(r.peakRssMb),
+    r.service === null ? '-' : String(r.service.non2xx + r.service.errors),
+    r.status !== 'ok' ? r.status.toUpperCase() : r.flags.length === 0 ? 'ok' : r.flags.join(', ')
+  ])
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => (row[i] as string).length)))
+  const line = (cells: string[]): string => cells.map((c, i) => i === 0 || i === cells.length - 1 ? c.padEnd(widths[i] as number) : c.padStart(widths[i] as number)).join('  ').trimEnd()
+  const out = [line(header), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(line)]
+  for (const r of results) {
+    for (const note of r.notes) out.push(`  ${r.id}: ${note}`)
+    if (r.ceiling !== null && r.ceilingFrom === 'own') out.push(`  ${r.id}: ceiling p50 ${r.ceiling.p50.toFixed(2)} ms, p99 ${r.ceiling.p99.toFixed(2)} ms, non-2xx ${r.ceiling.non2xx + r.ceiling.errors}`)
+  }
+  return out.join('\n')
+}
+
+function summary (results: ScenarioResult[], startedAt: Date): unknown {
+  const cpu = cpus()
+  const stats = (s: Side | null) => s === null ? null : { rps: s.rps, p50: s.p50, p99: s.p99, non2xx: s.non2xx, errors: s.errors }
+  return {
+    machine: {
+      cpu: cpu[0]?.model ?? 'unknown',
+      cpus: cpu.length,
+      totalMemoryMb: Math.round(totalmem() / 1024 / 1024),
+      node: process.version,
+      os: platform(),
+      kernel: release()
+    },
+    date: startedAt.toISOString(),
+    settings: { ...settings, pinned: PINNING !== null, loadGenerator: 'autocannon' },
+    scenarios: results.map((r) => ({
+      id: r.id,
+      title: r.title,
+      status: r.status,
+      ...stats(r.service),
+      ratio: r.ratio,
+      target: r.target,
+      peakRssMb: r.peakRssMb,
+      flags: r.flags,
+      ceiling: stats(r.ceiling),
+      ceilingFrom: r.ceilingFrom,
+      ...(r.memory === undefined ? {} : { memory: r.memory }),
+      ...(r.instancesPeakRssMb === undefined ? {} : { instancesPeakRssMb: r.instancesPeakRssMb }),
+      notes: r.notes,
+      runs: r.service?.runs.map((run) => ({ rps: run.rps, p50: run.p50, p99: run.p99, non2xx: run.non2xx, errors: run.errors })) ?? []
+    }))
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+
+async function main (): Promise<number> {
+  cleanupOnSignals()
+  const startedAt = new Date()
+  log(`${settings.rounds} round(s) of ${settings.duration} s, warm-up ${settings.warmup} s, ${settings.connections} connections; ` +
+    (PINNING === null ? 'not pinned (no taskset or one core): numbers are noisier' : `servers on core ${PINNING.server}, load generator on core ${PINNING.load}`))
+  const results: ScenarioResult[] = []
+  await Cleanup.scope(async (cleanup) => {
+    workDir = mkdtempSync(join(tmpdir(), 'petstore-bench-'))
+    cleanup.defer(() => rmSync(workDir, { recursive: true, force: true }))
+    const scenarios: Array<{ id: string, title: string, target: number | null, run: (r: ScenarioResult) => Promise<void> }> = [
+      { id: 'get-10', title: 'GET /v1/inventory, 10 entries', target: 0.75, run: (r) => getVsCeiling(r, 10) },
+      { id: 'get-10k', title: 'GET /v1/inventory, 10,000 entries', target: 0.8, run: (r) => getVsCeiling(r, 10_000) },
+      { id: 'get-100k-memory', title: 'GET /v1/inventory, 100,000 entries (memory check)', target: null, run: memoryCheck },
+      { id: 'patch', title: 'PATCH /v1/inventory/{petId}, durable SQLite commits', target: 0.35, run: (r) => patchScenario(r, get10Ceiling()) },
+      { id: 'get-10-redis', title: 'GET /v1/inventory, 10 entries, Redis limiter', target: null, run: (r) => redisScenario(r, get10Ceiling()) },
+      { id: 'get-10-pg-2x', title: 'GET /v1/inventory, 10 entries, 2 instances on PostgreSQL + Redis', target: null, run: (r) => scaleOutScenario(r, get10Ceiling()) }
+    ]
+    const get10Ceiling = (): Side | null => results.find((r) => r.id === 'get-10')?.ceiling ?? null
+    for (const scenario of scenarios) {
+      if (settings.only.length > 0 && !settings.only.includes(scenario.id)) continue
+      const result = emptyResult(scenario.id, scenario.title, scenario.target)
+      log(`${scenario.id}: ${scenario.title}`)
+      try {
+        await scenario.run(result)
+      } catch (error) {
+        result.status = 'failed'
+        result.notes.push(`failed: ${(error as Error).message.slice(0, 2000)}`)
+        log(`${scenario.id} failed: ${(error as Error).message}`)
+      }
+      results.push(finish(result))
+    }
+  })
+  console.log(table(results))
+  mkdirSync(RESULTS, { recursive: true })
+  const file = join(RESULTS, 'latest.json')
+  writeFileSync(file, JSON.stringify(summary(results, startedAt), null, 2) + '\n')
+  console.log(`\nSummary written to ${file}`)
+  return results.some((r) => r.status === 'failed') ? 1 : 0
+}
+
+process.exitCode = await main()
