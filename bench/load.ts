@@ -28,6 +28,10 @@ export interface LoadResult {
   errors: number
   timeouts: number
   statusCodes: Record<string, number>
+  /** This load generator's CPU use during the run, in % of one core: near 100 means it, not the server, is the limit. */
+  loadCpuPct: number
+  /** The server's CPU use during the run, in % of one core (filled in by the harness, which knows the pid). */
+  serverCpuPct: number | null
 }
 
 function patchRequests (pets: number): autocannon.Request[] {
@@ -44,6 +48,7 @@ function patchRequests (pets: number): autocannon.Request[] {
 
 const spec = JSON.parse(process.argv[2] ?? '') as LoadSpec
 const headers = spec.patchPets === undefined ? spec.headers : { ...spec.headers, 'content-type': 'application/json' }
+const cpuBefore = process.cpuUsage()
 const result = await autocannon({
   url: spec.url,
   connections: spec.connections,
@@ -52,6 +57,7 @@ const result = await autocannon({
   ...(spec.patchPets === undefined ? {} : { requests: patchRequests(spec.patchPets) })
 })
 
+const cpu = process.cpuUsage(cpuBefore)
 const statusCodes: Record<string, number> = {}
 for (const [code, stats] of Object.entries(result.statusCodeStats ?? {})) statusCodes[code] = stats.count ?? 0
 const out: LoadResult = {
@@ -62,6 +68,8 @@ const out: LoadResult = {
   non2xx: result.non2xx,
   errors: result.errors,
   timeouts: result.timeouts,
-  statusCodes
+  statusCodes,
+  loadCpuPct: (cpu.user + cpu.system) / 1e4 / spec.duration,
+  serverCpuPct: null
 }
 process.stdout.write(JSON.stringify(out) + '\n')

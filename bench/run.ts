@@ -3,6 +3,7 @@
  * bench/README.md for the scenarios and the knobs. Every process, database and Redis key it creates is
  * removed again, also when a scenario fails or the run is interrupted.
  */
+import { spawnSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { cpus, release, tmpdir, totalmem, platform } from 'node:os'
@@ -11,14 +12,19 @@ import { Redis } from 'ioredis'
 import pg from 'pg'
 import type { LoadResult, LoadSpec } from './load.js'
 import {
-  Cleanup, cleanupOnSignals, freePort, median, memoryMb, PINNING, ROOT, runNode, startNode, stop, waitHttp, waitOutput,
-  type Proc
+  Cleanup, cleanupOnSignals, cpuSeconds, describeExit, freePort, median, memoryMb, PINNING, ROOT,
+  runCommand, runNode, startNode, stop, waitHttp, waitOutput, type Proc
 } from './support.js'
 
 const BIN = join(ROOT, 'bin/petstore.js')
 const LOAD = join(ROOT, 'bench/load.ts')
 const BARE = join(ROOT, 'bench/bare-server.js')
+const WRK_SCRIPT = join(ROOT, 'bench/wrk.lua')
 const RESULTS = join(ROOT, 'bench/results')
+
+function hasCommand (name: string): boolean {
+  return spawnSync('sh', ['-c', `command -v ${name}`]).status === 0
+}
 
 function numberFromEnv (name: string, fallback: number, integer: boolean): number {
   const text = process.env[name]
@@ -36,10 +42,14 @@ const settings = {
   quick: QUICK,
   rounds: numberFromEnv('BENCH_ROUNDS', QUICK ? 1 : 3, true),
   duration: numberFromEnv('BENCH_DURATION', QUICK ? 2 : 5, false),
-  warmup: numberFromEnv('BENCH_WARMUP', QUICK ? 1 : 2, false),
+  // PostgreSQL instances sharing a core need a few seconds before they reach their pace.
+  warmup: numberFromEnv('BENCH_WARMUP', QUICK ? 1 : 3, false),
   connections: numberFromEnv('BENCH_CONNECTIONS', 50, true),
   postgresUrl: process.env.BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres',
   redisUrl: process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379',
+  // wrk when installed: a C load generator parses a 475 KB response far faster than autocannon, which on one
+  // core becomes the limit before the bare server does.
+  loadGenerator: process.env.BENCH_LOADGEN ?? (hasCommand('wrk') ? 'wrk' : 'autocannon'),
   only: (process.env.BENCH_ONLY ?? '').split(',').map((s) => s.trim()).filter((s) => s !== '')
 }
 
@@ -47,7 +57,17 @@ const settings = {
 const PATCH_PETS = 10_000
 const UNBOUNDED_KEY = ['keys', 'create', '--plan', 'enterprise', '--name', 'bench', '--per-minute', '1000000000', '--per-day', '1000000000']
 
-interface Side { rps: number, p50: number, p99: number, non2xx: number, errors: number, runs: LoadResult[] }
+interface Side {
+  rps: number
+  p50: number
+  p99: number
+  non2xx: number
+  errors: number
+  /** Medians, in % of one core: a server well below 100 while the load generator is near 100 is not saturated. */
+  serverCpuPct: number | null
+  loadCpuPct: number
+  runs: LoadResult[]
+}
 
 interface ScenarioResult {
   id: string
@@ -129,13 +149,53 @@ async function startCeiling (service: Target, dir: string, cleanup: Cleanup): Pr
   return { target, bytes: body.length }
 }
 
-/** One autocannon run against `target`, in its own process on the load generator's core. */
-async function measure (target: Target, seconds: number, extra: Partial<LoadSpec> = {}): Promise<LoadResult> {
-  if (!target.proc.running()) throw new Error(`${target.name} is not running: ${target.proc.output().stderr.trim()}`)
-  const spec: LoadSpec = { url: target.url, connections: settings.connections, duration: seconds, headers: target.headers, ...extra }
-  const stdout = await runNode(['--import', 'tsx', LOAD, JSON.stringify(spec)], {}, 'load', (seconds + 60) * 1000)
-  if (!target.proc.running()) throw new Error(`${target.name} died under load: ${target.proc.output().stderr.trim()}`)
+interface WrkSummary {
+  requests: number, durationUs: number, status: number, connect: number, read: number, write: number, timeout: number, p50Us: number, p99Us: number
+}
+
+/** One autocannon run (see bench/load.ts). */
+async function autocannon (spec: LoadSpec): Promise<LoadResult> {
+  const stdout = await runNode(['--import', 'tsx', LOAD, JSON.stringify(spec)], {}, 'load', (spec.duration + 60) * 1000)
   return JSON.parse(stdout.trim().split('\n').pop() ?? '') as LoadResult
+}
+
+/** One wrk run (see bench/wrk.lua); wrk counts only statuses above 399 as errors. */
+async function wrk (spec: LoadSpec): Promise<LoadResult> {
+  const args = ['wrk', '-t1', `-c${spec.connections}`, `-d${spec.duration}s`, '--timeout', '10s', '-s', WRK_SCRIPT]
+  for (const [name, value] of Object.entries(spec.headers)) args.push('-H', `${name}: ${value}`)
+  args.push(spec.url, '--', String(spec.patchPets ?? 0))
+  const { stdout, cpuSeconds: cpu } = await runCommand(args, {}, 'load', (spec.duration + 60) * 1000)
+  const line = stdout.trim().split('\n').filter((l) => l.startsWith('{')).pop()
+  if (line === undefined) throw new Error(`wrk printed no summary: ${stdout.slice(-500)}`)
+  const w = JSON.parse(line) as WrkSummary
+  const elapsed = w.durationUs / 1e6
+  return {
+    rps: w.requests / elapsed,
+    p50: w.p50Us / 1000,
+    p99: w.p99Us / 1000,
+    requests: w.requests,
+    non2xx: w.status,
+    errors: w.connect + w.read + w.write + w.timeout,
+    timeouts: w.timeout,
+    statusCodes: w.status === 0 ? {} : { '>399': w.status },
+    loadCpuPct: cpu === null ? 0 : cpu * 100 / elapsed,
+    serverCpuPct: null
+  }
+}
+
+/** One run of the load generator against `target`, in its own process on the load generator's core. */
+async function measure (target: Target, seconds: number, extra: Partial<LoadSpec> = {}): Promise<LoadResult> {
+  if (!target.proc.running()) throw new Error(`${target.name} is not running: ${describeExit(target.proc)}`)
+  // wrk takes whole seconds.
+  const duration = settings.loadGenerator === 'wrk' ? Math.max(1, Math.round(seconds)) : seconds
+  const spec: LoadSpec = { url: target.url, connections: settings.connections, duration, headers: target.headers, ...extra }
+  const cpuBefore = cpuSeconds(target.proc.pid)
+  const result = settings.loadGenerator === 'wrk' ? await wrk(spec) : await autocannon(spec)
+  const cpuAfter = cpuSeconds(target.proc.pid)
+  if (!target.proc.running()) throw new Error(`${target.name} died under load: ${describeExit(target.proc)}`)
+  // Over the run's duration: the load generator's own start-up puts no load on the server.
+  result.serverCpuPct = cpuBefore === null || cpuAfter === null ? null : (cpuAfter - cpuBefore) * 100 / duration
+  return result
 }
 
 function side (runs: LoadResult[]): Side {
@@ -146,6 +206,8 @@ function side (runs: LoadResult[]): Side {
     // Every response of every measured run counts: one bad run is enough to flag the scenario.
     non2xx: runs.reduce((sum, r) => sum + r.non2xx, 0),
     errors: runs.reduce((sum, r) => sum + r.errors, 0),
+    serverCpuPct: runs.every((r) => r.serverCpuPct !== null) ? median(runs.map((r) => r.serverCpuPct as number)) : null,
+    loadCpuPct: median(runs.map((r) => r.loadCpuPct)),
     runs
   }
 }
@@ -163,12 +225,18 @@ function combine (a: LoadResult, b: LoadResult): LoadResult {
     non2xx: a.non2xx + b.non2xx,
     errors: a.errors + b.errors,
     timeouts: a.timeouts + b.timeouts,
-    statusCodes
+    statusCodes,
+    // Both instances share the server core and both generators the load core: the sums are per core.
+    loadCpuPct: a.loadCpuPct + b.loadCpuPct,
+    serverCpuPct: a.serverCpuPct === null || b.serverCpuPct === null ? null : a.serverCpuPct + b.serverCpuPct
   }
 }
 
+const ms = (n: number): string => String(Math.round(n * 100) / 100)
+const pct = (n: number | null): string => n === null ? '-' : `${Math.round(n)}%`
+
 const describeRun = (r: LoadResult): string =>
-  `${Math.round(r.rps)} rps, p50 ${r.p50} ms, p99 ${r.p99} ms${r.non2xx + r.errors > 0 ? `, non-2xx ${r.non2xx}, errors ${r.errors} ${JSON.stringify(r.statusCodes)}` : ''}`
+  `${Math.round(r.rps)} rps, p50 ${ms(r.p50)} ms, p99 ${ms(r.p99)} ms, CPU server ${pct(r.serverCpuPct)} load ${pct(r.loadCpuPct)}${r.non2xx + r.errors > 0 ? `, non-2xx ${r.non2xx}, errors ${r.errors} ${JSON.stringify(r.statusCodes)}` : ''}`
 
 // ---------------------------------------------------------------------------------------------------------
 // Scenarios
@@ -184,6 +252,16 @@ function finish (result: ScenarioResult): ScenarioResult {
   if (ceiling !== null && result.ceilingFrom === 'own' && ceiling.non2xx + ceiling.errors > 0) result.flags.push('ceiling errors')
   if (service !== null && service.non2xx > 0) result.flags.push(`non-2xx: ${service.non2xx}`)
   if (service !== null && service.errors > 0) result.flags.push(`connection errors: ${service.errors}`)
+  // A run that completed nothing measured nothing, however clean its status counts look.
+  if (service !== null && service.runs.some((r) => r.requests === 0)) result.flags.push('a run completed no request')
+  if (ceiling !== null && result.ceilingFrom === 'own' && ceiling.runs.some((r) => r.requests === 0)) result.flags.push('a ceiling run completed no request')
+  // A saturated load generator facing an idle bare server measured the generator: the ratio says nothing.
+  if (ceiling !== null && result.ceilingFrom === 'own' && ceiling.loadCpuPct >= 90 && (ceiling.serverCpuPct ?? 100) < 80) {
+    result.flags.push('LOAD GENERATOR BOUND')
+  } else if (ceiling !== null && result.ceilingFrom === 'own' && ceiling.loadCpuPct >= 90 && (ceiling.serverCpuPct ?? 100) < 95) {
+    result.notes.push(`the ceiling is partly load-generator bound (bare server ${Math.round(ceiling.serverCpuPct ?? 0)}% CPU, ` +
+      `${settings.loadGenerator} ${Math.round(ceiling.loadCpuPct)}%): the ratio is an upper bound`)
+  }
   if (result.ratio !== null && result.target !== null && result.ratio < result.target) result.flags.push('BELOW TARGET')
   return result
 }
@@ -361,7 +439,8 @@ async function scaleOutScenario (result: ScenarioResult, ceiling: Side | null): 
       const [ra, rb] = await Promise.all([measure(a, seconds, { connections: split.a }), measure(b, seconds, { connections: split.b })])
       return combine(ra, rb)
     }
-    await both(settings.warmup)
+    // Twice the warm-up: each instance gets half the server core, so its JIT takes twice as long to settle.
+    await both(settings.warmup * 2)
     const runs: LoadResult[] = []
     for (let round = 1; round <= settings.rounds; round++) {
       const run = await both(settings.duration)
@@ -386,14 +465,14 @@ function fmtMb (mb: number | null): string {
 }
 
 function table (results: ScenarioResult[]): string {
-  const header = ['scenario', 'rps', 'p50 ms', 'p99 ms', 'ceiling rps', 'ratio', 'target', 'peak RSS MB', 'non-2xx', 'status']
+  const header = ['scenario', 'rps', 'p50 ms', 'p99 ms', 'ceiling rps', 'ratio', 'target', 'peak RSS MB', 'non-2xx+err', 'status']
   const rows = results.map((r) => [
     r.id,
     r.service === null ? '-' : String(Math.round(r.service.rps)),
     r.service === null ? '-' : r.service.p50.toFixed(2),
     r.service === null ? '-' : r.service.p99.toFixed(2),
     r.ceiling === null ? '-' : `${Math.round(r.ceiling.rps)}${r.ceilingFrom === 'own' ? '' : ` (${r.ceilingFrom})`}`,
-    r.ratio === null ? '-' : r.ratio.toFixed(2),
+    r.ratio === null ? '-' : r.ratio.toFixed(3),
     r.target === null ? '-' : `>= ${r.target}`,
     fmtMb(r.peakRssMb),
     r.service === null ? '-' : String(r.service.non2xx + r.service.errors),
@@ -404,14 +483,20 @@ function table (results: ScenarioResult[]): string {
   const out = [line(header), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(line)]
   for (const r of results) {
     for (const note of r.notes) out.push(`  ${r.id}: ${note}`)
-    if (r.ceiling !== null && r.ceilingFrom === 'own') out.push(`  ${r.id}: ceiling p50 ${r.ceiling.p50.toFixed(2)} ms, p99 ${r.ceiling.p99.toFixed(2)} ms, non-2xx ${r.ceiling.non2xx + r.ceiling.errors}`)
+    if (r.service !== null) out.push(`  ${r.id}: service CPU ${pct(r.service.serverCpuPct)}, load generator CPU ${pct(r.service.loadCpuPct)}`)
+    if (r.ceiling !== null && r.ceilingFrom === 'own') {
+      out.push(`  ${r.id}: ceiling p50 ${r.ceiling.p50.toFixed(2)} ms, p99 ${r.ceiling.p99.toFixed(2)} ms, non-2xx ${r.ceiling.non2xx + r.ceiling.errors}, ` +
+        `bare server CPU ${pct(r.ceiling.serverCpuPct)}, load generator CPU ${pct(r.ceiling.loadCpuPct)}`)
+    }
   }
   return out.join('\n')
 }
 
 function summary (results: ScenarioResult[], startedAt: Date): unknown {
   const cpu = cpus()
-  const stats = (s: Side | null) => s === null ? null : { rps: s.rps, p50: s.p50, p99: s.p99, non2xx: s.non2xx, errors: s.errors }
+  const stats = (s: Side | null) => s === null
+    ? null
+    : { rps: s.rps, p50: s.p50, p99: s.p99, non2xx: s.non2xx, errors: s.errors, serverCpuPct: s.serverCpuPct, loadCpuPct: s.loadCpuPct }
   return {
     machine: {
       cpu: cpu[0]?.model ?? 'unknown',
@@ -422,12 +507,12 @@ function summary (results: ScenarioResult[], startedAt: Date): unknown {
       kernel: release()
     },
     date: startedAt.toISOString(),
-    settings: { ...settings, pinned: PINNING !== null, loadGenerator: 'autocannon' },
+    settings: { ...settings, pinned: PINNING !== null },
     scenarios: results.map((r) => ({
       id: r.id,
       title: r.title,
       status: r.status,
-      ...stats(r.service),
+      ...(stats(r.service) ?? { rps: null, p50: null, p99: null, non2xx: null, errors: null }),
       ratio: r.ratio,
       target: r.target,
       peakRssMb: r.peakRssMb,
@@ -437,7 +522,8 @@ function summary (results: ScenarioResult[], startedAt: Date): unknown {
       ...(r.memory === undefined ? {} : { memory: r.memory }),
       ...(r.instancesPeakRssMb === undefined ? {} : { instancesPeakRssMb: r.instancesPeakRssMb }),
       notes: r.notes,
-      runs: r.service?.runs.map((run) => ({ rps: run.rps, p50: run.p50, p99: run.p99, non2xx: run.non2xx, errors: run.errors })) ?? []
+      runs: r.service?.runs.map(({ rps, p50, p99, non2xx, errors, statusCodes }) => ({ rps, p50, p99, non2xx, errors, statusCodes })) ?? [],
+      ceilingRuns: r.ceilingFrom === 'own' ? r.ceiling?.runs.map(({ rps, p50, p99, non2xx, errors }) => ({ rps, p50, p99, non2xx, errors })) ?? [] : []
     }))
   }
 }
@@ -447,7 +533,11 @@ function summary (results: ScenarioResult[], startedAt: Date): unknown {
 async function main (): Promise<number> {
   cleanupOnSignals()
   const startedAt = new Date()
-  log(`${settings.rounds} round(s) of ${settings.duration} s, warm-up ${settings.warmup} s, ${settings.connections} connections; ` +
+  if (settings.loadGenerator !== 'wrk' && settings.loadGenerator !== 'autocannon') {
+    console.error(`bench: BENCH_LOADGEN must be wrk or autocannon, got "${settings.loadGenerator}"`)
+    return 2
+  }
+  log(`${settings.loadGenerator}, ${settings.rounds} round(s) of ${settings.duration} s, warm-up ${settings.warmup} s, ${settings.connections} connections; ` +
     (PINNING === null ? 'not pinned (no taskset or one core): numbers are noisier' : `servers on core ${PINNING.server}, load generator on core ${PINNING.load}`))
   const results: ScenarioResult[] = []
   await Cleanup.scope(async (cleanup) => {
@@ -479,7 +569,9 @@ async function main (): Promise<number> {
   console.log(table(results))
   mkdirSync(RESULTS, { recursive: true })
   const file = join(RESULTS, 'latest.json')
-  writeFileSync(file, JSON.stringify(summary(results, startedAt), null, 2) + '\n')
+  // Three decimals are more than the run-to-run noise allows; more would only be clutter.
+  const rounded = (_key: string, value: unknown): unknown => typeof value === 'number' && !Number.isInteger(value) ? Math.round(value * 1000) / 1000 : value
+  writeFileSync(file, JSON.stringify(summary(results, startedAt), rounded, 2) + '\n')
   console.log(`\nSummary written to ${file}`)
   return results.some((r) => r.status === 'failed') ? 1 : 0
 }

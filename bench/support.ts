@@ -59,6 +59,9 @@ export class Cleanup {
   }
 }
 
+/** Every child still running, so that an interrupted run leaves none behind (load generators included). */
+const children = new Set<Proc>()
+
 /** On Ctrl+C or SIGTERM: run every pending cleanup (children, database, Redis keys), then exit. */
 export function cleanupOnSignals (): void {
   let stopping = false
@@ -69,6 +72,7 @@ export function cleanupOnSignals (): void {
     const all = [...Cleanup.active].reverse()
     void (async () => {
       for (const cleanup of all) await cleanup.run()
+      for (const proc of children) proc.child.kill('SIGKILL')
       process.exit(130)
     })()
   }
@@ -85,13 +89,13 @@ export interface Proc {
 }
 
 /**
- * Starts `node ARGS` (under `taskset -c CORE` when pinning) with exactly the given environment plus PATH, so
- * nothing from the caller's shell (DATABASE_URL, PORT, ...) leaks in. taskset execs node, so the pid is
- * node's own: /proc/<pid>/status describes the server, not a wrapper.
+ * Starts COMMAND (under `taskset -c CORE` when pinning) with exactly the given environment plus PATH, so
+ * nothing from the caller's shell (DATABASE_URL, PORT, ...) leaks in. taskset execs the command, so the pid
+ * is the command's own: /proc/<pid>/status describes the server, not a wrapper.
  */
-export function startNode (args: string[], env: Record<string, string>, core?: 'server' | 'load'): Proc {
+export function startCommand (argv: string[], env: Record<string, string>, core?: 'server' | 'load'): Proc {
   const pin = core !== undefined && PINNING !== null ? ['taskset', '-c', PINNING[core]] : []
-  const command = [...pin, process.execPath, ...args]
+  const command = [...pin, ...argv]
   const child = spawn(command[0] as string, command.slice(1), {
     cwd: ROOT, env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe']
   })
@@ -104,13 +108,21 @@ export function startNode (args: string[], env: Record<string, string>, core?: '
     child.on('close', (code, signal) => resolve({ code, signal }))
   })
   if (child.pid === undefined) throw new Error(`could not start ${command.join(' ')}`)
-  return {
+  const proc: Proc = {
     child,
     pid: child.pid,
     output: () => ({ stdout, stderr }),
     exited,
     running: () => child.exitCode === null && child.signalCode === null
   }
+  children.add(proc)
+  void exited.then(() => children.delete(proc))
+  return proc
+}
+
+/** Starts `node ARGS`; see startCommand. */
+export function startNode (args: string[], env: Record<string, string>, core?: 'server' | 'load'): Proc {
+  return startCommand([process.execPath, ...args], env, core)
 }
 
 /** SIGTERM (a graceful stop), then SIGKILL if the process is still there after `graceMs`. */
@@ -125,19 +137,36 @@ export async function stop (proc: Proc, graceMs = 5000): Promise<void> {
   }
 }
 
-/** Runs `node ARGS` to completion; throws with its stderr when it fails. Returns stdout. */
-export async function runNode (args: string[], env: Record<string, string>, core?: 'server' | 'load', timeoutMs = 120_000): Promise<string> {
-  const proc = startNode(args, env, core)
+/**
+ * Runs COMMAND to completion; throws with its stderr when it fails. Returns stdout, and the CPU seconds the
+ * process had used when last seen (sampled, since an exited process can no longer be asked).
+ */
+export async function runCommand (
+  argv: string[], env: Record<string, string>, core?: 'server' | 'load', timeoutMs = 120_000
+): Promise<{ stdout: string, cpuSeconds: number | null }> {
+  const proc = startCommand(argv, env, core)
   const timer = setTimeout(() => proc.child.kill('SIGKILL'), timeoutMs)
+  let cpu: number | null = null
+  const sampler = setInterval(() => { cpu = cpuSeconds(proc.pid) ?? cpu }, 100)
   try {
     const { code, signal } = await proc.exited
     const { stdout, stderr } = proc.output()
-    if (code !== 0) throw new Error(`node ${args.join(' ').slice(0, 200)} failed (${signal ?? `exit ${code}`}): ${stderr.trim()}`)
-    return stdout
+    if (code !== 0) {
+      // The command line may carry a bench key (wrk -H): never print one, even a throwaway.
+      const shown = argv.join(' ').replace(/Bearer \S+/g, 'Bearer ***').slice(0, 200)
+      throw new Error(`${shown} failed (${signal ?? `exit ${code}`}): ${stderr.trim()}`)
+    }
+    return { stdout, cpuSeconds: cpu }
   } finally {
     clearTimeout(timer)
+    clearInterval(sampler)
     proc.child.kill('SIGKILL')
   }
+}
+
+/** Runs `node ARGS` to completion; see runCommand. Returns stdout. */
+export async function runNode (args: string[], env: Record<string, string>, core?: 'server' | 'load', timeoutMs = 120_000): Promise<string> {
+  return (await runCommand([process.execPath, ...args], env, core, timeoutMs)).stdout
 }
 
 /** A port that was free a moment ago. */
@@ -157,11 +186,18 @@ export function freePort (): Promise<number> {
   })
 }
 
+/** Why a process is not (or no longer) running: its exit and the tail of its output (pino logs go to stdout). */
+export function describeExit (proc: Proc): string {
+  const { stdout, stderr } = proc.output()
+  const exit = proc.child.signalCode ?? `exit code ${proc.child.exitCode}`
+  return `${exit}; stderr: ${stderr.trim().slice(-1000) || '(empty)'}; stdout: ${stdout.trim().slice(-1000) || '(empty)'}`
+}
+
 /** Waits until `url` answers 200, failing early when the process dies. */
 export async function waitHttp (url: string, proc: Proc, timeoutMs = 30_000): Promise<void> {
   const deadline = Date.now() + timeoutMs
   while (Date.now() < deadline) {
-    if (!proc.running()) throw new Error(`process exited before answering ${url}: ${proc.output().stderr.trim()}`)
+    if (!proc.running()) throw new Error(`process exited before answering ${url}: ${describeExit(proc)}`)
     try {
       const res = await fetch(url, { signal: AbortSignal.timeout(1000) })
       await res.arrayBuffer()
@@ -171,7 +207,7 @@ export async function waitHttp (url: string, proc: Proc, timeoutMs = 30_000): Pr
     }
     await sleep(100)
   }
-  throw new Error(`${url} did not answer within ${timeoutMs} ms: ${proc.output().stderr.trim()}`)
+  throw new Error(`${url} did not answer within ${timeoutMs} ms: ${describeExit(proc)}`)
 }
 
 /** Waits for a line on the process's stdout matching `pattern`; returns the first capture. */
@@ -180,7 +216,7 @@ export async function waitOutput (proc: Proc, pattern: RegExp, timeoutMs = 10_00
   while (Date.now() < deadline) {
     const match = pattern.exec(proc.output().stdout)
     if (match !== null) return match[1] as string
-    if (!proc.running()) throw new Error(`process exited: ${proc.output().stderr.trim()}`)
+    if (!proc.running()) throw new Error(`process exited: ${describeExit(proc)}`)
     await sleep(50)
   }
   throw new Error(`no ${pattern.source} within ${timeoutMs} ms`)
@@ -192,6 +228,23 @@ export function memoryMb (pid: number, field: 'VmHWM' | 'VmRSS'): number | null 
     const status = readFileSync(`/proc/${pid}/status`, 'utf8')
     const match = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)
     return match === null ? null : Number(match[1]) / 1024
+  } catch {
+    return null
+  }
+}
+
+const CLOCK_TICKS = (() => {
+  const ticks = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout)
+  return Number.isInteger(ticks) && ticks > 0 ? ticks : 100
+})()
+
+/** CPU seconds (user + system) a process has used so far, or null off Linux. */
+export function cpuSeconds (pid: number): number | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    // After "pid (comm) ", whose comm may hold spaces: state is field 3, utime 14 and stime 15.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+    return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS
   } catch {
     return null
   }

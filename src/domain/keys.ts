@@ -78,7 +78,9 @@ export class Authenticator {
   /** The active key for a token, or null when the token is unknown or revoked. */
   async authenticate (token: string): Promise<ApiKeyRecord | null> {
     if (token.length === 0 || token.length > MAX_TOKEN_LENGTH) return null
-    const record = await this.#cache.fetch(hashKey(token))
+    const hash = hashKey(token)
+    // get() first: a hit costs no promise machinery; fetch() only on a miss (and shares concurrent misses).
+    const record = this.#cache.get(hash) ?? await this.#cache.fetch(hash)
     return record === undefined || record === false || record.revokedAt !== null ? null : record
   }
 

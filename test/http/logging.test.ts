@@ -28,7 +28,17 @@ describe('logs', () => {
     await app.inject({ method: 'GET', url: '/v1/inventory', headers: { authorization: `Basic ${key}` } })
     await app.inject({ method: 'GET', url: `/v1/nope?token=x`, headers: auth(key) })
     const log = lines.join('\n')
-    assert.ok(lines.length >= 10, 'requests were logged')
+    const access = lines.map((line) => JSON.parse(line) as Record<string, unknown>).filter((e) => e.msg === 'request completed')
+    assert.equal(access.length, 5, 'one access line per request')
+    const [record] = await store.listApiKeys()
+    assert.deepEqual(access.map((e) => [e.operation ?? null, e.status, e.keyId ?? null]), [
+      ['listInventory', 200, record?.id],
+      ['updateInventory', 400, record?.id],
+      ['listInventory', 401, null],
+      ['listInventory', 401, null],
+      [null, 404, record?.id]
+    ])
+    assert.ok(access.every((e) => typeof e.ms === 'number' && typeof e.requestId === 'string'))
     assert.ok(!log.includes(secretPart), 'the key never appears')
     assert.ok(!log.includes('UnknownSecretValue'), 'an unknown token never appears')
     assert.match(log, /"requestId":"[0-9a-f-]{36}"/)

@@ -72,7 +72,9 @@ describe('ResilientLimiter with Redis down at boot', () => {
     const client = createRedisClient(`redis://127.0.0.1:${port}`)
     t.after(() => client.disconnect())
     const logger = recordingLogger()
-    const limiter = new ResilientLimiter({ redis: new RedisLimiter({ client }), memory: new MemoryLimiter(), logger })
+    // A fixed clock: the test takes over a second and must not see a minute window roll over.
+    const now = Date.parse('2026-11-22T12:00:30Z')
+    const limiter = new ResilientLimiter({ redis: new RedisLimiter({ client }), memory: new MemoryLimiter({ clock: () => now }), logger })
     t.after(() => limiter.close())
 
     const limits = { perMinute: 5, perDay: 100 }

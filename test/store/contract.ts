@@ -109,6 +109,8 @@ export function storeContract (name: string, open: (t: TestContext) => Promise<S
         await changed('a pet status change')
         await store.importData({ pets: [pet(3n, { quantity: 3 })], orders: [] })
         await changed('a new stock entry')
+        await store.importData({ pets: [pet(3n, { quantity: 4 })], orders: [] })
+        await changed('a re-import changing a stock entry')
         await store.listInventory()
         await store.getPet(1n)
         await store.listOrders({ afterId: null, limit: 10, status: null })

@@ -78,7 +78,9 @@ function banned (reply: FastifyReply, decision: Decision, until: Date): AppError
 
 /** Paths under /v1 are limited, except the API document. */
 function isLimited (url: string): boolean {
-  const path = url.split('?', 1)[0] as string
+  if (!url.startsWith('/v1')) return false
+  const query = url.indexOf('?')
+  const path = query === -1 ? url : url.slice(0, query)
   return (path === '/v1' || path.startsWith('/v1/')) && path !== '/v1/openapi.json'
 }
 
