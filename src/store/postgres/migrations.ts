@@ -68,12 +68,5 @@ export const MIGRATIONS: ReadonlyArray<{ version: number, name: string, sql: str
       CREATE TRIGGER pet_status_changed AFTER UPDATE OF status ON pets
         FOR EACH STATEMENT EXECUTE FUNCTION bump_inventory_version();
     `
-  },
-  {
-    version: 4,
-    name: 'stock updates bump the inventory version in the store',
-    // Nothing to do here: PostgreSQL's statement-level trigger bumps once per statement, which is cheap. The
-    // number is kept so both stores share one migration numbering.
-    sql: 'SELECT 1;'
   }
 ]

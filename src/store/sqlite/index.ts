@@ -162,7 +162,8 @@ export class SqliteStore implements Store {
 
   /**
    * Group commit: updates that arrive while the event loop is busy are applied together in one transaction,
-   * so they share one fsync (synchronous=FULL); each caller is answered only after that commit.
+   * so they share one fsync (synchronous=FULL); each caller is answered only after that commit. Each update
+   * runs in its own savepoint, so one failing update does not fail the others.
    */
   setQuantity (petId: bigint, quantity: number): Promise<InventoryItem | null> {
     return new Promise((resolve, reject) => {
@@ -171,45 +172,31 @@ export class SqliteStore implements Store {
     })
   }
 
-  /** Applies updates and bumps the inventory version once, in the caller's transaction. */
-  #applyUpdates (items: PendingUpdate[]): Array<InventoryRow | undefined> {
-    const update = this.#prepare(
-      `UPDATE inventory SET quantity = ? WHERE pet_id = ?
-       RETURNING pet_id, quantity, (SELECT status FROM pets WHERE pets.id = inventory.pet_id) AS status`)
-    const rows = items.map((item) => update.get(item.quantity, item.petId) as InventoryRow | undefined)
-    this.#bumpInventoryVersion()
-    return rows
-  }
-
-  /**
-   * Stock updates bump the version here, once per transaction, rather than by a row trigger: a trigger costs
-   * about 6 us per updated row, more than the update itself (BENCHMARKS.md). Inserts and deletes of stock
-   * entries and pet status changes still bump it through triggers (migration 3).
-   */
-  #bumpInventoryVersion (): void {
-    this.#prepare('UPDATE inventory_version SET v = v + 1 WHERE id = 1').run()
-  }
-
   #commitPending (): void {
     const batch = this.#pending
     this.#pending = []
-    const settle = (item: PendingUpdate, row: InventoryRow | undefined): void =>
-      item.resolve(row === undefined ? null : toInventoryItem(row))
+    const update = this.#prepare(
+      `UPDATE inventory SET quantity = ? WHERE pet_id = ?
+       RETURNING pet_id, quantity, (SELECT status FROM pets WHERE pets.id = inventory.pet_id) AS status`)
+    const one = this.#db.transaction((item: PendingUpdate) => update.get(item.quantity, item.petId) as InventoryRow | undefined)
+    let outcomes: Array<{ row: InventoryRow | undefined } | { error: unknown }>
     try {
-      const rows = this.#db.transaction(() => this.#applyUpdates(batch)).immediate()
-      batch.forEach((item, i) => settle(item, rows[i]))
+      outcomes = this.#db.transaction(() => batch.map((item) => {
+        try {
+          return { row: one(item) }
+        } catch (error) {
+          return { error }
+        }
+      })).immediate()
+    } catch (error) {
+      for (const item of batch) item.reject(translate(error))
       return
-    } catch {
-      // Something in the group failed (and nothing of it was written): apply each update on its own, so one
-      // bad update fails only its own caller. Rare: updates are validated before they get here.
     }
-    for (const item of batch) {
-      try {
-        settle(item, this.#db.transaction(() => this.#applyUpdates([item])[0]).immediate())
-      } catch (error) {
-        item.reject(translate(error))
-      }
-    }
+    outcomes.forEach((outcome, i) => {
+      const item = batch[i] as PendingUpdate
+      if ('error' in outcome) item.reject(translate(outcome.error))
+      else item.resolve(outcome.row === undefined ? null : toInventoryItem(outcome.row))
+    })
   }
 
   async getPet (id: bigint): Promise<Pet | null> {
@@ -257,7 +244,6 @@ export class SqliteStore implements Store {
            ship_date = excluded.ship_date, status = excluded.status, complete = excluded.complete`
       )
       db.transaction(() => {
-        if (pets.some((pet) => pet.quantity !== undefined)) this.#bumpInventoryVersion()
         for (const pet of pets) {
           upsertPet.run(pet.id, ...petColumns(pet))
           if (pet.quantity !== undefined) upsertStock.run(pet.id, pet.quantity)

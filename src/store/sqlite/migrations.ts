@@ -63,12 +63,5 @@ export const MIGRATIONS: ReadonlyArray<{ version: number, name: string, sql: str
       CREATE TRIGGER inventory_deleted AFTER DELETE ON inventory BEGIN UPDATE inventory_version SET v = v + 1 WHERE id = 1; END;
       CREATE TRIGGER pet_status_updated AFTER UPDATE OF status ON pets BEGIN UPDATE inventory_version SET v = v + 1 WHERE id = 1; END;
     `
-  },
-  {
-    version: 4,
-    name: 'stock updates bump the inventory version in the store',
-    // A row trigger on every stock update cost more than the update; the store bumps the version once per
-    // transaction instead (SqliteStore.#bumpInventoryVersion).
-    sql: 'DROP TRIGGER inventory_updated;'
   }
 ]
