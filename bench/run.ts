@@ -8,8 +8,8 @@ import { randomBytes } from 'node:crypto'
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { cpus, release, tmpdir, totalmem, platform } from 'node:os'
 import { join } from 'node:path'
-import { Redis } from 'ioredis'
 import pg from 'pg'
+import { cleanRedis, redisReachable } from '../test/ratelimit/redis-env.js'
 import type { LoadResult, LoadSpec } from './load.js'
 import {
   Cleanup, cleanupOnSignals, cpuSeconds, describeExit, freePort, median, memoryMb, PINNING, ROOT,
@@ -338,39 +338,6 @@ async function patchScenario (result: ScenarioResult, ceiling: Side | null): Pro
   })
 }
 
-function redisClient (): Redis {
-  const client = new Redis(settings.redisUrl, { lazyConnect: true, connectTimeout: 2000, maxRetriesPerRequest: 1, retryStrategy: () => null })
-  client.on('error', () => {})
-  return client
-}
-
-async function redisReachable (): Promise<boolean> {
-  const client = redisClient()
-  try {
-    await client.connect()
-    return (await client.ping()) === 'PONG'
-  } catch {
-    return false
-  } finally {
-    client.disconnect()
-  }
-}
-
-/** Deletes every key under `prefix` (SCAN, never KEYS, so a shared Redis is not blocked). */
-async function deleteRedisKeys (prefix: string): Promise<void> {
-  const client = redisClient()
-  try {
-    await client.connect()
-    let cursor = '0'
-    do {
-      const [next, keys] = await client.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 500)
-      cursor = next
-      if (keys.length > 0) await client.del(...keys)
-    } while (cursor !== '0')
-  } finally {
-    client.disconnect()
-  }
-}
 
 async function postgres (sql: string): Promise<void> {
   const client = new pg.Client({ connectionString: settings.postgresUrl, connectionTimeoutMillis: 3000 })
@@ -394,7 +361,7 @@ async function postgresReachable (): Promise<boolean> {
 
 /** Scenario 4a: GET (10 entries) with the rate-limit counters in Redis. */
 async function redisScenario (result: ScenarioResult, ceiling: Side | null): Promise<void> {
-  if (!await redisReachable()) {
+  if (!await redisReachable(settings.redisUrl)) {
     result.status = 'skipped'
     result.notes.push(`Redis not reachable at ${settings.redisUrl} (BENCH_REDIS_URL)`)
     return
@@ -402,7 +369,7 @@ async function redisScenario (result: ScenarioResult, ceiling: Side | null): Pro
   await Cleanup.scope(async (cleanup) => {
     const prefix = `petstore:bench:${hex()}:`
     // Deferred first, so it runs after the server has stopped writing.
-    cleanup.defer(() => deleteRedisKeys(prefix))
+    cleanup.defer(() => cleanRedis(prefix, settings.redisUrl))
     const dir = scenarioDir(result.id)
     const env = { LOG_LEVEL: 'warn', DATABASE_URL: join(dir, 'petstore.db'), REDIS_URL: settings.redisUrl, REDIS_KEY_PREFIX: prefix }
     const service = await startService('service', env, await prepareStore(env, 10), cleanup)
@@ -414,7 +381,7 @@ async function redisScenario (result: ScenarioResult, ceiling: Side | null): Pro
 async function scaleOutScenario (result: ScenarioResult, ceiling: Side | null): Promise<void> {
   const missing = [
     ...(await postgresReachable() ? [] : [`PostgreSQL not reachable at ${settings.postgresUrl} (BENCH_POSTGRES_URL)`]),
-    ...(await redisReachable() ? [] : [`Redis not reachable at ${settings.redisUrl} (BENCH_REDIS_URL)`])
+    ...(await redisReachable(settings.redisUrl) ? [] : [`Redis not reachable at ${settings.redisUrl} (BENCH_REDIS_URL)`])
   ]
   if (missing.length > 0) {
     result.status = 'skipped'
@@ -424,7 +391,7 @@ async function scaleOutScenario (result: ScenarioResult, ceiling: Side | null): 
   await Cleanup.scope(async (cleanup) => {
     const database = `petstore_bench_${hex()}`
     const prefix = `petstore:bench:${hex()}:`
-    cleanup.defer(() => deleteRedisKeys(prefix))
+    cleanup.defer(() => cleanRedis(prefix, settings.redisUrl))
     await postgres(`CREATE DATABASE ${database}`)
     // FORCE: ends any session a killed instance may have left behind.
     cleanup.defer(() => postgres(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`))

@@ -4,7 +4,6 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { readFileSync } from 'node:fs'
-import { createServer } from 'node:net'
 import { cpus } from 'node:os'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
@@ -169,22 +168,6 @@ export async function runNode (args: string[], env: Record<string, string>, core
   return (await runCommand([process.execPath, ...args], env, core, timeoutMs)).stdout
 }
 
-/** A port that was free a moment ago. */
-export function freePort (): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer()
-    server.once('error', reject)
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address()
-      if (address === null || typeof address === 'string') {
-        server.close()
-        reject(new Error('no port'))
-        return
-      }
-      server.close(() => resolve(address.port))
-    })
-  })
-}
 
 /** Why a process is not (or no longer) running: its exit and the tail of its output (pino logs go to stdout). */
 export function describeExit (proc: Proc): string {
@@ -255,3 +238,5 @@ export function median (values: number[]): number {
   const mid = Math.floor(sorted.length / 2)
   return sorted.length % 2 === 1 ? sorted[mid] as number : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2
 }
+
+export { freePort } from '../test/helpers/net.js'

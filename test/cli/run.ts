@@ -4,7 +4,6 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process'
 import { writeFileSync } from 'node:fs'
-import { createServer } from 'node:net'
 import { join } from 'node:path'
 import type { TestContext } from 'node:test'
 import { fileURLToPath } from 'node:url'
@@ -102,22 +101,6 @@ export async function inspectStore<T> (db: string, work: (store: SqliteStore) =>
   }
 }
 
-/** A port that was free a moment ago: bind port 0, read the port, close. */
-export function freePort (): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer()
-    server.once('error', reject)
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address()
-      if (address === null || typeof address === 'string') {
-        server.close()
-        reject(new Error('no port'))
-        return
-      }
-      server.close(() => resolve(address.port))
-    })
-  })
-}
 
 /** Rejects when `promise` does not settle within `ms`. */
 export async function within<T> (ms: number, promise: Promise<T>, what: string): Promise<T> {
@@ -131,3 +114,5 @@ export async function within<T> (ms: number, promise: Promise<T>, what: string):
     clearTimeout(timer)
   }
 }
+
+export { freePort } from '../helpers/net.js'

@@ -47,9 +47,9 @@ export async function deleteKeys (client: Redis, prefix: string): Promise<number
   return deleted
 }
 
-/** Deletes every key under a prefix through a short-lived client (for tests that run whole servers). */
-export async function cleanRedis (prefix: string): Promise<void> {
-  const client = new Redis(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 1 })
+/** Deletes every key under a prefix through a short-lived client (for tests and benchmarks that run servers). */
+export async function cleanRedis (prefix: string, url: string = REDIS_URL): Promise<void> {
+  const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1 })
   client.on('error', () => {})
   try {
     await client.connect()
