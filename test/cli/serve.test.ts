@@ -1,8 +1,10 @@
 import assert from 'node:assert/strict'
+import { spawn } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
 import { createServer } from 'node:net'
 import { describe, test, type TestContext } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { fileURLToPath } from 'node:url'
 import { cleanRedis, REDIS_URL, requireRedis } from '../ratelimit/redis-env.js'
 import { cliFor, freePort, within, type Cli, type Started } from './run.js'
 
@@ -171,3 +173,30 @@ if (await requireRedis('serve --workers with Redis')) {
     })
   })
 }
+
+describe('npm start', () => {
+  test('when run on a fresh store as the README says, then it serves the demo data to a new key', async (t) => {
+    const cli = cliFor(t)
+    const port = await freePort()
+    const root = fileURLToPath(new URL('../..', import.meta.url))
+    // detached: npm starts node under a shell; the whole process group is stopped afterwards.
+    const child = spawn('npm', ['start', '--silent'], {
+      cwd: root, detached: true, stdio: 'ignore', env: { ...cli.env, PORT: String(port), HOST: '127.0.0.1' }
+    })
+    const exited = new Promise((resolve) => child.once('exit', resolve))
+    t.after(async () => {
+      try {
+        process.kill(-(child.pid as number), 'SIGTERM')
+      } catch {
+        // already gone
+      }
+      await within(8000, exited, 'npm start to stop')
+    })
+    const base = `http://127.0.0.1:${port}`
+    const deadline = Date.now() + 15_000
+    while (Date.now() < deadline && await fetch(`${base}/healthz`).then((r) => r.status !== 200, () => true)) await sleep(100)
+    const key = await newKey(cli)
+    const body = await (await fetch(`${base}/v1/inventory`, { headers: { authorization: `Bearer ${key}` } })).text()
+    assert.ok(body.includes(`"petId":${BIG}`), body)
+  })
+})
