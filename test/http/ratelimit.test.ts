@@ -60,7 +60,8 @@ describe('rate-limit headers', () => {
     ['413', 413, ({ request, key }) => request({ method: 'PATCH', url: '/v1/inventory/1', headers: { ...auth(key), 'content-type': 'application/json' }, payload: 'x'.repeat(20_000) })],
     ['415', 415, ({ request, key }) => request({ method: 'PATCH', url: '/v1/inventory/1', headers: { ...auth(key), 'content-type': 'text/plain' }, payload: 'x' })],
     ['500', 500, async ({ request, key, store }) => { store.listInventory = async () => { throw new Error('boom') }; return request(get(key)) }],
-    ['503', 503, async ({ request, key, store }) => { store.listInventory = async () => { throw new StoreUnavailableError('down') }; return request(get(key)) }]
+    ['503', 503, async ({ request, key, store }) => { store.listInventory = async () => { throw new StoreUnavailableError('down') }; return request(get(key)) }],
+    ['503 (store down while authenticating)', 503, async ({ request, key, store }) => { store.findApiKeyByHash = async () => { throw new StoreUnavailableError('down') }; return request(get(key)) }]
   ]
   for (const [name, status, send] of statuses) {
     test(`when the answer is ${name}, then it carries the rate-limit headers`, async (t) => {

@@ -137,7 +137,13 @@ export function registerRateLimit (app: FastifyInstance, deps: RateLimitDeps): v
     try {
       ({ key, token } = await authenticate(authenticator, request))
     } catch (error) {
-      if (!(error instanceof AppError)) throw error
+      if (!(error instanceof AppError)) {
+        // The store failed while looking the key up: its 503 still carries the headers (the client IP's
+        // windows, uncounted, since nobody can be charged for the outage).
+        const decision = await limiter.peek(`ip:${request.ip}`, config.anonymous)
+        setRateLimitHeaders(reply, decision, bindingWindow(decision.windows))
+        throw error
+      }
       // No valid key: never charged to a key, limited per client IP instead.
       const decision = await limiter.consume(`ip:${request.ip}`, config.anonymous)
       if (!decision.allowed) throw rateLimited(reply, decision)
