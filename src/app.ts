@@ -11,7 +11,7 @@ import type { Config } from './config.js'
 import { Authenticator } from './domain/keys.js'
 import { handleError, registerErrorHandling } from './http/plugins/errors.js'
 import { trackRoutesForMethodNotAllowed } from './http/plugins/method-not-allowed.js'
-import { registerRateLimit } from './http/plugins/rate-limit.js'
+import { isLimited, registerRateLimit } from './http/plugins/rate-limit.js'
 import { healthRoutes } from './http/routes/health.js'
 import { inventoryRoutes } from './http/routes/inventory.js'
 import { orderRoutes } from './http/routes/orders.js'
@@ -76,6 +76,10 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
   app.decorateRequest('apiKey', null)
   app.addHook('onRequest', async (request, reply) => {
     reply.header('X-Request-Id', request.id)
+    // Bodies are JSON only; no browser may sniff them into something else.
+    reply.header('X-Content-Type-Options', 'nosniff')
+    // Authenticated data is per key and changes: no cache may keep it (clients revalidate with If-None-Match).
+    if (isLimited(request.url)) reply.header('Cache-Control', 'no-store')
   })
   // The access log: request id (the logger's label), operation, status, latency and key id; never the key.
   app.addHook('onResponse', async (request, reply) => {

@@ -76,8 +76,8 @@ function banned (reply: FastifyReply, decision: Decision, until: Date): AppError
     { 'Retry-After': String(retryAfter) })
 }
 
-/** Paths under /v1 are limited, except the API document. */
-function isLimited (url: string): boolean {
+/** Paths under /v1 are authenticated and limited, except the API document. */
+export function isLimited (url: string): boolean {
   if (!url.startsWith('/v1')) return false
   const query = url.indexOf('?')
   const path = query === -1 ? url : url.slice(0, query)

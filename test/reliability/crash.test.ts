@@ -1,0 +1,50 @@
+/**
+ * An acknowledged write survives kill -9: the real server (SQLite, WAL, synchronous=FULL) is killed without
+ * warning after acknowledging PATCHes, restarted on the same file, and must hold every acknowledged value.
+ */
+import assert from 'node:assert/strict'
+import { describe, test } from 'node:test'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { cliFor, freePort, within, type Cli } from '../cli/run.js'
+
+async function start (cli: Cli, port: number) {
+  const server = cli.start(['serve'], { PORT: String(port), HOST: '127.0.0.1' })
+  const base = `http://127.0.0.1:${port}`
+  const deadline = Date.now() + 10_000
+  while (Date.now() < deadline && await fetch(`${base}/healthz`).then((r) => r.status !== 200, () => true)) await sleep(50)
+  return { base, server }
+}
+
+describe('crash safety', () => {
+  test('when the server is killed with SIGKILL after acknowledging PATCHes, then a restart finds every acknowledged value', async (t) => {
+    const cli = cliFor(t)
+    const pets = Array.from({ length: 20 }, (_, i) => ({ id: i + 1, name: `pet ${i + 1}`, status: 'available', quantity: 0 }))
+    assert.equal((await cli.run(['import', cli.file('pets.json', JSON.stringify({ pets }))])).code, 0)
+    const key = (await cli.run(['keys', 'create', '--plan', 'enterprise', '--per-minute', '100000', '--per-day', '1000000'])).stdout.trim()
+    const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' }
+    const port = await freePort()
+
+    const first = await start(cli, port)
+    const acknowledged = new Map<number, number>()
+    // Concurrent rounds, so that group commits hold several updates; only 200 answers count as acknowledged.
+    for (let round = 1; round <= 5; round++) {
+      const answers = await Promise.all(pets.map(async (pet) => {
+        const quantity = round * 100 + pet.id
+        const res = await fetch(`${first.base}/v1/inventory/${pet.id}`, { method: 'PATCH', headers, body: JSON.stringify({ quantity }) })
+        return { id: pet.id, quantity, ok: res.status === 200 }
+      }))
+      for (const answer of answers) if (answer.ok) acknowledged.set(answer.id, answer.quantity)
+    }
+    assert.equal(acknowledged.size, 20)
+    first.server.child.kill('SIGKILL')
+    assert.equal((await within(5000, first.server.exited, 'the killed server to go')).signal, 'SIGKILL')
+
+    const second = await start(cli, port)
+    t.after(async () => {
+      second.server.child.kill('SIGTERM')
+      await within(5000, second.server.exited, 'the restarted server to stop')
+    })
+    const items = await (await fetch(`${second.base}/v1/inventory`, { headers })).json() as Array<{ petId: number, quantity: number }>
+    assert.deepEqual(new Map(items.map((item) => [item.petId, item.quantity])), acknowledged)
+  })
+})
