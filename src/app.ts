@@ -8,8 +8,9 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, t
 import { randomUUID } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
 import type { Config } from './config.js'
+import { AppError } from './errors.js'
 import { Authenticator } from './domain/keys.js'
-import { handleError, registerErrorHandling } from './http/plugins/errors.js'
+import { clientErrorHandler, handleError, registerErrorHandling } from './http/plugins/errors.js'
 import { trackRoutesForMethodNotAllowed } from './http/plugins/method-not-allowed.js'
 import { isLimited, registerRateLimit } from './http/plugins/rate-limit.js'
 import { healthRoutes } from './http/routes/health.js'
@@ -22,6 +23,8 @@ import type { RateLimiter } from './ratelimit/types.js'
 import type { Store } from './store/types.js'
 
 export const BODY_LIMIT_BYTES = 16 * 1024
+/** The longest request URL (path and query) served; longer ones get 414. */
+export const MAX_URL_LENGTH = 2048
 
 export interface AppDeps {
   store: Store
@@ -58,7 +61,15 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
     bodyLimit: BODY_LIMIT_BYTES,
     // A hop count trusts that many proxies in front of the service (proxy-addr semantics).
     trustProxy: typeof config.trustProxy === 'number' ? trustHops(config.trustProxy) : config.trustProxy,
-    requestTimeout: 30_000,
+    requestTimeout: config.timeouts.requestMs,
+    keepAliveTimeout: config.timeouts.keepAliveMs,
+    // Node's limit for the request line and headers (16 KiB) stays; slow senders are cut off after this.
+    http: {
+      headersTimeout: config.timeouts.headersMs,
+      // Node checks for slow senders on an interval (30 s by default): check often enough for the timeout to hold.
+      connectionsCheckingInterval: Math.max(100, Math.min(5000, Math.floor(config.timeouts.headersMs / 2)))
+    },
+    clientErrorHandler,
     onProtoPoisoning: 'error',
     onConstructorPoisoning: 'error',
     routerOptions: { ignoreTrailingSlash: false, maxParamLength: 100 },
@@ -129,6 +140,10 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
   const authenticator = new Authenticator(store, config.authCacheTtlMs)
   const limiter = deps.limiter ?? new MemoryLimiter({ clock })
   registerRateLimit(app, { limiter, authenticator, store, config: config.rateLimits, clock })
+  // After authentication and counting, so that the 414 carries the rate-limit headers like every /v1 answer.
+  app.addHook('onRequest', async (request) => {
+    if (request.url.length > MAX_URL_LENGTH) throw new AppError('uri_too_long', `The request URL exceeds ${MAX_URL_LENGTH} characters.`)
+  })
   await app.register(healthRoutes, { store })
   await app.register(async (v1) => {
     await v1.register(inventoryRoutes, { store })

@@ -29,6 +29,8 @@ export interface Config {
   readonly pets: { readonly deprecatedAt: Date, readonly sunset: Date }
   /** How long an authenticated key is trusted without asking the store: the bound on revocation delay. */
   readonly authCacheTtlMs: number
+  /** Slow clients: time to send the headers, the whole request, and how long an idle keep-alive lasts. */
+  readonly timeouts: { readonly headersMs: number, readonly requestMs: number, readonly keepAliveMs: number }
   /** Shared rate-limit counters (scale-out); null keeps them in process. */
   readonly redisUrl: string | null
   /** Prefix of every Redis key the service writes (several deployments can share one Redis). */
@@ -78,6 +80,9 @@ export const DEFAULTS = {
   PETS_DEPRECATED_AT: '2026-06-01T00:00:00Z',
   PETS_SUNSET: '2027-12-31T23:59:59Z',
   AUTH_CACHE_TTL_MS: '5000',
+  HEADERS_TIMEOUT_MS: '10000',
+  REQUEST_TIMEOUT_MS: '30000',
+  KEEP_ALIVE_TIMEOUT_MS: '72000',
   REDIS_URL: '',
   REDIS_KEY_PREFIX: 'petstore:rl:',
   TRUST_PROXY: 'false',
@@ -217,6 +222,11 @@ export function loadConfig (env: Env, cwd: string = process.cwd()): Config {
     docsUrl: httpUrl(env, 'DOCS_URL'),
     pets: Object.freeze(pets),
     authCacheTtlMs: integer(env, 'AUTH_CACHE_TTL_MS', 0, 60_000),
+    timeouts: Object.freeze({
+      headersMs: integer(env, 'HEADERS_TIMEOUT_MS', 100, 600_000),
+      requestMs: integer(env, 'REQUEST_TIMEOUT_MS', 100, 600_000),
+      keepAliveMs: integer(env, 'KEEP_ALIVE_TIMEOUT_MS', 100, 600_000)
+    }),
     redisUrl: redisUrl(env),
     redisKeyPrefix: redisKeyPrefix(env),
     trustProxy: trustProxy(env),

@@ -7,11 +7,14 @@ export const ERROR_CATALOGUE = {
   unauthorized: { status: 401, message: 'A valid API key is required.' },
   not_found: { status: 404, message: 'The requested resource could not be found.' },
   method_not_allowed: { status: 405, message: 'The method is not allowed for this resource.' },
+  request_timeout: { status: 408, message: 'The request was not received in time.' },
   gone: { status: 410, message: 'This resource is no longer available.' },
   payload_too_large: { status: 413, message: 'The request body is too large.' },
+  uri_too_long: { status: 414, message: 'The request URL is too long.' },
   unsupported_media_type: { status: 415, message: 'The request body must be application/json.' },
   rate_limited: { status: 429, message: 'Too many requests.' },
   key_banned: { status: 429, message: 'This API key is temporarily banned.' },
+  headers_too_large: { status: 431, message: 'The request headers are too large.' },
   internal_error: { status: 500, message: 'An internal error occurred.' },
   service_unavailable: { status: 503, message: 'The service is temporarily unavailable.' }
 } as const satisfies Record<string, { status: number, message: string }>

@@ -69,13 +69,13 @@ describe('GET /v1/openapi.json', () => {
     const doc = await document(t)
     const LIMITED = ['rate_limited', 'key_banned']
     const expected: Record<string, Record<string, string[] | null>> = {
-      '/inventory get': { 200: null, 304: null, 401: ['unauthorized'], 429: LIMITED, 500: ['internal_error'], 503: ['service_unavailable'] },
+      '/inventory get': { 200: null, 304: null, 401: ['unauthorized'], 414: ['uri_too_long'], 429: LIMITED, 500: ['internal_error'], 503: ['service_unavailable'] },
       '/inventory/{petId} patch': {
         200: null, 400: ['invalid_request'], 401: ['unauthorized'], 404: ['not_found'], 413: ['payload_too_large'],
-        415: ['unsupported_media_type'], 429: LIMITED, 500: ['internal_error'], 503: ['service_unavailable']
+        415: ['unsupported_media_type'], 414: ['uri_too_long'], 429: LIMITED, 500: ['internal_error'], 503: ['service_unavailable']
       },
-      '/pets/{petId} get': { 200: null, 400: ['invalid_request'], 401: ['unauthorized'], 404: ['not_found'], 410: ['gone'], 429: LIMITED, 500: ['internal_error'], 503: ['service_unavailable'] },
-      '/store/orders get': { 200: null, 400: ['invalid_request'], 401: ['unauthorized'], 429: LIMITED, 500: ['internal_error'], 503: ['service_unavailable'] }
+      '/pets/{petId} get': { 200: null, 400: ['invalid_request'], 401: ['unauthorized'], 404: ['not_found'], 410: ['gone'], 414: ['uri_too_long'], 429: LIMITED, 500: ['internal_error'], 503: ['service_unavailable'] },
+      '/store/orders get': { 200: null, 400: ['invalid_request'], 401: ['unauthorized'], 414: ['uri_too_long'], 429: LIMITED, 500: ['internal_error'], 503: ['service_unavailable'] }
     }
     for (const [key, responses] of Object.entries(expected)) {
       const [path, method] = key.split(' ') as [string, string]

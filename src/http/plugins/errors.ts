@@ -3,6 +3,8 @@
  * code. 5xx bodies never carry internals; they are logged with the request id instead.
  */
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { STATUS_CODES } from 'node:http'
+import type { Socket } from 'node:net'
 import { AppError, ERROR_CATALOGUE, StoreUnavailableError, errorBody, type ErrorCode } from '../../errors.js'
 import { describeValidationError } from '../validation.js'
 
@@ -55,6 +57,24 @@ export function handleError (error: FastifyError | Error, request: FastifyReques
   }
   request.log.error({ err: error }, 'unhandled error')
   return sendError(reply, 'internal_error')
+}
+
+/**
+ * Errors Node's HTTP parser raises before a request exists (headers too large, a client too slow to send its
+ * headers, malformed HTTP): answered in the Error shape on the raw socket, which is then closed.
+ */
+export function clientErrorHandler (error: Error & { code?: string }, socket: Socket): void {
+  if (error.code === 'ECONNRESET' || socket.destroyed) return
+  const code: ErrorCode = error.code === 'HPE_HEADER_OVERFLOW'
+    ? 'headers_too_large'
+    : error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 'request_timeout' : 'invalid_request'
+  const body = JSON.stringify(errorBody(code))
+  if (socket.writable) {
+    socket.write(`HTTP/1.1 ${ERROR_CATALOGUE[code].status} ${STATUS_CODES[ERROR_CATALOGUE[code].status] ?? ''}\r\n` +
+      `Content-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+      `X-Content-Type-Options: nosniff\r\nConnection: close\r\n\r\n${body}`)
+  }
+  socket.destroy(error)
 }
 
 /** Registers the error handler and the 404 handler on the root instance. */

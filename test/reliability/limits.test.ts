@@ -1,0 +1,80 @@
+/**
+ * Bounded input: URL length, header size, JSON nesting, and clients too slow to send their headers. Every
+ * refusal is the Error shape; the server keeps serving.
+ */
+import assert from 'node:assert/strict'
+import { connect } from 'node:net'
+import { describe, test } from 'node:test'
+import { auth, pet, testApp } from '../helpers/app.js'
+
+/** Sends raw bytes to a listening app and collects what comes back until the server closes. */
+function raw (port: number, data: string, { pauseMs = 0, rest = '' } = {}): Promise<{ text: string, closedAfterMs: number }> {
+  return new Promise((resolve, reject) => {
+    const started = Date.now()
+    const socket = connect(port, '127.0.0.1')
+    let text = ''
+    socket.on('data', (chunk) => { text += chunk.toString() })
+    socket.on('error', reject)
+    socket.on('close', () => resolve({ text, closedAfterMs: Date.now() - started }))
+    socket.write(data)
+    if (pauseMs > 0) setTimeout(() => { if (!socket.destroyed) socket.write(rest) }, pauseMs).unref()
+  })
+}
+
+function errorOf (text: string): { status: number, body: { code: string, status: number } } {
+  const [head, body] = text.split('\r\n\r\n')
+  return { status: Number(/^HTTP\/1\.1 (\d{3})/.exec(head ?? '')?.[1]), body: JSON.parse(body ?? '') as { code: string, status: number } }
+}
+
+describe('input limits', () => {
+  test('when the URL is longer than 2048 characters, then it answers 414 uri_too_long with the rate-limit headers', async (t) => {
+    const { request, key } = await testApp(t)
+    const res = await request({ method: 'GET', url: `/v1/store/orders?status=placed&x=${'a'.repeat(2100)}`, headers: auth(key) })
+    assert.equal(res.statusCode, 414)
+    assert.deepEqual(res.json(), { code: 'uri_too_long', message: 'The request URL exceeds 2048 characters.', status: 414 })
+    assert.match(String(res.headers['x-ratelimit-limit']), /^\d+$/)
+    assert.equal((await request({ method: 'GET', url: '/v1/inventory', headers: auth(key) })).statusCode, 200)
+  })
+
+  test('when JSON is nested thousands deep, then it answers 400 and the process keeps serving', async (t) => {
+    const { request, key } = await testApp(t, {}, { pets: [pet(1, { quantity: 5 })] })
+    const deep = '{"quantity":1,"x":' + '['.repeat(5000) + ']'.repeat(5000) + '}'
+    const res = await request({ method: 'PATCH', url: '/v1/inventory/1', headers: { ...auth(key), 'content-type': 'application/json' }, payload: deep })
+    assert.equal(res.statusCode, 400)
+    assert.equal(res.json().code, 'invalid_request')
+    assert.equal((await request({ method: 'GET', url: '/v1/inventory', headers: auth(key) })).json()[0].quantity, 5)
+  })
+
+  test('when the headers exceed 16 KiB, then it answers 431 headers_too_large in the Error shape and keeps serving', async (t) => {
+    const { app, key } = await testApp(t)
+    await app.listen({ port: 0, host: '127.0.0.1' })
+    const port = (app.server.address() as { port: number }).port
+    const { text } = await raw(port, `GET /v1/inventory HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nX-Pad: ${'a'.repeat(20_000)}\r\n\r\n`)
+    const { status, body } = errorOf(text)
+    assert.equal(status, 431)
+    assert.deepEqual(body, { code: 'headers_too_large', message: 'The request headers are too large.', status: 431 })
+    const ok = await fetch(`http://127.0.0.1:${port}/v1/inventory`, { headers: auth(key) })
+    assert.equal(ok.status, 200)
+  })
+
+  test('when a client sends its headers too slowly, then it gets 408 request_timeout and its connection is closed', async (t) => {
+    const { app } = await testApp(t, { HEADERS_TIMEOUT_MS: '300', REQUEST_TIMEOUT_MS: '300' })
+    await app.listen({ port: 0, host: '127.0.0.1' })
+    const port = (app.server.address() as { port: number }).port
+    // Half a request line, then nothing: the slowloris pattern.
+    const { text, closedAfterMs } = await raw(port, 'GET /v1/inventory HTTP/1.1\r\nHost: x\r\n', { pauseMs: 5000, rest: '\r\n' })
+    assert.ok(closedAfterMs < 3000, `closed after ${closedAfterMs} ms`)
+    const { status, body } = errorOf(text)
+    assert.equal(status, 408)
+    assert.equal(body.code, 'request_timeout')
+  })
+
+  test('when a keep-alive connection stays idle past the keep-alive timeout, then the server closes it', async (t) => {
+    const { app } = await testApp(t, { KEEP_ALIVE_TIMEOUT_MS: '200' })
+    await app.listen({ port: 0, host: '127.0.0.1' })
+    const port = (app.server.address() as { port: number }).port
+    const { text, closedAfterMs } = await raw(port, 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n')
+    assert.match(text, /^HTTP\/1\.1 200/)
+    assert.ok(closedAfterMs < 2000, `closed after ${closedAfterMs} ms`)
+  })
+})
