@@ -2,6 +2,7 @@
  * buildApp wires configuration and dependencies into a Fastify instance. It never listens: the process entry
  * (server.ts) does, and tests call inject().
  */
+import cors from '@fastify/cors'
 import swagger from '@fastify/swagger'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyServerOptions } from 'fastify'
@@ -134,11 +135,23 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
     transform: ({ schema, url }) => ({ schema, url: url.replace(/^\/v1(?=\/)/, '') })
   })
 
-  const registerMethodNotAllowed = trackRoutesForMethodNotAllowed(app)
+  if (config.corsOrigins.length > 0) {
+    // Before authentication: preflights carry no key and are answered here, uncounted.
+    await app.register(cors, {
+      origin: [...config.corsOrigins],
+      methods: ['GET', 'HEAD', 'PATCH'],
+      allowedHeaders: ['Authorization', 'Content-Type', 'If-None-Match', 'X-Request-Id'],
+      exposedHeaders: ['ETag', 'Link', 'Retry-After', 'X-Request-Id', 'X-RateLimit-Limit', 'X-RateLimit-Remaining',
+        'X-RateLimit-Reset', 'RateLimit', 'RateLimit-Policy', 'Deprecation', 'Sunset'],
+      maxAge: 600
+    })
+  }
+
+  const registerMethodNotAllowed = trackRoutesForMethodNotAllowed(app, { claimOptions: config.corsOrigins.length === 0 })
 
   const store = deps.store
   const authenticator = new Authenticator(store, config.authCacheTtlMs)
-  const limiter = deps.limiter ?? new MemoryLimiter({ clock })
+  const limiter = deps.limiter ?? new MemoryLimiter({ clock, maxSubjects: config.rateLimits.maxSubjects })
   registerRateLimit(app, { limiter, authenticator, store, config: config.rateLimits, clock })
   // After authentication and counting, so that the 414 carries the rate-limit headers like every /v1 answer.
   app.addHook('onRequest', async (request) => {

@@ -31,6 +31,10 @@ export interface Config {
   readonly authCacheTtlMs: number
   /** Slow clients: time to send the headers, the whole request, and how long an idle keep-alive lasts. */
   readonly timeouts: { readonly headersMs: number, readonly requestMs: number, readonly keepAliveMs: number }
+  /** Browser origins allowed to call the API (CORS); empty: CORS is off. */
+  readonly corsOrigins: readonly string[]
+  /** On SIGTERM/SIGINT, how long in-flight requests may take before the process exits anyway. */
+  readonly shutdownTimeoutMs: number
   /** Shared rate-limit counters (scale-out); null keeps them in process. */
   readonly redisUrl: string | null
   /** Prefix of every Redis key the service writes (several deployments can share one Redis). */
@@ -56,6 +60,8 @@ export interface RateLimitConfig {
   readonly anonymous: Limits
   /** null when bans are switched off (BAN_SECONDS=0). */
   readonly bans: BanPolicy | null
+  /** The in-process limiter's cap on subjects (keys and client IPs) held at once. */
+  readonly maxSubjects: number
 }
 
 export class ConfigError extends Error {
@@ -83,6 +89,8 @@ export const DEFAULTS = {
   HEADERS_TIMEOUT_MS: '10000',
   REQUEST_TIMEOUT_MS: '30000',
   KEEP_ALIVE_TIMEOUT_MS: '72000',
+  SHUTDOWN_TIMEOUT_MS: '10000',
+  CORS_ORIGINS: '',
   REDIS_URL: '',
   REDIS_KEY_PREFIX: 'petstore:rl:',
   TRUST_PROXY: 'false',
@@ -90,6 +98,7 @@ export const DEFAULTS = {
   RATE_LIMIT_PRO: `${PLAN_LIMITS.pro.perMinute}/${PLAN_LIMITS.pro.perDay}`,
   RATE_LIMIT_BUSINESS: `${PLAN_LIMITS.business.perMinute}/${PLAN_LIMITS.business.perDay}`,
   RATE_LIMIT_ANONYMOUS: `${PLAN_LIMITS.free.perMinute}/${PLAN_LIMITS.free.perDay}`,
+  RATE_LIMIT_MAX_SUBJECTS: '200000',
   BAN_STRIKES: '',
   BAN_STRIKE_WINDOW_SECONDS: '600',
   BAN_SECONDS: '900',
@@ -164,6 +173,19 @@ function trustProxy (env: Env): boolean | number | string[] {
   throw new ConfigError(`TRUST_PROXY must be false, true, a hop count, or a comma-separated list of proxy addresses/CIDRs, got "${text}"`)
 }
 
+function corsOrigins (env: Env): string[] {
+  const text = read(env, 'CORS_ORIGINS').trim()
+  if (text === '') return []
+  return text.split(',').map((entry) => {
+    const origin = entry.trim()
+    // Exact origins only (scheme://host[:port]): no wildcards, no paths.
+    if (!/^https?:\/\/[A-Za-z0-9.-]+(:\d{1,5})?$/.test(origin)) {
+      throw new ConfigError(`CORS_ORIGINS must list exact origins such as https://shop.example, got "${origin}"`)
+    }
+    return origin
+  })
+}
+
 function redisUrl (env: Env): string | null {
   const text = read(env, 'REDIS_URL')
   if (text === '') return null
@@ -227,6 +249,8 @@ export function loadConfig (env: Env, cwd: string = process.cwd()): Config {
       requestMs: integer(env, 'REQUEST_TIMEOUT_MS', 100, 600_000),
       keepAliveMs: integer(env, 'KEEP_ALIVE_TIMEOUT_MS', 100, 600_000)
     }),
+    shutdownTimeoutMs: integer(env, 'SHUTDOWN_TIMEOUT_MS', 100, 600_000),
+    corsOrigins: corsOrigins(env),
     redisUrl: redisUrl(env),
     redisKeyPrefix: redisKeyPrefix(env),
     trustProxy: trustProxy(env),
@@ -237,7 +261,8 @@ export function loadConfig (env: Env, cwd: string = process.cwd()): Config {
         business: limits(env, 'RATE_LIMIT_BUSINESS')
       }),
       anonymous: limits(env, 'RATE_LIMIT_ANONYMOUS'),
-      bans: banPolicy(env)
+      bans: banPolicy(env),
+      maxSubjects: integer(env, 'RATE_LIMIT_MAX_SUBJECTS', 1000, 100_000_000)
     })
   })
 }

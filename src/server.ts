@@ -23,9 +23,10 @@ export interface ServeOptions {
  * Redis is away) or in-process. Returns a close function for what it opened.
  */
 function openLimiter (config: Config, logger: Logger): { limiter: RateLimiter, close: () => Promise<void> } {
-  if (config.redisUrl === null) return { limiter: new MemoryLimiter(), close: async () => {} }
+  const local = new MemoryLimiter({ maxSubjects: config.rateLimits.maxSubjects })
+  if (config.redisUrl === null) return { limiter: local, close: async () => {} }
   const client = createRedisClient(config.redisUrl)
-  const limiter = new ResilientLimiter({ redis: new RedisLimiter({ client, prefix: config.redisKeyPrefix }), memory: new MemoryLimiter(), logger })
+  const limiter = new ResilientLimiter({ redis: new RedisLimiter({ client, prefix: config.redisKeyPrefix }), memory: local, logger })
   return {
     limiter,
     close: async () => {

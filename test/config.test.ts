@@ -28,7 +28,9 @@ describe('loadConfig', () => {
     [{ PETS_DEPRECATED_AT: '2026-13-01' }, /PETS_DEPRECATED_AT/],
     [{ PETS_DEPRECATED_AT: '2027-01-01T00:00:00Z', PETS_SUNSET: '2026-01-01T00:00:00Z' }, /not be earlier/],
     [{ PRODUCTION_URL: 'ftp://x' }, /PRODUCTION_URL/],
-    [{ AUTH_CACHE_TTL_MS: '-1' }, /AUTH_CACHE_TTL_MS/]
+    [{ AUTH_CACHE_TTL_MS: '-1' }, /AUTH_CACHE_TTL_MS/],
+    [{ CORS_ORIGINS: '*' }, /CORS_ORIGINS/],
+    [{ CORS_ORIGINS: 'https://shop.example/path' }, /CORS_ORIGINS/]
   ]
   for (const [env, message] of invalid) {
     test(`when ${JSON.stringify(env)}, then it throws a ConfigError naming the variable`, () => {

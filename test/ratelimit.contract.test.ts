@@ -49,6 +49,19 @@ describe('MemoryLimiter specifics', () => {
     assert.equal(limiter.size, 0)
   })
 
+  test('when more subjects arrive than maxSubjects, then memory stays at the cap and the oldest subjects go first', async () => {
+    const clock = { now: START }
+    const limiter = new MemoryLimiter({ clock: () => clock.now, maxSubjects: 1000 })
+    const limits = { perMinute: 1, perDay: 10 }
+    await limiter.consume('key:old', limits)
+    for (let i = 0; i < 5000; i++) await limiter.consume(`ip:2001:db8::${i.toString(16)}`, limits)
+    assert.equal(limiter.size, 1000)
+    // The first subject seen was evicted: it starts over with fresh windows.
+    assert.equal((await limiter.consume('key:old', limits)).allowed, true)
+    // The most recent ones are still counted.
+    assert.equal((await limiter.consume('ip:2001:db8::1387', limits)).allowed, false)
+  })
+
   test('uses Date.now by default', async () => {
     const limiter = new MemoryLimiter()
     const before = Date.now()

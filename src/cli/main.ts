@@ -183,7 +183,7 @@ async function run (argv: string[], io: Io): Promise<number> {
       if (workers > 1 && !isWorker()) return await runPrimary(config, workers, { seedDemo })
       // A single instance, or one worker of a cluster (the primary has migrated and seeded already).
       const app = await startServer(config, { seedDemo: seedDemo && !isWorker() })
-      await closeOnSignals(app)
+      await closeOnSignals(app, config.shutdownTimeoutMs)
       if (isWorker()) leaveCluster()
       return 0
     }

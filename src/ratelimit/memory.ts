@@ -20,24 +20,35 @@ interface Entry {
 export interface MemoryLimiterOptions {
   /** Milliseconds since the epoch; Date.now by default. Tests inject their own to move time. */
   clock?: () => number
+  /**
+   * The most subjects held at once (default 200,000, about 40 MB). A flood of new subjects (say, unauthenticated
+   * requests from many IPv6 addresses) then evicts the subjects first seen longest ago instead of growing
+   * memory without bound; an evicted subject starts over with fresh windows.
+   */
+  maxSubjects?: number
 }
+
+export const DEFAULT_MAX_SUBJECTS = 200_000
 
 /**
  * The in-process limiter: one Map entry per subject holding both fixed windows and the strike counter. Every
  * method is synchronous inside (no await between read and write), so it is exact within one process under any
  * concurrency, but each process counts on its own.
  *
- * Memory stays bounded by the subjects seen in the current day: there are no timers per key; an amortized
- * sweep, at most once per minute of limiter time, deletes entries whose day window and strikes have passed.
+ * Memory stays bounded: there are no timers per key; an amortized sweep, at most once per minute of limiter
+ * time, deletes entries whose day window and strikes have passed, and a hard cap (maxSubjects) holds under a
+ * flood of new subjects.
  */
 export class MemoryLimiter implements RateLimiter {
   readonly kind = 'memory'
   readonly #clock: () => number
   readonly #entries = new Map<string, Entry>()
+  readonly #maxSubjects: number
   #lastSweep = Number.NEGATIVE_INFINITY
 
   constructor (options: MemoryLimiterOptions = {}) {
     this.#clock = options.clock ?? Date.now
+    this.#maxSubjects = options.maxSubjects ?? DEFAULT_MAX_SUBJECTS
   }
 
   /** Subjects currently held (for tests and metrics). */
@@ -60,6 +71,7 @@ export class MemoryLimiter implements RateLimiter {
     }
 
     if (entry === undefined) {
+      this.#makeRoom(now)
       entry = { minuteWindow: minute, minuteCount: 0, dayWindow: day, dayCount: 0, strikes: 0, strikeStart: 0, strikeEnd: 0 }
       this.#entries.set(subject, entry)
     }
@@ -108,6 +120,17 @@ export class MemoryLimiter implements RateLimiter {
     // A clock that went backwards (tests, NTP steps) would otherwise postpone the sweep indefinitely.
     if (now - this.#lastSweep >= SWEEP_INTERVAL_MS || now < this.#lastSweep) this.#sweep(now)
     return now
+  }
+
+  /** Before a new subject: drop what has expired, then, if still full, the subject first seen longest ago. */
+  #makeRoom (now: number): void {
+    if (this.#entries.size < this.#maxSubjects) return
+    this.#sweep(now)
+    // A Map iterates in insertion order: the first key is the oldest subject.
+    for (const subject of this.#entries.keys()) {
+      if (this.#entries.size < this.#maxSubjects) break
+      this.#entries.delete(subject)
+    }
   }
 
   #sweep (now: number): void {

@@ -45,3 +45,37 @@ describe('security headers', () => {
     assert.equal(preflight.headers['access-control-allow-origin'], undefined)
   })
 })
+
+describe('CORS with an explicit origin list', () => {
+  const env = { CORS_ORIGINS: 'https://shop.example, http://localhost:3000' }
+
+  test('when a listed origin calls, then it may read the answer and its rate-limit headers', async (t) => {
+    const { request, key } = await testApp(t, env)
+    const res = await request({ method: 'GET', url: '/v1/inventory', headers: { ...auth(key), origin: 'https://shop.example' } })
+    assert.equal(res.statusCode, 200)
+    assert.equal(res.headers['access-control-allow-origin'], 'https://shop.example')
+    assert.match(String(res.headers['access-control-expose-headers']), /X-RateLimit-Remaining/)
+    assert.match(String(res.headers['access-control-expose-headers']), /ETag/)
+  })
+
+  test('when an unlisted origin calls, then no CORS header lets it read the answer', async (t) => {
+    const { request, key } = await testApp(t, env)
+    const res = await request({ method: 'GET', url: '/v1/inventory', headers: { ...auth(key), origin: 'https://evil.example' } })
+    assert.equal(res.headers['access-control-allow-origin'], undefined)
+  })
+
+  test('when a listed origin sends a preflight, then it is answered without a key and without counting', async (t) => {
+    const { request, key } = await testApp(t, { ...env, RATE_LIMIT_FREE: '2/100' })
+    const preflight = await request({
+      method: 'OPTIONS',
+      url: '/v1/inventory/1',
+      headers: { origin: 'http://localhost:3000', 'access-control-request-method': 'PATCH', 'access-control-request-headers': 'authorization,content-type' }
+    })
+    assert.equal(preflight.statusCode, 204)
+    assert.equal(preflight.headers['access-control-allow-origin'], 'http://localhost:3000')
+    assert.match(String(preflight.headers['access-control-allow-methods']), /PATCH/)
+    assert.match(String(preflight.headers['access-control-allow-headers']), /Authorization/)
+    const res = await request({ method: 'GET', url: '/v1/inventory', headers: auth(key) })
+    assert.equal(res.headers['x-ratelimit-remaining'], '1', 'the preflight was not counted')
+  })
+})

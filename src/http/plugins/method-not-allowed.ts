@@ -7,8 +7,11 @@ import { AppError } from '../../errors.js'
 
 const METHODS: HTTPMethods[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']
 
-/** Call before registering routes; call the returned function after all routes are registered. */
-export function trackRoutesForMethodNotAllowed (app: FastifyInstance): () => void {
+/**
+ * Call before registering routes; call the returned function after all routes are registered. With CORS on,
+ * OPTIONS is left to the CORS plugin's preflight handling (claimOptions: false).
+ */
+export function trackRoutesForMethodNotAllowed (app: FastifyInstance, { claimOptions = true } = {}): () => void {
   const methodsByUrl = new Map<string, Set<string>>()
   let tracking = true
   app.addHook('onRoute', (route) => {
@@ -21,7 +24,7 @@ export function trackRoutesForMethodNotAllowed (app: FastifyInstance): () => voi
     tracking = false
     for (const [url, methods] of methodsByUrl) {
       const allow = METHODS.filter((m) => methods.has(m)).join(', ')
-      const others = METHODS.filter((m) => !methods.has(m))
+      const others = METHODS.filter((m) => !methods.has(m) && (claimOptions || m !== 'OPTIONS'))
       if (others.length === 0) continue
       app.route({
         method: others,
