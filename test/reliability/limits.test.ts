@@ -69,6 +69,19 @@ describe('input limits', () => {
     assert.equal(body.code, 'request_timeout')
   })
 
+  test('when a client sends its body too slowly, then the request times out and its connection is closed', async (t) => {
+    const { app, key } = await testApp(t, { HEADERS_TIMEOUT_MS: '300', REQUEST_TIMEOUT_MS: '500' })
+    await app.listen({ port: 0, host: '127.0.0.1' })
+    const port = (app.server.address() as { port: number }).port
+    // Complete headers announcing 20 bytes, then 5 of them, then nothing.
+    const { text, closedAfterMs } = await raw(port, `PATCH /v1/inventory/1 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\n` +
+      'Content-Type: application/json\r\nContent-Length: 20\r\n\r\n{"qua', { pauseMs: 5000, rest: 'ntity": 1}    ' })
+    assert.ok(closedAfterMs < 3000, `closed after ${closedAfterMs} ms`)
+    const { status, body } = errorOf(text)
+    assert.equal(status, 408)
+    assert.equal(body.code, 'request_timeout')
+  })
+
   test('when a keep-alive connection stays idle past the keep-alive timeout, then the server closes it', async (t) => {
     const { app } = await testApp(t, { KEEP_ALIVE_TIMEOUT_MS: '200' })
     await app.listen({ port: 0, host: '127.0.0.1' })
