@@ -2,13 +2,18 @@
  * CLI test helpers: run the real `bin/petstore.js` (compiled dist/, so `npm run build` first) as a child
  * process with a clean environment, its own temporary directory and its own SQLite file.
  */
+import assert from 'node:assert/strict'
 import { spawn, type ChildProcess } from 'node:child_process'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { TestContext } from 'node:test'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
 import { SqliteStore } from '../../src/store/sqlite/index.js'
 import { tempDir } from '../helpers/app.js'
+import { freePort } from '../helpers/net.js'
+
+export { freePort }
 
 export const BIN = fileURLToPath(new URL('../../bin/petstore.js', import.meta.url))
 
@@ -115,4 +120,23 @@ export async function within<T> (ms: number, promise: Promise<T>, what: string):
   }
 }
 
-export { freePort } from '../helpers/net.js'
+
+/**
+ * Starts `petstore serve` on a free port (or env.PORT) and waits until GET /healthz answers 200; fails early,
+ * with the server's stderr, when the process exits first.
+ */
+export async function startServe (cli: Cli, args: string[] = [], env: Record<string, string> = {}, timeoutMs = 10_000): Promise<{ base: string, port: number, server: Started }> {
+  const port = env.PORT === undefined ? await freePort() : Number(env.PORT)
+  const base = `http://127.0.0.1:${port}`
+  const server = cli.start(['serve', ...args], { PORT: String(port), HOST: '127.0.0.1', ...env })
+  const deadline = Date.now() + timeoutMs
+  while (Date.now() < deadline) {
+    if (server.child.exitCode !== null || server.child.signalCode !== null) {
+      assert.fail(`serve exited early (${server.child.exitCode ?? server.child.signalCode}): ${server.output().stderr}`)
+    }
+    const healthy = await fetch(`${base}/healthz`, { signal: AbortSignal.timeout(1000) }).then((r) => r.status === 200, () => false)
+    if (healthy) return { base, port, server }
+    await sleep(50)
+  }
+  assert.fail(`GET /healthz did not answer within ${timeoutMs} ms: ${server.output().stderr}`)
+}

@@ -2,39 +2,13 @@ import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
 import { createServer } from 'node:net'
-import { describe, test, type TestContext } from 'node:test'
+import { describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
 import { cleanRedis, REDIS_URL, requireRedis } from '../ratelimit/redis-env.js'
-import { cliFor, freePort, within, type Cli, type Started } from './run.js'
+import { cliFor, freePort, startServe, within, type Cli } from './run.js'
 
 const BIG = '9007199254740993' // 2^53 + 1: a double cannot hold it
-
-/** Polls GET /healthz until it answers 200; fails early when the server process exits. */
-async function waitUntilHealthy (base: string, server: Started, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  while (Date.now() < deadline) {
-    if (server.child.exitCode !== null || server.child.signalCode !== null) {
-      assert.fail(`serve exited early (${server.child.exitCode ?? server.child.signalCode}): ${server.output().stderr}`)
-    }
-    try {
-      const res = await fetch(`${base}/healthz`, { signal: AbortSignal.timeout(1000) })
-      if (res.status === 200) return
-    } catch {
-      // not listening yet
-    }
-    await sleep(50)
-  }
-  assert.fail(`GET /healthz did not answer within ${timeoutMs} ms: ${server.output().stderr}`)
-}
-
-async function serve (t: TestContext, cli: Cli, args: string[] = [], env: Record<string, string> = {}) {
-  const port = await freePort()
-  const base = `http://127.0.0.1:${port}`
-  const server = cli.start(['serve', ...args], { PORT: String(port), HOST: '127.0.0.1', ...env })
-  await waitUntilHealthy(base, server)
-  return { base, server }
-}
 
 async function newKey (cli: Cli, plan = 'free'): Promise<string> {
   const res = await cli.run(['keys', 'create', '--plan', plan])
@@ -45,7 +19,7 @@ async function newKey (cli: Cli, plan = 'free'): Promise<string> {
 describe('petstore serve', () => {
   test('when started with --seed-demo on a fresh store, then it serves the demo inventory to a new key and exits 0 on SIGTERM', async (t) => {
     const cli = cliFor(t)
-    const { base, server } = await serve(t, cli, ['--seed-demo'])
+    const { base, server } = await startServe(cli, ['--seed-demo'])
 
     const key = await newKey(cli)
     const res = await fetch(`${base}/v1/inventory`, { headers: { authorization: `Bearer ${key}` } })
@@ -64,7 +38,7 @@ describe('petstore serve', () => {
 
   test('when a request has no key, then the API answers 401 while /healthz stays open', async (t) => {
     const cli = cliFor(t)
-    const { base, server } = await serve(t, cli)
+    const { base, server } = await startServe(cli)
     const res = await fetch(`${base}/v1/inventory`)
     assert.equal(res.status, 401)
     assert.match(res.headers.get('www-authenticate') ?? '', /^Bearer/)
@@ -74,7 +48,7 @@ describe('petstore serve', () => {
 
   test('when started without --seed-demo, then the inventory is empty', async (t) => {
     const cli = cliFor(t)
-    const { base, server } = await serve(t, cli)
+    const { base, server } = await startServe(cli)
     const key = await newKey(cli)
     const res = await fetch(`${base}/v1/inventory`, { headers: { authorization: `Bearer ${key}` } })
     assert.equal(res.status, 200)
@@ -87,7 +61,7 @@ describe('petstore serve', () => {
     const cli = cliFor(t)
     const own = cli.file('own.json', '{ "pets": [{ "id": 42, "name": "Only", "status": "sold", "quantity": 2 }] }')
     assert.equal((await cli.run(['import', own])).code, 0)
-    const { base } = await serve(t, cli, ['--seed-demo'])
+    const { base } = await startServe(cli, ['--seed-demo'])
     const key = await newKey(cli)
     const res = await fetch(`${base}/v1/inventory`, { headers: { authorization: `Bearer ${key}` } })
     assert.equal(await res.text(), '[{"petId":42,"quantity":2,"status":"sold"}]')
@@ -95,7 +69,7 @@ describe('petstore serve', () => {
 
   test('when a key is revoked with the CLI while serving, then the server rejects it', async (t) => {
     const cli = cliFor(t, { AUTH_CACHE_TTL_MS: '0' })
-    const { base } = await serve(t, cli)
+    const { base } = await startServe(cli)
     const created = await cli.run(['keys', 'create', '--plan', 'free', '--json'])
     const { id, key } = JSON.parse(created.stdout) as { id: string, key: string }
     const headers = { authorization: `Bearer ${key}` }
@@ -130,7 +104,7 @@ describe('petstore serve with REDIS_URL', () => {
   test('when Redis is unreachable at boot, then the server still starts, limits in process and sends the headers', async (t) => {
     const cli = cliFor(t)
     const deadPort = await freePort()
-    const { base, server } = await serve(t, cli, [], { REDIS_URL: `redis://127.0.0.1:${deadPort}`, RATE_LIMIT_FREE: '2/100', BAN_SECONDS: '0' })
+    const { base, server } = await startServe(cli, [], { REDIS_URL: `redis://127.0.0.1:${deadPort}`, RATE_LIMIT_FREE: '2/100', BAN_SECONDS: '0' })
     const key = await newKey(cli)
     // The three requests must fall in one UTC minute (the server counts on the real clock).
     const intoMinute = (Date.now() / 1000) % 60
@@ -163,7 +137,7 @@ if (await requireRedis('serve --workers with Redis')) {
       const cli = cliFor(t)
       const REDIS_KEY_PREFIX = `test:${randomUUID()}:`
       t.after(() => cleanRedis(REDIS_KEY_PREFIX))
-      const { base, server } = await serve(t, cli, ['--workers', '2'], { REDIS_URL, REDIS_KEY_PREFIX, RATE_LIMIT_FREE: '7/1000', BAN_SECONDS: '0' })
+      const { base, server } = await startServe(cli, ['--workers', '2'], { REDIS_URL, REDIS_KEY_PREFIX, RATE_LIMIT_FREE: '7/1000', BAN_SECONDS: '0' })
       const key = await newKey(cli)
       const statuses = await Promise.all(Array.from({ length: 16 }, () =>
         fetch(`${base}/v1/inventory`, { headers: { authorization: `Bearer ${key}`, connection: 'close' } }).then((r) => r.status)))

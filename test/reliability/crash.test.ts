@@ -4,16 +4,7 @@
  */
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
-import { setTimeout as sleep } from 'node:timers/promises'
-import { cliFor, freePort, within, type Cli } from '../cli/run.js'
-
-async function start (cli: Cli, port: number) {
-  const server = cli.start(['serve'], { PORT: String(port), HOST: '127.0.0.1' })
-  const base = `http://127.0.0.1:${port}`
-  const deadline = Date.now() + 10_000
-  while (Date.now() < deadline && await fetch(`${base}/healthz`).then((r) => r.status !== 200, () => true)) await sleep(50)
-  return { base, server }
-}
+import { cliFor, freePort, startServe, within } from '../cli/run.js'
 
 describe('crash safety', () => {
   test('when the server is killed with SIGKILL after acknowledging PATCHes, then a restart finds every acknowledged value', async (t) => {
@@ -24,7 +15,7 @@ describe('crash safety', () => {
     const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' }
     const port = await freePort()
 
-    const first = await start(cli, port)
+    const first = await startServe(cli, [], { PORT: String(port) })
     const acknowledged = new Map<number, number>()
     // Concurrent rounds, so that group commits hold several updates; only 200 answers count as acknowledged.
     for (let round = 1; round <= 5; round++) {
@@ -39,7 +30,7 @@ describe('crash safety', () => {
     first.server.child.kill('SIGKILL')
     assert.equal((await within(5000, first.server.exited, 'the killed server to go')).signal, 'SIGKILL')
 
-    const second = await start(cli, port)
+    const second = await startServe(cli, [], { PORT: String(port) })
     t.after(async () => {
       second.server.child.kill('SIGTERM')
       await within(5000, second.server.exited, 'the restarted server to stop')

@@ -6,15 +6,7 @@ import assert from 'node:assert/strict'
 import { connect, type Socket } from 'node:net'
 import { describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { cliFor, freePort, within, type Cli } from '../cli/run.js'
-
-async function started (cli: Cli, env: Record<string, string> = {}) {
-  const port = await freePort()
-  const server = cli.start(['serve'], { PORT: String(port), HOST: '127.0.0.1', ...env })
-  const deadline = Date.now() + 10_000
-  while (Date.now() < deadline && await fetch(`http://127.0.0.1:${port}/healthz`).then((r) => r.status !== 200, () => true)) await sleep(50)
-  return { port, server }
-}
+import { cliFor, startServe, within } from '../cli/run.js'
 
 /** A PATCH whose body is only half sent: in flight until `finish` is called. */
 async function halfSentPatch (port: number, key: string): Promise<{ socket: Socket, finish: () => void, answer: Promise<string> }> {
@@ -43,7 +35,7 @@ async function setup (t: Parameters<typeof cliFor>[0]) {
 describe('shutdown', () => {
   test('when SIGTERM arrives during a request, then the request completes, new connections are refused, and the exit code is 0', async (t) => {
     const { cli, key } = await setup(t)
-    const { port, server } = await started(cli)
+    const { port, server } = await startServe(cli)
     const inFlight = await halfSentPatch(port, key)
     server.child.kill('SIGTERM')
     await sleep(300)
@@ -55,7 +47,7 @@ describe('shutdown', () => {
 
   test('when in-flight requests outlast SHUTDOWN_TIMEOUT_MS, then the process exits 1 at the deadline', async (t) => {
     const { cli, key } = await setup(t)
-    const { port, server } = await started(cli, { SHUTDOWN_TIMEOUT_MS: '500' })
+    const { port, server } = await startServe(cli, [], { SHUTDOWN_TIMEOUT_MS: '500' })
     const inFlight = await halfSentPatch(port, key)
     const stoppedAt = Date.now()
     server.child.kill('SIGTERM')
@@ -67,7 +59,7 @@ describe('shutdown', () => {
 
   test('when a second signal arrives while stopping, then the process exits at once', async (t) => {
     const { cli, key } = await setup(t)
-    const { port, server } = await started(cli)
+    const { port, server } = await startServe(cli)
     const inFlight = await halfSentPatch(port, key)
     server.child.kill('SIGTERM')
     await sleep(200)
