@@ -21,8 +21,6 @@ export const ERROR_CATALOGUE = {
 
 export type ErrorCode = keyof typeof ERROR_CATALOGUE
 
-export const ERROR_CODES = Object.keys(ERROR_CATALOGUE) as ErrorCode[]
-
 /** An error the API reports to its client as-is: a catalogue code, a message safe to show, optional headers. */
 export class AppError extends Error {
   readonly code: ErrorCode

@@ -2,10 +2,6 @@ import { AppError } from '../errors.js'
 import type { Store } from '../store/types.js'
 import type { InventoryItem } from './model.js'
 
-export function listInventory (store: Store): Promise<InventoryItem[]> {
-  return store.listInventory()
-}
-
 /**
  * Sets the stock of one pet. The quantity is already validated (0..MAX_QUANTITY) at the edge.
  * A quantity change never changes the pet's status (docs/decisions.md: status is the pet's, not the stock's).
