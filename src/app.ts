@@ -13,19 +13,18 @@ import { AppError } from './errors.js'
 import { Authenticator } from './domain/keys.js'
 import { clientErrorHandler, handleError, registerErrorHandling } from './http/plugins/errors.js'
 import { trackRoutesForMethodNotAllowed } from './http/plugins/method-not-allowed.js'
-import { isLimited, registerRateLimit } from './http/plugins/rate-limit.js'
+import { registerRateLimit } from './http/plugins/rate-limit.js'
+import { BODY_LIMIT_BYTES, MAX_URL_LENGTH } from './http/limits.js'
 import { healthRoutes } from './http/routes/health.js'
 import { inventoryRoutes } from './http/routes/inventory.js'
 import { orderRoutes } from './http/routes/orders.js'
 import { petRoutes } from './http/routes/pets.js'
+import { RESPONSE_HEADERS } from './http/schemas/common.js'
 import { validatorCompiler } from './http/validation.js'
 import { MemoryLimiter } from './ratelimit/memory.js'
 import type { RateLimiter } from './ratelimit/types.js'
 import type { Store } from './store/types.js'
 
-export const BODY_LIMIT_BYTES = 16 * 1024
-/** The longest request URL (path and query) served; longer ones get 414. */
-export const MAX_URL_LENGTH = 2048
 
 export interface AppDeps {
   store: Store
@@ -90,8 +89,6 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
     reply.header('X-Request-Id', request.id)
     // Bodies are JSON only; no browser may sniff them into something else.
     reply.header('X-Content-Type-Options', 'nosniff')
-    // Authenticated data is per key and changes: no cache may keep it (clients revalidate with If-None-Match).
-    if (isLimited(request.url)) reply.header('Cache-Control', 'no-store')
   })
   // The access log: request id (the logger's label), operation, status, latency and key id; never the key.
   app.addHook('onResponse', async (request, reply) => {
@@ -141,8 +138,8 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
       origin: [...config.corsOrigins],
       methods: ['GET', 'HEAD', 'PATCH'],
       allowedHeaders: ['Authorization', 'Content-Type', 'If-None-Match', 'X-Request-Id'],
-      exposedHeaders: ['ETag', 'Link', 'Retry-After', 'X-Request-Id', 'X-RateLimit-Limit', 'X-RateLimit-Remaining',
-        'X-RateLimit-Reset', 'RateLimit', 'RateLimit-Policy', 'Deprecation', 'Sunset'],
+      // The headers on every /v1 answer, plus those of some answers.
+      exposedHeaders: [...Object.keys(RESPONSE_HEADERS), 'ETag', 'Link', 'Retry-After', 'Deprecation', 'Sunset'],
       maxAge: 600
     })
   }

@@ -6,6 +6,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { STATUS_CODES } from 'node:http'
 import type { Socket } from 'node:net'
 import { AppError, ERROR_CATALOGUE, StoreUnavailableError, errorBody, type ErrorCode } from '../../errors.js'
+import { BODY_LIMIT_BYTES } from '../limits.js'
 import { describeValidationError } from '../validation.js'
 
 /** Seconds a client should wait after a 503 from an unreachable store. */
@@ -16,7 +17,7 @@ const FRAMEWORK_ERRORS: Record<string, [ErrorCode, string]> = {
   FST_ERR_CTP_EMPTY_JSON_BODY: ['invalid_request', 'The request body is empty; send a JSON object.'],
   FST_ERR_CTP_INVALID_JSON_BODY: ['invalid_request', 'The request body is not valid JSON.'],
   FST_ERR_CTP_INVALID_CONTENT_LENGTH: ['invalid_request', 'The Content-Length header does not match the body.'],
-  FST_ERR_CTP_BODY_TOO_LARGE: ['payload_too_large', 'The request body exceeds the limit of 16384 bytes.'],
+  FST_ERR_CTP_BODY_TOO_LARGE: ['payload_too_large', `The request body exceeds the limit of ${BODY_LIMIT_BYTES} bytes.`],
   FST_ERR_CTP_INVALID_MEDIA_TYPE: ['unsupported_media_type', 'The request body must be application/json.'],
   FST_ERR_CTP_INVALID_TYPE: ['unsupported_media_type', 'The request body must be application/json.'],
   FST_ERR_BAD_URL: ['invalid_request', 'The request URL is malformed.'],

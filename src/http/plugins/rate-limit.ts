@@ -77,7 +77,7 @@ function banned (reply: FastifyReply, decision: Decision, until: Date): AppError
 }
 
 /** Paths under /v1 are authenticated and limited, except the API document. */
-export function isLimited (url: string): boolean {
+function isLimited (url: string): boolean {
   if (!url.startsWith('/v1')) return false
   const query = url.indexOf('?')
   const path = query === -1 ? url : url.slice(0, query)
@@ -132,6 +132,8 @@ export function registerRateLimit (app: FastifyInstance, deps: RateLimitDeps): v
 
   app.addHook('onRequest', async (request, reply) => {
     if (!isLimited(request.url)) return
+    // Authenticated data is per key and changes: no cache may keep it (clients revalidate with If-None-Match).
+    reply.header('Cache-Control', 'no-store')
     let key: ApiKeyRecord
     let token: string
     try {

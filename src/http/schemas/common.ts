@@ -1,5 +1,6 @@
 import { Type, type TSchema } from 'typebox'
 import { ERROR_CATALOGUE, type ErrorCode } from '../../errors.js'
+import { MAX_URL_LENGTH } from '../limits.js'
 
 /**
  * An int64 as the service writes it: a bare JSON number (bigint inside the service, serialized digit for
@@ -57,7 +58,7 @@ export const COMMON_ERRORS = {
   429: ErrorResponse(['rate_limited', 'key_banned'],
     'Rate limit exceeded (the X-RateLimit-* fields describe the violated window), or the key is temporarily banned ' +
     'for sending requests after 429.', RETRY_AFTER_429),
-  414: ErrorResponse(['uri_too_long'], 'The request URL (path and query) is longer than 2048 characters.'),
+  414: ErrorResponse(['uri_too_long'], `The request URL (path and query) is longer than ${MAX_URL_LENGTH} characters.`),
   500: ErrorResponse(['internal_error'], 'Unexpected server error; the body never carries internals.'),
   503: ErrorResponse(['service_unavailable'], 'The store cannot be reached right now.', RETRY_AFTER)
 }

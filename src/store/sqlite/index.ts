@@ -79,8 +79,6 @@ export class SqliteStore implements Store {
   readonly kind = 'sqlite'
   readonly #db: Database.Database
   readonly #statements = new Map<string, Database.Statement>()
-  /** Read on every inventory GET: prepared once, returning the bare value. */
-  #versionStatement: Database.Statement | undefined
   /** Stock updates waiting for the next group commit. */
   #pending: PendingUpdate[] = []
 
@@ -97,11 +95,6 @@ export class SqliteStore implements Store {
     this.#db.pragma('foreign_keys = ON')
     // The CLI may write while a server runs: wait for the lock instead of failing at once.
     this.#db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`)
-  }
-
-  get #version (): Database.Statement {
-    this.#versionStatement ??= this.#db.prepare('SELECT v FROM inventory_version WHERE id = 1').pluck()
-    return this.#versionStatement
   }
 
   /** Prepared statements are compiled once per connection and reused. */
@@ -161,7 +154,7 @@ export class SqliteStore implements Store {
   }
 
   async inventoryVersion (): Promise<bigint> {
-    return guard(() => this.#version.get() as bigint)
+    return guard(() => (this.#prepare('SELECT v FROM inventory_version WHERE id = 1').get() as { v: bigint }).v)
   }
 
   /**
