@@ -30,3 +30,21 @@ export function petColumns (pet: PetImport): [string, PetStatus, bigint | null, 
   return [pet.name, pet.status, pet.category?.id ?? null, pet.category?.name ?? null,
     pet.photoUrls === undefined ? null : JSON.stringify(pet.photoUrls), encodeTags(pet.tags)]
 }
+
+/**
+ * Counts written records and tells onProgress every 1% (and at the end), so that a progress display of a
+ * large import costs nothing measurable.
+ */
+export function progressReporter (total: number, onProgress: ((written: number, total: number) => void) | undefined): (records: number) => void {
+  if (onProgress === undefined) return () => {}
+  const step = Math.max(1, Math.floor(total / 100))
+  let written = 0
+  let next = step
+  return (records) => {
+    written += records
+    if (written >= next || written === total) {
+      onProgress(written, total)
+      next = written + step
+    }
+  }
+}

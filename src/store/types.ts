@@ -19,6 +19,22 @@ export interface NewApiKey {
 
 export interface ImportResult { pets: number, orders: number }
 
+export interface ImportOptions {
+  /** Called as records are written (pets first, then orders): records written so far, and the total. */
+  onProgress?: (written: number, total: number) => void
+}
+
+/** A connection pool's state, for metrics. */
+export interface PoolStats {
+  /** Connections open (idle or in use). */
+  total: number
+  idle: number
+  /** Callers waiting for a connection. */
+  waiting: number
+  /** The pool's cap (DATABASE_POOL_SIZE). */
+  max: number
+}
+
 /**
  * Everything the domain needs from persistence. Implementations: SQLite (embedded default) and PostgreSQL.
  * Methods throw StoreUnavailableError when the database cannot be reached; every write is atomic.
@@ -31,6 +47,8 @@ export interface Store {
   /** Resolves when the database answers a trivial query. */
   ping (): Promise<void>
   close (): Promise<void>
+  /** The connection pool's state; null for a store without a pool (SQLite: one connection in process). */
+  poolStats (): PoolStats | null
 
   listInventory (): Promise<InventoryItem[]>
   /**
@@ -47,7 +65,7 @@ export interface Store {
   listOrders (query: { afterId: bigint | null, limit: number, status: OrderStatus | null }): Promise<OrderPage>
 
   /** Upserts all pets (and their stock entries) and orders in one transaction. */
-  importData (data: { pets: PetImport[], orders: Order[] }): Promise<ImportResult>
+  importData (data: { pets: PetImport[], orders: Order[] }, options?: ImportOptions): Promise<ImportResult>
 
   createApiKey (key: NewApiKey): Promise<void>
   findApiKeyByHash (keyHash: string): Promise<ApiKeyRecord | null>

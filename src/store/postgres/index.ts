@@ -1,8 +1,8 @@
 import pg from 'pg'
 import type { ApiKeyRecord, Ban, InventoryItem, Order, OrderStatus, Pet, PetImport, PetStatus, Plan } from '../../domain/model.js'
 import { StoreUnavailableError } from '../../errors.js'
-import { petColumns, toPet, type PetRow } from '../rows.js'
-import type { ImportResult, NewApiKey, OrderPage, Store } from '../types.js'
+import { petColumns, progressReporter, toPet, type PetRow } from '../rows.js'
+import type { ImportOptions, ImportResult, NewApiKey, OrderPage, PoolStats, Store } from '../types.js'
 import { MIGRATIONS } from './migrations.js'
 
 const INT8_OID = 20
@@ -75,12 +75,14 @@ export interface PostgresOptions {
 export class PostgresStore implements Store {
   readonly kind = 'postgres'
   readonly #pool: pg.Pool
+  readonly #poolSize: number
 
   constructor (connectionString: string, options: PostgresOptions = {}) {
     const statementTimeout = options.statementTimeoutMs ?? 5000
+    this.#poolSize = options.poolSize ?? 10
     this.#pool = new pg.Pool({
       connectionString,
-      max: options.poolSize ?? 10,
+      max: this.#poolSize,
       connectionTimeoutMillis: options.connectTimeoutMs ?? 2000,
       idleTimeoutMillis: 30_000,
       statement_timeout: statementTimeout,
@@ -149,6 +151,10 @@ export class PostgresStore implements Store {
     if (!this.#pool.ended) await this.#pool.end()
   }
 
+  poolStats (): PoolStats {
+    return { total: this.#pool.totalCount, idle: this.#pool.idleCount, waiting: this.#pool.waitingCount, max: this.#poolSize }
+  }
+
   async listInventory (): Promise<InventoryItem[]> {
     const { rows } = await this.#query<InventoryRow>(
       'SELECT i.pet_id, i.quantity, p.status FROM inventory i JOIN pets p ON p.id = i.pet_id ORDER BY i.pet_id')
@@ -186,8 +192,9 @@ export class PostgresStore implements Store {
     return { orders: rows.slice(0, limit).map(toOrder), hasMore: rows.length > limit }
   }
 
-  async importData ({ pets, orders }: { pets: PetImport[], orders: Order[] }): Promise<ImportResult> {
+  async importData ({ pets, orders }: { pets: PetImport[], orders: Order[] }, options: ImportOptions = {}): Promise<ImportResult> {
     const CHUNK = 5000
+    const report = progressReporter(pets.length + orders.length, options.onProgress)
     await this.#transaction(async (client) => {
       // Multi-row upserts from arrays (unnest): one round trip per chunk instead of one per record.
       for (let i = 0; i < pets.length; i += CHUNK) {
@@ -204,6 +211,7 @@ export class PostgresStore implements Store {
           `INSERT INTO inventory (pet_id, quantity) SELECT * FROM unnest($1::bigint[], $2::integer[])
            ON CONFLICT (pet_id) DO UPDATE SET quantity = excluded.quantity`,
           [stocked.map((pet) => pet.id), stocked.map((pet) => pet.quantity)])
+        report(chunk.length)
       }
       for (let i = 0; i < orders.length; i += CHUNK) {
         const chunk = orders.slice(i, i + CHUNK)
@@ -214,6 +222,7 @@ export class PostgresStore implements Store {
              ship_date = excluded.ship_date, status = excluded.status, complete = excluded.complete`,
           [chunk.map((o) => o.id), chunk.map((o) => o.petId), chunk.map((o) => o.quantity), chunk.map((o) => o.shipDate),
             chunk.map((o) => o.status), chunk.map((o) => o.complete)])
+        report(chunk.length)
       }
     })
     return { pets: pets.length, orders: orders.length }

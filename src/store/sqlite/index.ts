@@ -3,9 +3,9 @@ import { mkdirSync } from 'node:fs'
 import { dirname } from 'node:path'
 import type { ApiKeyRecord, Ban, InventoryItem, Order, OrderStatus, Pet, PetImport, PetStatus, Plan } from '../../domain/model.js'
 import { StoreUnavailableError } from '../../errors.js'
-import type { ImportResult, NewApiKey, OrderPage, Store } from '../types.js'
+import type { ImportOptions, ImportResult, NewApiKey, OrderPage, Store } from '../types.js'
 import { MIGRATIONS } from './migrations.js'
-import { petColumns, toPet, type PetRow } from '../rows.js'
+import { petColumns, progressReporter, toPet, type PetRow } from '../rows.js'
 
 interface InventoryRow { pet_id: bigint, quantity: bigint, status: PetStatus }
 interface OrderRow {
@@ -144,6 +144,10 @@ export class SqliteStore implements Store {
     if (this.#db.open) this.#db.close()
   }
 
+  poolStats (): null {
+    return null
+  }
+
   async listInventory (): Promise<InventoryItem[]> {
     return guard(() => {
       const rows = this.#prepare(
@@ -224,7 +228,7 @@ export class SqliteStore implements Store {
     })
   }
 
-  async importData ({ pets, orders }: { pets: PetImport[], orders: Order[] }): Promise<ImportResult> {
+  async importData ({ pets, orders }: { pets: PetImport[], orders: Order[] }, options: ImportOptions = {}): Promise<ImportResult> {
     return guard(() => {
       const db = this.#db
       const upsertPet = db.prepare(
@@ -240,13 +244,17 @@ export class SqliteStore implements Store {
          ON CONFLICT (id) DO UPDATE SET pet_id = excluded.pet_id, quantity = excluded.quantity,
            ship_date = excluded.ship_date, status = excluded.status, complete = excluded.complete`
       )
+      const total = pets.length + orders.length
+      const report = progressReporter(total, options.onProgress)
       db.transaction(() => {
         for (const pet of pets) {
           upsertPet.run(pet.id, ...petColumns(pet))
           if (pet.quantity !== undefined) upsertStock.run(pet.id, pet.quantity)
+          report(1)
         }
         for (const order of orders) {
           upsertOrder.run(order.id, order.petId, order.quantity, order.shipDate, order.status, order.complete ? 1 : 0)
+          report(1)
         }
       }).immediate()
       return { pets: pets.length, orders: orders.length }
