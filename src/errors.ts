@@ -9,6 +9,7 @@ export const ERROR_CATALOGUE = {
   method_not_allowed: { status: 405, message: 'The method is not allowed for this resource.' },
   request_timeout: { status: 408, message: 'The request was not received in time.' },
   gone: { status: 410, message: 'This resource is no longer available.' },
+  precondition_failed: { status: 412, message: 'The resource has changed since the ETag sent in If-Match.' },
   payload_too_large: { status: 413, message: 'The request body is too large.' },
   uri_too_long: { status: 414, message: 'The request URL is too long.' },
   unsupported_media_type: { status: 415, message: 'The request body must be application/json.' },

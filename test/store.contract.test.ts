@@ -10,7 +10,7 @@ import { StoreUnavailableError } from '../src/errors.js'
 import { MIGRATIONS } from '../src/store/sqlite/migrations.js'
 import { SqliteStore } from '../src/store/sqlite/index.js'
 import { tempDir, tempStore } from './helpers/app.js'
-import { storeContract } from './store/contract.js'
+import { setStock, storeContract } from './store/contract.js'
 
 storeContract('SqliteStore', tempStore)
 
@@ -50,7 +50,7 @@ describe('SqliteStore specifics', () => {
       pets: [{ id: 2n ** 63n - 1n, name: 'big', status: 'sold', quantity: 5, tags: [{ id: -(2n ** 63n), name: 'min' }] }],
       orders: [{ id: 2n ** 53n + 1n, petId: 1n, quantity: 3, shipDate: '2026-11-20T10:00:00Z', status: 'approved', complete: true }]
     })
-    await first.setQuantity(2n ** 63n - 1n, 6)
+    await setStock(first, 2n ** 63n - 1n, 6)
     await first.createApiKey({
       id: 'key_1', keyHash: 'h1', name: null, plan: 'free', perMinute: null, perDay: null, createdAt: new Date('2026-11-22T12:00:00Z')
     })
@@ -86,7 +86,7 @@ describe('SqliteStore specifics', () => {
     assert.equal(await cli.migrate(), 0)
     await cli.importData({ pets: [{ id: 1n, name: 'a', status: 'available', quantity: 2 }], orders: [] })
     assert.deepEqual(await server.listInventory(), [{ petId: 1n, quantity: 2, status: 'available' }])
-    assert.deepEqual(await server.setQuantity(1n, 3), { petId: 1n, quantity: 3, status: 'available' })
+    assert.deepEqual(await setStock(server, 1n, 3), { petId: 1n, quantity: 3, status: 'available' })
     assert.deepEqual(await cli.listInventory(), [{ petId: 1n, quantity: 3, status: 'available' }])
   })
 })
@@ -101,9 +101,9 @@ describe('SqliteStore when the database is locked', () => {
     const other = new Database(path)
     t.after(() => other.close())
     other.exec('BEGIN IMMEDIATE')
-    await assert.rejects(store.setQuantity(1n, 5), StoreUnavailableError)
+    await assert.rejects(setStock(store, 1n, 5), StoreUnavailableError)
     other.exec('ROLLBACK')
-    assert.equal((await store.setQuantity(1n, 5))?.quantity, 5)
+    assert.equal((await setStock(store, 1n, 5))?.quantity, 5)
   })
 })
 
@@ -114,7 +114,7 @@ describe('SqliteStore group commit', () => {
     await store.migrate()
     const pets = Array.from({ length: 50 }, (_, i) => ({ id: BigInt(i + 1), name: `p${i}`, status: 'available' as const, quantity: 0 }))
     await store.importData({ pets, orders: [] })
-    const results = await Promise.all(pets.map((p, i) => store.setQuantity(p.id, i + 100)))
+    const results = await Promise.all(pets.map((p, i) => setStock(store, p.id, i + 100)))
     assert.deepEqual(results.map((r) => r?.quantity), pets.map((_, i) => i + 100))
     await store.close()
     const reopened = new SqliteStore(path)
@@ -125,7 +125,7 @@ describe('SqliteStore group commit', () => {
   test('when one update in a group fails, then only that caller gets the error', async (t) => {
     const store = await tempStore(t)
     await store.importData({ pets: [{ id: 1n, name: 'a', status: 'available', quantity: 1 }, { id: 2n, name: 'b', status: 'available', quantity: 1 }], orders: [] })
-    const [bad, good, missing] = await Promise.allSettled([store.setQuantity(1n, -5), store.setQuantity(2n, 7), store.setQuantity(3n, 1)])
+    const [bad, good, missing] = await Promise.allSettled([setStock(store, 1n, -5), setStock(store, 2n, 7), setStock(store, 3n, 1)])
     assert.equal(bad.status, 'rejected')
     assert.deepEqual(good, { status: 'fulfilled', value: { petId: 2n, quantity: 7, status: 'available' } })
     assert.deepEqual(missing, { status: 'fulfilled', value: null })

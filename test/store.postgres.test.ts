@@ -11,7 +11,7 @@ import { MIGRATIONS } from '../src/store/postgres/migrations.js'
 import { MIGRATIONS as SQLITE_MIGRATIONS } from '../src/store/sqlite/migrations.js'
 import { freePort } from './cli/run.js'
 import { POSTGRES_URL, requirePostgres, tempPostgresStore, tempSchema } from './helpers/postgres.js'
-import { storeContract } from './store/contract.js'
+import { setStock, storeContract } from './store/contract.js'
 
 test('the PostgreSQL and SQLite migrations have the same numbering and names', () => {
   assert.deepEqual(MIGRATIONS.map((m) => [m.version, m.name]), SQLITE_MIGRATIONS.map((m) => [m.version, m.name]))
@@ -53,7 +53,7 @@ if (await requirePostgres('PostgreSQL store tests')) {
       await locker.query('BEGIN')
       await locker.query('LOCK TABLE inventory IN ACCESS EXCLUSIVE MODE')
       const started = Date.now()
-      await assert.rejects(store.setQuantity(1n, 5), StoreUnavailableError)
+      await assert.rejects(setStock(store, 1n, 5), StoreUnavailableError)
       assert.ok(Date.now() - started < 2000)
       await locker.query('ROLLBACK')
       assert.deepEqual(await store.listInventory(), [{ petId: 1n, quantity: 1, status: 'available' }])

@@ -21,6 +21,39 @@ export interface InventoryItem {
   status: PetStatus
 }
 
+/** Why a stock quantity was set through the API (the spec: new arrivals, returns and manual adjustments). */
+export const STOCK_REASONS = ['arrival', 'return', 'adjustment'] as const
+export type StockReason = typeof STOCK_REASONS[number]
+
+/** Reasons in the stock ledger: the API's, plus `import` for quantities set by `petstore import`. */
+export const LEDGER_REASONS = [...STOCK_REASONS, 'import'] as const
+export type LedgerReason = typeof LEDGER_REASONS[number]
+
+/** The longest note a stock change may carry. */
+export const MAX_NOTE_LENGTH = 500
+
+/** A stock entry with its revision: a counter that grows with every change to what the entry shows. */
+export interface StockEntry extends InventoryItem {
+  revision: bigint
+}
+
+/** One recorded stock change. */
+export interface LedgerEntry {
+  /** Increases with every change: the order in which changes were committed. */
+  id: bigint
+  petId: bigint
+  /** The quantity before the change; null when the change created the stock entry (an import). */
+  previousQuantity: number | null
+  quantity: number
+  reason: LedgerReason
+  note: string | null
+  /** The API key that made the change (its public id); null for the operator CLI. */
+  keyId: string | null
+  /** The X-Request-Id of the API request that made the change; null for the operator CLI. */
+  requestId: string | null
+  at: Date
+}
+
 export interface Category { id: bigint, name: string }
 export interface Tag { id: bigint, name: string }
 

@@ -1,4 +1,4 @@
-import type { ApiKeyRecord, Ban, InventoryItem, Order, OrderStatus, Pet, PetImport } from '../domain/model.js'
+import type { ApiKeyRecord, Ban, InventoryItem, LedgerEntry, Order, OrderStatus, Pet, PetImport, StockEntry, StockReason } from '../domain/model.js'
 
 export interface OrderPage {
   /** Orders with id > afterId, ascending; at most `limit` of them. */
@@ -22,7 +22,31 @@ export interface ImportResult { pets: number, orders: number }
 export interface ImportOptions {
   /** Called as records are written (pets first, then orders): records written so far, and the total. */
   onProgress?: (written: number, total: number) => void
+  /** The time recorded in the stock ledger for the quantities the import sets; now by default. */
+  at?: Date
 }
+
+/** One stock change through the API: the new quantity and what the ledger records about it. */
+export interface StockChange {
+  petId: bigint
+  quantity: number
+  /**
+   * Compare-and-set: the change applies only when the entry's current revision is one of these (If-Match);
+   * null applies it unconditionally.
+   */
+  expectedRevisions: readonly bigint[] | null
+  reason: StockReason
+  note: string | null
+  keyId: string | null
+  requestId: string | null
+  at: Date
+}
+
+export type StockChangeResult =
+  | { status: 'updated', entry: StockEntry }
+  | { status: 'not_found' }
+  /** The entry's revision is not one of expectedRevisions: nothing was changed. */
+  | { status: 'stale', current: StockEntry }
 
 /** A connection pool's state, for metrics. */
 export interface PoolStats {
@@ -56,15 +80,26 @@ export interface Store {
    * entry written or removed, a pet's status changed). Cheap: read on every inventory GET.
    */
   inventoryVersion (): Promise<bigint>
-  /** Sets the quantity of an existing entry; null when there is no entry for petId. */
-  setQuantity (petId: bigint, quantity: number): Promise<InventoryItem | null>
+  /**
+   * Sets the quantity of an existing entry and records the change in the stock ledger, in one transaction:
+   * either both are durable or neither. The entry's revision grows by one.
+   */
+  setQuantity (change: StockChange): Promise<StockChangeResult>
+  /** One stock entry with its revision; null when there is no entry for petId. */
+  getStockEntry (petId: bigint): Promise<StockEntry | null>
+  /** The newest `limit` ledger entries of a pet, oldest first. */
+  stockHistory (petId: bigint, limit: number): Promise<LedgerEntry[]>
 
   getPet (id: bigint): Promise<Pet | null>
   countPets (): Promise<number>
 
   listOrders (query: { afterId: bigint | null, limit: number, status: OrderStatus | null }): Promise<OrderPage>
 
-  /** Upserts all pets (and their stock entries) and orders in one transaction. */
+  /**
+   * Upserts all pets (and their stock entries) and orders in one transaction. Every stock entry the import
+   * creates or whose quantity it changes gets a ledger entry with reason `import`; a changed quantity or pet
+   * status also grows the entry's revision.
+   */
   importData (data: { pets: PetImport[], orders: Order[] }, options?: ImportOptions): Promise<ImportResult>
 
   createApiKey (key: NewApiKey): Promise<void>

@@ -135,9 +135,9 @@ describe('PATCH /v1/inventory/{petId}', () => {
 
   test('when the body has an unknown field, then the 400 names the field', async (t) => {
     const { request, key } = await testApp(t, {}, { pets: [pet(1)] })
-    const res = await request(patch('1', { quantity: 1, reason: 'arrival' }, key))
+    const res = await request(patch('1', { quantity: 1, reasons: 'arrival' }, key))
     assert.equal(res.statusCode, 400)
-    assert.equal(res.json().message, 'body has an unknown field "reason".')
+    assert.equal(res.json().message, 'body has an unknown field "reasons".')
   })
 
   test('when there is no body at all, then it answers 400', async (t) => {

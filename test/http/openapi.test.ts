@@ -33,11 +33,12 @@ describe('GET /v1/openapi.json', () => {
     assert.deepEqual(doc.servers.map((s) => s.url), ['https://api.example.test/v1', 'https://staging.example.test/v1'])
   })
 
-  test('when read, then it lists the four operations by operationId and nothing internal', async (t) => {
+  test('when read, then it lists the four operations of the spec, the entry lookup, and nothing internal', async (t) => {
     const doc = await document(t)
     assert.deepEqual(Object.keys(doc.paths).sort(), ['/inventory', '/inventory/{petId}', '/pets/{petId}', '/store/orders'])
     assert.equal(doc.paths['/inventory']?.get?.operationId, 'listInventory')
     assert.equal(doc.paths['/inventory/{petId}']?.patch?.operationId, 'updateInventory')
+    assert.equal(doc.paths['/inventory/{petId}']?.get?.operationId, 'getInventoryItem')
     assert.equal(doc.paths['/pets/{petId}']?.get?.operationId, 'getPetById')
     assert.equal(doc.paths['/store/orders']?.get?.operationId, 'listOrders')
   })
@@ -70,8 +71,9 @@ describe('GET /v1/openapi.json', () => {
     const LIMITED = ['rate_limited', 'key_banned']
     const expected: Record<string, Record<string, string[] | null>> = {
       '/inventory get': { 200: null, 304: null, 401: ['unauthorized'], 414: ['uri_too_long'], 429: LIMITED, 500: ['internal_error'], 503: ['service_unavailable'] },
+      '/inventory/{petId} get': { 200: null, 304: null, 400: ['invalid_request'], 401: ['unauthorized'], 404: ['not_found'], 414: ['uri_too_long'], 429: LIMITED, 500: ['internal_error'], 503: ['service_unavailable'] },
       '/inventory/{petId} patch': {
-        200: null, 400: ['invalid_request'], 401: ['unauthorized'], 404: ['not_found'], 413: ['payload_too_large'],
+        200: null, 400: ['invalid_request'], 401: ['unauthorized'], 404: ['not_found'], 412: ['precondition_failed'], 413: ['payload_too_large'],
         415: ['unsupported_media_type'], 414: ['uri_too_long'], 429: LIMITED, 500: ['internal_error'], 503: ['service_unavailable']
       },
       '/pets/{petId} get': { 200: null, 400: ['invalid_request'], 401: ['unauthorized'], 404: ['not_found'], 410: ['gone'], 414: ['uri_too_long'], 429: LIMITED, 500: ['internal_error'], 503: ['service_unavailable'] },

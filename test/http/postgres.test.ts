@@ -14,6 +14,31 @@ import { KillableProxy } from '../helpers/proxy.js'
 
 if (await requirePostgres('API tests on PostgreSQL')) {
   describe('the API on PostgreSQL', () => {
+    test('when two PATCHes race with the same If-Match, then one applies, the other gets 412, and the ledger records the one', async (t) => {
+      const schema = await tempSchema(t)
+      const store = new PostgresStore(POSTGRES_URL, { schema })
+      t.after(() => store.close())
+      await store.migrate()
+      await store.importData({ pets: [pet(9007199254740993n, { quantity: 10 })], orders: [] })
+      const key = await newKey(store)
+      const app = await buildApp(loadConfig({ AUTH_CACHE_TTL_MS: '0' }), { store, logger: false })
+      t.after(() => app.close())
+      const url = '/v1/inventory/9007199254740993'
+      const entry = await app.inject({ method: 'GET', url, headers: auth(key) })
+      assert.equal(entry.body, '{"petId":9007199254740993,"quantity":10,"status":"available"}')
+      const etag = String(entry.headers.etag)
+      const patch = (quantity: number) => app.inject({
+        method: 'PATCH', url, headers: { ...auth(key), 'content-type': 'application/json', 'if-match': etag }, payload: { quantity, reason: 'return' }
+      })
+      const answers = await Promise.all([patch(11), patch(12)])
+      assert.deepEqual(answers.map((a) => a.statusCode).sort(), [200, 412])
+      const winner = answers.find((a) => a.statusCode === 200)
+      const history = await store.stockHistory(9007199254740993n, 10)
+      assert.deepEqual(history.map((e) => [e.reason, e.previousQuantity, e.quantity]), [['import', null, 10], ['return', 10, winner?.json().quantity]])
+      assert.equal(history[1]?.keyId, (await store.listApiKeys())[0]?.id)
+      assert.equal(history[1]?.requestId, winner?.headers['x-request-id'])
+    })
+
     test('when PostgreSQL goes away and comes back, then requests get 503 with Retry-After meanwhile and 200 after', async (t) => {
       const target = new URL(POSTGRES_URL)
       const proxy = new KillableProxy({ host: target.hostname, port: Number(target.port || 5432) })

@@ -1,13 +1,14 @@
 /**
  * An acknowledged write survives kill -9: the real server (SQLite, WAL, synchronous=FULL) is killed without
- * warning after acknowledging PATCHes, restarted on the same file, and must hold every acknowledged value.
+ * warning after acknowledging PATCHes, restarted on the same file, and must hold every acknowledged value and
+ * its stock-ledger row.
  */
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
-import { cliFor, freePort, startServe, within } from '../cli/run.js'
+import { cliFor, freePort, inspectStore, startServe, within } from '../cli/run.js'
 
 describe('crash safety', () => {
-  test('when the server is killed with SIGKILL after acknowledging PATCHes, then a restart finds every acknowledged value', async (t) => {
+  test('when the server is killed with SIGKILL after acknowledging PATCHes, then a restart finds every acknowledged value and its ledger entry', async (t) => {
     const cli = cliFor(t)
     const pets = Array.from({ length: 20 }, (_, i) => ({ id: i + 1, name: `pet ${i + 1}`, status: 'available', quantity: 0 }))
     assert.equal((await cli.run(['import', cli.file('pets.json', JSON.stringify({ pets }))])).code, 0)
@@ -37,5 +38,12 @@ describe('crash safety', () => {
     })
     const items = await (await fetch(`${second.base}/v1/inventory`, { headers })).json() as Array<{ petId: number, quantity: number }>
     assert.deepEqual(new Map(items.map((item) => [item.petId, item.quantity])), acknowledged)
+    // The ledger is written in the same transaction: every acknowledged change is recorded, in order.
+    const histories = await inspectStore(cli.db, (store) => Promise.all(pets.map((pet) => store.stockHistory(BigInt(pet.id), 100))))
+    histories.forEach((history, i) => {
+      const id = i + 1
+      assert.deepEqual(history.map((entry) => [entry.previousQuantity, entry.quantity]),
+        [[null, 0], [0, 100 + id], [100 + id, 200 + id], [200 + id, 300 + id], [300 + id, 400 + id], [400 + id, 500 + id]], `pet ${id}`)
+    })
   })
 })

@@ -5,8 +5,8 @@
  */
 import assert from 'node:assert/strict'
 import { describe, test, type TestContext } from 'node:test'
-import type { ApiKeyRecord, Order, OrderStatus, Pet, PetImport } from '../../src/domain/model.js'
-import type { NewApiKey, Store } from '../../src/store/types.js'
+import type { ApiKeyRecord, InventoryItem, Order, OrderStatus, Pet, PetImport } from '../../src/domain/model.js'
+import type { NewApiKey, StockChange, Store } from '../../src/store/types.js'
 
 const INT64_MAX = 2n ** 63n - 1n
 const INT64_MIN = -(2n ** 63n)
@@ -46,10 +46,28 @@ function asRecord (key: NewApiKey, revokedAt: Date | null = null): ApiKeyRecord 
   return { id: key.id, name: key.name, plan: key.plan, perMinute: key.perMinute, perDay: key.perDay, createdAt: key.createdAt, revokedAt, ban: null }
 }
 
+const CHANGED_AT = new Date('2026-11-22T12:00:00.250Z')
+
+/** A stock change as a plain PATCH makes it (no If-Match, reason adjustment), with overrides. */
+export function stockChange (petId: bigint, quantity: number, overrides: Partial<StockChange> = {}): StockChange {
+  return { petId, quantity, expectedRevisions: null, reason: 'adjustment', note: null, keyId: 'key_test', requestId: 'req-test', at: CHANGED_AT, ...overrides }
+}
+
+/** An unconditional stock change, answered as the updated item (without its revision) or null when there is no entry. */
+export async function setStock (store: Store, petId: bigint, quantity: number): Promise<InventoryItem | null> {
+  const result = await store.setQuantity(stockChange(petId, quantity))
+  if (result.status === 'stale') throw new Error('an unconditional change cannot be stale')
+  if (result.status === 'not_found') return null
+  const { petId: id, quantity: stored, status } = result.entry
+  return { petId: id, quantity: stored, status }
+}
+
 /** Everything observable in a store, for "nothing changed" checks. */
 async function snapshot (store: Store, petIds: bigint[]): Promise<unknown> {
   return {
     inventory: await store.listInventory(),
+    entries: await Promise.all(petIds.map((id) => store.getStockEntry(id))),
+    history: await Promise.all(petIds.map((id) => store.stockHistory(id, 1000))),
     count: await store.countPets(),
     pets: await Promise.all(petIds.map((id) => store.getPet(id))),
     orders: await store.listOrders({ afterId: null, limit: 1000, status: null })
@@ -103,7 +121,7 @@ export function storeContract (name: string, open: (t: TestContext) => Promise<S
         const unchanged = async (what: string): Promise<void> => {
           assert.equal(await store.inventoryVersion(), seen.at(-1), `${what} must not change the version`)
         }
-        await store.setQuantity(1n, 5)
+        await setStock(store, 1n, 5)
         await changed('setQuantity')
         await store.importData({ pets: [pet(1n, { status: 'sold', quantity: undefined })], orders: [] })
         await changed('a pet status change')
@@ -159,7 +177,7 @@ export function storeContract (name: string, open: (t: TestContext) => Promise<S
       test('setQuantity updates the entry and returns the updated item', async (t) => {
         const store = await open(t)
         await store.importData({ pets: [pet(1n, { quantity: 4 }), pet(2n, { quantity: 9 })], orders: [] })
-        assert.deepEqual(await store.setQuantity(1n, 12), { petId: 1n, quantity: 12, status: 'available' })
+        assert.deepEqual(await setStock(store, 1n, 12), { petId: 1n, quantity: 12, status: 'available' })
         assert.deepEqual(await store.listInventory(), [
           { petId: 1n, quantity: 12, status: 'available' },
           { petId: 2n, quantity: 9, status: 'available' }
@@ -169,9 +187,9 @@ export function storeContract (name: string, open: (t: TestContext) => Promise<S
       test('setQuantity accepts 0 and 1000000000', async (t) => {
         const store = await open(t)
         await store.importData({ pets: [pet(1n, { quantity: 4 })], orders: [] })
-        assert.deepEqual(await store.setQuantity(1n, 0), { petId: 1n, quantity: 0, status: 'available' })
+        assert.deepEqual(await setStock(store, 1n, 0), { petId: 1n, quantity: 0, status: 'available' })
         assert.deepEqual(await store.listInventory(), [{ petId: 1n, quantity: 0, status: 'available' }])
-        assert.deepEqual(await store.setQuantity(1n, 1_000_000_000), { petId: 1n, quantity: 1_000_000_000, status: 'available' })
+        assert.deepEqual(await setStock(store, 1n, 1_000_000_000), { petId: 1n, quantity: 1_000_000_000, status: 'available' })
         assert.deepEqual(await store.listInventory(), [{ petId: 1n, quantity: 1_000_000_000, status: 'available' }])
       })
 
@@ -180,10 +198,10 @@ export function storeContract (name: string, open: (t: TestContext) => Promise<S
         const ids = [INT64_MIN, ABOVE_2_53, INT64_MAX]
         await store.importData({ pets: ids.map((id) => pet(id, { quantity: 1 })), orders: [] })
         for (const [i, id] of ids.entries()) {
-          assert.deepEqual(await store.setQuantity(id, 100 + i), { petId: id, quantity: 100 + i, status: 'available' })
+          assert.deepEqual(await setStock(store, id, 100 + i), { petId: id, quantity: 100 + i, status: 'available' })
         }
         // 2^53 + 1 must not be confused with its double neighbour 2^53.
-        assert.equal(await store.setQuantity(ABOVE_2_53 - 1n, 5), null)
+        assert.equal(await setStock(store, ABOVE_2_53 - 1n, 5), null)
         assert.deepEqual((await store.listInventory()).map((i) => [i.petId, i.quantity]), [
           [INT64_MIN, 100], [ABOVE_2_53, 101], [INT64_MAX, 102]
         ])
@@ -192,8 +210,8 @@ export function storeContract (name: string, open: (t: TestContext) => Promise<S
       test('setQuantity does not change the pet status', async (t) => {
         const store = await open(t)
         await store.importData({ pets: [pet(1n, { status: 'sold', quantity: 0 }), pet(2n, { status: 'pending', quantity: 1 })], orders: [] })
-        assert.deepEqual(await store.setQuantity(1n, 5), { petId: 1n, quantity: 5, status: 'sold' })
-        assert.deepEqual(await store.setQuantity(2n, 0), { petId: 2n, quantity: 0, status: 'pending' })
+        assert.deepEqual(await setStock(store, 1n, 5), { petId: 1n, quantity: 5, status: 'sold' })
+        assert.deepEqual(await setStock(store, 2n, 0), { petId: 2n, quantity: 0, status: 'pending' })
         assert.equal((await store.getPet(1n))?.status, 'sold')
         assert.equal((await store.getPet(2n))?.status, 'pending')
       })
@@ -202,7 +220,7 @@ export function storeContract (name: string, open: (t: TestContext) => Promise<S
         const store = await open(t)
         await store.importData({ pets: [pet(1n, { quantity: 4 }), pet(2n, { quantity: undefined })], orders: [] })
         const before = await snapshot(store, [1n, 2n])
-        assert.equal(await store.setQuantity(2n, 7), null)
+        assert.equal(await setStock(store, 2n, 7), null)
         assert.deepEqual(await snapshot(store, [1n, 2n]), before)
         assert.deepEqual(await store.listInventory(), [{ petId: 1n, quantity: 4, status: 'available' }])
       })
@@ -211,8 +229,8 @@ export function storeContract (name: string, open: (t: TestContext) => Promise<S
         const store = await open(t)
         await store.importData({ pets: [pet(1n, { quantity: 4 })], orders: [] })
         const before = await snapshot(store, [1n, 99n])
-        assert.equal(await store.setQuantity(99n, 7), null)
-        assert.equal(await store.setQuantity(INT64_MAX, 7), null)
+        assert.equal(await setStock(store, 99n, 7), null)
+        assert.equal(await setStock(store, INT64_MAX, 7), null)
         assert.deepEqual(await snapshot(store, [1n, 99n]), before)
         assert.equal(await store.getPet(99n), null)
       })
@@ -221,7 +239,7 @@ export function storeContract (name: string, open: (t: TestContext) => Promise<S
         const store = await open(t)
         await store.importData({ pets: [pet(7n, { quantity: 0, status: 'pending' })], orders: [] })
         const written = Array.from({ length: 50 }, (_, i) => i + 1)
-        const results = await Promise.all(written.map((q) => store.setQuantity(7n, q)))
+        const results = await Promise.all(written.map((q) => setStock(store, 7n, q)))
         // Every call found the entry and reports its own write.
         results.forEach((item, i) => assert.deepEqual(item, { petId: 7n, quantity: written[i], status: 'pending' }))
         const inventory = await store.listInventory()
@@ -239,9 +257,154 @@ export function storeContract (name: string, open: (t: TestContext) => Promise<S
         const store = await open(t)
         const ids = Array.from({ length: 40 }, (_, i) => BigInt(i + 1))
         await store.importData({ pets: ids.map((id) => pet(id, { quantity: 0 })), orders: [] })
-        const results = await Promise.all(ids.map((id) => store.setQuantity(id, Number(id) * 10)))
+        const results = await Promise.all(ids.map((id) => setStock(store, id, Number(id) * 10)))
         assert.deepEqual(results, ids.map((id) => ({ petId: id, quantity: Number(id) * 10, status: 'available' })))
         assert.deepEqual(await store.listInventory(), results)
+      })
+    })
+
+    describe('stock ledger and revisions', () => {
+      test('setQuantity records the change in the ledger with previous and new quantity, reason, note, key, request and time', async (t) => {
+        const store = await open(t)
+        await store.importData({ pets: [pet(ABOVE_2_53, { quantity: 4, status: 'pending' })], orders: [] }, { at: new Date('2026-11-22T11:00:00Z') })
+        const before = await store.getStockEntry(ABOVE_2_53)
+        assert.ok(before !== null)
+        const result = await store.setQuantity(stockChange(ABOVE_2_53, 15, { reason: 'arrival', note: 'Truck 42 — 11 puppies', keyId: 'key_a', requestId: 'req-1' }))
+        assert.deepEqual(result, { status: 'updated', entry: { petId: ABOVE_2_53, quantity: 15, status: 'pending', revision: before.revision + 1n } })
+        const history = await store.stockHistory(ABOVE_2_53, 10)
+        assert.equal(history.length, 2)
+        const [imported, arrival] = history
+        assert.deepEqual({ ...imported, id: 0n }, {
+          id: 0n, petId: ABOVE_2_53, previousQuantity: null, quantity: 4, reason: 'import', note: null, keyId: null, requestId: null, at: new Date('2026-11-22T11:00:00Z')
+        })
+        assert.deepEqual({ ...arrival, id: 0n }, {
+          id: 0n, petId: ABOVE_2_53, previousQuantity: 4, quantity: 15, reason: 'arrival', note: 'Truck 42 — 11 puppies', keyId: 'key_a', requestId: 'req-1', at: CHANGED_AT
+        })
+        assert.ok((arrival?.id ?? 0n) > (imported?.id ?? 0n))
+        assert.equal(typeof arrival?.petId, 'bigint')
+      })
+
+      test('getStockEntry returns the entry with its revision, and null for a pet without stock or an unknown pet', async (t) => {
+        const store = await open(t)
+        await store.importData({ pets: [pet(1n, { quantity: 3, status: 'sold' }), pet(2n, { quantity: undefined })], orders: [] })
+        const entry = await store.getStockEntry(1n)
+        assert.deepEqual({ ...entry, revision: 0n }, { petId: 1n, quantity: 3, status: 'sold', revision: 0n })
+        assert.equal(typeof entry?.revision, 'bigint')
+        assert.equal(await store.getStockEntry(2n), null)
+        assert.equal(await store.getStockEntry(INT64_MAX), null)
+      })
+
+      test('every change grows the revision, and setting the same quantity again is still a recorded change', async (t) => {
+        const store = await open(t)
+        await store.importData({ pets: [pet(1n, { quantity: 3 })], orders: [] })
+        const revisions = [(await store.getStockEntry(1n))?.revision]
+        for (const quantity of [5, 5, 0]) {
+          await store.setQuantity(stockChange(1n, quantity))
+          revisions.push((await store.getStockEntry(1n))?.revision)
+        }
+        assert.equal(new Set(revisions).size, 4)
+        assert.deepEqual((await store.stockHistory(1n, 10)).map((e) => [e.previousQuantity, e.quantity]), [[null, 3], [3, 5], [5, 5], [5, 0]])
+      })
+
+      test('with expectedRevisions holding the current revision, the change applies', async (t) => {
+        const store = await open(t)
+        await store.importData({ pets: [pet(1n, { quantity: 3 })], orders: [] })
+        const current = await store.getStockEntry(1n)
+        assert.ok(current !== null)
+        const result = await store.setQuantity(stockChange(1n, 8, { expectedRevisions: [current.revision - 1n, current.revision] }))
+        assert.equal(result.status, 'updated')
+        assert.equal((await store.getStockEntry(1n))?.quantity, 8)
+      })
+
+      test('with a stale expected revision, nothing changes (stock, revision, ledger) and the current entry is returned', async (t) => {
+        const store = await open(t)
+        await store.importData({ pets: [pet(1n, { quantity: 3, status: 'pending' })], orders: [] })
+        const seen = await store.getStockEntry(1n)
+        assert.ok(seen !== null)
+        await store.setQuantity(stockChange(1n, 4))
+        const before = await snapshot(store, [1n])
+        const result = await store.setQuantity(stockChange(1n, 9, { expectedRevisions: [seen.revision] }))
+        assert.deepEqual(result, { status: 'stale', current: { petId: 1n, quantity: 4, status: 'pending', revision: seen.revision + 1n } })
+        assert.deepEqual(await snapshot(store, [1n]), before)
+        assert.equal((await store.setQuantity(stockChange(1n, 9, { expectedRevisions: [] }))).status, 'stale')
+      })
+
+      test('without a stock entry the answer is not_found, whatever the expected revisions', async (t) => {
+        const store = await open(t)
+        await store.importData({ pets: [pet(2n, { quantity: undefined })], orders: [] })
+        assert.deepEqual(await store.setQuantity(stockChange(2n, 1, { expectedRevisions: [1n] })), { status: 'not_found' })
+        assert.deepEqual(await store.setQuantity(stockChange(99n, 1, { expectedRevisions: [] })), { status: 'not_found' })
+        assert.deepEqual(await store.stockHistory(2n, 10), [])
+      })
+
+      test('a change the database refuses writes no ledger row', async (t) => {
+        const store = await open(t)
+        await store.importData({ pets: [pet(1n, { quantity: 3 })], orders: [] })
+        const before = await snapshot(store, [1n])
+        await assert.rejects(store.setQuantity(stockChange(1n, -5)))
+        assert.deepEqual(await snapshot(store, [1n]), before)
+      })
+
+      test('concurrent changes of one pet form an unbroken chain in the ledger', async (t) => {
+        const store = await open(t)
+        await store.importData({ pets: [pet(7n, { quantity: 0 })], orders: [] })
+        const start = await store.getStockEntry(7n)
+        const written = Array.from({ length: 30 }, (_, i) => i + 1)
+        await Promise.all(written.map((q) => store.setQuantity(stockChange(7n, q, { note: `write ${q}` }))))
+        const history = (await store.stockHistory(7n, 1000)).slice(1)
+        assert.equal(history.length, written.length)
+        // Each change replaced exactly the quantity the previous one left: no change was lost or reordered.
+        history.forEach((entry, i) => assert.equal(entry.previousQuantity, i === 0 ? 0 : history[i - 1]?.quantity))
+        assert.deepEqual(history.map((e) => e.quantity).sort((a, b) => a - b), written)
+        const final = await store.getStockEntry(7n)
+        assert.equal(final?.quantity, history.at(-1)?.quantity)
+        assert.equal(final?.revision, (start?.revision ?? 0n) + BigInt(written.length))
+      })
+
+      test('concurrent compare-and-set changes from one revision: exactly one applies', async (t) => {
+        const store = await open(t)
+        await store.importData({ pets: [pet(7n, { quantity: 0 })], orders: [] })
+        const seen = await store.getStockEntry(7n)
+        assert.ok(seen !== null)
+        const results = await Promise.all([1, 2, 3, 4, 5, 6].map((q) => store.setQuantity(stockChange(7n, q, { expectedRevisions: [seen.revision] }))))
+        assert.equal(results.filter((r) => r.status === 'updated').length, 1)
+        assert.equal(results.filter((r) => r.status === 'stale').length, 5)
+        assert.equal((await store.stockHistory(7n, 100)).length, 2)
+      })
+
+      test('an import records new and changed quantities, and leaves unchanged ones alone (revision and ledger)', async (t) => {
+        const store = await open(t)
+        await store.importData({ pets: [pet(1n, { quantity: 3 }), pet(2n, { quantity: 5 })], orders: [] })
+        const [one, two] = [await store.getStockEntry(1n), await store.getStockEntry(2n)]
+        await store.importData({ pets: [pet(1n, { quantity: 3 }), pet(2n, { quantity: 6 }), pet(3n, { quantity: 0 })], orders: [] })
+        assert.equal((await store.getStockEntry(1n))?.revision, one?.revision, 'an unchanged quantity keeps its revision')
+        assert.equal((await store.getStockEntry(2n))?.revision, (two?.revision ?? 0n) + 1n)
+        assert.deepEqual((await store.stockHistory(1n, 10)).map((e) => [e.reason, e.previousQuantity, e.quantity]), [['import', null, 3]])
+        assert.deepEqual((await store.stockHistory(2n, 10)).map((e) => [e.reason, e.previousQuantity, e.quantity]), [['import', null, 5], ['import', 5, 6]])
+        assert.deepEqual((await store.stockHistory(3n, 10)).map((e) => [e.reason, e.previousQuantity, e.quantity]), [['import', null, 0]])
+      })
+
+      test('a change of the pet status grows the entry revision without a ledger row', async (t) => {
+        const store = await open(t)
+        await store.importData({ pets: [pet(1n, { quantity: 3 })], orders: [] })
+        const before = await store.getStockEntry(1n)
+        await store.importData({ pets: [pet(1n, { quantity: undefined, status: 'available' })], orders: [] })
+        assert.equal((await store.getStockEntry(1n))?.revision, before?.revision, 'the same status is no change')
+        await store.importData({ pets: [pet(1n, { quantity: undefined, status: 'sold' })], orders: [] })
+        assert.deepEqual(await store.getStockEntry(1n), { petId: 1n, quantity: 3, status: 'sold', revision: (before?.revision ?? 0n) + 1n })
+        assert.equal((await store.stockHistory(1n, 10)).length, 1)
+      })
+
+      test('stockHistory returns the newest entries of that pet only, oldest first', async (t) => {
+        const store = await open(t)
+        await store.importData({ pets: [pet(1n, { quantity: 0 }), pet(2n, { quantity: 0 })], orders: [] })
+        for (const quantity of [1, 2, 3, 4]) {
+          await store.setQuantity(stockChange(1n, quantity))
+          await store.setQuantity(stockChange(2n, quantity * 10))
+        }
+        assert.deepEqual((await store.stockHistory(1n, 3)).map((e) => e.quantity), [2, 3, 4])
+        assert.deepEqual((await store.stockHistory(2n, 100)).map((e) => e.quantity), [0, 10, 20, 30, 40])
+        assert.deepEqual(await store.stockHistory(99n, 10), [])
       })
     })
 
@@ -364,7 +527,7 @@ export function storeContract (name: string, open: (t: TestContext) => Promise<S
       test('a re-import of a pet without a quantity keeps its stock entry as it is', async (t) => {
         const store = await open(t)
         await store.importData({ pets: [pet(1n, { quantity: 4 })], orders: [] })
-        await store.setQuantity(1n, 9)
+        await setStock(store, 1n, 9)
         await store.importData({ pets: [pet(1n, { quantity: undefined, status: 'sold' })], orders: [] })
         assert.deepEqual(await store.listInventory(), [{ petId: 1n, quantity: 9, status: 'sold' }])
       })

@@ -1,20 +1,42 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import fastJson from 'fast-json-stringify'
 import { Type } from 'typebox'
-import { updateQuantity } from '../../domain/inventory.js'
+import { entryTag, getStockEntry, revisionOf, updateQuantity } from '../../domain/inventory.js'
+import type { InventoryItem as Item, StockEntry } from '../../domain/model.js'
+import { parseInt64 } from '../../int64.js'
 import type { Store } from '../../store/types.js'
 import { InventoryCache } from '../inventory-cache.js'
+import { ifMatchTags } from '../preconditions.js'
 import { COMMON_ERRORS, ErrorResponse, INVALID_REQUEST, Int64Text, NOT_FOUND, RESPONSE_HEADERS } from '../schemas/common.js'
 import { InventoryItem, InventoryUpdate } from '../schemas/resources.js'
 
 const ETAG_HEADER = { ETag: Type.String({ description: 'Strong validator of the whole inventory; send it back in If-None-Match' }) }
+const ENTRY_ETAG_HEADER = {
+  ETag: Type.String({ description: 'Strong validator of this stock entry (e.g. "r7"); send it in If-Match to update only an unchanged entry, or in If-None-Match to revalidate' })
+}
 
 const InventoryList = Type.Array(InventoryItem, {
   description: 'All stock entries, ordered by petId',
   headers: { ...RESPONSE_HEADERS, ...ETAG_HEADER }
 })
 
-export const inventoryRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async (app, { store }) => {
+const Entry = (description: string) =>
+  Type.Object(InventoryItem.properties, { additionalProperties: false, description, headers: { ...RESPONSE_HEADERS, ...ENTRY_ETAG_HEADER } })
+
+const PetIdParams = Type.Object({ petId: Int64Text('The pet whose stock entry is meant') })
+
+/** The wire form of an entry: the revision travels as the ETag, not in the body. */
+const item = (entry: StockEntry): Item => ({ petId: entry.petId, quantity: entry.quantity, status: entry.status })
+
+/** The revisions an If-Match header allows; null when any entry may be changed (no header, or `*`). */
+function expectedRevisions (header: string | undefined): bigint[] | null {
+  const condition = ifMatchTags(header)
+  if (condition === null || 'any' in condition) return null
+  // Tags this service never issued match no revision: the update is refused with 412 if the entry exists.
+  return condition.tags.map(revisionOf).filter((revision) => revision !== null)
+}
+
+export const inventoryRoutes: FastifyPluginAsyncTypebox<{ store: Store, clock: () => number }> = async (app, { store, clock }) => {
   // The same schema as the 200 response, compiled once: the cached bytes are what Fastify would have sent.
   const cache = new InventoryCache(store, fastJson(InventoryList))
 
@@ -43,24 +65,72 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = asyn
     return reply.header('ETag', etag).type('application/json; charset=utf-8').send(body as never)
   })
 
+  app.get('/inventory/:petId', {
+    config: {
+      currentETag: async (request) => {
+        const petId = parseInt64((request.params as { petId?: string }).petId ?? '')
+        const entry = petId === null ? null : await store.getStockEntry(petId)
+        return entry === null ? null : entryTag(entry)
+      }
+    },
+    schema: {
+      operationId: 'getInventoryItem',
+      summary: 'Get the stock entry of one pet',
+      description: 'Returns one stock entry with its strong ETag, for a later PATCH with If-Match (optimistic concurrency). ' +
+        'A request with a matching If-None-Match gets 304 without a body and, like the listing, costs no quota. ' +
+        'Beta: an addition to the specification\'s two inventory operations (docs/decisions.md).',
+      tags: ['inventory'],
+      'x-stability': 'beta',
+      params: PetIdParams,
+      headers: Type.Object({
+        'if-none-match': Type.Optional(Type.String({ description: 'ETag of a representation the client holds' }))
+      }),
+      response: {
+        200: Entry('The stock entry'),
+        304: Type.Null({ description: 'Not Modified: the entry is unchanged since the ETag sent; no body.', headers: { ...RESPONSE_HEADERS, ...ENTRY_ETAG_HEADER } }),
+        400: INVALID_REQUEST,
+        404: NOT_FOUND,
+        ...COMMON_ERRORS
+      }
+    }
+  }, async (request, reply) => {
+    const entry = await getStockEntry(store, BigInt(request.params.petId))
+    reply.header('ETag', entryTag(entry))
+    return item(entry)
+  })
+
   app.patch('/inventory/:petId', {
     schema: {
       operationId: 'updateInventory',
       summary: 'Set the stock quantity of one pet',
-      description: 'Sets the stock quantity of one pet (arrivals, returns, manual adjustments). ' +
+      description: 'Sets the stock quantity of one pet (arrivals, returns, manual adjustments) and records the change, with ' +
+        'its reason and note, in the stock ledger in the same transaction. With If-Match the change applies only if the entry ' +
+        'is unchanged since that ETag (412 otherwise); without it the change applies unconditionally. ' +
         'Experimental: the request shape may change before it becomes stable. The pet\'s status is not changed.',
       tags: ['inventory'],
       'x-stability': 'experimental',
-      params: Type.Object({ petId: Int64Text('The pet whose stock is updated') }),
+      params: PetIdParams,
+      headers: Type.Object({
+        'if-match': Type.Optional(Type.String({ description: 'ETag(s) of the entry as the client last saw it (strong comparison), or *' }))
+      }),
       body: InventoryUpdate,
       response: {
-        200: Type.Object(InventoryItem.properties, { additionalProperties: false, description: 'The updated stock entry', headers: RESPONSE_HEADERS }),
+        200: Entry('The updated stock entry'),
         400: INVALID_REQUEST,
         404: NOT_FOUND,
+        412: ErrorResponse(['precondition_failed'], 'The entry has changed since the ETag sent in If-Match; nothing was changed. ' +
+          'The ETag header carries the entry\'s current ETag.', ENTRY_ETAG_HEADER),
         413: ErrorResponse(['payload_too_large'], 'The body exceeds 16 KiB.'),
         415: ErrorResponse(['unsupported_media_type'], 'The body is not application/json.'),
         ...COMMON_ERRORS
       }
     }
-  }, async (request) => updateQuantity(store, BigInt(request.params.petId), request.body.quantity))
+  }, async (request, reply) => {
+    const { quantity, reason = 'adjustment', note = null } = request.body
+    const entry = await updateQuantity(store, BigInt(request.params.petId),
+      { quantity, reason, note, expectedRevisions: expectedRevisions(request.headers['if-match']) },
+      { keyId: request.apiKey?.id ?? null, requestId: request.id }, clock)
+    reply.header('ETag', entryTag(entry))
+    return item(entry)
+  })
 }

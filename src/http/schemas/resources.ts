@@ -1,5 +1,5 @@
 import { Type, type Static } from 'typebox'
-import { MAX_ORDER_QUANTITY, MAX_QUANTITY, ORDER_STATUSES, PET_STATUSES } from '../../domain/model.js'
+import { MAX_NOTE_LENGTH, MAX_ORDER_QUANTITY, MAX_QUANTITY, ORDER_STATUSES, PET_STATUSES, STOCK_REASONS } from '../../domain/model.js'
 import { Int64 } from './common.js'
 
 export const PetStatus = Type.Enum(PET_STATUSES, { type: 'string', description: 'Status of the pet' })
@@ -11,9 +11,24 @@ export const InventoryItem = Type.Object({
   status: PetStatus
 }, { additionalProperties: false, description: 'The stock entry of one pet' })
 
+export const StockReason = Type.Enum(STOCK_REASONS, {
+  type: 'string',
+  default: 'adjustment',
+  description: 'Why the stock changes: a new arrival, a return, or a manual adjustment (the default). Recorded in the stock ledger.'
+})
+
 export const InventoryUpdate = Type.Object({
-  quantity: Type.Integer({ minimum: 0, maximum: MAX_QUANTITY, description: 'The new stock count, 0 to 1,000,000,000' })
-}, { additionalProperties: false, description: 'Sets the stock quantity of one pet' })
+  quantity: Type.Integer({ minimum: 0, maximum: MAX_QUANTITY, description: 'The new stock count, 0 to 1,000,000,000' }),
+  reason: Type.Optional(StockReason),
+  note: Type.Optional(Type.String({
+    minLength: 1,
+    maxLength: MAX_NOTE_LENGTH,
+    // No control characters: notes are printed on operators' terminals by `petstore inventory history`.
+    pattern: '^[^\\u0000-\\u001F\\u007F]*$',
+    description: `A short free-text note recorded in the stock ledger (1 to ${MAX_NOTE_LENGTH} characters, no control characters)`,
+    examples: ['Delivery 2026-11-22 from the breeder']
+  }))
+}, { additionalProperties: false, description: 'Sets the stock quantity of one pet; reason and note are recorded in the stock ledger' })
 export type InventoryUpdate = Static<typeof InventoryUpdate>
 
 const IdName = (what: string) => Type.Object({

@@ -1,8 +1,10 @@
 import pg from 'pg'
-import type { ApiKeyRecord, Ban, InventoryItem, Order, OrderStatus, Pet, PetImport, PetStatus, Plan } from '../../domain/model.js'
+import type {
+  ApiKeyRecord, Ban, InventoryItem, LedgerEntry, LedgerReason, Order, OrderStatus, Pet, PetImport, PetStatus, Plan, StockEntry
+} from '../../domain/model.js'
 import { StoreUnavailableError } from '../../errors.js'
 import { petColumns, progressReporter, toPet, type PetRow } from '../rows.js'
-import type { ImportOptions, ImportResult, NewApiKey, OrderPage, PoolStats, Store } from '../types.js'
+import type { ImportOptions, ImportResult, NewApiKey, OrderPage, PoolStats, StockChange, StockChangeResult, Store } from '../types.js'
 import { MIGRATIONS } from './migrations.js'
 
 const INT8_OID = 20
@@ -17,6 +19,13 @@ const types = {
 const MIGRATION_LOCK = 7_265_001_042n
 
 interface InventoryRow { pet_id: bigint, quantity: number, status: PetStatus }
+interface EntryRow extends InventoryRow { revision: bigint }
+interface LedgerRow {
+  id: bigint, pet_id: bigint, previous_quantity: number | null, quantity: number, reason: LedgerReason, note: string | null,
+  key_id: string | null, request_id: string | null, created_at: Date
+}
+/** The outcome row of a stock change: the entry before (old_*) and, when it applied, after. */
+interface ChangeRow { pet_id: bigint, old_quantity: number, old_revision: bigint, status: PetStatus, quantity: number | null, revision: bigint | null }
 interface OrderRow { id: bigint, pet_id: bigint, quantity: number, ship_date: string, status: OrderStatus, complete: boolean }
 interface KeyRow {
   id: string, name: string | null, plan: Plan, per_minute: number | null, per_day: number | null,
@@ -26,6 +35,41 @@ interface KeyRow {
 const KEY_COLUMNS = 'id, name, plan, per_minute, per_day, created_at, revoked_at, banned_at, banned_until, ban_seconds'
 
 const toInventoryItem = (row: InventoryRow): InventoryItem => ({ petId: row.pet_id, quantity: row.quantity, status: row.status })
+
+const toStockEntry = (row: EntryRow): StockEntry =>
+  ({ petId: row.pet_id, quantity: row.quantity, status: row.status, revision: row.revision })
+
+const toLedgerEntry = (row: LedgerRow): LedgerEntry => ({
+  id: row.id,
+  petId: row.pet_id,
+  previousQuantity: row.previous_quantity,
+  quantity: row.quantity,
+  reason: row.reason,
+  note: row.note,
+  keyId: row.key_id,
+  requestId: row.request_id,
+  at: row.created_at
+})
+
+/**
+ * A stock change in one statement (one round trip, autocommit): lock the entry, compare its revision, update
+ * it, and record the ledger row. FOR UPDATE makes a concurrent change wait and then read the committed
+ * quantity, so each ledger row's previous quantity is the one the change replaced.
+ */
+const CHANGE_SQL = `
+  WITH old AS (
+    SELECT pet_id, quantity, revision FROM inventory WHERE pet_id = $1 FOR UPDATE
+  ), updated AS (
+    UPDATE inventory i SET quantity = $2, revision = old.revision + 1 FROM old
+    WHERE i.pet_id = old.pet_id AND ($3::bigint[] IS NULL OR old.revision = ANY ($3::bigint[]))
+    RETURNING i.pet_id, i.quantity, i.revision, old.quantity AS previous
+  ), recorded AS (
+    INSERT INTO stock_ledger (pet_id, previous_quantity, quantity, reason, note, key_id, request_id, created_at)
+    SELECT pet_id, previous, quantity, $4, $5, $6, $7, $8 FROM updated
+  )
+  SELECT old.pet_id, old.quantity AS old_quantity, old.revision AS old_revision, updated.quantity, updated.revision,
+    (SELECT status FROM pets WHERE pets.id = old.pet_id) AS status
+  FROM old LEFT JOIN updated ON true`
 
 const toOrder = (row: OrderRow): Order => ({
   id: row.id, petId: row.pet_id, quantity: row.quantity, shipDate: row.ship_date, status: row.status, complete: row.complete
@@ -166,11 +210,28 @@ export class PostgresStore implements Store {
     return rows[0]?.v ?? 0n
   }
 
-  async setQuantity (petId: bigint, quantity: number): Promise<InventoryItem | null> {
-    const { rows } = await this.#query<InventoryRow>(
-      `UPDATE inventory SET quantity = $1 WHERE pet_id = $2
-       RETURNING pet_id, quantity, (SELECT status FROM pets WHERE pets.id = inventory.pet_id) AS status`, [quantity, petId])
-    return rows[0] === undefined ? null : toInventoryItem(rows[0])
+  async setQuantity (change: StockChange): Promise<StockChangeResult> {
+    const { rows } = await this.#query<ChangeRow>(CHANGE_SQL, [change.petId, change.quantity, change.expectedRevisions,
+      change.reason, change.note, change.keyId, change.requestId, change.at])
+    const row = rows[0]
+    if (row === undefined) return { status: 'not_found' }
+    if (row.quantity === null || row.revision === null) {
+      return { status: 'stale', current: { petId: row.pet_id, quantity: row.old_quantity, status: row.status, revision: row.old_revision } }
+    }
+    return { status: 'updated', entry: { petId: row.pet_id, quantity: row.quantity, status: row.status, revision: row.revision } }
+  }
+
+  async getStockEntry (petId: bigint): Promise<StockEntry | null> {
+    const { rows } = await this.#query<EntryRow>(
+      'SELECT i.pet_id, i.quantity, p.status, i.revision FROM inventory i JOIN pets p ON p.id = i.pet_id WHERE i.pet_id = $1', [petId])
+    return rows[0] === undefined ? null : toStockEntry(rows[0])
+  }
+
+  async stockHistory (petId: bigint, limit: number): Promise<LedgerEntry[]> {
+    const { rows } = await this.#query<LedgerRow>(
+      `SELECT * FROM (SELECT id, pet_id, previous_quantity, quantity, reason, note, key_id, request_id, created_at
+       FROM stock_ledger WHERE pet_id = $1 ORDER BY id DESC LIMIT $2) newest ORDER BY id`, [petId, limit])
+    return rows.map(toLedgerEntry)
   }
 
   async getPet (id: bigint): Promise<Pet | null> {
@@ -195,6 +256,7 @@ export class PostgresStore implements Store {
   async importData ({ pets, orders }: { pets: PetImport[], orders: Order[] }, options: ImportOptions = {}): Promise<ImportResult> {
     const CHUNK = 5000
     const report = progressReporter(pets.length + orders.length, options.onProgress)
+    const at = options.at ?? new Date()
     await this.#transaction(async (client) => {
       // Multi-row upserts from arrays (unnest): one round trip per chunk instead of one per record.
       for (let i = 0; i < pets.length; i += CHUNK) {
@@ -206,11 +268,7 @@ export class PostgresStore implements Store {
            ON CONFLICT (id) DO UPDATE SET name = excluded.name, status = excluded.status, category_id = excluded.category_id,
              category_name = excluded.category_name, photo_urls = excluded.photo_urls, tags = excluded.tags`,
           [0, 1, 2, 3, 4, 5, 6].map((c) => columns.map((row) => row[c] ?? null)))
-        const stocked = chunk.filter((pet) => pet.quantity !== undefined)
-        await client.query(
-          `INSERT INTO inventory (pet_id, quantity) SELECT * FROM unnest($1::bigint[], $2::integer[])
-           ON CONFLICT (pet_id) DO UPDATE SET quantity = excluded.quantity`,
-          [stocked.map((pet) => pet.id), stocked.map((pet) => pet.quantity)])
+        await this.#importStock(client, chunk.filter((pet) => pet.quantity !== undefined), at)
         report(chunk.length)
       }
       for (let i = 0; i < orders.length; i += CHUNK) {
@@ -226,6 +284,28 @@ export class PostgresStore implements Store {
       }
     })
     return { pets: pets.length, orders: orders.length }
+  }
+
+  /**
+   * Writes the stock of imported pets that is new or changed, with a ledger row each. The entries are locked
+   * first so that the previous quantities recorded are the ones replaced, even with PATCHes running.
+   */
+  async #importStock (client: pg.PoolClient, pets: PetImport[], at: Date): Promise<void> {
+    if (pets.length === 0) return
+    const { rows: locked } = await client.query<{ pet_id: bigint, quantity: number }>(
+      'SELECT pet_id, quantity FROM inventory WHERE pet_id = ANY ($1::bigint[]) ORDER BY pet_id FOR UPDATE', [pets.map((pet) => pet.id)])
+    const previous = new Map(locked.map((row) => [row.pet_id, row.quantity]))
+    const changed = pets.filter((pet) => previous.get(pet.id) !== pet.quantity)
+    if (changed.length === 0) return
+    const ids = changed.map((pet) => pet.id)
+    const quantities = changed.map((pet) => pet.quantity)
+    await client.query(
+      `INSERT INTO inventory (pet_id, quantity) SELECT * FROM unnest($1::bigint[], $2::integer[])
+       ON CONFLICT (pet_id) DO UPDATE SET quantity = excluded.quantity, revision = inventory.revision + 1`, [ids, quantities])
+    await client.query(
+      `INSERT INTO stock_ledger (pet_id, previous_quantity, quantity, reason, created_at)
+       SELECT pet_id, previous, quantity, 'import', $4 FROM unnest($1::bigint[], $2::integer[], $3::integer[]) AS t (pet_id, previous, quantity)`,
+      [ids, changed.map((pet) => previous.get(pet.id) ?? null), quantities, at])
   }
 
   async createApiKey (key: NewApiKey): Promise<void> {

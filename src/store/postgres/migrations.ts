@@ -68,5 +68,34 @@ export const MIGRATIONS: ReadonlyArray<{ version: number, name: string, sql: str
       CREATE TRIGGER pet_status_changed AFTER UPDATE OF status ON pets
         FOR EACH STATEMENT EXECUTE FUNCTION bump_inventory_version();
     `
+  },
+  {
+    version: 4,
+    name: 'stock ledger and entry revisions',
+    // See the SQLite migration. Ledger ids come from an identity; per pet they follow commit order, because a
+    // change holds the entry's row lock until it commits.
+    sql: `
+      ALTER TABLE inventory ADD COLUMN revision bigint NOT NULL DEFAULT 1;
+      CREATE TABLE stock_ledger (
+        id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        pet_id bigint NOT NULL,
+        previous_quantity integer,
+        quantity integer NOT NULL,
+        reason text NOT NULL CHECK (reason IN ('arrival', 'return', 'adjustment', 'import')),
+        note text,
+        key_id text,
+        request_id text,
+        created_at timestamptz NOT NULL
+      );
+      CREATE INDEX stock_ledger_pet ON stock_ledger (pet_id, id);
+      CREATE FUNCTION bump_stock_revision() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          UPDATE inventory SET revision = revision + 1 WHERE pet_id = NEW.id;
+          RETURN NULL;
+        END
+      $$;
+      CREATE TRIGGER pet_status_revision AFTER UPDATE OF status ON pets
+        FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status) EXECUTE FUNCTION bump_stock_revision();
+    `
   }
 ]

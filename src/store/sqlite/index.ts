@@ -1,13 +1,20 @@
 import Database from 'better-sqlite3'
 import { mkdirSync } from 'node:fs'
 import { dirname } from 'node:path'
-import type { ApiKeyRecord, Ban, InventoryItem, Order, OrderStatus, Pet, PetImport, PetStatus, Plan } from '../../domain/model.js'
+import type {
+  ApiKeyRecord, Ban, InventoryItem, LedgerEntry, LedgerReason, Order, OrderStatus, Pet, PetImport, PetStatus, Plan, StockEntry
+} from '../../domain/model.js'
 import { StoreUnavailableError } from '../../errors.js'
-import type { ImportOptions, ImportResult, NewApiKey, OrderPage, Store } from '../types.js'
+import type { ImportOptions, ImportResult, NewApiKey, OrderPage, StockChange, StockChangeResult, Store } from '../types.js'
 import { MIGRATIONS } from './migrations.js'
 import { petColumns, progressReporter, toPet, type PetRow } from '../rows.js'
 
 interface InventoryRow { pet_id: bigint, quantity: bigint, status: PetStatus }
+interface EntryRow extends InventoryRow { revision: bigint }
+interface LedgerRow {
+  id: bigint, pet_id: bigint, previous_quantity: bigint | null, quantity: bigint, reason: LedgerReason, note: string | null,
+  key_id: string | null, request_id: string | null, created_at: string
+}
 interface OrderRow {
   id: bigint, pet_id: bigint, quantity: bigint, ship_date: string, status: OrderStatus, complete: bigint
 }
@@ -18,6 +25,25 @@ interface KeyRow {
 
 const toInventoryItem = (row: InventoryRow): InventoryItem =>
   ({ petId: row.pet_id, quantity: Number(row.quantity), status: row.status })
+
+const toStockEntry = (row: EntryRow): StockEntry =>
+  ({ petId: row.pet_id, quantity: Number(row.quantity), status: row.status, revision: row.revision })
+
+const toLedgerEntry = (row: LedgerRow): LedgerEntry => ({
+  id: row.id,
+  petId: row.pet_id,
+  previousQuantity: row.previous_quantity === null ? null : Number(row.previous_quantity),
+  quantity: Number(row.quantity),
+  reason: row.reason,
+  note: row.note,
+  keyId: row.key_id,
+  requestId: row.request_id,
+  at: new Date(row.created_at)
+})
+
+const ENTRY_SQL = 'SELECT i.pet_id, i.quantity, p.status, i.revision FROM inventory i JOIN pets p ON p.id = i.pet_id WHERE i.pet_id = ?'
+const LEDGER_INSERT_SQL = `INSERT INTO stock_ledger (pet_id, previous_quantity, quantity, reason, note, key_id, request_id, created_at)
+  VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
 
 const toOrder = (row: OrderRow): Order => ({
   id: row.id,
@@ -64,9 +90,8 @@ function guard<T> (work: () => T): T {
 }
 
 interface PendingUpdate {
-  petId: bigint
-  quantity: number
-  resolve: (item: InventoryItem | null) => void
+  change: StockChange
+  resolve: (result: StockChangeResult) => void
   reject: (error: unknown) => void
 }
 
@@ -164,11 +189,11 @@ export class SqliteStore implements Store {
   /**
    * Group commit: updates that arrive while the event loop is busy are applied together in one transaction,
    * so they share one fsync (synchronous=FULL); each caller is answered only after that commit. Each update
-   * runs in its own savepoint, so one failing update does not fail the others.
+   * (read, compare, write, ledger row) runs in its own savepoint, so one failing update does not fail the others.
    */
-  setQuantity (petId: bigint, quantity: number): Promise<InventoryItem | null> {
+  setQuantity (change: StockChange): Promise<StockChangeResult> {
     return new Promise((resolve, reject) => {
-      this.#pending.push({ petId, quantity, resolve, reject })
+      this.#pending.push({ change, resolve, reject })
       if (this.#pending.length === 1) setImmediate(() => this.#commitPending())
     })
   }
@@ -176,15 +201,23 @@ export class SqliteStore implements Store {
   #commitPending (): void {
     const batch = this.#pending
     this.#pending = []
-    const update = this.#prepare(
-      `UPDATE inventory SET quantity = ? WHERE pet_id = ?
-       RETURNING pet_id, quantity, (SELECT status FROM pets WHERE pets.id = inventory.pet_id) AS status`)
-    const one = this.#db.transaction((item: PendingUpdate) => update.get(item.quantity, item.petId) as InventoryRow | undefined)
-    let outcomes: Array<{ row: InventoryRow | undefined } | { error: unknown }>
+    const read = this.#prepare(ENTRY_SQL)
+    const update = this.#prepare('UPDATE inventory SET quantity = ?, revision = revision + 1 WHERE pet_id = ?')
+    const record = this.#prepare(LEDGER_INSERT_SQL)
+    const one = this.#db.transaction((change: StockChange): StockChangeResult => {
+      const row = read.get(change.petId) as EntryRow | undefined
+      if (row === undefined) return { status: 'not_found' }
+      const current = toStockEntry(row)
+      if (change.expectedRevisions !== null && !change.expectedRevisions.includes(current.revision)) return { status: 'stale', current }
+      update.run(change.quantity, change.petId)
+      record.run(change.petId, current.quantity, change.quantity, change.reason, change.note, change.keyId, change.requestId, change.at.toISOString())
+      return { status: 'updated', entry: { ...current, quantity: change.quantity, revision: current.revision + 1n } }
+    })
+    let outcomes: Array<{ result: StockChangeResult } | { error: unknown }>
     try {
       outcomes = this.#db.transaction(() => batch.map((item) => {
         try {
-          return { row: one(item) }
+          return { result: one(item.change) }
         } catch (error) {
           return { error }
         }
@@ -196,7 +229,24 @@ export class SqliteStore implements Store {
     outcomes.forEach((outcome, i) => {
       const item = batch[i] as PendingUpdate
       if ('error' in outcome) item.reject(translate(outcome.error))
-      else item.resolve(outcome.row === undefined ? null : toInventoryItem(outcome.row))
+      else item.resolve(outcome.result)
+    })
+  }
+
+  async getStockEntry (petId: bigint): Promise<StockEntry | null> {
+    return guard(() => {
+      const row = this.#prepare(ENTRY_SQL).get(petId) as EntryRow | undefined
+      return row === undefined ? null : toStockEntry(row)
+    })
+  }
+
+  async stockHistory (petId: bigint, limit: number): Promise<LedgerEntry[]> {
+    return guard(() => {
+      const rows = this.#prepare(
+        `SELECT * FROM (SELECT id, pet_id, previous_quantity, quantity, reason, note, key_id, request_id, created_at
+         FROM stock_ledger WHERE pet_id = ? ORDER BY id DESC LIMIT ?) ORDER BY id`
+      ).all(petId, limit) as LedgerRow[]
+      return rows.map(toLedgerEntry)
     })
   }
 
@@ -236,9 +286,15 @@ export class SqliteStore implements Store {
          ON CONFLICT (id) DO UPDATE SET name = excluded.name, status = excluded.status, category_id = excluded.category_id,
            category_name = excluded.category_name, photo_urls = excluded.photo_urls, tags = excluded.tags`
       )
+      // Only stock that changes is written: a re-import of an unchanged catalogue keeps revisions (ETags) and
+      // adds nothing to the ledger.
+      const readStock = db.prepare('SELECT quantity FROM inventory WHERE pet_id = ?').pluck()
       const upsertStock = db.prepare(
-        'INSERT INTO inventory (pet_id, quantity) VALUES (?, ?) ON CONFLICT (pet_id) DO UPDATE SET quantity = excluded.quantity'
+        `INSERT INTO inventory (pet_id, quantity) VALUES (?, ?)
+         ON CONFLICT (pet_id) DO UPDATE SET quantity = excluded.quantity, revision = revision + 1`
       )
+      const record = db.prepare(LEDGER_INSERT_SQL)
+      const at = (options.at ?? new Date()).toISOString()
       const upsertOrder = db.prepare(
         `INSERT INTO orders (id, pet_id, quantity, ship_date, status, complete) VALUES (?, ?, ?, ?, ?, ?)
          ON CONFLICT (id) DO UPDATE SET pet_id = excluded.pet_id, quantity = excluded.quantity,
@@ -249,7 +305,13 @@ export class SqliteStore implements Store {
       db.transaction(() => {
         for (const pet of pets) {
           upsertPet.run(pet.id, ...petColumns(pet))
-          if (pet.quantity !== undefined) upsertStock.run(pet.id, pet.quantity)
+          if (pet.quantity !== undefined) {
+            const previous = readStock.get(pet.id) as bigint | undefined
+            if (previous === undefined || Number(previous) !== pet.quantity) {
+              upsertStock.run(pet.id, pet.quantity)
+              record.run(pet.id, previous ?? null, pet.quantity, 'import', null, null, null, at)
+            }
+          }
           report(1)
         }
         for (const order of orders) {

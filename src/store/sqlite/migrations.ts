@@ -63,5 +63,28 @@ export const MIGRATIONS: ReadonlyArray<{ version: number, name: string, sql: str
       CREATE TRIGGER inventory_deleted AFTER DELETE ON inventory BEGIN UPDATE inventory_version SET v = v + 1 WHERE id = 1; END;
       CREATE TRIGGER pet_status_updated AFTER UPDATE OF status ON pets BEGIN UPDATE inventory_version SET v = v + 1 WHERE id = 1; END;
     `
+  },
+  {
+    version: 4,
+    name: 'stock ledger and entry revisions',
+    // The revision is the entry's strong ETag: it grows with every change to what the entry shows, a pet's
+    // status included. The ledger records every quantity change in the transaction that makes it.
+    sql: `
+      ALTER TABLE inventory ADD COLUMN revision INTEGER NOT NULL DEFAULT 1;
+      CREATE TABLE stock_ledger (
+        id INTEGER PRIMARY KEY,
+        pet_id INTEGER NOT NULL,
+        previous_quantity INTEGER,
+        quantity INTEGER NOT NULL,
+        reason TEXT NOT NULL CHECK (reason IN ('arrival', 'return', 'adjustment', 'import')),
+        note TEXT,
+        key_id TEXT,
+        request_id TEXT,
+        created_at TEXT NOT NULL
+      );
+      CREATE INDEX stock_ledger_pet ON stock_ledger (pet_id, id);
+      CREATE TRIGGER pet_status_revision AFTER UPDATE OF status ON pets WHEN OLD.status IS NOT NEW.status
+        BEGIN UPDATE inventory SET revision = revision + 1 WHERE pet_id = NEW.id; END;
+    `
   }
 ]
