@@ -21,6 +21,9 @@ import { orderRoutes } from './http/routes/orders.js'
 import { petRoutes } from './http/routes/pets.js'
 import { RESPONSE_HEADERS } from './http/schemas/common.js'
 import { validatorCompiler } from './http/validation.js'
+import { Metrics } from './metrics/index.js'
+import { instrumentRoutes, registerMetricsRoute } from './metrics/http.js'
+import { instrumentStore } from './metrics/store.js'
 import { MemoryLimiter } from './ratelimit/memory.js'
 import type { RateLimiter } from './ratelimit/types.js'
 import type { Store } from './store/types.js'
@@ -34,6 +37,8 @@ export interface AppDeps {
   clock?: () => number
   /** A pino logger options object, `false` for none, or an existing logger instance. */
   logger?: FastifyServerOptions['logger'] | FastifyBaseLogger
+  /** This app's metrics registry (src/metrics); a fresh one, without process metrics, when omitted. */
+  metrics?: Metrics
 }
 
 // A client's X-Request-Id is kept when it is a sane token; anything else is replaced.
@@ -82,6 +87,9 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
 
   app.setValidatorCompiler(validatorCompiler)
   registerErrorHandling(app)
+  // Metrics: before any route, so that every route gets its request series (src/metrics/http.ts).
+  const metrics = deps.metrics ?? new Metrics()
+  instrumentRoutes(app, metrics)
   // Only JSON bodies are accepted; without this, text/plain would reach validation as a string.
   app.removeContentTypeParser(['text/plain'])
   app.decorateRequest('apiKey', null)
@@ -146,17 +154,22 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
 
   const registerMethodNotAllowed = trackRoutesForMethodNotAllowed(app, { claimOptions: config.corsOrigins.length === 0 })
 
-  const store = deps.store
+  // Every store call the app makes is timed (petstore_store_*); the caller keeps and closes the real store.
+  const store = instrumentStore(deps.store, metrics)
+  metrics.watchStore(deps.store)
   const authenticator = new Authenticator(store, config.authCacheTtlMs)
   const limiter = deps.limiter ?? new MemoryLimiter({ clock, maxSubjects: config.rateLimits.maxSubjects })
-  registerRateLimit(app, { limiter, authenticator, store, config: config.rateLimits, clock })
+  metrics.watchLimiter(limiter)
+  registerRateLimit(app, { limiter, authenticator, store, config: config.rateLimits, clock, metrics })
   // After authentication and counting, so that the 414 carries the rate-limit headers like every /v1 answer.
   app.addHook('onRequest', async (request) => {
     if (request.url.length > MAX_URL_LENGTH) throw new AppError('uri_too_long', `The request URL exceeds ${MAX_URL_LENGTH} characters.`)
   })
   await app.register(healthRoutes, { store })
+  // Outside /v1: no key, never rate-limited. With METRICS_PORT it is served there instead (server.ts).
+  if (config.metrics.port === null) registerMetricsRoute(app, metrics, config.metrics.token)
   await app.register(async (v1) => {
-    await v1.register(inventoryRoutes, { store })
+    await v1.register(inventoryRoutes, { store, clock })
     await v1.register(orderRoutes, { store })
     await v1.register(petRoutes, {
       store,

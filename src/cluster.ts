@@ -8,6 +8,7 @@ import cluster, { type Worker } from 'node:cluster'
 import { pino } from 'pino'
 import type { Config } from './config.js'
 import { seedDemoIfEmpty } from './domain/demo.js'
+import { servePrimaryMetrics } from './metrics/cluster.js'
 import { SHUTDOWN_MESSAGE } from './server.js'
 import { openStore } from './store/open.js'
 
@@ -28,6 +29,9 @@ export async function runPrimary (config: Config, workers: number, options: { se
     await store.close()
   }
 
+  // The workers' metrics, added up: on METRICS_PORT (served here) or relayed to the worker scraped on PORT.
+  const closeMetrics = await servePrimaryMetrics(config, log)
+
   let stopping = false
   const started = new Map<Worker, number>()
   const fork = (): void => { started.set(cluster.fork(), Date.now()) }
@@ -41,7 +45,7 @@ export async function runPrimary (config: Config, workers: number, options: { se
   for (let i = 0; i < workers; i++) fork()
   log.info({ workers, port: config.port }, 'primary started workers')
 
-  return await new Promise<number>((resolve) => {
+  const code = await new Promise<number>((resolve) => {
     const stop = (signal: NodeJS.Signals): void => {
       if (stopping) {
         log.warn({ signal }, 'second signal: killing workers')
@@ -58,6 +62,8 @@ export async function runPrimary (config: Config, workers: number, options: { se
     process.on('SIGTERM', stop)
     process.on('SIGINT', stop)
   })
+  await closeMetrics()
+  return code
 }
 
 export const isWorker = (): boolean => cluster.isWorker

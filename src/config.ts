@@ -42,6 +42,8 @@ export interface Config {
   /** Whether X-Forwarded-For is believed: false, true, a hop count, or trusted proxy addresses/CIDRs. */
   readonly trustProxy: boolean | number | string[]
   readonly rateLimits: RateLimitConfig
+  /** GET /metrics: its own port (null: the main port) and the bearer token guarding it (null: open). */
+  readonly metrics: { readonly port: number | null, readonly token: string | null }
 }
 
 export interface BanPolicy {
@@ -79,6 +81,8 @@ export const DEFAULTS = {
   DATABASE_STATEMENT_TIMEOUT_MS: '5000',
   DATABASE_CONNECT_TIMEOUT_MS: '2000',
   LOG_LEVEL: 'info',
+  METRICS_PORT: '',
+  METRICS_TOKEN: '',
   PETSTORE_ENV: 'production',
   PRODUCTION_URL: 'https://api.petstore.example',
   STAGING_URL: 'https://api.staging.petstore.example',
@@ -186,6 +190,20 @@ function corsOrigins (env: Env): string[] {
   })
 }
 
+function metrics (env: Env, port: number): Config['metrics'] {
+  const metricsPort = read(env, 'METRICS_PORT') === '' ? null : integer(env, 'METRICS_PORT', 0, 65535)
+  // Port 0 (any free port, for tests) never collides; any other equal pair would.
+  if (metricsPort !== null && metricsPort !== 0 && metricsPort === port) {
+    throw new ConfigError(`METRICS_PORT must differ from PORT (${port}); leave it empty to serve /metrics on PORT`)
+  }
+  const token = read(env, 'METRICS_TOKEN')
+  // The characters of an RFC 6750 bearer token; never echoed in the error.
+  if (token !== '' && !/^[A-Za-z0-9._~+/=-]{16,256}$/.test(token)) {
+    throw new ConfigError(`METRICS_TOKEN must be 16-256 of A-Z a-z 0-9 . _ ~ + / = - (got ${token.length} characters)`)
+  }
+  return Object.freeze({ port: metricsPort, token: token === '' ? null : token })
+}
+
 function redisUrl (env: Env): string | null {
   const text = read(env, 'REDIS_URL')
   if (text === '') return null
@@ -227,8 +245,9 @@ export function loadConfig (env: Env, cwd: string = process.cwd()): Config {
     throw new ConfigError('PETS_SUNSET must not be earlier than PETS_DEPRECATED_AT (RFC 8594)')
   }
   const host = read(env, 'HOST')
+  const port = integer(env, 'PORT', 0, 65535)
   return Object.freeze({
-    port: integer(env, 'PORT', 0, 65535),
+    port,
     host,
     databaseUrl: isPostgresUrl(databaseUrl) || databaseUrl === ':memory:' || isAbsolute(databaseUrl)
       ? databaseUrl
@@ -263,6 +282,7 @@ export function loadConfig (env: Env, cwd: string = process.cwd()): Config {
       anonymous: limits(env, 'RATE_LIMIT_ANONYMOUS'),
       bans: banPolicy(env),
       maxSubjects: integer(env, 'RATE_LIMIT_MAX_SUBJECTS', 1000, 100_000_000)
-    })
+    }),
+    metrics: metrics(env, port)
   })
 }

@@ -3,15 +3,20 @@
  * SIGTERM/SIGINT (stop accepting, finish in-flight requests, close the store). A second signal exits at once.
  */
 import type { FastifyInstance } from 'fastify'
+import cluster from 'node:cluster'
 import { pino, type Logger } from 'pino'
 import { buildApp } from './app.js'
 import type { Config } from './config.js'
 import { seedDemoIfEmpty } from './domain/demo.js'
+import { processMetrics } from './metrics/cluster.js'
+import { startMetricsServer, type MetricsServer } from './metrics/http.js'
 import { MemoryLimiter } from './ratelimit/memory.js'
 import { createRedisClient, RedisLimiter } from './ratelimit/redis.js'
 import { ResilientLimiter } from './ratelimit/resilient.js'
 import type { RateLimiter } from './ratelimit/types.js'
 import { openStore } from './store/open.js'
+
+const isWorker = (): boolean => cluster.isWorker
 
 export interface ServeOptions {
   /** Import the shipped demo data set when the store has no pets yet. */
@@ -41,10 +46,21 @@ export async function startServer (config: Config, options: ServeOptions): Promi
   const log = pino({ level: config.logLevel })
   const store = openStore(config)
   const { limiter, close: closeLimiter } = openLimiter(config, log)
+  // Early: a cluster worker must answer the primary's metric collection as soon as possible.
+  const metrics = processMetrics()
+  let metricsServer: MetricsServer | null = null
   try {
     await store.migrate()
-    const app = await buildApp(config, { store, limiter, logger: log })
+    const app = await buildApp(config, { store, limiter, logger: log, metrics })
+    // METRICS_PORT: a server of its own, opened before the main port so that a port clash fails the start.
+    // In a cluster the primary serves it (src/metrics/cluster.ts).
+    if (config.metrics.port !== null && !isWorker()) {
+      metricsServer = await startMetricsServer(metrics, { host: config.host, port: config.metrics.port, token: config.metrics.token, log })
+      log.info({ address: metricsServer.address.address, port: metricsServer.address.port }, 'metrics listening')
+    }
+    const openedMetrics = metricsServer
     app.addHook('onClose', async () => {
+      await openedMetrics?.close()
       await closeLimiter()
       await store.close()
     })
@@ -53,6 +69,7 @@ export async function startServer (config: Config, options: ServeOptions): Promi
     await app.listen({ port: config.port, host: config.host })
     return app
   } catch (error) {
+    await metricsServer?.close()
     await closeLimiter()
     await store.close()
     throw error

@@ -38,3 +38,37 @@ describe('loadConfig', () => {
     })
   }
 })
+
+describe('loadConfig: metrics', () => {
+  test('when METRICS_PORT and METRICS_TOKEN are unset, then /metrics is on the main port and open', () => {
+    assert.deepEqual(loadConfig({}).metrics, { port: null, token: null })
+  })
+
+  test('when METRICS_PORT and METRICS_TOKEN are set, then they are kept', () => {
+    const token = 'scrape-token-0123456789'
+    assert.deepEqual(loadConfig({ METRICS_PORT: '9464', METRICS_TOKEN: token }).metrics, { port: 9464, token })
+  })
+
+  test('when PORT and METRICS_PORT are both 0, then both are accepted (two ephemeral ports)', () => {
+    assert.equal(loadConfig({ PORT: '0', METRICS_PORT: '0' }).metrics.port, 0)
+  })
+
+  const invalid: Array<[Record<string, string>, RegExp]> = [
+    [{ METRICS_PORT: 'abc' }, /METRICS_PORT/],
+    [{ METRICS_PORT: '70000' }, /METRICS_PORT/],
+    [{ METRICS_PORT: '8080' }, /METRICS_PORT must differ from PORT/],
+    [{ PORT: '9000', METRICS_PORT: '9000' }, /METRICS_PORT must differ from PORT/],
+    [{ METRICS_TOKEN: 'short' }, /METRICS_TOKEN/],
+    [{ METRICS_TOKEN: 'has spaces in it, 16+ chars' }, /METRICS_TOKEN/]
+  ]
+  for (const [env, message] of invalid) {
+    test(`when ${JSON.stringify(env)}, then it throws a ConfigError naming the variable`, () => {
+      assert.throws(() => loadConfig(env), (error: unknown) => error instanceof ConfigError && message.test(error.message))
+    })
+  }
+
+  test('when METRICS_TOKEN is invalid, then the error does not show it', () => {
+    assert.throws(() => loadConfig({ METRICS_TOKEN: 'secret!' }),
+      (error: unknown) => error instanceof ConfigError && !error.message.includes('secret'))
+  })
+})

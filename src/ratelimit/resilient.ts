@@ -41,6 +41,7 @@ export class ResilientLimiter implements RateLimiter {
   readonly #retryAfterMs: number
   #state: State
   #retryAt = 0
+  #fallbacks = 0
   readonly #onReady = (): void => this.#up()
   readonly #onError = (err: unknown): void => this.#down({ err })
 
@@ -53,6 +54,11 @@ export class ResilientLimiter implements RateLimiter {
     // Connection events make outages and recoveries visible without waiting for a request to notice.
     this.#redis.client.on('ready', this.#onReady)
     this.#redis.client.on('error', this.#onError)
+  }
+
+  /** Times it switched from Redis to memory since it was created (for metrics). */
+  get fallbacks (): number {
+    return this.#fallbacks
   }
 
   /** Which backend answers now. */
@@ -122,6 +128,7 @@ export class ResilientLimiter implements RateLimiter {
   #down (details: object): void {
     if (this.#state === 'down') return
     this.#state = 'down'
+    this.#fallbacks++
     this.#logger.warn(
       { ...details, backend: 'memory-fallback' },
       'rate limiter: Redis unavailable, answering from the in-process limiter (limits now count per instance)'

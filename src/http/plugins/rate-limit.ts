@@ -13,6 +13,7 @@ import { limitsOf, type ApiKeyRecord } from '../../domain/model.js'
 import type { Authenticator } from '../../domain/keys.js'
 import { AppError } from '../../errors.js'
 import type { Decision, RateLimiter, WindowLimits, WindowState } from '../../ratelimit/types.js'
+import type { Metrics } from '../../metrics/index.js'
 import type { Store } from '../../store/types.js'
 import { noneMatch } from '../inventory-cache.js'
 import { authenticate } from './auth.js'
@@ -20,10 +21,11 @@ import { authenticate } from './auth.js'
 declare module 'fastify' {
   interface FastifyContextConfig {
     /**
-     * For a conditional GET: the resource's current ETag. When If-None-Match matches it, the hook answers 304
-     * and counts nothing (as GitHub does for conditional requests).
+     * For a conditional GET: the resource's current ETag (null when there is none, e.g. an unknown or malformed
+     * id: the handler answers). When If-None-Match matches it, the hook answers 304 and counts nothing (as
+     * GitHub does for conditional requests).
      */
-    currentETag?: () => Promise<string>
+    currentETag?: (request: FastifyRequest) => Promise<string | null>
   }
 }
 
@@ -33,7 +35,11 @@ export interface RateLimitDeps {
   store: Store
   config: RateLimitConfig
   clock: () => number
+  /** Counts decisions and bans (petstore_ratelimit_*); never with key ids or IPs. */
+  metrics?: Pick<Metrics, 'recordDecision' | 'recordBan'>
 }
+
+const NO_METRICS: Pick<Metrics, 'recordDecision' | 'recordBan'> = { recordDecision: () => {}, recordBan: () => {} }
 
 /** The window the X-RateLimit-* headers describe: the lowest remaining; on a tie the one that resets later. */
 export function bindingWindow (windows: readonly WindowState[]): WindowState {
@@ -87,14 +93,15 @@ function isLimited (url: string): boolean {
 export function registerRateLimit (app: FastifyInstance, deps: RateLimitDeps): void {
   const { limiter, authenticator, store, config, clock } = deps
   const bans = config.bans
+  const metrics = deps.metrics ?? NO_METRICS
 
   /** Answers 304 to a matching conditional GET; true when it did. */
   async function notModified (request: FastifyRequest, reply: FastifyReply, subject: string, limits: WindowLimits): Promise<boolean> {
     const currentETag = request.routeOptions.config.currentETag
     const header = request.headers['if-none-match']
     if (currentETag === undefined || header === undefined || (request.method !== 'GET' && request.method !== 'HEAD')) return false
-    const etag = await currentETag()
-    if (!noneMatch(header, etag)) return false
+    const etag = await currentETag(request)
+    if (etag === null || !noneMatch(header, etag)) return false
     const decision = await limiter.peek(subject, limits)
     setRateLimitHeaders(reply, decision, bindingWindow(decision.windows))
     await reply.code(304).header('ETag', etag).send()
@@ -105,11 +112,18 @@ export function registerRateLimit (app: FastifyInstance, deps: RateLimitDeps): v
   async function limitKey (request: FastifyRequest, reply: FastifyReply, key: ApiKeyRecord, token: string): Promise<boolean> {
     const limits = limitsOf(key, config.plans) ?? config.anonymous
     const subject = `key:${key.id}`
-    if (isBanned(key.ban, clock())) throw banned(reply, await limiter.peek(subject, limits), key.ban.until)
-    if (await notModified(request, reply, subject, limits)) return false
+    if (isBanned(key.ban, clock())) {
+      metrics.recordDecision('key', 'banned')
+      throw banned(reply, await limiter.peek(subject, limits), key.ban.until)
+    }
+    if (await notModified(request, reply, subject, limits)) {
+      metrics.recordDecision('key', 'not_modified')
+      return false
+    }
 
     const decision = await limiter.consume(subject, limits, bans === null ? {} : { strikeWindowSeconds: bans.strikeWindowSeconds })
     if (decision.allowed) {
+      metrics.recordDecision('key', 'allowed')
       setRateLimitHeaders(reply, decision, bindingWindow(decision.windows))
       return true
     }
@@ -124,9 +138,12 @@ export function registerRateLimit (app: FastifyInstance, deps: RateLimitDeps): v
       if (recorded) {
         authenticator.forget(token)
         request.log.warn({ keyId: key.id, bannedUntil: ban.until.toISOString(), banSeconds: ban.seconds, strikes: decision.strikes }, 'API key banned for ignoring 429')
+        metrics.recordBan()
+        metrics.recordDecision('key', 'banned')
         throw banned(reply, decision, ban.until)
       }
     }
+    metrics.recordDecision('key', 'limited')
     throw rateLimited(reply, decision)
   }
 
@@ -148,6 +165,7 @@ export function registerRateLimit (app: FastifyInstance, deps: RateLimitDeps): v
       }
       // No valid key: never charged to a key, limited per client IP instead.
       const decision = await limiter.consume(`ip:${request.ip}`, config.anonymous)
+      metrics.recordDecision('ip', decision.allowed ? 'allowed' : 'limited')
       if (!decision.allowed) throw rateLimited(reply, decision)
       setRateLimitHeaders(reply, decision, bindingWindow(decision.windows))
       throw error
