@@ -12,6 +12,7 @@ import type { Config } from './config.js'
 import { AppError } from './errors.js'
 import { Authenticator } from './domain/keys.js'
 import { clientErrorHandler, handleError, registerErrorHandling } from './http/plugins/errors.js'
+import { registerDocs } from './http/plugins/docs.js'
 import { trackRoutesForMethodNotAllowed } from './http/plugins/method-not-allowed.js'
 import { registerRateLimit } from './http/plugins/rate-limit.js'
 import { BODY_LIMIT_BYTES, MAX_URL_LENGTH } from './http/limits.js'
@@ -139,13 +140,17 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
     // The servers carry the /v1 prefix, so the paths are relative to it.
     transform: ({ schema, url }) => ({ schema, url: url.replace(/^\/v1(?=\/)/, '') })
   })
+  // The API reference page (/docs): outside /v1, so no key and no rate limit; hidden from the document. Before
+  // the 405 tracking: the tracker does not see Fastify's '/docs/' twin of the prefixed '/' route and would
+  // collide with it, so other methods on /docs get the plain 404.
+  await registerDocs(app)
 
   if (config.corsOrigins.length > 0) {
     // Before authentication: preflights carry no key and are answered here, uncounted.
     await app.register(cors, {
       origin: [...config.corsOrigins],
       methods: ['GET', 'HEAD', 'PATCH'],
-      allowedHeaders: ['Authorization', 'Content-Type', 'If-None-Match', 'X-Request-Id'],
+      allowedHeaders: ['Authorization', 'Content-Type', 'If-Match', 'If-None-Match', 'X-Request-Id'],
       // The headers on every /v1 answer, plus those of some answers.
       exposedHeaders: [...Object.keys(RESPONSE_HEADERS), 'ETag', 'Link', 'Retry-After', 'Deprecation', 'Sunset'],
       maxAge: 600
