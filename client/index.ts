@@ -1,0 +1,471 @@
+/**
+ * A small typed client for the Petstore Inventory Service, importable as `petstore-inventory/client`.
+ *
+ * Types come from the service's OpenAPI document (client/schema.ts, generated); int64 values are bigint,
+ * parsed losslessly from the JSON (client/int64.ts, generated, says where they are). Retries follow the API's
+ * client rules: on 429 `rate_limited` wait exactly `Retry-After`; on 502/503/504 and network errors back off
+ * exponentially with full jitter; give up after `maxAttempts` tries; never retry `key_banned` or another 4xx.
+ */
+import { isLosslessNumber, parse, stringify } from 'lossless-json'
+import { INT64_PATHS } from './int64.js'
+import type { paths } from './schema.js'
+
+type JsonOf<R> = R extends { content: { 'application/json': infer B } } ? B : never
+type ResponsesOf<O> = O extends { responses: infer R } ? R : never
+type Operation<P extends keyof paths, M extends keyof paths[P]> = paths[P][M]
+
+/** One stock entry; `petId` is an exact int64. */
+export type InventoryItem = JsonOf<ResponsesOf<Operation<'/inventory', 'get'>>[200]>[number]
+/** The body of updateInventory: the new absolute quantity and, optionally, why. */
+export type InventoryUpdate = JsonOf<NonNullable<Operation<'/inventory/{petId}', 'patch'>['requestBody']>>
+/** A pet (deprecated operation); ids are exact int64. */
+export type Pet = JsonOf<ResponsesOf<Operation<'/pets/{petId}', 'get'>>[200]>
+/** A store order; `id` and `petId` are exact int64. */
+export type Order = JsonOf<ResponsesOf<Operation<'/store/orders', 'get'>>[200]>[number]
+/** Query of listOrders: page size, cursor from the previous page, status filter. */
+export type OrderQuery = NonNullable<Operation<'/store/orders', 'get'>['parameters']['query']>
+
+type AnyResponse = {
+  [P in keyof paths]: { [M in keyof paths[P]]: ResponsesOf<paths[P][M]>[keyof ResponsesOf<paths[P][M]>] }[keyof paths[P]]
+}[keyof paths]
+type CodeOf<R> = R extends { content: { 'application/json': { code: infer C } } } ? C : never
+
+/** Every error code the API document lists for some operation (`not_found`, `rate_limited`, ...). */
+export type ApiErrorCode = CodeOf<AnyResponse>
+/** Failures without an API error body: no answer, no answer in time, or an answer that is not the API's. */
+export type ClientErrorCode = 'network_error' | 'timeout' | 'unexpected_response'
+
+/** An id as the client accepts it: a bigint, a safe integer, or the canonical decimal text of an int64. */
+export type Int64Input = bigint | number | string
+
+/** The rate-limit window that binds the key right now (`X-RateLimit-*`); `reset` is Unix time in seconds. */
+export interface RateLimit {
+  limit: number
+  remaining: number
+  reset: number
+}
+
+/** What every successful call returns besides its body. */
+export interface ResponseMeta {
+  /** The HTTP status (200, or 304 for a conditional GET that matched). */
+  status: number
+  /** The `ETag` header: send it back in `ifNoneMatch` (GET) or `ifMatch` (update). */
+  etag: string | null
+  /** `X-Request-Id`: quote it when reporting a problem. */
+  requestId: string | null
+  rateLimit: RateLimit | null
+  headers: Headers
+}
+
+/** The result of a conditional GET: the body, or `notModified` when the sent ETag still matches. */
+export type Conditional<T> = ResponseMeta & ({ notModified: false, data: T } | { notModified: true, data: null })
+
+/** The deprecation headers of getPet (RFC 9745 `Deprecation`, RFC 8594 `Sunset`, their `Link`). */
+export interface DeprecationInfo {
+  deprecatedAt: Date | null
+  sunset: Date | null
+  link: string | null
+}
+
+/** One page of orders and where the next one is (null on the last page). */
+export interface OrderPage extends ResponseMeta {
+  data: Order[]
+  /** The absolute URL of the `rel="next"` link. */
+  nextUrl: string | null
+  /** The cursor of that link, for `listOrders({ cursor })`. */
+  nextCursor: string | null
+}
+
+export interface ClientOptions {
+  /** The service's address, e.g. `https://api.petstore.example`; `/v1` is appended when it is not there. */
+  baseUrl: string
+  /** The API key (`psk_live_...`); sent as a bearer token and never put in an error or message. */
+  apiKey: string
+  /** A fetch implementation; the global fetch by default. */
+  fetch?: typeof fetch
+  /** Tries per call in total, retries included (4). */
+  maxAttempts?: number
+  /** The backoff base: the n-th retry waits up to baseDelayMs * 2^(n-1) (500). */
+  baseDelayMs?: number
+  /** The longest wait; a server asking for a longer one makes the call give up instead (60,000). */
+  maxDelayMs?: number
+  /** Per-try timeout (AbortSignal.timeout); none by default. A timed-out try is retried like a network error. */
+  timeoutMs?: number
+  /** How to wait between tries (setTimeout by default); injected by tests. */
+  sleep?: (ms: number) => Promise<void>
+  /** A number in [0, 1) for the jitter (Math.random by default). */
+  random?: () => number
+  /** Milliseconds since the epoch (Date.now by default); decides when a remembered ban is over. */
+  now?: () => number
+  /** The User-Agent header. */
+  userAgent?: string
+}
+
+/** The client: one method per operation, plus an iterator over every order. */
+export interface PetstoreClient {
+  /** All stock entries, ordered by petId; with `ifNoneMatch`, `notModified` when unchanged. */
+  listInventory (options?: { ifNoneMatch?: string }): Promise<Conditional<InventoryItem[]>>
+  /** One stock entry with its ETag; with `ifNoneMatch`, `notModified` when unchanged. 404 `not_found` if none. */
+  getInventoryItem (petId: Int64Input, options?: { ifNoneMatch?: string }): Promise<Conditional<InventoryItem>>
+  /**
+   * Sets one pet's stock to an absolute quantity. With `ifMatch` (an ETag from getInventoryItem or a previous
+   * update) the update applies only if the entry is unchanged, else 412 `precondition_failed`.
+   */
+  updateInventory (petId: Int64Input, update: InventoryUpdate, options?: { ifMatch?: string }): Promise<ResponseMeta & { data: InventoryItem }>
+  /** A pet by id (deprecated operation: look at `deprecation`); 410 `gone` after the sunset. */
+  getPet (petId: Int64Input): Promise<ResponseMeta & { data: Pet, deprecation: DeprecationInfo }>
+  /** One page of orders. */
+  listOrders (query?: OrderQuery): Promise<OrderPage>
+  /** Every order, page after page, following the `rel="next"` links. */
+  allOrders (query?: Omit<OrderQuery, 'cursor'>): AsyncGenerator<Order, void, undefined>
+}
+
+/** A failed call: the API's error (`status`, `code`, `message`) or a client-side one (`status` 0). */
+export class PetstoreError extends Error {
+  /** The HTTP status; 0 when no HTTP answer was received. */
+  readonly status: number
+  readonly code: ApiErrorCode | ClientErrorCode
+  /** `X-Request-Id` of the answer, when there was one. */
+  readonly requestId: string | null
+  /** `Retry-After` in seconds, when the server sent it (429, 503), or what is left of a remembered ban. */
+  readonly retryAfterSeconds: number | undefined
+  /** Requests sent for this call (0 when it failed before sending, e.g. on a remembered ban). */
+  readonly attempts: number
+  /** The `ETag` of the answer: on 412 `precondition_failed`, the entry's current tag to retry with. */
+  readonly etag: string | null
+
+  constructor (init: { status: number, code: ApiErrorCode | ClientErrorCode, message: string, requestId?: string | null, retryAfterSeconds?: number | undefined, attempts: number, etag?: string | null, cause?: unknown }) {
+    super(init.message, init.cause === undefined ? undefined : { cause: init.cause })
+    this.name = 'PetstoreError'
+    this.status = init.status
+    this.code = init.code
+    this.requestId = init.requestId ?? null
+    this.retryAfterSeconds = init.retryAfterSeconds
+    this.attempts = init.attempts
+    this.etag = init.etag ?? null
+  }
+}
+
+const INT64_MIN = -(2n ** 63n)
+const INT64_MAX = 2n ** 63n - 1n
+const INT64_TEXT = /^-?(0|[1-9][0-9]{0,18})$/
+
+/** The canonical decimal text of an int64 id; throws (before anything is sent) for anything else. */
+function int64Text (id: Int64Input, name: string): string {
+  let value: bigint
+  if (typeof id === 'bigint') {
+    value = id
+  } else if (typeof id === 'number') {
+    // A number above 2^53 may already be another id: refuse rather than send the wrong one.
+    if (!Number.isSafeInteger(id)) throw new RangeError(`${name} ${id} is not a safe integer; pass a bigint or a decimal string`)
+    value = BigInt(id)
+  } else if (typeof id === 'string' && INT64_TEXT.test(id)) {
+    value = BigInt(id)
+  } else {
+    throw new RangeError(`${name} must be a bigint, a safe integer or the canonical decimal text of an int64`)
+  }
+  if (value < INT64_MIN || value > INT64_MAX) throw new RangeError(`${name} ${value} is outside the int64 range`)
+  return value.toString()
+}
+
+function isRecord (value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value) && !isLosslessNumber(value)
+}
+
+function toBigInts (value: unknown, path: readonly string[]): unknown {
+  const [step, ...rest] = path
+  if (step === undefined) {
+    if (!isLosslessNumber(value)) return value
+    if (!/^-?[0-9]+$/.test(value.value)) throw new TypeError(`expected an int64, got ${value.value}`)
+    return BigInt(value.value)
+  }
+  if (step === '[]') {
+    if (Array.isArray(value)) value.forEach((item, index) => { value[index] = toBigInts(item, rest) })
+  } else if (isRecord(value)) {
+    for (const key of step === '{}' ? Object.keys(value) : [step]) {
+      if (Object.hasOwn(value, key)) value[key] = toBigInts(value[key], rest)
+    }
+  }
+  return value
+}
+
+function toNumbers (value: unknown): unknown {
+  if (isLosslessNumber(value)) return Number(value.value)
+  if (Array.isArray(value)) return value.map(toNumbers)
+  if (isRecord(value)) {
+    for (const key of Object.keys(value)) value[key] = toNumbers(value[key])
+  }
+  return value
+}
+
+/** Parses a body keeping every digit: int64 places (from the OpenAPI document) become bigint, the rest number. */
+function parseBody (text: string, operationId: string, status: number): unknown {
+  const value = parse(text)
+  for (const path of INT64_PATHS[operationId]?.[String(status)] ?? []) toBigInts(value, path)
+  return toNumbers(value)
+}
+
+/** `Retry-After` as seconds: delay-seconds or an HTTP-date (RFC 9110). */
+function retryAfterSeconds (header: string | null, now: number): number | undefined {
+  if (header === null) return undefined
+  if (/^\s*[0-9]+\s*$/.test(header)) return Number(header)
+  const at = Date.parse(header)
+  return Number.isNaN(at) ? undefined : Math.max(0, Math.ceil((at - now) / 1000))
+}
+
+function integerHeader (headers: Headers, name: string): number | null {
+  const value = headers.get(name)
+  return value !== null && /^[0-9]+$/.test(value) ? Number(value) : null
+}
+
+function rateLimitOf (headers: Headers): RateLimit | null {
+  const limit = integerHeader(headers, 'x-ratelimit-limit')
+  const remaining = integerHeader(headers, 'x-ratelimit-remaining')
+  const reset = integerHeader(headers, 'x-ratelimit-reset')
+  return limit === null || remaining === null || reset === null ? null : { limit, remaining, reset }
+}
+
+/** The targets of a `Link` header with the given relation (RFC 8288), resolved against the request URL. */
+function linkTarget (header: string | null, rel: string, base: string): string | null {
+  for (const link of header?.split(/,(?=\s*<)/) ?? []) {
+    const match = /^\s*<([^>]*)>(.*)$/.exec(link)
+    if (match === null) continue
+    const rels = /;\s*rel\s*=\s*(?:"([^"]*)"|([^\s;,]+))/i.exec(match[2] ?? '')
+    const values = (rels?.[1] ?? rels?.[2] ?? '').toLowerCase().split(/\s+/)
+    if (values.includes(rel)) return new URL(match[1] ?? '', base).href
+  }
+  return null
+}
+
+function deprecationOf (headers: Headers, base: string): DeprecationInfo {
+  const deprecation = /^@(-?[0-9]+)$/.exec(headers.get('deprecation') ?? '')
+  const sunset = headers.get('sunset')
+  const sunsetAt = sunset === null ? Number.NaN : Date.parse(sunset)
+  return {
+    deprecatedAt: deprecation === null ? null : new Date(Number(deprecation[1]) * 1000),
+    sunset: Number.isNaN(sunsetAt) ? null : new Date(sunsetAt),
+    link: linkTarget(headers.get('link'), 'deprecation', base)
+  }
+}
+
+const RETRIED_STATUSES = new Set([502, 503, 504])
+
+interface Call {
+  operationId: string
+  method: 'GET' | 'PATCH'
+  url: string
+  headers?: Record<string, string | undefined>
+  body?: unknown
+}
+
+interface Answer {
+  meta: ResponseMeta
+  body: unknown
+  /** The URL requested, against which links resolve. */
+  url: string
+}
+
+/**
+ * Creates a client. Nothing is sent until a method is called. The client remembers a `key_banned` answer
+ * until its `Retry-After` has passed: meanwhile every call fails at once with that error, without a request.
+ */
+export function createClient (options: ClientOptions): PetstoreClient {
+  const {
+    apiKey,
+    fetch: fetchImpl = globalThis.fetch,
+    maxAttempts = 4,
+    baseDelayMs = 500,
+    maxDelayMs = 60_000,
+    timeoutMs,
+    sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)),
+    random = Math.random,
+    now = Date.now,
+    userAgent = 'petstore-inventory-client/1.0.0'
+  } = options
+  if (!Number.isInteger(maxAttempts) || maxAttempts < 1) throw new RangeError('maxAttempts must be an integer >= 1')
+  const base = new URL(options.baseUrl)
+  base.search = ''
+  base.hash = ''
+  const prefix = base.pathname.replace(/\/+$/, '')
+  base.pathname = prefix.endsWith('/v1') ? prefix : `${prefix}/v1`
+  const url = (path: string, query?: Record<string, string | number | undefined>) => {
+    const target = new URL(base.href + path)
+    for (const [name, value] of Object.entries(query ?? {})) {
+      if (value !== undefined) target.searchParams.set(name, String(value))
+    }
+    return target.href
+  }
+  let bannedUntil = 0
+
+  /** Full jitter: a uniform wait in [0, min(maxDelayMs, baseDelayMs * 2^(attempt-1))). */
+  const backoff = (attempt: number) => random() * Math.min(maxDelayMs, baseDelayMs * 2 ** (attempt - 1))
+
+  /** How long to wait before the next try after this failure, or null when it must not be retried. */
+  function delayAfter (error: PetstoreError, attempt: number): number | null {
+    const asked = error.retryAfterSeconds === undefined ? undefined : error.retryAfterSeconds * 1000
+    // Waiting less than the server asked would only earn another refusal (and strikes towards a ban).
+    if (asked !== undefined && asked > maxDelayMs) return null
+    if (error.code === 'rate_limited') return asked ?? backoff(attempt)
+    if (error.status === 0) return backoff(attempt)
+    if (RETRIED_STATUSES.has(error.status)) {
+      // Retry-After is the floor; the jitter on top keeps clients that failed together from returning together.
+      return asked === undefined ? backoff(attempt) : Math.min(maxDelayMs, asked + backoff(attempt))
+    }
+    return null
+  }
+
+  async function errorOf (response: Response, attempt: number): Promise<PetstoreError> {
+    const requestId = response.headers.get('x-request-id')
+    const retryAfter = retryAfterSeconds(response.headers.get('retry-after'), now())
+    let body: unknown
+    try {
+      body = JSON.parse(await response.text())
+    } catch {
+      body = undefined
+    }
+    const known = isRecord(body) && typeof body.code === 'string' && typeof body.message === 'string'
+      ? { code: body.code as ApiErrorCode, message: body.message }
+      : { code: 'unexpected_response' as const, message: `HTTP ${response.status} without an API error body` }
+    return new PetstoreError({
+      status: response.status,
+      ...known,
+      requestId,
+      retryAfterSeconds: retryAfter,
+      attempts: attempt,
+      etag: response.headers.get('etag')
+    })
+  }
+
+  function failureOf (error: unknown, attempt: number): PetstoreError {
+    const timedOut = error instanceof Error && error.name === 'TimeoutError'
+    return new PetstoreError({
+      status: 0,
+      code: timedOut ? 'timeout' : 'network_error',
+      message: timedOut ? `No answer from ${base.origin} within ${timeoutMs} ms` : `Could not reach ${base.origin}`,
+      attempts: attempt,
+      cause: error
+    })
+  }
+
+  async function send (call: Call): Promise<Answer> {
+    if (now() < bannedUntil) {
+      const left = Math.ceil((bannedUntil - now()) / 1000)
+      throw new PetstoreError({
+        status: 429,
+        code: 'key_banned',
+        message: `The API key is banned for ${left} more s; no request was sent.`,
+        retryAfterSeconds: left,
+        attempts: 0
+      })
+    }
+    const headers: Record<string, string> = {
+      authorization: `Bearer ${apiKey}`,
+      accept: 'application/json',
+      'user-agent': userAgent
+    }
+    for (const [name, value] of Object.entries(call.headers ?? {})) {
+      if (value !== undefined) headers[name] = value
+    }
+    let body: string | undefined
+    if (call.body !== undefined) {
+      // lossless-json writes bigint values as bare JSON numbers, digit for digit.
+      body = stringify(call.body)
+      headers['content-type'] = 'application/json'
+    }
+    for (let attempt = 1; ; attempt++) {
+      let failure: PetstoreError
+      try {
+        const response = await fetchImpl(call.url, {
+          method: call.method,
+          headers,
+          body,
+          signal: timeoutMs === undefined ? undefined : AbortSignal.timeout(timeoutMs)
+        })
+        if (response.ok || response.status === 304) {
+          const text = await response.text()
+          let parsed: unknown = null
+          if (text !== '') {
+            try {
+              parsed = parseBody(text, call.operationId, response.status)
+            } catch (error) {
+              throw new PetstoreError({
+                status: response.status,
+                code: 'unexpected_response',
+                message: `The ${call.operationId} answer is not the documented JSON`,
+                requestId: response.headers.get('x-request-id'),
+                attempts: attempt,
+                cause: error
+              })
+            }
+          }
+          const meta: ResponseMeta = {
+            status: response.status,
+            etag: response.headers.get('etag'),
+            requestId: response.headers.get('x-request-id'),
+            rateLimit: rateLimitOf(response.headers),
+            headers: response.headers
+          }
+          return { meta, body: parsed, url: call.url }
+        }
+        failure = await errorOf(response, attempt)
+      } catch (error) {
+        if (error instanceof PetstoreError) throw error
+        failure = failureOf(error, attempt)
+      }
+      if (failure.code === 'key_banned') {
+        if (failure.retryAfterSeconds !== undefined) bannedUntil = now() + failure.retryAfterSeconds * 1000
+        throw failure
+      }
+      const delay = delayAfter(failure, attempt)
+      if (delay === null || attempt >= maxAttempts) throw failure
+      await sleep(delay)
+    }
+  }
+
+  function conditional<T> ({ meta, body }: Answer): Conditional<T> {
+    return meta.status === 304 ? { ...meta, notModified: true, data: null } : { ...meta, notModified: false, data: body as T }
+  }
+
+  function page ({ meta, body, url: requested }: Answer): OrderPage {
+    const nextUrl = linkTarget(meta.headers.get('link'), 'next', requested)
+    return { ...meta, data: body as Order[], nextUrl, nextCursor: nextUrl === null ? null : new URL(nextUrl).searchParams.get('cursor') }
+  }
+
+  return {
+    async listInventory ({ ifNoneMatch } = {}) {
+      return conditional(await send({ operationId: 'listInventory', method: 'GET', url: url('/inventory'), headers: { 'if-none-match': ifNoneMatch } }))
+    },
+
+    async getInventoryItem (petId, { ifNoneMatch } = {}) {
+      const path = `/inventory/${int64Text(petId, 'petId')}`
+      return conditional(await send({ operationId: 'getInventoryItem', method: 'GET', url: url(path), headers: { 'if-none-match': ifNoneMatch } }))
+    },
+
+    async updateInventory (petId, update, { ifMatch } = {}) {
+      const path = `/inventory/${int64Text(petId, 'petId')}`
+      const { meta, body } = await send({
+        operationId: 'updateInventory', method: 'PATCH', url: url(path), headers: { 'if-match': ifMatch }, body: update
+      })
+      return { ...meta, data: body as InventoryItem }
+    },
+
+    async getPet (petId) {
+      const { meta, body, url: requested } = await send({ operationId: 'getPetById', method: 'GET', url: url(`/pets/${int64Text(petId, 'petId')}`) })
+      return { ...meta, data: body as Pet, deprecation: deprecationOf(meta.headers, requested) }
+    },
+
+    async listOrders (query = {}) {
+      return page(await send({ operationId: 'listOrders', method: 'GET', url: url('/store/orders', query) }))
+    },
+
+    async * allOrders (query = {}) {
+      let next: string | null = url('/store/orders', query)
+      while (next !== null) {
+        // The link is followed as given: the cursor is opaque and the link keeps limit and status.
+        const current: OrderPage = page(await send({ operationId: 'listOrders', method: 'GET', url: next }))
+        yield * current.data
+        next = current.nextUrl
+      }
+    }
+  }
+}

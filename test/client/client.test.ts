@@ -1,0 +1,335 @@
+/**
+ * The typed client against the real server: an app listening on a loopback port, called with real fetch.
+ * Delays are recorded by an injected sleep (which moves the app's clock where time matters), so nothing waits.
+ */
+import assert from 'node:assert/strict'
+import { createServer, type Socket } from 'node:net'
+import type { AddressInfo } from 'node:net'
+import { describe, test, type TestContext } from 'node:test'
+import { inspect } from 'node:util'
+import { createClient, PetstoreError, type ClientOptions } from '../../client/index.js'
+import { StoreUnavailableError } from '../../src/errors.js'
+import type { Order, PetImport } from '../../src/domain/model.js'
+import { auth, order, pet, testApp } from '../helpers/app.js'
+import { freePort } from '../helpers/net.js'
+
+const BIG = 9007199254740993n // 2^53 + 1: JSON.parse would read 9007199254740992
+
+/** An app on a temp store, listening on a free loopback port. */
+async function served (t: TestContext, env: Record<string, string> = {}, data?: { pets?: PetImport[], orders?: Order[] }) {
+  const ctx = await testApp(t, env, data)
+  await ctx.app.listen({ port: 0, host: '127.0.0.1' })
+  const { port } = ctx.app.server.address() as AddressInfo
+  return { ...ctx, baseUrl: `http://127.0.0.1:${port}` }
+}
+
+/** Real fetch, with every request recorded. */
+function recordingFetch () {
+  const requests: string[] = []
+  const recorded: typeof fetch = async (input, init) => {
+    requests.push(`${init?.method ?? 'GET'} ${String(input)}`)
+    return fetch(input, init)
+  }
+  return { fetch: recorded, requests }
+}
+
+/** A sleep that records each delay instead of waiting, and optionally moves a clock by it. */
+function recordingSleep (clock?: { now: number }) {
+  const delays: number[] = []
+  const sleep = async (ms: number) => {
+    delays.push(ms)
+    if (clock !== undefined) clock.now += ms
+  }
+  return { sleep, delays }
+}
+
+async function rejection (promise: Promise<unknown>): Promise<PetstoreError> {
+  try {
+    await promise
+  } catch (error) {
+    assert.ok(error instanceof PetstoreError, `expected a PetstoreError, got ${inspect(error)}`)
+    return error
+  }
+  assert.fail('expected the call to fail')
+}
+
+function clientFor (baseUrl: string, key: string, options: Partial<ClientOptions> = {}) {
+  const recorder = recordingFetch()
+  const sleeper = recordingSleep()
+  const client = createClient({ baseUrl, apiKey: key, fetch: recorder.fetch, sleep: sleeper.sleep, random: () => 0.5, ...options })
+  return { client, requests: recorder.requests, delays: sleeper.delays }
+}
+
+describe('typed client: data', () => {
+  test('when the inventory holds an id above 2^53, then listInventory returns it as that exact bigint and counts as numbers', async (t) => {
+    const { baseUrl, key } = await served(t, {}, { pets: [pet(BIG, { quantity: 4 }), pet(1, { quantity: 5, status: 'sold' })] })
+    const { client } = clientFor(baseUrl, key)
+    const result = await client.listInventory()
+    assert.equal(result.notModified, false)
+    assert.deepEqual(result.data, [
+      { petId: 1n, quantity: 5, status: 'sold' },
+      { petId: BIG, quantity: 4, status: 'available' }
+    ])
+    assert.equal(typeof result.data?.[1]?.quantity, 'number')
+    assert.match(result.etag ?? '', /^"/)
+    assert.equal(result.rateLimit?.limit, 60)
+    assert.equal(result.rateLimit?.remaining, 59)
+    assert.ok(result.requestId)
+  })
+
+  test('when the ETag sent still matches, then listInventory answers notModified without a body', async (t) => {
+    const { baseUrl, key } = await served(t, {}, { pets: [pet(1)] })
+    const { client } = clientFor(baseUrl, key)
+    const first = await client.listInventory()
+    const again = await client.listInventory({ ifNoneMatch: first.etag ?? '' })
+    assert.equal(again.notModified, true)
+    assert.equal(again.status, 304)
+    assert.equal(again.data, null)
+  })
+
+  test('when updateInventory is called on an id above 2^53, then that exact entry changes', async (t) => {
+    const { baseUrl, key } = await served(t, {}, { pets: [pet(BIG, { quantity: 4 }), pet(BIG - 1n, { quantity: 4 })] })
+    const { client } = clientFor(baseUrl, key)
+    const updated = await client.updateInventory(BIG, { quantity: 12, reason: 'arrival', note: 'Delivery from the breeder' })
+    assert.deepEqual(updated.data, { petId: BIG, quantity: 12, status: 'available' })
+    // The same id as decimal text works too.
+    await client.updateInventory(String(BIG + 0n), { quantity: 13 })
+    const list = await client.listInventory()
+    assert.deepEqual(list.data, [
+      { petId: BIG - 1n, quantity: 4, status: 'available' },
+      { petId: BIG, quantity: 13, status: 'available' }
+    ])
+  })
+
+  test('when a path id is an unsafe number or not canonical int64 text, then the call throws before sending', async (t) => {
+    const { baseUrl, key } = await served(t, {}, { pets: [pet(1)] })
+    const { client, requests } = clientFor(baseUrl, key)
+    await assert.rejects(client.getPet(2 ** 53 + 2), RangeError)
+    await assert.rejects(client.getPet('01'), RangeError)
+    await assert.rejects(client.getPet('1e3'), RangeError)
+    await assert.rejects(client.updateInventory(2n ** 63n, { quantity: 1 }), RangeError)
+    assert.deepEqual(requests, [])
+  })
+
+  test('when getPet is called, then it returns the pet with bigint ids and the deprecation headers parsed', async (t) => {
+    const { baseUrl, key } = await served(t, {}, {
+      pets: [pet(BIG, { category: { id: BIG + 1n, name: 'Dogs' }, tags: [{ id: 2n, name: 'calm' }], photoUrls: [] })]
+    })
+    const { client } = clientFor(baseUrl, key)
+    const result = await client.getPet(BIG)
+    assert.equal(result.data.id, BIG)
+    assert.equal(result.data.category?.id, BIG + 1n)
+    assert.equal(result.data.tags?.[0]?.id, 2n)
+    assert.equal(result.deprecation.deprecatedAt?.toISOString(), '2026-06-01T00:00:00.000Z')
+    assert.equal(result.deprecation.sunset?.toISOString(), '2027-12-31T23:59:59.000Z')
+    assert.match(result.deprecation.link ?? '', /^https:\/\/docs\.petstore\.example\//)
+  })
+
+  test('when orders span pages, then allOrders follows the rel="next" links and yields every order once', async (t) => {
+    const orders = [1, 2, 3, 4, 5].map((id) => order(id, { petId: BIG, status: id === 3 ? 'delivered' : 'placed' }))
+    const { baseUrl, key } = await served(t, {}, { pets: [pet(BIG)], orders })
+    const { client, requests } = clientFor(baseUrl, key)
+    const seen: bigint[] = []
+    for await (const item of client.allOrders({ limit: 2, status: 'placed' })) {
+      assert.equal(item.petId, BIG)
+      seen.push(item.id)
+    }
+    assert.deepEqual(seen, [1n, 2n, 4n, 5n])
+    assert.equal(requests.length, 2)
+
+    const first = await client.listOrders({ limit: 2 })
+    assert.deepEqual(first.data.map((o) => o.id), [1n, 2n])
+    assert.ok(first.nextCursor !== null)
+    const second = await client.listOrders({ limit: 2, cursor: first.nextCursor })
+    assert.deepEqual(second.data.map((o) => o.id), [3n, 4n])
+  })
+
+  test('when imported through the package path petstore-inventory/client, then the built client works', async (t) => {
+    const { baseUrl, key } = await served(t, {}, { pets: [pet(BIG, { quantity: 4 })] })
+    const packaged = await import('petstore-inventory/client')
+    const client = packaged.createClient({ baseUrl: `${baseUrl}/v1`, apiKey: key })
+    const result = await client.listInventory()
+    assert.deepEqual(result.data, [{ petId: BIG, quantity: 4, status: 'available' }])
+    await assert.rejects(client.getPet(2n), (error) => error instanceof packaged.PetstoreError && error.code === 'not_found')
+  })
+})
+
+describe('typed client: errors and retries', () => {
+  test('when the pet does not exist, then a PetstoreError not_found is thrown after one request', async (t) => {
+    const { baseUrl, key } = await served(t)
+    const { client, requests, delays } = clientFor(baseUrl, key)
+    const error = await rejection(client.getPet(42))
+    assert.equal(error.status, 404)
+    assert.equal(error.code, 'not_found')
+    assert.equal(error.attempts, 1)
+    assert.ok(error.requestId)
+    assert.equal(requests.length, 1)
+    assert.deepEqual(delays, [])
+  })
+
+  test('when the minute window is exhausted, then the client waits exactly Retry-After and the retry passes', async (t) => {
+    const { baseUrl, key, clock } = await served(t, { RATE_LIMIT_FREE: '2/100' }, { pets: [pet(1)] })
+    const sleeper = recordingSleep(clock)
+    const { client, requests } = clientFor(baseUrl, key, { sleep: sleeper.sleep })
+    await client.listInventory()
+    await client.listInventory()
+    // 12:00:00: the third request is refused with Retry-After: 60; the sleep moves the app's clock to 12:01:00.
+    const third = await client.listInventory()
+    assert.equal(third.status, 200)
+    assert.deepEqual(sleeper.delays, [60_000])
+    assert.equal(requests.length, 4)
+  })
+
+  test('when Retry-After exceeds maxDelayMs, then the client gives up at once rather than retry early', async (t) => {
+    const { baseUrl, key } = await served(t, { RATE_LIMIT_FREE: '2/100' }, { pets: [pet(1)] })
+    const { client, requests, delays } = clientFor(baseUrl, key, { maxDelayMs: 30_000 })
+    await client.listInventory()
+    await client.listInventory()
+    const error = await rejection(client.listInventory())
+    assert.equal(error.code, 'rate_limited')
+    assert.equal(error.retryAfterSeconds, 60)
+    assert.deepEqual(delays, [])
+    assert.equal(requests.length, 3)
+  })
+
+  test('when the key is banned, then the call throws at once and later calls fail fast until the ban ends', async (t) => {
+    const { baseUrl, key, clock, request } = await served(t, { RATE_LIMIT_FREE: '1/100', BAN_STRIKES: '1' }, { pets: [pet(1)] })
+    // One request passes, the next is refused: the first strike bans the key (for 900 s).
+    await request({ method: 'GET', url: '/v1/inventory', headers: auth(key) })
+    assert.equal((await request({ method: 'GET', url: '/v1/inventory', headers: auth(key) })).statusCode, 429)
+    const { client, requests, delays } = clientFor(baseUrl, key, { now: () => clock.now })
+
+    const banned = await rejection(client.listInventory())
+    assert.equal(banned.code, 'key_banned')
+    assert.equal(banned.status, 429)
+    assert.equal(banned.retryAfterSeconds, 900)
+    assert.equal(requests.length, 1)
+    assert.deepEqual(delays, [])
+
+    const again = await rejection(client.getPet(1))
+    assert.equal(again.code, 'key_banned')
+    assert.equal(again.attempts, 0)
+    assert.equal(again.retryAfterSeconds, 900)
+    assert.equal(requests.length, 1)
+
+    clock.now += 900_000
+    const after = await client.listInventory()
+    assert.equal(after.status, 200)
+    assert.equal(requests.length, 2)
+  })
+
+  test('when the store is unavailable for two requests, then the client backs off with jitter above Retry-After and succeeds', async (t) => {
+    const { baseUrl, key, store } = await served(t, {}, { pets: [pet(BIG)] })
+    const getPet = store.getPet.bind(store)
+    let failures = 2
+    store.getPet = async (id) => {
+      if (failures-- > 0) throw new StoreUnavailableError('injected outage')
+      return getPet(id)
+    }
+    const { client, requests, delays } = clientFor(baseUrl, key, { baseDelayMs: 100, random: () => 0.5 })
+    const result = await client.getPet(BIG)
+    assert.equal(result.data.id, BIG)
+    assert.equal(requests.length, 3)
+    // The 503 carries Retry-After: 5. Each wait is 5 s plus full jitter within [0, base * 2^attempt).
+    assert.deepEqual(delays, [5000 + 0.5 * 100, 5000 + 0.5 * 200])
+    delays.forEach((delay, attempt) => {
+      assert.ok(delay - 5000 >= 0 && delay - 5000 < 100 * 2 ** attempt)
+    })
+  })
+
+  test('when the store stays unavailable, then the client gives up after maxAttempts requests and throws the last error', async (t) => {
+    const { baseUrl, key, store } = await served(t, {}, { pets: [pet(1)] })
+    store.getPet = async () => { throw new StoreUnavailableError('injected outage') }
+    const { client, requests, delays } = clientFor(baseUrl, key, { maxAttempts: 3 })
+    const error = await rejection(client.getPet(1))
+    assert.equal(error.status, 503)
+    assert.equal(error.code, 'service_unavailable')
+    assert.equal(error.retryAfterSeconds, 5)
+    assert.equal(error.attempts, 3)
+    assert.equal(requests.length, 3)
+    assert.equal(delays.length, 2)
+  })
+
+  test('when nothing listens on the port, then the client retries with backoff and throws network_error', async () => {
+    const port = await freePort()
+    const { client, requests, delays } = clientFor(`http://127.0.0.1:${port}`, 'psk_live_unused', { maxAttempts: 3, random: () => 0.5 })
+    const error = await rejection(client.listInventory())
+    assert.equal(error.code, 'network_error')
+    assert.equal(error.status, 0)
+    assert.equal(error.attempts, 3)
+    assert.equal(requests.length, 3)
+    // Full jitter with random() = 0.5 and the default base of 500 ms: half of 500, then half of 1000.
+    assert.deepEqual(delays, [250, 500])
+  })
+
+  test('when the server does not answer within timeoutMs, then each try times out and the call throws timeout', async (t) => {
+    // Accepts connections and never answers.
+    const sockets = new Set<Socket>()
+    const silent = createServer((socket) => { sockets.add(socket) })
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve))
+    t.after(() => {
+      for (const socket of sockets) socket.destroy()
+      silent.close()
+    })
+    const { port } = silent.address() as AddressInfo
+    const { client, requests } = clientFor(`http://127.0.0.1:${port}`, 'psk_live_unused', { maxAttempts: 2, timeoutMs: 50 })
+    const error = await rejection(client.listInventory())
+    assert.equal(error.code, 'timeout')
+    assert.equal(error.attempts, 2)
+    assert.equal(requests.length, 2)
+  })
+
+  test('when calls fail in any way, then neither messages nor the errors themselves contain the API key', async (t) => {
+    const { baseUrl, key } = await served(t, { RATE_LIMIT_FREE: '2/100' })
+    const port = await freePort()
+    const failures = [
+      await rejection(clientFor(baseUrl, key).client.getPet(42)),
+      await rejection(clientFor(baseUrl, key).client.getPet(42)),
+      await rejection(clientFor(baseUrl, key, { maxDelayMs: 1 }).client.getPet(42)),
+      await rejection(clientFor(baseUrl, `${key}x`).client.getPet(42)),
+      await rejection(clientFor(`http://127.0.0.1:${port}`, key, { maxAttempts: 1 }).client.getPet(42))
+    ]
+    assert.deepEqual(failures.map((error) => error.code), ['not_found', 'not_found', 'rate_limited', 'unauthorized', 'network_error'])
+    for (const error of failures) {
+      for (const text of [error.message, String(error), inspect(error, { depth: 10 }), JSON.stringify(error), error.stack ?? '']) {
+        assert.ok(!text.includes(key), `the key leaked: ${text}`)
+      }
+    }
+  })
+})
+
+describe('typed client: If-Match', () => {
+  test('when updating with the ETag just read, then it applies; with a stale ETag, then precondition_failed without a retry', async (t) => {
+    const { baseUrl, key } = await served(t, {}, { pets: [pet(BIG, { quantity: 4 })] })
+    const { client, requests } = clientFor(baseUrl, key)
+    const item = await client.getInventoryItem(BIG)
+    assert.equal(item.notModified, false)
+    assert.deepEqual(item.data, { petId: BIG, quantity: 4, status: 'available' })
+    assert.ok(item.etag)
+
+    const unchanged = await client.getInventoryItem(BIG, { ifNoneMatch: item.etag })
+    assert.equal(unchanged.notModified, true)
+
+    const updated = await client.updateInventory(BIG, { quantity: 5 }, { ifMatch: item.etag })
+    assert.equal(updated.data.quantity, 5)
+    assert.ok(updated.etag !== null && updated.etag !== item.etag)
+
+    const before = requests.length
+    const stale = await rejection(client.updateInventory(BIG, { quantity: 6 }, { ifMatch: item.etag }))
+    assert.equal(stale.status, 412)
+    assert.equal(stale.code, 'precondition_failed')
+    assert.equal(stale.attempts, 1)
+    assert.equal(stale.etag, updated.etag, 'the current tag, to retry with')
+    assert.equal(requests.length, before + 1)
+    const current = await client.getInventoryItem(BIG)
+    assert.equal(current.data?.quantity, 5)
+    assert.equal(current.etag, updated.etag)
+  })
+
+  test('when the stock entry does not exist, then getInventoryItem throws not_found', async (t) => {
+    const { baseUrl, key } = await served(t, {}, { pets: [pet(1)] })
+    const { client } = clientFor(baseUrl, key)
+    const error = await rejection(client.getInventoryItem(2))
+    assert.equal(error.code, 'not_found')
+  })
+})
