@@ -3,28 +3,37 @@
  * Machine output goes to stdout, messages and errors to stderr. Exit codes: 0 ok, 1 failed, 2 usage or
  * configuration error.
  */
-import { readFile } from 'node:fs/promises'
 import { parseArgs, type ParseArgsConfig } from 'node:util'
 import { ConfigError, loadConfig, type Config } from '../config.js'
 import { isBanned } from '../domain/bans.js'
+import { stockHistory } from '../domain/inventory.js'
 import { createKey, KeyInputError } from '../domain/keys.js'
-import { ImportError, importData, parseImport } from '../domain/import.js'
+import { ImportError } from '../domain/import.js'
 import { limitsOf, PLANS, type ApiKeyRecord, type Plan, type PlanTable } from '../domain/model.js'
 import { isWorker, leaveCluster, runPrimary, WORKERS_NEED_REDIS } from '../cluster.js'
 import { closeOnSignals, startServer } from '../server.js'
+import { importFile } from './import.js'
+import { parseInt64 } from '../int64.js'
 import { openStore } from '../store/open.js'
 import type { Store } from '../store/types.js'
+import { historyJson, historyTable } from './history.js'
 
 export interface Io {
   stdout: (text: string) => void
   stderr: (text: string) => void
   env: Readonly<Record<string, string | undefined>>
+  /** stderr is a terminal: long commands (import) show progress there. Absent: not a terminal. */
+  stderrIsTTY?: boolean
+  /** The terminal's width, when stderr is one. */
+  stderrColumns?: number
 }
 
 const defaultIo: Io = {
   stdout: (text) => process.stdout.write(text),
   stderr: (text) => process.stderr.write(text),
-  env: process.env
+  env: process.env,
+  stderrIsTTY: process.stderr.isTTY === true,
+  get stderrColumns () { return process.stderr.columns }
 }
 
 const USAGE = `Usage: petstore <command> [options]
@@ -35,10 +44,16 @@ Commands:
                                  demo data set when the store is empty. --workers runs N processes on
                                  the port (node:cluster); above 1 it needs REDIS_URL.
   migrate                        Bring the store's schema up to date.
-  import FILE                    Load pets and orders from a JSON file (all or nothing).
+  import FILE [--progress | --no-progress]
+                                 Load pets and orders from a JSON file (all or nothing). The file is
+                                 streamed; progress shows on stderr when it is a terminal (--progress:
+                                 always, --no-progress: never).
   keys create --plan PLAN [--name TEXT] [--per-minute N --per-day N] [--json]
                                  Create an API key; prints the key once. PLAN: ${PLANS.join(', ')}.
                                  Enterprise keys need --per-minute and --per-day.
+  inventory history PETID [--json] [--limit N]
+                                 The stock ledger of one pet: every change with time, reason, previous
+                                 and new quantity, key id, request id and note (newest N, default 100).
   keys list [--json]             List keys with limits, revocation and bans (never the keys themselves).
   keys revoke ID                 Revoke a key.
   keys unban ID                  Lift a key's ban (bans are imposed on keys that keep sending after 429).
@@ -162,6 +177,25 @@ async function keys (args: string[], config: Config, io: Io): Promise<number> {
   }
 }
 
+async function inventory (args: string[], config: Config, io: Io): Promise<number> {
+  const [sub, ...rest] = args
+  if (sub !== 'history') throw new UsageError('inventory needs a subcommand: history')
+  const { values, positionals } = parse(rest, { json: { type: 'boolean' }, limit: { type: 'string' } }, 1)
+  const petId = parseInt64(positionals[0] as string)
+  if (petId === null) throw new UsageError('PETID must be an integer from -9223372036854775808 to 9223372036854775807')
+  const limit = positiveInteger('--limit', values.limit) ?? 100
+  // One more than asked, to tell whether older changes were left out.
+  const entries = await withStore(config, (store) => stockHistory(store, petId, limit + 1))
+  if (entries === null) {
+    io.stderr(`petstore: pet ${petId} has no stock entry and no recorded stock changes\n`)
+    return 1
+  }
+  const shown = entries.slice(-limit)
+  io.stdout(values.json === true ? historyJson(shown) : historyTable(shown))
+  if (entries.length > limit) io.stderr(`Showing the newest ${limit} changes; older ones exist (use --limit).\n`)
+  return 0
+}
+
 async function run (argv: string[], io: Io): Promise<number> {
   const [command, ...args] = argv
   if (command === undefined) {
@@ -195,22 +229,16 @@ async function run (argv: string[], io: Io): Promise<number> {
       return 0
     }
     case 'import': {
-      const { positionals } = parse(args, {}, 1)
-      const file = positionals[0] as string
-      let text: string
-      try {
-        text = await readFile(file, 'utf8')
-      } catch (error) {
-        io.stderr(`petstore: cannot read ${file}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}\n`)
-        return 1
-      }
-      const data = parseImport(text)
-      const result = await withStore(config, (store) => importData(store, data))
-      io.stderr(`Imported ${result.pets} pet(s) and ${result.orders} order(s) from ${file}.\n`)
-      return 0
+      // The streamed import and its progress line live in ./import.ts.
+      const { values, positionals } = parse(args, { progress: { type: 'boolean' }, 'no-progress': { type: 'boolean' } }, 1)
+      if (values.progress === true && values['no-progress'] === true) throw new UsageError('use either --progress or --no-progress')
+      const showProgress = values.progress === true || (values['no-progress'] !== true && io.stderrIsTTY === true)
+      return await importFile(positionals[0] as string, io, (work) => withStore(config, work), showProgress)
     }
     case 'keys':
       return await keys(args, config, io)
+    case 'inventory':
+      return await inventory(args, config, io)
     default:
       throw new UsageError(`unknown command "${command}"`)
   }

@@ -8,6 +8,6 @@ export const DEMO_FILE = new URL('../../data/demo.json', import.meta.url)
 /** Imports the demo data when the store has no pets; true when it did. */
 export async function seedDemoIfEmpty (store: Store): Promise<boolean> {
   if (await store.countPets() > 0) return false
-  await importData(store, parseImport(await readFile(DEMO_FILE, 'utf8')))
+  await importData(store, await parseImport(await readFile(DEMO_FILE, 'utf8')))
   return true
 }

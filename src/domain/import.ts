@@ -1,11 +1,15 @@
 /**
- * The import file: `{"pets": [...], "orders": [...]}`. The whole file is parsed exactly (int64 ids above 2^53
- * stay exact) and validated before anything is written; the first bad record is named with its field.
+ * The import file: `{"pets": [...], "orders": [...]}`. It is read as a stream of JSON tokens (stream-json), never
+ * as one string; each record is assembled, with exact numbers (int64 ids above 2^53 stay exact), and validated as
+ * it arrives. Nothing is written until the whole file has been read and found valid; the first bad record is
+ * named with its place and field.
  */
-import { isInteger, parse } from 'lossless-json'
+import { finished, pipeline } from 'node:stream/promises'
+import parser from 'stream-json/parser.js'
+import verifier from 'stream-json/utils/verifier.js'
 import { isRfc3339DateTime } from '../datetime.js'
 import { isInt64 } from '../int64.js'
-import type { ImportResult, Store } from '../store/types.js'
+import type { ImportOptions, ImportResult, Store } from '../store/types.js'
 import {
   MAX_ORDER_QUANTITY, MAX_QUANTITY, ORDER_STATUSES, PET_STATUSES,
   type Category, type Order, type OrderStatus, type PetImport, type PetStatus, type Tag
@@ -20,8 +24,15 @@ type Json = Record<string, unknown>
 const MAX_NAME = 200
 const MAX_URL = 2048
 
-// Integers are parsed as bigint so that every digit survives; other numbers stay numbers (and are rejected).
-const parseNumber = (text: string): number | bigint => isInteger(text) ? BigInt(text) : Number(text)
+const NOT_AN_OBJECT = 'the file must hold a JSON object with "pets" and/or "orders"'
+const SECTIONS = ['pets', 'orders'] as const
+type Section = typeof SECTIONS[number]
+
+// The parser has checked the JSON number grammar: a number is an integer exactly when it has no '.', 'e' or 'E'.
+const INTEGER = /^-?[0-9]+$/
+
+// Integers become bigint so that every digit survives; other numbers stay numbers (and are rejected).
+const parseNumber = (text: string): number | bigint => INTEGER.test(text) ? BigInt(text) : Number(text)
 
 function isObject (value: unknown): value is Json {
   return typeof value === 'object' && value !== null && !Array.isArray(value)
@@ -125,32 +136,229 @@ function readOrder (where: string, value: unknown): Order {
   }
 }
 
-function unique<T extends { id: bigint }> (records: T[], what: string): void {
-  const seen = new Map<bigint, number>()
-  records.forEach((record, i) => {
-    const first = seen.get(record.id)
-    if (first !== undefined) throw new ImportError(`${what}[${i}].id ${record.id} repeats ${what}[${first}].id`)
-    seen.set(record.id, i)
-  })
+/** Why the JSON text is not valid; named like a validation error so that the CLI reports both alike. */
+function notJson (detail: string): ImportError {
+  return new ImportError(`the file is not valid JSON: ${detail}`)
 }
 
-/** Parses and validates an import file's text; throws ImportError naming the record and field. */
-export function parseImport (text: string): ImportData {
-  let document: unknown
-  try {
-    document = parse(text, null, parseNumber)
-  } catch (error) {
-    throw new ImportError(`the file is not valid JSON: ${(error as Error).message}`)
+/**
+ * Turns the parser's tokens into validated records. The top level and the two arrays are followed as states;
+ * each record (an element of "pets" or "orders") is assembled from its tokens, then checked by readPet or
+ * readOrder, so memory holds validated records, never the document.
+ */
+class ImportReader {
+  readonly pets: PetImport[] = []
+  readonly orders: Order[] = []
+  readonly #ids = { pets: new Map<bigint, number>(), orders: new Map<bigint, number>() }
+  readonly #onRecord: (records: number) => void
+  #state: 'start' | 'top' | 'topValue' | 'section' | 'done' = 'start'
+  readonly #topKeys = new Set<string>()
+  #key: string = ''
+  #section: Section = 'pets'
+  // The containers of the record being assembled, outermost first, and the pending key of each object.
+  readonly #stack: Array<Json | unknown[]> = []
+  readonly #keys: string[] = []
+
+  constructor (onRecord: (records: number) => void) {
+    this.#onRecord = onRecord
   }
-  if (!isObject(document)) throw new ImportError('the file must hold a JSON object with "pets" and/or "orders"')
-  const top = new Fields('file', document, ['pets', 'orders'])
-  const pets = top.has('pets') ? top.array('pets').map((p, i) => readPet(`pets[${i}]`, p)) : []
-  const orders = top.has('orders') ? top.array('orders').map((o, i) => readOrder(`orders[${i}]`, o)) : []
-  unique(pets, 'pets')
-  unique(orders, 'orders')
-  return { pets, orders }
+
+  get started (): boolean {
+    return this.#state !== 'start'
+  }
+
+  get complete (): boolean {
+    return this.#state === 'done'
+  }
+
+  /** Where reading stands, for a syntax error: the record being read, the last complete one, or ''. */
+  where (): string {
+    if (this.#state === 'top' && this.#topKeys.size > 0) return `after the "${this.#key}" array`
+    if (this.#state !== 'section') return ''
+    const n = this[this.#section].length
+    if (this.#stack.length > 0) return `inside ${this.#section}[${n}]`
+    return n === 0 ? `at the start of ${this.#section}` : `after ${this.#section}[${n - 1}]`
+  }
+
+  token (name: string, value: unknown): void {
+    switch (this.#state) {
+      case 'section':
+        return this.#recordToken(name, value)
+      case 'start':
+        if (name !== 'startObject') throw new ImportError(NOT_AN_OBJECT)
+        this.#state = 'top'
+        return
+      case 'top':
+        if (name === 'endObject') {
+          this.#state = 'done'
+          return
+        }
+        return this.#topKey(value as string)
+      case 'topValue':
+        if (name !== 'startArray') throw new ImportError(`file.${this.#key} must be an array`)
+        this.#section = this.#key as Section
+        this.#state = 'section'
+        return
+      case 'done':
+        // The parser rejects anything after the top-level value; this only guards the state machine.
+        throw notJson('unexpected data after the end of the top-level object')
+    }
+  }
+
+  #topKey (key: string): void {
+    if (this.#topKeys.has(key)) throw notJson(`the top-level key "${key}" appears twice`)
+    this.#topKeys.add(key)
+    if (!(SECTIONS as readonly string[]).includes(key)) throw new ImportError(`file.${key} is not a known field`)
+    this.#key = key
+    this.#state = 'topValue'
+  }
+
+  #recordToken (name: string, value: unknown): void {
+    const stack = this.#stack
+    switch (name) {
+      case 'startObject':
+        stack.push({})
+        this.#keys.push('')
+        return
+      case 'startArray':
+        stack.push([])
+        this.#keys.push('')
+        return
+      case 'keyValue': {
+        const key = value as string
+        const object = stack[stack.length - 1] as Json
+        if (Object.hasOwn(object, key)) throw notJson(`the key "${key}" appears twice in an object ${this.where()}`)
+        this.#keys[this.#keys.length - 1] = key
+        return
+      }
+      case 'endObject':
+      case 'endArray':
+        if (stack.length === 0) {
+          // The end of the section's array (the parser has matched the brackets).
+          this.#state = 'top'
+          return
+        }
+        this.#keys.pop()
+        return this.#add(stack.pop())
+      case 'stringValue':
+        return this.#add(value)
+      case 'numberValue':
+        return this.#add(parseNumber(value as string))
+      case 'trueValue':
+        return this.#add(true)
+      case 'falseValue':
+        return this.#add(false)
+      case 'nullValue':
+        return this.#add(null)
+      // Other tokens (none with the parser options used) carry nothing a record needs.
+    }
+  }
+
+  #add (value: unknown): void {
+    const stack = this.#stack
+    if (stack.length === 0) return this.#record(value)
+    const parent = stack[stack.length - 1] as Json | unknown[]
+    if (Array.isArray(parent)) {
+      parent.push(value)
+      return
+    }
+    const key = this.#keys[this.#keys.length - 1] as string
+    // A plain assignment of "__proto__" would replace the prototype instead of adding a field.
+    if (key === '__proto__') Object.defineProperty(parent, key, { value, enumerable: true, writable: true, configurable: true })
+    else parent[key] = value
+  }
+
+  #record (value: unknown): void {
+    const section = this.#section
+    const i = this[section].length
+    const where = `${section}[${i}]`
+    const record = section === 'pets' ? readPet(where, value) : readOrder(where, value)
+    const ids = this.#ids[section]
+    const first = ids.get(record.id)
+    if (first !== undefined) throw new ImportError(`${where}.id ${record.id} repeats ${section}[${first}].id`)
+    ids.set(record.id, i)
+    if (section === 'pets') this.pets.push(record as PetImport)
+    else this.orders.push(record as Order)
+    this.#onRecord(this.pets.length + this.orders.length)
+  }
 }
 
-export function importData (store: Store, data: ImportData): Promise<ImportResult> {
-  return store.importData(data)
+export interface ReadImportOptions {
+  /** Called after each record has been read and validated, with the number of records read so far. */
+  onRecord?: (records: number) => void
+}
+
+/** Opens the import file's content as chunks (a file stream, or strings); called again to locate a syntax error. */
+export type ImportSource = () => AsyncIterable<Uint8Array | string> | Iterable<Uint8Array | string>
+
+/**
+ * Reads and validates an import file; throws ImportError naming the record and field of the first problem, or
+ * why (and where) the JSON is not valid. An error of the source itself (a read error) is rethrown unchanged.
+ * Nothing is written: the caller stores the result in one transaction.
+ */
+export async function readImport (open: ImportSource, options: ReadImportOptions = {}): Promise<ImportData> {
+  const reader = new ImportReader(options.onRecord ?? (() => {}))
+  // Packed keys, strings and numbers only: one token per value; numbers arrive as their exact text.
+  const tokens = parser.asStream({ streamValues: false })
+  let failed = false
+  tokens.on('data', (token: parser.Token) => {
+    // Tokens already parsed may still arrive after the first error; they must not be read past it.
+    if (failed) return
+    try {
+      reader.token(token.name, token.value)
+    } catch (error) {
+      failed = true
+      tokens.destroy(error as Error)
+    }
+  })
+  let sourceError: unknown = null
+  let atEnd = false
+  async function * input (): AsyncGenerator<Uint8Array | string> {
+    try {
+      yield * open()
+    } catch (error) {
+      sourceError = error
+      throw error
+    }
+    // The parser handles each chunk as it is written, so a syntax error in the last chunk has been raised by
+    // now; an error raised later comes from the end of the input.
+    atEnd = tokens.errored === null
+  }
+  try {
+    await Promise.all([pipeline(input(), tokens), finished(tokens)])
+  } catch (error) {
+    if (error instanceof ImportError || error === sourceError) throw error
+    if (atEnd && !reader.started) throw notJson('it is empty')
+    // At the end of the input the reader has seen every token before the cut, so it names the place exactly.
+    if (atEnd && !reader.complete) throw notJson(`it ends before the JSON is complete${suffix(reader.where())}`)
+    // Elsewhere the parser drops the tokens of the failing chunk, so the place comes from a second pass.
+    throw notJson(`${(error as Error).message.replace(/^Parser (cannot parse input: |has )/, '')}${await locate(open)}`)
+  }
+  if (!reader.complete) throw notJson('it ends before the JSON is complete')
+  return { pets: reader.pets, orders: reader.orders }
+}
+
+function suffix (where: string): string {
+  return where === '' ? '' : ` (${where})`
+}
+
+/** " at line L, column C" of the first syntax error, from stream-json's verifier; '' when it cannot tell. */
+async function locate (open: ImportSource): Promise<string> {
+  try {
+    await pipeline(open(), verifier.asStream())
+  } catch (error) {
+    const { line, pos } = error as Partial<verifier.VerifierError>
+    if (typeof line === 'number' && typeof pos === 'number') return ` at line ${line}, column ${pos}`
+  }
+  return ''
+}
+
+/** Parses and validates an import file's whole text; see readImport. */
+export function parseImport (text: string): Promise<ImportData> {
+  return readImport(() => [text])
+}
+
+/** Writes validated import data in one transaction (all or nothing). */
+export function importData (store: Store, data: ImportData, options: ImportOptions = {}): Promise<ImportResult> {
+  return store.importData(data, options)
 }

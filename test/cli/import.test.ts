@@ -12,6 +12,38 @@ const INT64_MIN = -9223372036854775808n
 const VALID_PET = '{ "id": 1, "name": "Rex", "status": "available", "quantity": 3 }'
 const VALID_ORDER = '{ "id": 1, "petId": 1, "quantity": 1, "shipDate": "2026-11-20T10:00:00Z", "status": "placed", "complete": false }'
 
+/** Pets in the large files: enough that reading and writing take many chunks and many progress steps. */
+const MANY = 100_000
+
+/** The id of pet i in a large file: i + 1, except that every 25,000th id lies above 2^53. */
+function manyId (i: number): bigint {
+  return i % 25_000 === 24_999 ? BIG + BigInt(i) : BigInt(i + 1)
+}
+
+function manyPet (i: number): string {
+  return `{"id":${manyId(i)},"name":"Pet ${i}","status":"${['available', 'pending', 'sold'][i % 3] as string}","quantity":${i % 50},` +
+    `"category":{"id":${i % 5 + 1},"name":"Category ${i % 5}"},"tags":[{"id":${i % 7 + 1},"name":"tag ${i % 7}"}],` +
+    `"photoUrls":["https://images.petstore.example/pets/${i}.jpg"]}`
+}
+
+/** `{"pets": [...]}` with `count` pets, one a line; `replace(i)` may give pet i's JSON text instead. */
+function manyPets (count: number, replace: (i: number) => string | undefined = () => undefined): string {
+  const lines: string[] = []
+  for (let i = 0; i < count; i++) lines.push(replace(i) ?? manyPet(i))
+  return `{"pets": [\n${lines.join(',\n')}\n]}\n`
+}
+
+/** The terminal code that erases the rest of the line after a redrawn status line. */
+const ERASE = '\x1b[K'
+
+/** The percentages of one phase's progress line ("Reading ...: 45% (...)"), in the order drawn. */
+function percentages (stderr: string, phase: RegExp): number[] {
+  return stderr.split('\r').flatMap((line) => {
+    const match = phase.exec(line)
+    return match === null ? [] : [Number(match[1])]
+  })
+}
+
 async function contents (store: SqliteStore) {
   return {
     pets: await store.countPets(),
@@ -121,6 +153,115 @@ describe('petstore import', () => {
     })
   })
 
+  test('when 100,000 pets are imported, then all are stored with exact int64 ids and stderr holds only the summary', async (t) => {
+    const cli = cliFor(t)
+    const file = cli.file('many.json', manyPets(MANY))
+    const res = await cli.run(['import', file])
+    assert.equal(res.code, 0, res.stderr)
+    // stderr is a pipe here, not a terminal: no progress lines, so logs stay clean.
+    assert.equal(res.stderr, `Imported 100000 pet(s) and 0 order(s) from ${file}.\n`)
+
+    await inspectStore(cli.db, async (store) => {
+      assert.equal(await store.countPets(), MANY)
+      assert.deepEqual(await store.getPet(1n), {
+        id: 1n,
+        name: 'Pet 0',
+        status: 'available',
+        category: { id: 1n, name: 'Category 0' },
+        tags: [{ id: 1n, name: 'tag 0' }],
+        photoUrls: ['https://images.petstore.example/pets/0.jpg']
+      })
+      assert.equal((await store.getPet(BIG + 99_999n))?.name, 'Pet 99999')
+      assert.equal((await store.getPet(BIG + 24_999n))?.name, 'Pet 24999')
+      assert.equal(await store.getPet(BIG + 24_998n), null, 'not rounded to a neighbouring double')
+      assert.equal((await store.getPet(99_999n))?.name, 'Pet 99998')
+    })
+  })
+
+  test('when progress is forced, then stderr shows one line per phase rising to 100%, then the summary', async (t) => {
+    const cli = cliFor(t)
+    const file = cli.file('many.json', manyPets(20_000))
+    const res = await cli.run(['import', '--progress', file])
+    assert.equal(res.code, 0, res.stderr)
+    assert.ok(res.stderr.startsWith('\rReading many.json: '), res.stderr)
+    assert.ok(res.stderr.includes(ERASE))
+    const stderr = res.stderr.replaceAll(ERASE, '')
+
+    const reading = percentages(stderr, /^Reading many\.json: (\d+)% \([\d.]+ [kM]?B of [\d.]+ MB\), [\d,]+ records$/)
+    const writing = percentages(stderr, /^Writing: (\d+)% \([\d,]+ of 20,000 records\)/)
+    for (const [phase, seen] of [['reading', reading], ['writing', writing]] as const) {
+      assert.ok(seen.length >= 2, `${phase}: ${res.stderr}`)
+      assert.ok((seen[0] as number) < 100, `${phase} starts below 100%: ${seen.join(' ')}`)
+      assert.deepEqual(seen, [...seen].sort((a, b) => a - b), `${phase} only rises: ${seen.join(' ')}`)
+      assert.equal(seen.at(-1), 100, phase)
+    }
+    assert.match(stderr, /Reading many\.json: 100% \([\d.]+ MB of [\d.]+ MB\), 20,000 records/)
+    // One status line redrawn in place: the only newlines end the progress line and the summary.
+    assert.match(stderr, /\rWriting: 100% \(20,000 of 20,000 records\)\nImported 20000 pet\(s\) and 0 order\(s\) from .*many\.json\.\n$/)
+    assert.equal(stderr.split('\n').length, 3)
+    await inspectStore(cli.db, async (store) => assert.equal(await store.countPets(), 20_000))
+  })
+
+  test('when progress is switched off, then stderr holds only the summary', async (t) => {
+    const cli = cliFor(t)
+    const res = await cli.run(['import', '--no-progress', DEMO])
+    assert.equal(res.code, 0, res.stderr)
+    assert.equal(res.stderr, `Imported 7 pet(s) and 5 order(s) from ${DEMO}.\n`)
+  })
+
+  test('when --progress and --no-progress are both given, then it exits 2', async (t) => {
+    const cli = cliFor(t)
+    const res = await cli.run(['import', '--progress', '--no-progress', DEMO])
+    assert.equal(res.code, 2)
+    assert.match(res.stderr, /either --progress or --no-progress/)
+  })
+
+  test('when the last of 100,000 pets is bad, then nothing is imported and pets[99999] is named', async (t) => {
+    const cli = cliFor(t)
+    const file = cli.file('many.json', manyPets(MANY, (i) => i === 99_999 ? '{"id":100000,"name":"Last","status":"lost"}' : undefined))
+    const res = await cli.run(['import', '--progress', file])
+    assert.equal(res.code, 1, res.stderr)
+    // The progress line is erased first, so the message starts on a clean line.
+    assert.ok(res.stderr.endsWith(`\r${ERASE}petstore: import rejected, nothing was imported: pets[99999].status must be one of available, pending, sold\n`), res.stderr)
+    await inspectStore(cli.db, async (store) => assert.equal(await store.countPets(), 0))
+  })
+
+  test('when two pets far apart share an id, then nothing is imported and both places are named', async (t) => {
+    const cli = cliFor(t)
+    const file = cli.file('many.json', manyPets(MANY, (i) => i === 99_998 ? '{"id":6,"name":"Again","status":"available"}' : undefined))
+    const res = await cli.run(['import', file])
+    assert.equal(res.code, 1, res.stderr)
+    assert.match(res.stderr, /pets\[99998\]\.id 6 repeats pets\[5\]\.id/)
+    await inspectStore(cli.db, async (store) => assert.equal(await store.countPets(), 0))
+  })
+
+  test('when a large file is cut off in the middle, then nothing is imported and the cut record is named', async (t) => {
+    const cli = cliFor(t)
+    const text = manyPets(MANY)
+    const cut = text.indexOf('"name":"Pet 60000"')
+    const res = await cli.run(['import', cli.file('cut.json', text.slice(0, cut))])
+    assert.equal(res.code, 1, res.stderr)
+    assert.match(res.stderr, /nothing was imported: the file is not valid JSON: it ends before the JSON is complete \(inside pets\[60000\]\)/)
+    await inspectStore(cli.db, async (store) => assert.equal(await store.countPets(), 0))
+  })
+
+  test('when a large file has a syntax error, then nothing is imported and its line and column are named', async (t) => {
+    const cli = cliFor(t)
+    // Line 1 is `{"pets": [`, so pet i is on line i + 2.
+    const file = cli.file('many.json', manyPets(MANY, (i) => i === 80_000 ? '{"id":80001,,"name":"x","status":"sold"}' : undefined))
+    const res = await cli.run(['import', file])
+    assert.equal(res.code, 1, res.stderr)
+    assert.match(res.stderr, /nothing was imported: the file is not valid JSON: expected an object key at line 80002, column 13\n$/)
+    await inspectStore(cli.db, async (store) => assert.equal(await store.countPets(), 0))
+  })
+
+  test('when the file is empty, then it exits 1 saying so', async (t) => {
+    const cli = cliFor(t)
+    const res = await cli.run(['import', cli.file('empty.json', '')])
+    assert.equal(res.code, 1)
+    assert.equal(res.stderr, 'petstore: import rejected, nothing was imported: the file is not valid JSON: it is empty\n')
+  })
+
   test('when the file holds no pets and no orders, then it imports nothing and exits 0', async (t) => {
     const cli = cliFor(t)
     const res = await cli.run(['import', cli.file('empty.json', '{}')])
@@ -154,6 +295,31 @@ describe('petstore import', () => {
       what: 'pets[1] has a fractional quantity',
       json: `{ "pets": [${VALID_PET}, { "id": 2, "name": "Tom", "status": "available", "quantity": 1.5 }] }`,
       field: /pets\[1\]\.quantity must be an integer from 0 to 1000000000/
+    },
+    {
+      what: 'pets[1] has a quantity in exponent form',
+      json: `{ "pets": [${VALID_PET}, { "id": 2, "name": "Tom", "status": "available", "quantity": 1e3 }] }`,
+      field: /pets\[1\]\.quantity must be an integer from 0 to 1000000000/
+    },
+    {
+      what: 'pets[1] has an id written with a fraction',
+      json: `{ "pets": [${VALID_PET}, { "id": 2.0, "name": "Tom", "status": "available" }] }`,
+      field: /pets\[1\]\.id must be an integer within int64/
+    },
+    {
+      what: 'pets[1] has a "__proto__" field',
+      json: `{ "pets": [${VALID_PET}, { "id": 2, "name": "Tom", "status": "available", "__proto__": { "status": "sold" } }] }`,
+      field: /pets\[1\]\.__proto__ is not a known field/
+    },
+    {
+      what: 'the file repeats the "pets" key',
+      json: `{ "pets": [${VALID_PET}], "pets": [] }`,
+      field: /the file is not valid JSON: the top-level key "pets" appears twice/
+    },
+    {
+      what: 'pets[1] is not an object',
+      json: `{ "pets": [${VALID_PET}, 2] }`,
+      field: /pets\[1\] must be an object/
     },
     {
       what: 'pets[1] has a negative quantity',

@@ -20,7 +20,7 @@ describe('the CLI on PostgreSQL', () => {
 
 if (await requirePostgres('CLI tests on PostgreSQL')) {
   describe('the CLI on PostgreSQL', () => {
-    test('when DATABASE_URL names PostgreSQL, then migrate, import and keys work against it', async (t) => {
+    test('when DATABASE_URL names PostgreSQL, then migrate, import, inventory history and keys work against it', async (t) => {
       const url = await tempPostgresDatabase(t)
       const cli = cliFor(t, { DATABASE_URL: url })
       const first = await cli.run(['migrate'])
@@ -29,6 +29,10 @@ if (await requirePostgres('CLI tests on PostgreSQL')) {
       assert.match((await cli.run(['migrate'])).stderr, /up to date/)
       const imported = await cli.run(['import', DEMO])
       assert.equal(imported.code, 0, imported.stderr)
+      const history = await cli.run(['inventory', 'history', '1', '--json'])
+      assert.equal(history.code, 0, history.stderr)
+      assert.deepEqual((JSON.parse(history.stdout) as Array<{ reason: string, previousQuantity: number | null }>)
+        .map((e) => [e.reason, e.previousQuantity]), [['import', null]])
       const created = await cli.run(['keys', 'create', '--plan', 'pro', '--json'])
       assert.equal(created.code, 0, created.stderr)
       const { id } = JSON.parse(created.stdout) as { id: string }

@@ -1,0 +1,77 @@
+/**
+ * `petstore import FILE`: the file is streamed through the domain's reader (never held as one string), then the
+ * validated records are written in one store transaction. With progress on, stderr shows one status line for
+ * each phase; the summary line follows either way.
+ */
+import { createReadStream } from 'node:fs'
+import { stat } from 'node:fs/promises'
+import { basename } from 'node:path'
+import { importData, readImport } from '../domain/import.js'
+import type { ImportResult, Store } from '../store/types.js'
+import type { Io } from './main.js'
+import { ImportProgress, StatusLine } from './progress.js'
+
+/** A failure to read the file (as opposed to a problem with its content). */
+class ReadFailure extends Error {
+  constructor (readonly code: string) {
+    super(code)
+  }
+}
+
+function readFailure (error: unknown): ReadFailure {
+  return new ReadFailure((error as NodeJS.ErrnoException).code ?? (error as Error).message)
+}
+
+/**
+ * Imports FILE; returns the exit code. ImportError (a bad file) propagates to the caller, which reports that
+ * nothing was imported.
+ */
+export async function importFile (
+  file: string, io: Io, withStore: (work: (store: Store) => Promise<ImportResult>) => Promise<ImportResult>, showProgress: boolean
+): Promise<number> {
+  let size: number | null
+  try {
+    const info = await stat(file)
+    size = info.isFile() ? info.size : null
+  } catch (error) {
+    io.stderr(`petstore: cannot read ${file}: ${readFailure(error).code}\n`)
+    return 1
+  }
+  const progress = new ImportProgress(
+    new StatusLine(io.stderr, { enabled: showProgress, columns: io.stderrColumns }), basename(file), size)
+
+  let bytes = 0
+  async function * chunks (): AsyncGenerator<Buffer> {
+    try {
+      for await (const chunk of createReadStream(file)) {
+        bytes += (chunk as Buffer).length
+        yield chunk as Buffer
+      }
+    } catch (error) {
+      throw readFailure(error)
+    }
+  }
+
+  try {
+    let records = 0
+    const data = await readImport(chunks, {
+      onRecord: (n) => {
+        records = n
+        progress.reading(bytes, n)
+      }
+    })
+    progress.reading(bytes, records, true)
+    progress.writing(0, data.pets.length + data.orders.length)
+    const result = await withStore((store) => importData(store, data, { onProgress: (written, total) => progress.writing(written, total) }))
+    progress.finish()
+    io.stderr(`Imported ${result.pets} pet(s) and ${result.orders} order(s) from ${file}.\n`)
+    return 0
+  } catch (error) {
+    progress.abort()
+    if (error instanceof ReadFailure) {
+      io.stderr(`petstore: cannot read ${file}: ${error.code}\n`)
+      return 1
+    }
+    throw error
+  }
+}
