@@ -86,9 +86,9 @@ describe('petstore inventory history', () => {
     await inspectStore(cli.db, async (store) => {
       await store.importData({ pets: [{ id: 1n, name: 'a', status: 'available', quantity: 3 }], orders: [] })
     })
-    // Entries written before migration 4 have no ledger rows.
+    // Entries written before migration 4 have no ledger rows and no chain head.
     const db = new Database(cli.db)
-    db.exec('DELETE FROM stock_ledger')
+    db.exec('DELETE FROM stock_ledger; UPDATE inventory SET ledger_head = NULL')
     db.close()
     const json = await cli.run(['inventory', 'history', '1', '--json'])
     assert.equal(json.code, 0, json.stderr)

@@ -11,6 +11,8 @@ import { petColumns, progressReporter, toPet, type PetRow } from '../rows.js'
 
 interface InventoryRow { pet_id: bigint, quantity: bigint, status: PetStatus }
 interface EntryRow extends InventoryRow { revision: bigint }
+/** An entry with the id of its newest ledger row: the head of the pet's ledger chain (migration 4). */
+interface ChainedEntryRow extends EntryRow { ledger_head: bigint | null }
 interface LedgerRow {
   id: bigint, pet_id: bigint, previous_quantity: bigint | null, quantity: bigint, reason: LedgerReason, note: string | null,
   key_id: string | null, request_id: string | null, created_at: string
@@ -41,9 +43,20 @@ const toLedgerEntry = (row: LedgerRow): LedgerEntry => ({
   at: new Date(row.created_at)
 })
 
-const ENTRY_SQL = 'SELECT i.pet_id, i.quantity, p.status, i.revision FROM inventory i JOIN pets p ON p.id = i.pet_id WHERE i.pet_id = ?'
-const LEDGER_INSERT_SQL = `INSERT INTO stock_ledger (pet_id, previous_quantity, quantity, reason, note, key_id, request_id, created_at)
-  VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
+const ENTRY_SQL = 'SELECT i.pet_id, i.quantity, p.status, i.revision, i.ledger_head FROM inventory i JOIN pets p ON p.id = i.pet_id WHERE i.pet_id = ?'
+/** Appends a ledger row linked to the pet's previous one (the entry's ledger_head, which the caller then moves). */
+const LEDGER_INSERT_SQL = `INSERT INTO stock_ledger (pet_id, previous_id, previous_quantity, quantity, reason, note, key_id, request_id, created_at)
+  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
+/** The newest `limit` ledger rows of a pet, following its chain from the head; oldest first. */
+const HISTORY_SQL = `
+  WITH RECURSIVE chain (id, depth) AS (
+    SELECT ledger_head, 1 FROM inventory WHERE pet_id = ? AND ledger_head IS NOT NULL
+    UNION ALL
+    SELECT l.previous_id, chain.depth + 1 FROM chain JOIN stock_ledger l ON l.id = chain.id
+    WHERE chain.depth < ? AND l.previous_id IS NOT NULL
+  )
+  SELECT l.id, l.pet_id, l.previous_quantity, l.quantity, l.reason, l.note, l.key_id, l.request_id, l.created_at
+  FROM chain JOIN stock_ledger l ON l.id = chain.id ORDER BY l.id`
 
 const toOrder = (row: OrderRow): Order => ({
   id: row.id,
@@ -202,15 +215,16 @@ export class SqliteStore implements Store {
     const batch = this.#pending
     this.#pending = []
     const read = this.#prepare(ENTRY_SQL)
-    const update = this.#prepare('UPDATE inventory SET quantity = ?, revision = revision + 1 WHERE pet_id = ?')
+    const update = this.#prepare('UPDATE inventory SET quantity = ?, revision = revision + 1, ledger_head = ? WHERE pet_id = ?')
     const record = this.#prepare(LEDGER_INSERT_SQL)
     const one = this.#db.transaction((change: StockChange): StockChangeResult => {
-      const row = read.get(change.petId) as EntryRow | undefined
+      const row = read.get(change.petId) as ChainedEntryRow | undefined
       if (row === undefined) return { status: 'not_found' }
       const current = toStockEntry(row)
       if (change.expectedRevisions !== null && !change.expectedRevisions.includes(current.revision)) return { status: 'stale', current }
-      update.run(change.quantity, change.petId)
-      record.run(change.petId, current.quantity, change.quantity, change.reason, change.note, change.keyId, change.requestId, change.at.toISOString())
+      const { lastInsertRowid } = record.run(change.petId, row.ledger_head, current.quantity, change.quantity, change.reason, change.note,
+        change.keyId, change.requestId, change.at.toISOString())
+      update.run(change.quantity, lastInsertRowid, change.petId)
       return { status: 'updated', entry: { ...current, quantity: change.quantity, revision: current.revision + 1n } }
     })
     let outcomes: Array<{ result: StockChangeResult } | { error: unknown }>
@@ -242,10 +256,7 @@ export class SqliteStore implements Store {
 
   async stockHistory (petId: bigint, limit: number): Promise<LedgerEntry[]> {
     return guard(() => {
-      const rows = this.#prepare(
-        `SELECT * FROM (SELECT id, pet_id, previous_quantity, quantity, reason, note, key_id, request_id, created_at
-         FROM stock_ledger WHERE pet_id = ? ORDER BY id DESC LIMIT ?) ORDER BY id`
-      ).all(petId, limit) as LedgerRow[]
+      const rows = this.#prepare(HISTORY_SQL).all(petId, limit) as LedgerRow[]
       return rows.map(toLedgerEntry)
     })
   }
@@ -288,10 +299,10 @@ export class SqliteStore implements Store {
       )
       // Only stock that changes is written: a re-import of an unchanged catalogue keeps revisions (ETags) and
       // adds nothing to the ledger.
-      const readStock = db.prepare('SELECT quantity FROM inventory WHERE pet_id = ?').pluck()
+      const readStock = db.prepare('SELECT quantity, ledger_head FROM inventory WHERE pet_id = ?')
       const upsertStock = db.prepare(
-        `INSERT INTO inventory (pet_id, quantity) VALUES (?, ?)
-         ON CONFLICT (pet_id) DO UPDATE SET quantity = excluded.quantity, revision = revision + 1`
+        `INSERT INTO inventory (pet_id, quantity, ledger_head) VALUES (?, ?, ?)
+         ON CONFLICT (pet_id) DO UPDATE SET quantity = excluded.quantity, revision = revision + 1, ledger_head = excluded.ledger_head`
       )
       const record = db.prepare(LEDGER_INSERT_SQL)
       const at = (options.at ?? new Date()).toISOString()
@@ -306,10 +317,10 @@ export class SqliteStore implements Store {
         for (const pet of pets) {
           upsertPet.run(pet.id, ...petColumns(pet))
           if (pet.quantity !== undefined) {
-            const previous = readStock.get(pet.id) as bigint | undefined
-            if (previous === undefined || Number(previous) !== pet.quantity) {
-              upsertStock.run(pet.id, pet.quantity)
-              record.run(pet.id, previous ?? null, pet.quantity, 'import', null, null, null, at)
+            const previous = readStock.get(pet.id) as { quantity: bigint, ledger_head: bigint | null } | undefined
+            if (previous === undefined || Number(previous.quantity) !== pet.quantity) {
+              const { lastInsertRowid } = record.run(pet.id, previous?.ledger_head ?? null, previous?.quantity ?? null, pet.quantity, 'import', null, null, null, at)
+              upsertStock.run(pet.id, pet.quantity, lastInsertRowid)
             }
           }
           report(1)

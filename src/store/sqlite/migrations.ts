@@ -68,12 +68,17 @@ export const MIGRATIONS: ReadonlyArray<{ version: number, name: string, sql: str
     version: 4,
     name: 'stock ledger and entry revisions',
     // The revision is the entry's strong ETag: it grows with every change to what the entry shows, a pet's
-    // status included. The ledger records every quantity change in the transaction that makes it.
+    // status included. The ledger records every quantity change in the transaction that makes it. A pet's
+    // ledger rows are chained (inventory.ledger_head -> previous_id -> ...) instead of indexed by pet: a
+    // stock change then appends to the ledger and touches no other page than its entry's, where an index on
+    // (pet_id, id) would add one random page per change to every group commit (BENCHMARKS.md).
     sql: `
       ALTER TABLE inventory ADD COLUMN revision INTEGER NOT NULL DEFAULT 1;
+      ALTER TABLE inventory ADD COLUMN ledger_head INTEGER;
       CREATE TABLE stock_ledger (
         id INTEGER PRIMARY KEY,
         pet_id INTEGER NOT NULL,
+        previous_id INTEGER,
         previous_quantity INTEGER,
         quantity INTEGER NOT NULL,
         reason TEXT NOT NULL CHECK (reason IN ('arrival', 'return', 'adjustment', 'import')),
@@ -82,7 +87,6 @@ export const MIGRATIONS: ReadonlyArray<{ version: number, name: string, sql: str
         request_id TEXT,
         created_at TEXT NOT NULL
       );
-      CREATE INDEX stock_ledger_pet ON stock_ledger (pet_id, id);
       CREATE TRIGGER pet_status_revision AFTER UPDATE OF status ON pets WHEN OLD.status IS NOT NEW.status
         BEGIN UPDATE inventory SET revision = revision + 1 WHERE pet_id = NEW.id; END;
     `
