@@ -12,7 +12,7 @@ import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { finished } from 'node:stream/promises'
 import { fileURLToPath } from 'node:url'
-import pg from 'pg'
+import { adminQuery, postgresReachable } from '../test/helpers/postgres.js'
 import { Cleanup, cleanupOnSignals, median, memoryMb, ROOT, startCommand } from './support.js'
 
 const BIN = join(ROOT, 'bin/petstore.js')
@@ -86,28 +86,6 @@ function report (store: string, pets: number, runs: Run[]): void {
     `peak RSS ${rss}  (runs: ${runs.map((r) => r.seconds.toFixed(2)).join(', ')} s)`)
 }
 
-async function postgresReachable (url: string): Promise<boolean> {
-  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 3000 })
-  try {
-    await client.connect()
-    return true
-  } catch {
-    return false
-  } finally {
-    await client.end().catch(() => {})
-  }
-}
-
-async function postgres (url: string, sql: string): Promise<void> {
-  const client = new pg.Client({ connectionString: url })
-  await client.connect()
-  try {
-    await client.query(sql)
-  } finally {
-    await client.end()
-  }
-}
-
 async function main (): Promise<void> {
   const pets = Number(process.env.BENCH_IMPORT_PETS ?? 100_000)
   if (!Number.isInteger(pets) || pets <= 0) throw new Error('BENCH_IMPORT_PETS must be a positive integer')
@@ -137,8 +115,8 @@ async function main (): Promise<void> {
     const runs: Run[] = []
     for (let round = 0; round < rounds; round++) {
       const database = `petstore_bench_import_${randomBytes(4).toString('hex')}`
-      await postgres(postgresUrl, `CREATE DATABASE ${database}`)
-      const drop = (): Promise<void> => postgres(postgresUrl, `DROP DATABASE IF EXISTS ${database} WITH (FORCE)`)
+      await adminQuery(`CREATE DATABASE ${database}`, postgresUrl)
+      const drop = (): Promise<void> => adminQuery(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`, postgresUrl)
       cleanup.defer(drop)
       const url = new URL(postgresUrl)
       url.pathname = `/${database}`

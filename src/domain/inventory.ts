@@ -58,6 +58,8 @@ export async function getStockEntry (store: Store, petId: bigint): Promise<Stock
 
 /** The newest `limit` ledger entries of a pet, oldest first; null when the pet has neither stock nor history. */
 export async function stockHistory (store: Store, petId: bigint, limit: number): Promise<LedgerEntry[] | null> {
-  const [entries, entry] = await Promise.all([store.stockHistory(petId, limit), store.getStockEntry(petId)])
-  return entries.length === 0 && entry === null ? null : entries
+  const entries = await store.stockHistory(petId, limit)
+  if (entries.length > 0) return entries
+  // No recorded change: an entry that predates the ledger has an empty history; no entry at all is unknown.
+  return await store.getStockEntry(petId) === null ? null : entries
 }
