@@ -9,16 +9,13 @@ import { buildApp } from '../../src/app.js'
 import { loadConfig } from '../../src/config.js'
 import { PostgresStore } from '../../src/store/postgres/index.js'
 import { auth, newKey, pet } from '../helpers/app.js'
-import { POSTGRES_URL, requirePostgres, tempSchema } from '../helpers/postgres.js'
+import { POSTGRES_URL, requirePostgres, tempPostgresStore, tempSchema } from '../helpers/postgres.js'
 import { KillableProxy } from '../helpers/proxy.js'
 
 if (await requirePostgres('API tests on PostgreSQL')) {
   describe('the API on PostgreSQL', () => {
     test('when two PATCHes race with the same If-Match, then one applies, the other gets 412, and the ledger records the one', async (t) => {
-      const schema = await tempSchema(t)
-      const store = new PostgresStore(POSTGRES_URL, { schema })
-      t.after(() => store.close())
-      await store.migrate()
+      const store = await tempPostgresStore(t)
       await store.importData({ pets: [pet(9007199254740993n, { quantity: 10 })], orders: [] })
       const key = await newKey(store)
       const app = await buildApp(loadConfig({ AUTH_CACHE_TTL_MS: '0' }), { store, logger: false })
