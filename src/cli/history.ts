@@ -1,6 +1,7 @@
 /** How `petstore inventory history` shows a pet's stock ledger: a table for people, JSON for programs. */
 import { stringify } from 'lossless-json'
 import type { LedgerEntry } from '../domain/model.js'
+import { table } from './table.js'
 
 /** The ledger as a JSON array; int64 ids are bare numbers, digit for digit (like the API). */
 export function historyJson (entries: LedgerEntry[]): string {
@@ -14,6 +15,5 @@ export function historyTable (entries: LedgerEntry[]): string {
     e.at.toISOString(), e.reason, e.previousQuantity === null ? '-' : String(e.previousQuantity), String(e.quantity),
     e.keyId ?? '-', e.requestId ?? '-', e.note ?? '-'
   ])
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] as string).length)))
-  return [header, ...rows].map((r) => r.map((cell, i) => cell.padEnd(widths[i] as number)).join('  ').trimEnd()).join('\n') + '\n'
+  return table(header, rows)
 }

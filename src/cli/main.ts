@@ -17,6 +17,7 @@ import { parseInt64 } from '../int64.js'
 import { openStore } from '../store/open.js'
 import type { Store } from '../store/types.js'
 import { historyJson, historyTable } from './history.js'
+import { table } from './table.js'
 
 export interface Io {
   stdout: (text: string) => void
@@ -118,8 +119,7 @@ function keyTable (keys: ApiKeyRecord[], plans: PlanTable): string {
     return [k.id, k.name ?? '-', k.plan, String(j.perMinute ?? '-'), String(j.perDay ?? '-'), String(j.createdAt),
       String(j.revokedAt ?? '-'), String(j.bannedUntil ?? '-')]
   })
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] as string).length)))
-  return [header, ...rows].map((r) => r.map((cell, i) => cell.padEnd(widths[i] as number)).join('  ').trimEnd()).join('\n') + '\n'
+  return table(header, rows)
 }
 
 /** `keys revoke ID` and `keys unban ID`: one store change by key id; exit 1 when no key has the id. */
