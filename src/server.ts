@@ -16,8 +16,6 @@ import { ResilientLimiter } from './ratelimit/resilient.js'
 import type { RateLimiter } from './ratelimit/types.js'
 import { openStore } from './store/open.js'
 
-const isWorker = (): boolean => cluster.isWorker
-
 export interface ServeOptions {
   /** Import the shipped demo data set when the store has no pets yet. */
   seedDemo: boolean
@@ -54,7 +52,7 @@ export async function startServer (config: Config, options: ServeOptions): Promi
     const app = await buildApp(config, { store, limiter, logger: log, metrics })
     // METRICS_PORT: a server of its own, opened before the main port so that a port clash fails the start.
     // In a cluster the primary serves it (src/metrics/cluster.ts).
-    if (config.metrics.port !== null && !isWorker()) {
+    if (config.metrics.port !== null && !cluster.isWorker) {
       metricsServer = await startMetricsServer(metrics, { host: config.host, port: config.metrics.port, token: config.metrics.token, log })
       log.info({ address: metricsServer.address.address, port: metricsServer.address.port }, 'metrics listening')
     }

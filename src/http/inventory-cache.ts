@@ -56,11 +56,3 @@ export class InventoryCache {
     return representation
   }
 }
-
-/** If-None-Match against a current ETag (weak comparison, RFC 9110 section 13.1.2). */
-export function noneMatch (header: string | undefined, etag: string): boolean {
-  if (header === undefined) return false
-  if (header.trim() === '*') return true
-  const opaque = etag.replace(/^W\//, '')
-  return header.split(',').some((tag) => tag.trim().replace(/^W\//, '') === opaque)
-}

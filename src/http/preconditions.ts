@@ -1,26 +1,53 @@
 /**
- * If-Match (RFC 9110 section 13.1.1): `*` or a list of entity-tags, compared strongly: a weak tag never
- * matches. An entity-tag's opaque part may hold commas, so the list is scanned tag by tag, not split.
+ * Conditional request headers (RFC 9110 section 13.1): If-Match and If-None-Match are `*` or a list of
+ * entity-tags. An entity-tag's opaque part may hold commas, so the list is scanned tag by tag, not split.
  */
 import { AppError } from '../errors.js'
 
 const ENTITY_TAG = /[ \t]*(W\/)?("[\x21\x23-\x7E\x80-\xFF]*")[ \t]*(?:,|$)/y
 
-/**
- * The strong tags an If-Match header lists; `any` for `*`; null without the header. A header that is not
- * `*` or a list of entity-tags is a 400: a client that means a precondition must learn that it sent none.
- */
-export function ifMatchTags (header: string | undefined): { any: true } | { tags: string[] } | null {
-  if (header === undefined) return null
+interface EntityTag {
+  weak: boolean
+  /** The quoted opaque part, quotes included: what weak and strong comparison compare. */
+  opaque: string
+}
+
+/** The tags of a conditional header; `any` for `*`; null when the header is neither. */
+function entityTags (header: string): { any: true } | { tags: EntityTag[] } | null {
   if (header.trim() === '*') return { any: true }
-  const invalid = new AppError('invalid_request', 'If-Match must be * or a list of entity tags, e.g. If-Match: "r3".')
-  if (header.trim() === '') throw invalid
-  const tags: string[] = []
+  if (header.trim() === '') return null
+  const tags: EntityTag[] = []
   ENTITY_TAG.lastIndex = 0
   while (ENTITY_TAG.lastIndex < header.length) {
     const match = ENTITY_TAG.exec(header)
-    if (match === null) throw invalid
-    if (match[1] === undefined) tags.push(match[2] as string)
+    if (match === null) return null
+    tags.push({ weak: match[1] !== undefined, opaque: match[2] as string })
   }
   return { tags }
+}
+
+/**
+ * The strong tags an If-Match header lists (If-Match compares strongly: a weak tag never matches); `any` for
+ * `*`; null without the header. A header that is not `*` or a list of entity-tags is a 400: a client that
+ * means a precondition must learn that it sent none.
+ */
+export function ifMatchTags (header: string | undefined): { any: true } | { tags: string[] } | null {
+  if (header === undefined) return null
+  const list = entityTags(header)
+  if (list === null) throw new AppError('invalid_request', 'If-Match must be * or a list of entity tags, e.g. If-Match: "r3".')
+  if ('any' in list) return list
+  return { tags: list.tags.filter((tag) => !tag.weak).map((tag) => tag.opaque) }
+}
+
+/**
+ * Whether If-None-Match names the current ETag (weak comparison, RFC 9110 section 13.1.2). A malformed header
+ * names nothing: the full answer is sent.
+ */
+export function noneMatch (header: string | undefined, etag: string): boolean {
+  if (header === undefined) return false
+  const list = entityTags(header)
+  if (list === null) return false
+  if ('any' in list) return true
+  const opaque = etag.replace(/^W\//, '')
+  return list.tags.some((tag) => tag.opaque === opaque)
 }

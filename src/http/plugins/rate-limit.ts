@@ -15,7 +15,7 @@ import { AppError } from '../../errors.js'
 import type { Decision, RateLimiter, WindowLimits, WindowState } from '../../ratelimit/types.js'
 import type { Metrics } from '../../metrics/index.js'
 import type { Store } from '../../store/types.js'
-import { noneMatch } from '../inventory-cache.js'
+import { noneMatch } from '../preconditions.js'
 import { authenticate } from './auth.js'
 
 declare module 'fastify' {
