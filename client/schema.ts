@@ -694,7 +694,7 @@ export interface operations {
                      */
                     reason?: "arrival" | "return" | "adjustment";
                     /**
-                     * @description A short free-text note recorded in the stock ledger (1 to 500 characters, no control characters)
+                     * @description A short free-text note recorded in the stock ledger (1 to 500 characters; no control characters, line separators or bidirectional formatting characters)
                      * @example Delivery 2026-11-22 from the breeder
                      */
                     note?: string;

@@ -9,6 +9,8 @@ import parser from 'stream-json/parser.js'
 import verifier from 'stream-json/utils/verifier.js'
 import { isRfc3339DateTime } from '../datetime.js'
 import { isInt64 } from '../int64.js'
+import { isSafeText, SAFE_TEXT_RULE } from './text.js'
+import { Utf8Stream } from './utf8.js'
 import type { ImportOptions, ImportResult, Store } from '../store/types.js'
 import {
   MAX_ORDER_QUANTITY, MAX_QUANTITY, ORDER_STATUSES, PET_STATUSES,
@@ -67,12 +69,13 @@ class Fields {
     return Number(value)
   }
 
-  string (field: string, maxLength: number, pattern?: RegExp): string {
+  /** A non-empty string; texts the CLI prints (names) must also be safe to print on a terminal. */
+  string (field: string, maxLength: number): string {
     const value = this.record[field]
     if (typeof value !== 'string' || value.length === 0 || value.length > maxLength) {
       this.fail(field, `must be a non-empty string of at most ${maxLength} characters`)
     }
-    if (pattern !== undefined && !pattern.test(value)) this.fail(field, `must match ${pattern.source}`)
+    if (!isSafeText(value)) this.fail(field, `must hold ${SAFE_TEXT_RULE}`)
     return value
   }
 
@@ -115,6 +118,7 @@ function readPet (where: string, value: unknown): PetImport {
       if (typeof url !== 'string' || url.length === 0 || url.length > MAX_URL) {
         throw new ImportError(`${where}.photoUrls[${i}] must be a non-empty string of at most ${MAX_URL} characters`)
       }
+      if (!isSafeText(url)) throw new ImportError(`${where}.photoUrls[${i}] must hold ${SAFE_TEXT_RULE}`)
       return url
     })
   }
@@ -314,11 +318,22 @@ export async function readImport (open: ImportSource, options: ReadImportOptions
   let sourceError: unknown = null
   let atEnd = false
   async function * input (): AsyncGenerator<Uint8Array | string> {
+    const utf8 = new Utf8Stream()
     try {
-      yield * open()
+      for await (const chunk of open()) {
+        // Text given as strings is already decoded; bytes must be valid UTF-8.
+        const invalid = typeof chunk === 'string' ? -1 : utf8.push(chunk)
+        if (invalid !== -1) throw await notUtf8(open, invalid)
+        yield chunk
+      }
     } catch (error) {
       sourceError = error
       throw error
+    }
+    const truncated = utf8.end()
+    if (truncated !== -1) {
+      sourceError = await notUtf8(open, truncated)
+      throw sourceError
     }
     // The parser handles each chunk as it is written, so a syntax error in the last chunk has been raised by
     // now; an error raised later comes from the end of the input.
@@ -336,6 +351,26 @@ export async function readImport (open: ImportSource, options: ReadImportOptions
   }
   if (!reader.complete) throw notJson('it ends before the JSON is complete')
   return { pets: reader.pets, orders: reader.orders }
+}
+
+/** The ImportError for invalid UTF-8 at a byte offset, with its line and column (in bytes) from a second pass. */
+async function notUtf8 (open: ImportSource, offset: number): Promise<ImportError> {
+  let line = 1
+  let lineStart = 0
+  let seen = 0
+  for await (const chunk of open()) {
+    const bytes = typeof chunk === 'string' ? Buffer.from(chunk) : chunk
+    const upto = Math.min(bytes.length, offset - seen)
+    for (let i = 0; i < upto; i++) {
+      if (bytes[i] === 0x0A) {
+        line++
+        lineStart = seen + i + 1
+      }
+    }
+    seen += bytes.length
+    if (seen >= offset) break
+  }
+  return new ImportError(`the file is not valid UTF-8 at byte ${offset} (line ${line}, column ${offset - lineStart + 1})`)
 }
 
 function suffix (where: string): string {

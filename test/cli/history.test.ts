@@ -81,6 +81,19 @@ describe('petstore inventory history', () => {
     assert.equal(all.stderr, '')
   })
 
+  test('when a note stored by an earlier release holds terminal control characters, then the table shows them escaped', async (t) => {
+    const cli = cliFor(t)
+    // The store's own write path, which never validated notes: as an earlier release's API let them through.
+    await inspectStore(cli.db, async (store) => {
+      await store.importData({ pets: [{ id: 1n, name: 'a', status: 'available', quantity: 3 }], orders: [] })
+      await store.setQuantity(change(1n, 4, { note: 'paid\u009b2J \u202egpj.exe \u2028next' }))
+    })
+    const table = await cli.run(['inventory', 'history', '1'])
+    assert.equal(table.code, 0, table.stderr)
+    assert.ok(!/[\u0080-\u009f\u2028\u202e]/u.test(table.stdout), 'nothing a terminal would interpret')
+    assert.match(table.stdout, /paid\\u\{9b\}2J \\u\{202e\}gpj\.exe \\u\{2028\}next$/m)
+  })
+
   test('when a stock entry predates the ledger (no recorded change), then an empty history is printed', async (t) => {
     const cli = cliFor(t)
     await inspectStore(cli.db, async (store) => {

@@ -392,6 +392,26 @@ describe('petstore import', () => {
       field: /orders\[1\]\.id 1 repeats orders\[0\]\.id/
     },
     {
+      what: 'a pet name holds a right-to-left override',
+      json: `{ "pets": [${VALID_PET}, { "id": 2, "name": "Tom\\u202egpj.exe", "status": "available" }] }`,
+      field: /pets\[1\]\.name must hold no control characters, line separators or bidirectional formatting characters/
+    },
+    {
+      what: 'a category name holds a C1 control character',
+      json: `{ "pets": [${VALID_PET}, { "id": 2, "name": "Tom", "status": "available", "category": { "id": 1, "name": "Cats\\u009b2J" } }] }`,
+      field: /pets\[1\]\.category\.name must hold no control characters/
+    },
+    {
+      what: 'a tag name holds an isolate',
+      json: `{ "pets": [${VALID_PET}, { "id": 2, "name": "Tom", "status": "available", "tags": [{ "id": 1, "name": "\\u2066x" }] }] }`,
+      field: /pets\[1\]\.tags\[0\]\.name must hold no control characters/
+    },
+    {
+      what: 'a photo URL holds a line separator',
+      json: `{ "pets": [${VALID_PET}, { "id": 2, "name": "Tom", "status": "available", "photoUrls": ["https://x.example/a\u2028b"] }] }`,
+      field: /pets\[1\]\.photoUrls\[0\] must hold no control characters/
+    },
+    {
       what: 'the file has an unknown top-level field',
       json: `{ "pets": [${VALID_PET}], "animals": [] }`,
       field: /file\.animals is not a known field/
@@ -451,6 +471,47 @@ describe('petstore import', () => {
     assert.equal(res.stdout, '')
     assert.match(res.stderr, /^petstore: import rejected, nothing was imported: the file is not valid JSON/)
     await inspectStore(cli.db, async (store) => assert.equal(await store.countPets(), 0))
+  })
+
+  const invalidUtf8: Array<[string, number[]]> = [
+    ['a lone continuation byte', [0x80]],
+    ['a truncated two-byte sequence', [0xC3, 0x22]],
+    ['an overlong encoding of "/"', [0xC0, 0xAF]],
+    ['an encoded surrogate', [0xED, 0xA0, 0x80]],
+    ['a code point above U+10FFFF', [0xF4, 0x90, 0x80, 0x80]],
+    ['the byte 0xFF', [0xFF]]
+  ]
+  for (const [what, bytes] of invalidUtf8) {
+    test(`when a name holds ${what}, then it exits 1 naming the byte, line and column, and imports nothing`, async (t) => {
+      const cli = cliFor(t)
+      const head = Buffer.from(`{ "pets": [\n${VALID_PET},\n{ "id": 2, "name": "T`)
+      const file = Buffer.concat([head, Buffer.from(bytes), Buffer.from('m", "status": "available" }\n] }\n')])
+      const res = await cli.run(['import', cli.file('latin1.json', file)])
+      assert.equal(res.code, 1, res.stderr)
+      const column = head.length - head.lastIndexOf(0x0A)
+      assert.equal(res.stderr, `petstore: import rejected, nothing was imported: the file is not valid UTF-8 at byte ${head.length} (line 3, column ${column})\n`)
+      await inspectStore(cli.db, async (store) => assert.equal(await store.countPets(), 0))
+    })
+  }
+
+  test('when a large file has invalid UTF-8 far from the start, then its place is named exactly', async (t) => {
+    const cli = cliFor(t)
+    const text = manyPets(20_000, (i) => i === 15_000 ? '{"id":999999,"name":"Caf\u00e9","status":"available"}' : undefined)
+    // Replace the UTF-8 "é" (0xC3 0xA9) by its Latin-1 byte (0xE9) alone.
+    const utf8 = Buffer.from(text)
+    const at = utf8.indexOf(Buffer.from('Caf\u00e9')) + 3
+    const file = Buffer.concat([utf8.subarray(0, at), Buffer.from([0xE9]), utf8.subarray(at + 2)])
+    const res = await cli.run(['import', cli.file('big.json', file)])
+    assert.equal(res.code, 1)
+    assert.match(res.stderr, new RegExp(`not valid UTF-8 at byte ${at} \\(line 15002, column \\d+\\)`))
+  })
+
+  test('when multi-byte characters are split across read chunks, then the file is valid and imported', async (t) => {
+    const cli = cliFor(t)
+    // Enough 2-, 3- and 4-byte characters that some straddle the 64 KiB read chunks.
+    const res = await cli.run(['import', cli.file('unicode.json', manyPets(3000, (i) => `{"id":${i + 1},"name":"Ünïcödé 🐕 ${'€'.repeat(i % 30)}","status":"available"}`))])
+    assert.equal(res.code, 0, res.stderr)
+    await inspectStore(cli.db, async (store) => assert.equal((await store.getPet(2999n))?.name, `Ünïcödé 🐕 ${'€'.repeat(2998 % 30)}`))
   })
 
   test('when a JSON object repeats a key, then it exits 1 instead of silently keeping one value', async (t) => {

@@ -39,7 +39,7 @@ export interface Cli {
   /** Starts a long-running command (serve); the child is killed after the test if still running. */
   start: (args: string[], env?: Record<string, string>) => Started
   /** Writes a file into the test's directory and returns its path. */
-  file: (name: string, content: string) => string
+  file: (name: string, content: string | Uint8Array) => string
 }
 
 export interface Started {
@@ -86,7 +86,7 @@ export function cliFor (t: TestContext, env: Record<string, string> = {}): Cli {
     }
   }
 
-  const file = (name: string, content: string): string => {
+  const file = (name: string, content: string | Uint8Array): string => {
     const path = join(dir, name)
     writeFileSync(path, content)
     return path

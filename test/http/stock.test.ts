@@ -67,7 +67,16 @@ describe('PATCH /v1/inventory/{petId}: the stock ledger', () => {
     ['a null note', { quantity: 1, note: null }, null],
     ['a note of 501 characters', { quantity: 1, note: 'x'.repeat(501) }, null],
     ['a note with a control character', { quantity: 1, note: 'ok\u001b[31mred' }, null],
-    ['a note with a newline', { quantity: 1, note: 'two\nlines' }, null]
+    ['a note with a newline', { quantity: 1, note: 'two\nlines' }, null],
+    // What a terminal interprets or reorders: the C1 CSI, DEL, line separators, bidi overrides and isolates.
+    ['a note with a C1 control character', { quantity: 1, note: 'ok\u009b31mred' }, null],
+    ['a note with DEL', { quantity: 1, note: 'ok\u007f' }, null],
+    ['a note with a line separator', { quantity: 1, note: 'a\u2028b' }, null],
+    ['a note with a paragraph separator', { quantity: 1, note: 'a\u2029b' }, null],
+    ['a note with a right-to-left override', { quantity: 1, note: 'cost \u202e0001' }, null],
+    ['a note with a left-to-right embedding', { quantity: 1, note: '\u202aabc\u202c' }, null],
+    ['a note with a first-strong isolate', { quantity: 1, note: 'a\u2068b\u2069' }, null],
+    ['a note with a left-to-right isolate', { quantity: 1, note: '\u2066x' }, null]
   ] as const) {
     test(`when the body has ${what}, then it answers 400 and neither stock nor ledger change`, async (t) => {
       const app = await testApp(t, {}, { pets: [pet(1, { quantity: 2 })] })

@@ -1,5 +1,6 @@
 import { Type, type Static } from 'typebox'
 import { MAX_NOTE_LENGTH, MAX_ORDER_QUANTITY, MAX_QUANTITY, ORDER_STATUSES, PET_STATUSES, STOCK_REASONS } from '../../domain/model.js'
+import { SAFE_TEXT_PATTERN, SAFE_TEXT_RULE } from '../../domain/text.js'
 import { Int64 } from './common.js'
 
 export const PetStatus = Type.Enum(PET_STATUSES, { type: 'string', description: 'Status of the pet' })
@@ -23,9 +24,9 @@ export const InventoryUpdate = Type.Object({
   note: Type.Optional(Type.String({
     minLength: 1,
     maxLength: MAX_NOTE_LENGTH,
-    // No control characters: notes are printed on operators' terminals by `petstore inventory history`.
-    pattern: '^[^\\u0000-\\u001F\\u007F]*$',
-    description: `A short free-text note recorded in the stock ledger (1 to ${MAX_NOTE_LENGTH} characters, no control characters)`,
+    // Notes are printed on operators' terminals by `petstore inventory history`.
+    pattern: SAFE_TEXT_PATTERN,
+    description: `A short free-text note recorded in the stock ledger (1 to ${MAX_NOTE_LENGTH} characters; ${SAFE_TEXT_RULE})`,
     examples: ['Delivery 2026-11-22 from the breeder']
   }))
 }, { additionalProperties: false, description: 'Sets the stock quantity of one pet; reason and note are recorded in the stock ledger' })
