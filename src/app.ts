@@ -7,21 +7,25 @@ import swagger from '@fastify/swagger'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import { randomUUID } from 'node:crypto'
-import type { IncomingMessage } from 'node:http'
+import type { IncomingMessage, Server } from 'node:http'
+import { Gatekeeper } from './access/admission.js'
+import { mentionsKey } from './access/keys.js'
 import type { Config } from './config.js'
 import { AppError } from './errors.js'
-import { Authenticator } from './domain/keys.js'
+import { chargeErrorPath, registerGate, type AccessOptions } from './http/plugins/access.js'
 import { clientErrorHandler, handleError, registerErrorHandling } from './http/plugins/errors.js'
 import { registerDocs } from './http/plugins/docs.js'
-import { trackRoutesForMethodNotAllowed } from './http/plugins/method-not-allowed.js'
-import { registerRateLimit } from './http/plugins/rate-limit.js'
-import { BODY_LIMIT_BYTES, MAX_URL_LENGTH } from './http/limits.js'
+import { routeEveryMethod, trackRoutesForMethodNotAllowed } from './http/plugins/method-not-allowed.js'
+import { JsonBodyError, parseJsonBody } from './http/json-body.js'
+import { BODY_LIMIT_BYTES, MAX_HEADER_LINES, MAX_URL_LENGTH } from './http/limits.js'
+import { loggedUrl } from './http/log-url.js'
 import { healthRoutes } from './http/routes/health.js'
 import { inventoryRoutes } from './http/routes/inventory.js'
 import { orderRoutes } from './http/routes/orders.js'
 import { petRoutes } from './http/routes/pets.js'
 import { RESPONSE_HEADERS } from './http/schemas/common.js'
 import { validatorCompiler } from './http/validation.js'
+import { loggerOptions } from './logger.js'
 import { Metrics } from './metrics/index.js'
 import { instrumentRoutes, registerMetricsRoute } from './metrics/http.js'
 import { instrumentStore } from './metrics/store.js'
@@ -42,12 +46,13 @@ export interface AppDeps {
   metrics?: Metrics
 }
 
-// A client's X-Request-Id is kept when it is a sane token; anything else is replaced.
+// A client's X-Request-Id is kept when it is a sane token (and not a key: request ids are logged and stored in
+// the stock ledger); anything else is replaced.
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
 
 function requestId (request: IncomingMessage): string {
   const given = request.headers['x-request-id']
-  return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID()
+  return typeof given === 'string' && REQUEST_ID.test(given) && !mentionsKey(given) ? given : randomUUID()
 }
 
 function trustHops (hops: number): (address: string, hop: number) => boolean {
@@ -56,8 +61,29 @@ function trustHops (hops: number): (address: string, hop: number) => boolean {
 
 export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyInstance> {
   const clock = deps.clock ?? Date.now
-  const logger = deps.logger ?? { level: config.logLevel }
+  const logger = deps.logger ?? loggerOptions(config.logLevel)
   const isInstance = typeof logger === 'object' && logger !== null && 'child' in logger
+
+  // Every store call the app makes is timed (petstore_store_*); the caller keeps and closes the real store.
+  const metrics = deps.metrics ?? new Metrics()
+  const store = instrumentStore(deps.store, metrics)
+  metrics.watchStore(deps.store)
+  const limiter = deps.limiter ?? new MemoryLimiter({ clock, maxSubjects: config.rateLimits.maxSubjects })
+  metrics.watchLimiter(limiter)
+  // Who may call and how often (src/access): asked for every request that is not a public route's.
+  const access: AccessOptions = {
+    environment: config.environment,
+    gatekeeper: new Gatekeeper({
+      store,
+      limiter,
+      limits: config.rateLimits,
+      environment: config.environment,
+      authCacheTtlMs: config.authCacheTtlMs,
+      clock,
+      events: { decided: (subject, outcome) => metrics.recordDecision(subject, outcome), banned: () => metrics.recordBan() }
+    })
+  }
+
   const app = Fastify({
     ...(isInstance ? { loggerInstance: logger as FastifyBaseLogger } : { logger: logger as FastifyServerOptions['logger'] }),
     genReqId: requestId,
@@ -76,34 +102,61 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
       connectionsCheckingInterval: Math.max(100, Math.min(5000, Math.floor(config.timeouts.headersMs / 2)))
     },
     clientErrorHandler,
-    onProtoPoisoning: 'error',
-    onConstructorPoisoning: 'error',
     routerOptions: { ignoreTrailingSlash: false, maxParamLength: 100 },
-    // Errors raised before routing (malformed URLs) get the same Error body as everything else.
+    // Errors raised before routing (malformed URLs) get the same Error body as everything else, and count
+    // against their caller like every answer that is not a public route's.
     frameworkErrors: (error, request, reply) => {
-      reply.header('X-Request-Id', request.id)
-      handleError(error, request, reply)
+      reply.header('X-Request-Id', request.id).header('X-Content-Type-Options', 'nosniff')
+      chargeErrorPath(access, request, reply, error).then((answer) => handleError(answer, request, reply), (failure: unknown) => {
+        request.log.error({ err: failure }, 'could not answer a framework error')
+        handleError(error, request, reply)
+      })
     }
   }).withTypeProvider<TypeBoxTypeProvider>()
 
+  const server = app.server as Server & { httpAllowHalfOpen?: boolean }
+  // Node keeps the first maxHeadersCount header lines and silently drops the rest; one more than the limit
+  // tells a request over the limit (refused with 431 below) from one at it.
+  server.maxHeadersCount = MAX_HEADER_LINES + 1
+  // A client that sends a complete request and then closes its sending side (a half-close) still gets its
+  // answer: without this, Node ends the connection as soon as the client's FIN arrives, and an answer that needs
+  // an asynchronous step (a PostgreSQL or Redis round trip) is lost after the request has been counted.
+  server.httpAllowHalfOpen = true
+
+  routeEveryMethod(app)
   app.setValidatorCompiler(validatorCompiler)
-  registerErrorHandling(app)
+  registerErrorHandling(app, (request, reply, error) => chargeErrorPath(access, request, reply, error))
   // Metrics: before any route, so that every route gets its request series (src/metrics/http.ts).
-  const metrics = deps.metrics ?? new Metrics()
   instrumentRoutes(app, metrics)
-  // Only JSON bodies are accepted; without this, text/plain would reach validation as a string.
-  app.removeContentTypeParser(['text/plain'])
+  // Only JSON bodies are accepted (text/plain would otherwise reach validation as a string), read exactly.
+  app.removeAllContentTypeParsers()
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, body, done) => {
+    if (body === '') return done(new AppError('invalid_request', 'The request body is empty; send a JSON object.'), undefined)
+    try {
+      done(null, parseJsonBody(body as string))
+    } catch (error) {
+      done(error instanceof JsonBodyError ? new AppError('invalid_request', error.message) : error as Error, undefined)
+    }
+  })
   app.decorateRequest('apiKey', null)
+  app.decorateRequest('admission', null)
   app.addHook('onRequest', async (request, reply) => {
     reply.header('X-Request-Id', request.id)
     // Bodies are JSON only; no browser may sniff them into something else.
     reply.header('X-Content-Type-Options', 'nosniff')
+    // Bounds that hold for every request. Raised here, before any scope's own hooks: a guarded scope's error
+    // handler still counts the request and sends the rate-limit fields with the answer.
+    if (request.raw.rawHeaders.length > 2 * MAX_HEADER_LINES) {
+      throw new AppError('headers_too_large', `The request has more than ${MAX_HEADER_LINES} header lines.`)
+    }
+    if (request.url.length > MAX_URL_LENGTH) throw new AppError('uri_too_long', `The request URL exceeds ${MAX_URL_LENGTH} characters.`)
   })
-  // The access log: request id (the logger's label), operation, status, latency and key id; never the key.
+  // The access log: request id (the logger's label), operation, status, latency and key id; never the key,
+  // and no query values (a client may put anything there).
   app.addHook('onResponse', async (request, reply) => {
     request.log.info({
       method: request.method,
-      url: request.url,
+      url: loggedUrl(request.url),
       operation: request.routeOptions.schema?.operationId,
       status: reply.statusCode,
       ms: Math.round(reply.elapsedTime * 100) / 100,
@@ -140,13 +193,10 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
     // The servers carry the /v1 prefix, so the paths are relative to it.
     transform: ({ schema, url }) => ({ schema, url: url.replace(/^\/v1(?=\/)/, '') })
   })
-  // The API reference page (/docs): outside /v1, so no key and no rate limit; hidden from the document. Before
-  // the 405 tracking: the tracker does not see Fastify's '/docs/' twin of the prefixed '/' route and would
-  // collide with it, so other methods on /docs get the plain 404.
-  await registerDocs(app)
 
-  if (config.corsOrigins.length > 0) {
-    // Before authentication: preflights carry no key and are answered here, uncounted.
+  const claimOptions = config.corsOrigins.length === 0
+  if (!claimOptions) {
+    // Before any scope: preflights carry no key and are answered here, uncounted.
     await app.register(cors, {
       origin: [...config.corsOrigins],
       methods: ['GET', 'HEAD', 'PATCH'],
@@ -157,23 +207,26 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
     })
   }
 
-  const registerMethodNotAllowed = trackRoutesForMethodNotAllowed(app, { claimOptions: config.corsOrigins.length === 0 })
-
-  // Every store call the app makes is timed (petstore_store_*); the caller keeps and closes the real store.
-  const store = instrumentStore(deps.store, metrics)
-  metrics.watchStore(deps.store)
-  const authenticator = new Authenticator(store, config.authCacheTtlMs)
-  const limiter = deps.limiter ?? new MemoryLimiter({ clock, maxSubjects: config.rateLimits.maxSubjects })
-  metrics.watchLimiter(limiter)
-  registerRateLimit(app, { limiter, authenticator, store, config: config.rateLimits, clock, metrics })
-  // After authentication and counting, so that the 414 carries the rate-limit headers like every /v1 answer.
-  app.addHook('onRequest', async (request) => {
-    if (request.url.length > MAX_URL_LENGTH) throw new AppError('uri_too_long', `The request URL exceeds ${MAX_URL_LENGTH} characters.`)
+  // Public routes, without a key and never counted: health, metrics, the API document and its /docs page.
+  await app.register(async (open) => {
+    const claimOtherMethods = trackRoutesForMethodNotAllowed(open, { claimOptions })
+    await registerDocs(open)
+    await open.register(healthRoutes, { store })
+    // With METRICS_PORT it is served there instead (server.ts).
+    if (config.metrics.port === null) registerMetricsRoute(open, metrics, config.metrics.token)
+    // The document is built once, at ready, from the route schemas.
+    let document: string | undefined
+    open.get('/v1/openapi.json', { schema: { hide: true } }, async (_request, reply) => {
+      document ??= JSON.stringify(app.swagger(), null, 2)
+      return reply.type('application/json; charset=utf-8').send(document)
+    })
+    claimOtherMethods()
   })
-  await app.register(healthRoutes, { store })
-  // Outside /v1: no key, never rate-limited. With METRICS_PORT it is served there instead (server.ts).
-  if (config.metrics.port === null) registerMetricsRoute(app, metrics, config.metrics.token)
+
+  // The API: every route, 404 and 405 of this scope is behind the gate.
   await app.register(async (v1) => {
+    registerGate(v1, access)
+    const claimOtherMethods = trackRoutesForMethodNotAllowed(v1, { claimOptions })
     await v1.register(inventoryRoutes, { store, clock })
     await v1.register(orderRoutes, { store })
     await v1.register(petRoutes, {
@@ -186,15 +239,8 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
         sunsetLink: `${config.docsUrl}/sunset-policy`
       }
     })
+    claimOtherMethods()
   }, { prefix: '/v1' })
 
-  // The document is built once, at ready, from the route schemas; served without a key.
-  let document: string | undefined
-  app.get('/v1/openapi.json', { schema: { hide: true } }, async (_request, reply) => {
-    document ??= JSON.stringify(app.swagger(), null, 2)
-    return reply.type('application/json; charset=utf-8').send(document)
-  })
-
-  registerMethodNotAllowed()
   return app
 }

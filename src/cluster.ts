@@ -7,6 +7,7 @@
 import cluster, { type Worker } from 'node:cluster'
 import { pino } from 'pino'
 import type { Config } from './config.js'
+import { loggerOptions } from './logger.js'
 import { seedDemoIfEmpty } from './domain/demo.js'
 import { servePrimaryMetrics } from './metrics/cluster.js'
 import { SHUTDOWN_MESSAGE } from './server.js'
@@ -20,7 +21,7 @@ export const WORKERS_NEED_REDIS = '--workers above 1 needs REDIS_URL: with in-pr
 const RESTART_BACKOFF_MS = 1000
 
 export async function runPrimary (config: Config, workers: number, options: { seedDemo: boolean }): Promise<number> {
-  const log = pino({ level: config.logLevel })
+  const log = pino(loggerOptions(config.logLevel))
   const store = openStore(config)
   try {
     await store.migrate()

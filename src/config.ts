@@ -62,8 +62,10 @@ export interface RateLimitConfig {
   readonly anonymous: Limits
   /** null when bans are switched off (BAN_SECONDS=0). */
   readonly bans: BanPolicy | null
-  /** The in-process limiter's cap on subjects (keys and client IPs) held at once. */
+  /** The in-process limiter's cap on subjects held at once, for keys and for client addresses each. */
   readonly maxSubjects: number
+  /** Keyless IPv6 clients are limited per network prefix of this length (IPv4 clients per address). */
+  readonly ipv6PrefixLength: number
 }
 
 export class ConfigError extends Error {
@@ -103,6 +105,7 @@ export const DEFAULTS = {
   RATE_LIMIT_BUSINESS: `${PLAN_LIMITS.business.perMinute}/${PLAN_LIMITS.business.perDay}`,
   RATE_LIMIT_ANONYMOUS: `${PLAN_LIMITS.free.perMinute}/${PLAN_LIMITS.free.perDay}`,
   RATE_LIMIT_MAX_SUBJECTS: '200000',
+  RATE_LIMIT_IPV6_PREFIX: '56',
   BAN_STRIKES: '',
   BAN_STRIKE_WINDOW_SECONDS: '600',
   BAN_SECONDS: '900',
@@ -281,7 +284,8 @@ export function loadConfig (env: Env, cwd: string = process.cwd()): Config {
       }),
       anonymous: limits(env, 'RATE_LIMIT_ANONYMOUS'),
       bans: banPolicy(env),
-      maxSubjects: integer(env, 'RATE_LIMIT_MAX_SUBJECTS', 1000, 100_000_000)
+      maxSubjects: integer(env, 'RATE_LIMIT_MAX_SUBJECTS', 1000, 100_000_000),
+      ipv6PrefixLength: integer(env, 'RATE_LIMIT_IPV6_PREFIX', 32, 128)
     }),
     metrics: metrics(env, port)
   })

@@ -7,6 +7,7 @@ import cluster from 'node:cluster'
 import { pino, type Logger } from 'pino'
 import { buildApp } from './app.js'
 import type { Config } from './config.js'
+import { loggerOptions } from './logger.js'
 import { seedDemoIfEmpty } from './domain/demo.js'
 import { processMetrics } from './metrics/cluster.js'
 import { startMetricsServer, type MetricsServer } from './metrics/http.js'
@@ -41,7 +42,7 @@ function openLimiter (config: Config, logger: Logger): { limiter: RateLimiter, c
 
 export async function startServer (config: Config, options: ServeOptions): Promise<FastifyInstance> {
   // One logger for the app and the limiter (which reports Redis outages).
-  const log = pino({ level: config.logLevel })
+  const log = pino(loggerOptions(config.logLevel))
   const store = openStore(config)
   const { limiter, close: closeLimiter } = openLimiter(config, log)
   // Early: a cluster worker must answer the primary's metric collection as soon as possible.

@@ -4,13 +4,12 @@
  * the memory sweep, and Redis key layout, expiry and sharing between instances.
  */
 import assert from 'node:assert/strict'
-import { randomUUID } from 'node:crypto'
 import { describe, test, type TestContext } from 'node:test'
-import { Redis } from 'ioredis'
+import type { Redis } from 'ioredis'
 import { MemoryLimiter } from '../src/ratelimit/memory.js'
 import { RedisLimiter, redisKeys } from '../src/ratelimit/redis.js'
-import { limiterContract, type OpenedLimiter } from './ratelimit/contract.js'
-import { REDIS_URL, deleteKeys, requireRedis, waitReady } from './ratelimit/redis-env.js'
+import { ip, key, limiterContract, type OpenedLimiter } from './ratelimit/contract.js'
+import { requireRedis, tempRedis } from './ratelimit/redis-env.js'
 
 // Mid-minute on purpose: the contract has to align itself to window boundaries.
 const START = Date.parse('2026-11-22T12:34:17.250Z')
@@ -27,45 +26,63 @@ describe('MemoryLimiter specifics', () => {
   test('the sweep drops subjects whose day window and strikes have passed, at most once per limiter minute', async () => {
     const { limiter, advance } = await openMemory()
     const limits = { perMinute: 1, perDay: 1 }
-    for (let i = 0; i < 1000; i++) await limiter.consume(`ip-${i}`, limits)
-    await limiter.consume('banned', limits)
-    // A refusal with a long strike window keeps its strikes past the day.
-    assert.equal((await limiter.consume('banned', limits, { strikeWindowSeconds: 2 * 86_400 })).strikes, 1)
+    for (let i = 0; i < 1000; i++) await limiter.consume(ip(`${i}`), limits)
+    const longStrikes = { strikes: { windowSeconds: 2 * 86_400, threshold: 100 } }
+    await limiter.consume(key('banned'), limits, longStrikes)
+    await limiter.consume(key('banned'), limits, longStrikes)
+    // A strike with a long strike window is kept past the day.
+    assert.equal((await limiter.consume(key('banned'), limits, longStrikes)).strikes, 1)
     assert.equal(limiter.size, 1001)
 
     advance(86_400)
-    await limiter.peek('someone', limits)
+    await limiter.peek(key('someone'), limits)
     assert.equal(limiter.size, 1, 'only the subject with live strikes is left')
-    assert.equal((await limiter.consume('banned', limits)).allowed, true, 'a new day')
+    assert.equal((await limiter.consume(key('banned'), limits)).allowed, true, 'a new day')
 
     advance(86_400 + 120)
-    await limiter.consume('late', limits)
+    await limiter.consume(key('late'), limits)
     assert.equal(limiter.size, 1, 'strikes expired too, only the fresh subject is left')
   })
 
   test('peek on an unknown subject stores nothing', async () => {
     const { limiter } = await openMemory()
-    await limiter.peek('ghost', { perMinute: 1, perDay: 1 })
+    await limiter.peek(key('ghost'), { perMinute: 1, perDay: 1 })
     assert.equal(limiter.size, 0)
   })
 
-  test('when more subjects arrive than maxSubjects, then memory stays at the cap and the oldest subjects go first', async () => {
+  test('when more client addresses arrive than maxSubjects, then memory stays at the cap and the least recently seen go first', async () => {
     const clock = { now: START }
     const limiter = new MemoryLimiter({ clock: () => clock.now, maxSubjects: 1000 })
     const limits = { perMinute: 1, perDay: 10 }
-    await limiter.consume('key:old', limits)
-    for (let i = 0; i < 5000; i++) await limiter.consume(`ip:2001:db8::${i.toString(16)}`, limits)
+    await limiter.consume(ip('2001:db8::old'), limits)
+    await limiter.consume(ip('2001:db8::busy'), limits)
+    for (let i = 0; i < 5000; i++) {
+      await limiter.consume(ip(`2001:db8::${i.toString(16)}`), limits)
+      // A client seen again and again stays (least recently used, not first seen, goes).
+      if (i % 500 === 0) assert.equal((await limiter.consume(ip('2001:db8::busy'), limits)).allowed, false)
+    }
     assert.equal(limiter.size, 1000)
-    // The first subject seen was evicted: it starts over with fresh windows.
-    assert.equal((await limiter.consume('key:old', limits)).allowed, true)
-    // The most recent ones are still counted.
-    assert.equal((await limiter.consume('ip:2001:db8::1387', limits)).allowed, false)
+    assert.equal((await limiter.consume(ip('2001:db8::old'), limits)).allowed, true, 'evicted: it starts over with fresh windows')
+    assert.equal((await limiter.consume(ip('2001:db8::busy'), limits)).allowed, false, 'kept: still counted')
+    assert.equal((await limiter.consume(ip('2001:db8::1387'), limits)).allowed, false, 'the most recent ones are still counted')
+  })
+
+  test('when a flood of client addresses fills the cap, then no key loses its windows or its strikes', async () => {
+    const clock = { now: START }
+    const limiter = new MemoryLimiter({ clock: () => clock.now, maxSubjects: 1000 })
+    const limits = { perMinute: 2, perDay: 10 }
+    const strikes = { strikes: { windowSeconds: 600, threshold: 3 } }
+    for (let i = 0; i < 5; i++) await limiter.consume(key('spent'), limits, strikes)
+    for (let i = 0; i < 5000; i++) await limiter.consume(ip(`198.51.100.${i % 256}-${i}`), limits)
+    const after = await limiter.consume(key('spent'), limits, strikes)
+    assert.equal(after.allowed, false, 'the key\'s minute is still spent')
+    assert.equal(after.strikes, 3, 'and its strikes are still there')
   })
 
   test('uses Date.now by default', async () => {
     const limiter = new MemoryLimiter()
     const before = Date.now()
-    const decision = await limiter.consume('x', { perMinute: 1, perDay: 1 })
+    const decision = await limiter.consume(key('x'), { perMinute: 1, perDay: 1 })
     assert.ok(decision.now >= before && decision.now <= Date.now())
   })
 })
@@ -78,26 +95,19 @@ interface OpenedRedis extends OpenedLimiter {
 
 /** A Redis limiter on its own client and key prefix; the keys are deleted and the client quit after the test. */
 async function openRedis (t: TestContext): Promise<OpenedRedis> {
-  const client = new Redis(REDIS_URL, { maxRetriesPerRequest: 1, connectTimeout: 2000 })
-  client.on('error', () => {})
-  const prefix = `test:${randomUUID()}:`
-  t.after(async () => {
-    await deleteKeys(client, prefix)
-    await client.quit()
-  })
-  await waitReady(client)
+  const { client, prefix } = await tempRedis(t)
   let offset = 0
   const limiter = new RedisLimiter({ client, prefix, timeOffsetSeconds: () => offset })
   return { limiter, client, prefix, advance: (seconds) => { offset += seconds } }
 }
 
 /** The Redis Cluster hash tag of a key: what lies between the first '{' and the next '}', if not empty. */
-function clusterHashTag (key: string): string {
-  const open = key.indexOf('{')
-  if (open === -1) return key
-  const close = key.indexOf('}', open + 1)
-  if (close === -1 || close === open + 1) return key
-  return key.slice(open + 1, close)
+function clusterHashTag (name: string): string {
+  const open = name.indexOf('{')
+  if (open === -1) return name
+  const close = name.indexOf('}', open + 1)
+  if (close === -1 || close === open + 1) return name
+  return name.slice(open + 1, close)
 }
 
 if (await requireRedis('Redis limiter tests')) {
@@ -105,7 +115,7 @@ if (await requireRedis('Redis limiter tests')) {
 
   describe('RedisLimiter specifics', () => {
     test('all keys of a subject share one Cluster hash tag, and distinct subjects get distinct keys', () => {
-      const subjects = ['', 'a', '{a}', 'a}', '}', '{', '{}', '}{', '%', '%7D', 'x}{y', '2001:db8::1', 'k:{1}:m']
+      const subjects = ['', 'a', '{a}', 'a}', '}', '{', '{}', '}{', '%', '%7D', 'x}{y', '2001:db8::1', 'k:{1}:m'].flatMap((id) => [key(id), ip(id)])
       const seen = new Set<string>()
       for (const subject of subjects) {
         const keys = redisKeys('rl:', subject)
@@ -114,15 +124,17 @@ if (await requireRedis('Redis limiter tests')) {
         seen.add(keys.minute)
       }
       assert.equal(seen.size, subjects.length)
-      assert.deepEqual(redisKeys('rl:', '203.0.113.9'), { minute: 'rl:{203.0.113.9}:m', day: 'rl:{203.0.113.9}:d', strikes: 'rl:{203.0.113.9}:s' })
+      // The layout of the keys written before subjects had kinds: a rolling upgrade keeps every count.
+      assert.deepEqual(redisKeys('rl:', ip('203.0.113.9')), { minute: 'rl:{ip:203.0.113.9}:m', day: 'rl:{ip:203.0.113.9}:d', strikes: 'rl:{ip:203.0.113.9}:s' })
+      assert.deepEqual(redisKeys('rl:', key('key_0123')).minute, 'rl:{key:key_0123}:m')
     })
 
     test('windows are hashes {w, c} that expire shortly after their window; strikes expire after theirs', async (t) => {
       const { limiter, client, prefix } = await openRedis(t)
       const limits = { perMinute: 1, perDay: 5 }
-      const decision = await limiter.consume('ttl', limits)
-      await limiter.consume('ttl', limits, { strikeWindowSeconds: 30 })
-      const keys = redisKeys(prefix, 'ttl')
+      const decision = await limiter.consume(key('ttl'), limits)
+      const refused = await limiter.consume(key('ttl'), limits, { strikes: { windowSeconds: 30, threshold: 10 } })
+      const keys = redisKeys(prefix, key('ttl'))
       const nowSec = Math.floor(decision.now / 1000)
       assert.deepEqual(await client.hgetall(keys.minute), { w: String(Math.floor(nowSec / 60)), c: '1' })
       assert.deepEqual(await client.hgetall(keys.day), { w: String(Math.floor(nowSec / 86_400)), c: '1' })
@@ -131,7 +143,9 @@ if (await requireRedis('Redis limiter tests')) {
       const strikeTtl = await client.pttl(keys.strikes)
       assert.ok(minuteTtl > 0 && minuteTtl <= decision.windows[0].resetAt - nowSec + 5, `minute TTL ${minuteTtl}`)
       assert.ok(dayTtl > 0 && dayTtl <= decision.windows[1].resetAt - nowSec + 5, `day TTL ${dayTtl}`)
-      assert.ok(strikeTtl > 25_000 && strikeTtl <= 35_000, `strike PTTL ${strikeTtl}`)
+      // Kept until both the strike window and the retry time the refusal named (the minute's end) have passed.
+      const retryIn = refused.windows[0].resetAt * 1000 - refused.now
+      assert.ok(strikeTtl > Math.max(30_000, retryIn) && strikeTtl <= Math.max(30_000, retryIn) + 5_000, `strike PTTL ${strikeTtl}`)
     })
 
     test('two instances on their own connections share the limits exactly', async (t) => {
@@ -139,14 +153,14 @@ if (await requireRedis('Redis limiter tests')) {
       const second = await openRedis(t)
       const other = new RedisLimiter({ client: second.client, prefix: first.prefix })
       const limits = { perMinute: 1000, perDay: 7 }
-      const decisions = await Promise.all(Array.from({ length: 21 }, (_, i) => (i % 2 === 0 ? first.limiter : other).consume('shared', limits)))
+      const decisions = await Promise.all(Array.from({ length: 21 }, (_, i) => (i % 2 === 0 ? first.limiter : other).consume(key('shared'), limits)))
       assert.equal(decisions.filter((d) => d.allowed).length, 7)
     })
 
     test('uses Redis TIME, not the instance clock', async (t) => {
       const { limiter, client } = await openRedis(t)
       const [sec, usec] = await client.time()
-      const decision = await limiter.peek('time', { perMinute: 1, perDay: 1 })
+      const decision = await limiter.peek(key('time'), { perMinute: 1, perDay: 1 })
       const redisNow = Number(sec) * 1000 + Math.floor(Number(usec) / 1000)
       assert.ok(decision.now >= redisNow && decision.now - redisNow < 1000, `${decision.now} vs ${redisNow}`)
     })

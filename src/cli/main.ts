@@ -5,9 +5,9 @@
  */
 import { parseArgs, type ParseArgsConfig } from 'node:util'
 import { ConfigError, loadConfig, type Config } from '../config.js'
-import { isBanned } from '../domain/bans.js'
+import { isBanned } from '../access/bans.js'
 import { stockHistory } from '../domain/inventory.js'
-import { createKey, KeyInputError } from '../domain/keys.js'
+import { createKey, KeyInputError, revokeKey, unbanKey } from '../access/keys.js'
 import { ImportError } from '../domain/import.js'
 import { limitsOf, PLANS, type ApiKeyRecord, type Plan, type PlanTable } from '../domain/model.js'
 import { isWorker, leaveCluster, runPrimary, WORKERS_NEED_REDIS } from '../cluster.js'
@@ -67,14 +67,21 @@ class UsageError extends Error {}
 function parse (args: string[], options: ParseArgsConfig['options'], positionals: number): { values: Record<string, string | boolean | undefined>, positionals: string[] } {
   let parsed
   try {
-    parsed = parseArgs({ args, options, allowPositionals: positionals > 0, strict: true })
+    parsed = parseArgs({ args, options, allowPositionals: positionals > 0, strict: true, tokens: true })
   } catch (error) {
     throw new UsageError((error as Error).message)
+  }
+  // parseArgs keeps the last of a repeated option: `--plan free --plan pro` would quietly mean pro.
+  const seen = new Set<string>()
+  for (const token of parsed.tokens as ReadonlyArray<{ kind: string, name?: string }>) {
+    if (token.kind !== 'option' || token.name === undefined) continue
+    if (seen.has(token.name)) throw new UsageError(`--${token.name} is given more than once`)
+    seen.add(token.name)
   }
   if (parsed.positionals.length !== positionals) {
     throw new UsageError(positionals === 0 ? 'this command takes no arguments' : `expected ${positionals} argument(s)`)
   }
-  return parsed as { values: Record<string, string | boolean | undefined>, positionals: string[] }
+  return { values: parsed.values as Record<string, string | boolean | undefined>, positionals: parsed.positionals }
 }
 
 function positiveInteger (flag: string, text: string | boolean | undefined): number | null {
@@ -167,10 +174,10 @@ async function keys (args: string[], config: Config, io: Io): Promise<number> {
       return 0
     }
     case 'revoke':
-      return await changeKey(rest, config, io, (store, id) => store.revokeApiKey(id, new Date()),
+      return await changeKey(rest, config, io, (store, id) => revokeKey(store, id),
         (id, seconds) => `Revoked ${id}. Running servers stop accepting it within ${seconds} s.`)
     case 'unban':
-      return await changeKey(rest, config, io, (store, id) => store.unbanApiKey(id, new Date()),
+      return await changeKey(rest, config, io, (store, id) => unbanKey(store, id),
         (id, seconds) => `Lifted any ban of ${id}. Running servers accept it again within ${seconds} s.`)
     default:
       throw new UsageError('keys needs a subcommand: create, list, revoke or unban')

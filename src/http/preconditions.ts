@@ -45,9 +45,16 @@ export function ifMatchTags (header: string | undefined): { any: true } | { tags
  */
 export function noneMatch (header: string | undefined, etag: string): boolean {
   if (header === undefined) return false
+  return header.trim() === '*' || holdsTag(header, etag)
+}
+
+/**
+ * Whether If-None-Match lists the current ETag itself (weak comparison): the client holds that representation.
+ * `*` holds nothing: it matches any representation without the client having one.
+ */
+export function holdsTag (header: string, etag: string): boolean {
   const list = entityTags(header)
-  if (list === null) return false
-  if ('any' in list) return true
+  if (list === null || 'any' in list) return false
   const opaque = etag.replace(/^W\//, '')
   return list.tags.some((tag) => tag.opaque === opaque)
 }

@@ -35,3 +35,17 @@ export function buildDecision (
     strikes
   }
 }
+
+/** The window a client should watch: the lowest remaining; on a tie the one that resets later. */
+export function bindingWindow (windows: readonly WindowState[]): WindowState {
+  return windows.reduce((a, b) => b.remaining < a.remaining || (b.remaining === a.remaining && b.resetAt > a.resetAt) ? b : a)
+}
+
+/**
+ * The window a refusal is reported against: an exhausted one; the later-resetting one if both are. Its resetAt
+ * is the retry time the refusal names (Retry-After), and the time before which a new request is a strike.
+ */
+export function violatedWindow (windows: readonly WindowState[]): WindowState {
+  const exhausted = windows.filter((w) => w.remaining === 0)
+  return exhausted.length === 0 ? bindingWindow(windows) : exhausted.reduce((a, b) => b.resetAt > a.resetAt ? b : a)
+}

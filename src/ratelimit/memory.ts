@@ -1,5 +1,5 @@
-import { buildDecision, windowIndex } from './decision.js'
-import type { ConsumeOptions, Decision, RateLimiter, WindowLimits } from './types.js'
+import { buildDecision, violatedWindow, windowIndex } from './decision.js'
+import type { ConsumeOptions, Decision, RateLimiter, Subject, WindowLimits } from './types.js'
 
 /** How often (in limiter time) the sweep looks for entries whose windows and strikes have all passed. */
 const SWEEP_INTERVAL_MS = 60_000
@@ -15,15 +15,19 @@ interface Entry {
   strikeStart: number
   /** When it ends, from the latest strike window length (ms); only used by the sweep. */
   strikeEnd: number
+  /** The retry time (ms) the latest refusal named; a refusal before it is a strike. 0: none. */
+  retryAt: number
 }
 
 export interface MemoryLimiterOptions {
   /** Milliseconds since the epoch; Date.now by default. Tests inject their own to move time. */
   clock?: () => number
   /**
-   * The most subjects held at once (default 200,000, about 40 MB). A flood of new subjects (say, unauthenticated
-   * requests from many IPv6 addresses) then evicts the subjects first seen longest ago instead of growing
-   * memory without bound; an evicted subject starts over with fresh windows.
+   * The most subjects of each kind held at once (default 200,000 keys and as many client addresses, about
+   * 40 MB each at worst). Keys and addresses have rooms of their own, so a flood of new addresses (keyless
+   * requests from many IPv6 addresses, forged X-Forwarded-For behind a trusting proxy) evicts only other
+   * addresses, least recently seen first, and never a key's windows or strikes. An evicted subject starts over
+   * with fresh windows.
    */
   maxSubjects?: number
 }
@@ -31,49 +35,90 @@ export interface MemoryLimiterOptions {
 export const DEFAULT_MAX_SUBJECTS = 200_000
 
 /**
- * The in-process limiter: one Map entry per subject holding both fixed windows and the strike counter. Every
- * method is synchronous inside (no await between read and write), so it is exact within one process under any
- * concurrency, but each process counts on its own.
+ * The subjects of one kind, least recently seen first: every read moves its entry to the end of the Map (which
+ * iterates in insertion order), so eviction takes the first.
+ */
+class Room {
+  readonly entries = new Map<string, Entry>()
+
+  constructor (readonly max: number) {}
+
+  /** The entry of a subject, marked as just seen. */
+  get (id: string): Entry | undefined {
+    const entry = this.entries.get(id)
+    if (entry !== undefined) {
+      this.entries.delete(id)
+      this.entries.set(id, entry)
+    }
+    return entry
+  }
+
+  /** Deletes entries whose day window and strike window have both passed. */
+  sweep (now: number): void {
+    const day = windowIndex('day', Math.floor(now / 1000))
+    // Deleting the current key while iterating a Map is safe: iteration continues with the next one.
+    for (const [id, entry] of this.entries) {
+      if (entry.dayWindow === day) continue
+      if (entry.strikes > 0 && now < entry.strikeEnd) continue
+      this.entries.delete(id)
+    }
+  }
+
+  /** Adds a new subject; when the room is full, first drops what has expired, then the least recently seen. */
+  add (id: string, entry: Entry, now: number): void {
+    if (this.entries.size >= this.max) {
+      this.sweep(now)
+      for (const oldest of this.entries.keys()) {
+        if (this.entries.size < this.max) break
+        this.entries.delete(oldest)
+      }
+    }
+    this.entries.set(id, entry)
+  }
+}
+
+/**
+ * The in-process limiter: one Map entry per subject holding both fixed windows, the strike counter and the
+ * pending retry time. Every method is synchronous inside (no await between read and write), so it is exact
+ * within one process under any concurrency, but each process counts on its own.
  *
  * Memory stays bounded: there are no timers per key; an amortized sweep, at most once per minute of limiter
- * time, deletes entries whose day window and strikes have passed, and a hard cap (maxSubjects) holds under a
- * flood of new subjects.
+ * time, deletes entries whose day window and strikes have passed, and a hard cap per kind of subject
+ * (maxSubjects) holds under a flood of new subjects.
  */
 export class MemoryLimiter implements RateLimiter {
   readonly kind = 'memory'
   readonly #clock: () => number
-  readonly #entries = new Map<string, Entry>()
-  readonly #maxSubjects: number
+  readonly #rooms: Record<Subject['kind'], Room>
   #lastSweep = Number.NEGATIVE_INFINITY
 
   constructor (options: MemoryLimiterOptions = {}) {
     this.#clock = options.clock ?? Date.now
-    this.#maxSubjects = options.maxSubjects ?? DEFAULT_MAX_SUBJECTS
+    const max = options.maxSubjects ?? DEFAULT_MAX_SUBJECTS
+    this.#rooms = { key: new Room(max), ip: new Room(max) }
   }
 
-  /** Subjects currently held (for tests and metrics). */
+  /** Subjects currently held, of both kinds (for tests and metrics). */
   get size (): number {
-    return this.#entries.size
+    return this.#rooms.key.entries.size + this.#rooms.ip.entries.size
   }
 
-  async consume (subject: string, limits: WindowLimits, options: ConsumeOptions = {}): Promise<Decision> {
+  async consume (subject: Subject, limits: WindowLimits, options: ConsumeOptions = {}): Promise<Decision> {
     const now = this.#now()
     const nowSec = Math.floor(now / 1000)
     const minute = windowIndex('minute', nowSec)
     const day = windowIndex('day', nowSec)
-    let entry = this.#entries.get(subject)
+    const room = this.#rooms[subject.kind]
+    let entry = room.get(subject.id)
     let minuteCount = entry?.minuteWindow === minute ? entry.minuteCount : 0
     let dayCount = entry?.dayWindow === day ? entry.dayCount : 0
     const allowed = minuteCount < limits.perMinute && dayCount < limits.perDay
-    const strikeWindowSeconds = options.strikeWindowSeconds
-    if (!allowed && (strikeWindowSeconds === undefined || strikeWindowSeconds <= 0)) {
-      return buildDecision(false, limits, minuteCount, dayCount, now, 0)
-    }
+    const policy = options.strikes
+    if (!allowed && policy === undefined) return buildDecision(false, limits, minuteCount, dayCount, now, 0)
 
     if (entry === undefined) {
-      this.#makeRoom(now)
-      entry = { minuteWindow: minute, minuteCount: 0, dayWindow: day, dayCount: 0, strikes: 0, strikeStart: 0, strikeEnd: 0 }
-      this.#entries.set(subject, entry)
+      entry = { minuteWindow: minute, minuteCount: 0, dayWindow: day, dayCount: 0, strikes: 0, strikeStart: 0, strikeEnd: 0, retryAt: 0 }
+      room.add(subject.id, entry, now)
     }
     if (allowed) {
       minuteCount++
@@ -85,62 +130,56 @@ export class MemoryLimiter implements RateLimiter {
       return buildDecision(true, limits, minuteCount, dayCount, now, 0)
     }
 
-    // A fixed strike window opened by the first strike: bans look at bursts of refusals, not at a sliding log.
-    const windowMs = (strikeWindowSeconds ?? 0) * 1000
-    if (entry.strikes === 0 || now - entry.strikeStart >= windowMs) {
-      entry.strikes = 0
-      entry.strikeStart = now
-    }
-    entry.strikes++
-    entry.strikeEnd = entry.strikeStart + windowMs
-    return buildDecision(false, limits, minuteCount, dayCount, now, entry.strikes)
+    const decision = buildDecision(false, limits, minuteCount, dayCount, now, 0)
+    if (policy === undefined) return decision
+    if (now < entry.retryAt) decision.strikes = this.#strike(entry, now, policy.windowSeconds * 1000, policy.threshold)
+    entry.retryAt = Math.max(entry.retryAt, violatedWindow(decision.windows).resetAt * 1000)
+    return decision
   }
 
-  async peek (subject: string, limits: WindowLimits): Promise<Decision> {
+  async peek (subject: Subject, limits: WindowLimits): Promise<Decision> {
     const now = this.#now()
     const nowSec = Math.floor(now / 1000)
-    const entry = this.#entries.get(subject)
+    const entry = this.#rooms[subject.kind].get(subject.id)
     const minuteCount = entry?.minuteWindow === windowIndex('minute', nowSec) ? entry.minuteCount : 0
     const dayCount = entry?.dayWindow === windowIndex('day', nowSec) ? entry.dayCount : 0
     const allowed = minuteCount < limits.perMinute && dayCount < limits.perDay
     return buildDecision(allowed, limits, minuteCount, dayCount, now, 0)
   }
 
-  async reset (subject: string): Promise<void> {
-    this.#entries.delete(subject)
+  async reset (subject: Subject): Promise<void> {
+    this.#rooms[subject.kind].entries.delete(subject.id)
   }
 
   async close (): Promise<void> {
-    this.#entries.clear()
+    this.#rooms.key.entries.clear()
+    this.#rooms.ip.entries.clear()
+  }
+
+  /**
+   * Counts one strike in a fixed strike window opened by the first strike (bans look at bursts of impatient
+   * requests, not at a sliding log); returns the count, and starts over once it reaches the threshold.
+   */
+  #strike (entry: Entry, now: number, windowMs: number, threshold: number): number {
+    if (entry.strikes === 0 || now - entry.strikeStart >= windowMs) {
+      entry.strikes = 0
+      entry.strikeStart = now
+    }
+    const strikes = ++entry.strikes
+    entry.strikeEnd = entry.strikeStart + windowMs
+    if (strikes >= threshold) entry.strikes = 0
+    return strikes
   }
 
   /** The current time, running the sweep first when it is due. */
   #now (): number {
     const now = this.#clock()
     // A clock that went backwards (tests, NTP steps) would otherwise postpone the sweep indefinitely.
-    if (now - this.#lastSweep >= SWEEP_INTERVAL_MS || now < this.#lastSweep) this.#sweep(now)
+    if (now - this.#lastSweep >= SWEEP_INTERVAL_MS || now < this.#lastSweep) {
+      this.#lastSweep = now
+      this.#rooms.key.sweep(now)
+      this.#rooms.ip.sweep(now)
+    }
     return now
-  }
-
-  /** Before a new subject: drop what has expired, then, if still full, the subject first seen longest ago. */
-  #makeRoom (now: number): void {
-    if (this.#entries.size < this.#maxSubjects) return
-    this.#sweep(now)
-    // A Map iterates in insertion order: the first key is the oldest subject.
-    for (const subject of this.#entries.keys()) {
-      if (this.#entries.size < this.#maxSubjects) break
-      this.#entries.delete(subject)
-    }
-  }
-
-  #sweep (now: number): void {
-    this.#lastSweep = now
-    const day = windowIndex('day', Math.floor(now / 1000))
-    // Deleting the current key while iterating a Map is safe: iteration continues with the next one.
-    for (const [subject, entry] of this.#entries) {
-      if (entry.dayWindow === day) continue
-      if (entry.strikes > 0 && now < entry.strikeEnd) continue
-      this.#entries.delete(subject)
-    }
   }
 }

@@ -1,6 +1,6 @@
 import { Redis } from 'ioredis'
 import { buildDecision } from './decision.js'
-import type { ConsumeOptions, Decision, RateLimiter, WindowLimits } from './types.js'
+import { subjectKey, type ConsumeOptions, type Decision, type RateLimiter, type Subject, type WindowLimits } from './types.js'
 
 /**
  * Seconds a key outlives its window: a little slack past the boundary. Reads compare the stored window index
@@ -32,8 +32,13 @@ local allowed = mc < tonumber(ARGV[1]) and dc < tonumber(ARGV[2])
 `
 
 /**
- * KEYS: minute, day, strikes. ARGV: perMinute, perDay, offset (ms), strike window (s, 0 = no strikes), margin (s).
- * Returns {allowed 0|1, minute count, day count, seconds, microseconds, strikes}.
+ * KEYS: minute, day, strikes. ARGV: perMinute, perDay, offset (ms), strike window (s, 0 = no strikes), margin (s),
+ * strike threshold. Returns {allowed 0|1, minute count, day count, seconds, microseconds, strikes}.
+ *
+ * The strikes hash is {t: strike window start (ms), c: count, r: retry time (ms)}: r is the end of the window
+ * that refused the subject last (what its Retry-After named), and only a refusal before r is a strike. A hash
+ * rather than INCR + EXPIRE: the windows must follow the script's time, which includes the offset, not the
+ * server's expiry clock.
  */
 const CONSUME_LUA = `${PRELUDE}
 local margin = tonumber(ARGV[5])
@@ -49,19 +54,27 @@ end
 local strikes = 0
 local sw = tonumber(ARGV[4]) * 1000
 if sw > 0 then
-  -- A hash {t: start (ms), c: count} rather than INCR + EXPIRE: the window must follow the script's time,
-  -- which includes the offset, not the server's expiry clock.
   local now = math.floor(us / 1000)
-  local s = redis.call('HMGET', KEYS[3], 't', 'c')
-  local start = tonumber(s[1])
-  strikes = tonumber(s[2]) or 0
-  if start == nil or now - start >= sw then
-    start = now
-    strikes = 0
+  local s = redis.call('HMGET', KEYS[3], 't', 'c', 'r')
+  local start = tonumber(s[1]) or now
+  local count = tonumber(s[2]) or 0
+  local retry = tonumber(s[3]) or 0
+  if now < retry then
+    if count == 0 or now - start >= sw then
+      start = now
+      count = 0
+    end
+    count = count + 1
+    strikes = count
+    if count >= tonumber(ARGV[6]) then count = 0 end
   end
-  strikes = strikes + 1
-  redis.call('HSET', KEYS[3], 't', start, 'c', strikes)
-  redis.call('PEXPIRE', KEYS[3], start + sw - now + margin * 1000)
+  local reset = (mw + 1) * 60
+  if dc >= tonumber(ARGV[2]) then reset = (dw + 1) * 86400 end
+  if reset * 1000 > retry then retry = reset * 1000 end
+  redis.call('HSET', KEYS[3], 't', start, 'c', count, 'r', retry)
+  local keep = retry - now
+  if start + sw - now > keep then keep = start + sw - now end
+  redis.call('PEXPIRE', KEYS[3], keep + margin * 1000)
 end
 return {0, mc, dc, sec, usec, strikes}
 `
@@ -75,8 +88,8 @@ type ScriptReply = [number, number, number, number, number, number]
 
 interface LimiterCommands {
   petstoreRateLimitConsume (
-    minuteKey: string, dayKey: string, strikeKey: string,
-    perMinute: number, perDay: number, offsetMs: number, strikeWindowSeconds: number, marginSeconds: number
+    minuteKey: string, dayKey: string, strikeKey: string, perMinute: number, perDay: number, offsetMs: number,
+    strikeWindowSeconds: number, marginSeconds: number, strikeThreshold: number
   ): Promise<ScriptReply>
   petstoreRateLimitPeek (minuteKey: string, dayKey: string, perMinute: number, perDay: number, offsetMs: number): Promise<ScriptReply>
 }
@@ -92,8 +105,8 @@ function hashTag (subject: string): string {
 }
 
 /** The keys of one subject: minute window, day window and strikes. Exported for tests. */
-export function redisKeys (prefix: string, subject: string): { minute: string, day: string, strikes: string } {
-  const base = `${prefix}{${hashTag(subject)}}`
+export function redisKeys (prefix: string, subject: Subject): { minute: string, day: string, strikes: string } {
+  const base = `${prefix}{${hashTag(subjectKey(subject))}}`
   return { minute: `${base}:m`, day: `${base}:d`, strikes: `${base}:s` }
 }
 
@@ -137,22 +150,23 @@ export class RedisLimiter implements RateLimiter {
     return this.#client
   }
 
-  async consume (subject: string, limits: WindowLimits, options: ConsumeOptions = {}): Promise<Decision> {
+  async consume (subject: Subject, limits: WindowLimits, options: ConsumeOptions = {}): Promise<Decision> {
     const keys = redisKeys(this.#prefix, subject)
+    const strikes = options.strikes
     const reply = await this.#client.petstoreRateLimitConsume(
       keys.minute, keys.day, keys.strikes, limits.perMinute, limits.perDay, this.#offsetMs(),
-      Math.max(0, options.strikeWindowSeconds ?? 0), EXPIRY_MARGIN_SECONDS
+      Math.max(0, strikes?.windowSeconds ?? 0), EXPIRY_MARGIN_SECONDS, strikes?.threshold ?? 0
     )
     return toDecision(reply, limits)
   }
 
-  async peek (subject: string, limits: WindowLimits): Promise<Decision> {
+  async peek (subject: Subject, limits: WindowLimits): Promise<Decision> {
     const keys = redisKeys(this.#prefix, subject)
     const reply = await this.#client.petstoreRateLimitPeek(keys.minute, keys.day, limits.perMinute, limits.perDay, this.#offsetMs())
     return toDecision(reply, limits)
   }
 
-  async reset (subject: string): Promise<void> {
+  async reset (subject: Subject): Promise<void> {
     const keys = redisKeys(this.#prefix, subject)
     await this.#client.del(keys.minute, keys.day, keys.strikes)
   }

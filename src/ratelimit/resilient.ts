@@ -1,6 +1,6 @@
 import { MemoryLimiter } from './memory.js'
 import type { RedisLimiter } from './redis.js'
-import type { ConsumeOptions, Decision, RateLimiter, WindowLimits } from './types.js'
+import type { ConsumeOptions, Decision, RateLimiter, Subject, WindowLimits } from './types.js'
 
 /** The two log levels the limiter uses; a Fastify/pino logger fits. */
 export interface LimiterLogger {
@@ -66,16 +66,16 @@ export class ResilientLimiter implements RateLimiter {
     return this.#state === 'up' && this.#redis.status === 'ready' ? 'redis' : 'memory-fallback'
   }
 
-  async consume (subject: string, limits: WindowLimits, options?: ConsumeOptions): Promise<Decision> {
+  async consume (subject: Subject, limits: WindowLimits, options?: ConsumeOptions): Promise<Decision> {
     return this.#run(() => this.#redis.consume(subject, limits, options), () => this.#memory.consume(subject, limits, options))
   }
 
-  async peek (subject: string, limits: WindowLimits): Promise<Decision> {
+  async peek (subject: Subject, limits: WindowLimits): Promise<Decision> {
     return this.#run(() => this.#redis.peek(subject, limits), () => this.#memory.peek(subject, limits))
   }
 
   /** Clears the subject in memory and, when reachable, in Redis; a Redis failure is logged as an outage, not thrown. */
-  async reset (subject: string): Promise<void> {
+  async reset (subject: Subject): Promise<void> {
     await this.#memory.reset(subject)
     await this.#run(() => this.#redis.reset(subject), async () => {})
   }

@@ -133,6 +133,33 @@ describe('petstore keys create', () => {
     assert.match(res.stderr, /--plan is required/)
   })
 
+  for (const args of [
+    ['keys', 'create', '--plan', 'free', '--plan', 'pro'],
+    ['keys', 'create', '--plan=free', '--plan=pro'],
+    ['keys', 'create', '--plan', 'free', '--name', 'a', '--name', 'b'],
+    ['keys', 'list', '--json', '--json'],
+    ['inventory', 'history', '1', '--limit', '5', '--limit', '6']
+  ]) {
+    test(`when an option is repeated (${args.join(' ')}), then it exits 2 instead of taking the last one`, async (t) => {
+      const cli = cliFor(t)
+      const res = await cli.run(args)
+      assert.equal(res.code, 2)
+      assert.equal(res.stdout, '')
+      assert.match(res.stderr, /^petstore: --(plan|name|json|limit) is given more than once\n/)
+      assert.deepEqual(JSON.parse((await cli.run(['keys', 'list', '--json'])).stdout), [], 'no key was created')
+    })
+  }
+
+  for (const name of ['evil\u001b]0;owned\u0007', 'evil\u009b2J', 'gpj.\u202eexe', 'two\u2028lines', 'a\u2066b']) {
+    test(`when a key name holds characters a terminal interprets (${JSON.stringify(name)}), then it exits 2 and creates nothing`, async (t) => {
+      const cli = cliFor(t)
+      const res = await cli.run(['keys', 'create', '--plan', 'free', '--name', name])
+      assert.equal(res.code, 2)
+      assert.match(res.stderr, /--name must hold no control characters, line separators or bidirectional formatting characters/)
+      assert.deepEqual(JSON.parse((await cli.run(['keys', 'list', '--json'])).stdout), [])
+    })
+  }
+
   test('when an unknown option is given, then it exits 2', async (t) => {
     const cli = cliFor(t)
     const res = await cli.run(['keys', 'create', '--plan', 'free', '--colour', 'red'])

@@ -9,7 +9,7 @@ import { join } from 'node:path'
 import type { TestContext } from 'node:test'
 import { buildApp } from '../../src/app.js'
 import { loadConfig, type Config } from '../../src/config.js'
-import { createKey } from '../../src/domain/keys.js'
+import { createKey } from '../../src/access/keys.js'
 import type { PetImport, Order, Plan } from '../../src/domain/model.js'
 import { SqliteStore } from '../../src/store/sqlite/index.js'
 import type { Store } from '../../src/store/types.js'
@@ -50,8 +50,9 @@ export async function testApp (t: TestContext, env: Record<string, string> = {},
   return { app, store, config, key, clock, request }
 }
 
-export async function newKey (store: Store, plan: Plan = 'free'): Promise<string> {
-  const limits = plan === 'enterprise' ? { perMinute: 100_000, perDay: 1_000_000 } : { perMinute: null, perDay: null }
+/** A key on a plan; enterprise keys get generous limits unless given their own. */
+export async function newKey (store: Store, plan: Plan = 'free', enterprise: { perMinute: number, perDay: number } = { perMinute: 100_000, perDay: 1_000_000 }): Promise<string> {
+  const limits = plan === 'enterprise' ? enterprise : { perMinute: null, perDay: null }
   const { key } = await createKey(store, 'production', { plan, name: 'test', ...limits })
   return key
 }

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
+import { createKey } from '../../src/access/keys.js'
 import { auth, newKey, pet, testApp } from '../helpers/app.js'
 
 const inventory = (headers: Record<string, string> = {}) => ({ method: 'GET' as const, url: '/v1/inventory', headers })
@@ -36,6 +37,25 @@ describe('authentication', () => {
     assert.equal(res.statusCode, 401)
     assert.match(String(res.headers['www-authenticate']), /^Bearer realm="petstore", error="invalid_token"/)
     assert.doesNotMatch(res.body + JSON.stringify(res.headers), /notARealKey123/)
+  })
+
+  test('when a production server that shares the store is sent a staging key, then it answers 401 invalid_token', async (t) => {
+    const { request, store } = await testApp(t)
+    const { key: staging } = await createKey(store, 'staging', { plan: 'free', name: 'staging client', perMinute: null, perDay: null })
+    assert.match(staging, /^psk_test_/)
+    const res = await request(inventory(auth(staging)))
+    assert.equal(res.statusCode, 401)
+    assert.equal(res.json().message, 'The API key belongs to another environment: this server accepts psk_live_ keys only.')
+    assert.match(String(res.headers['www-authenticate']), /^Bearer realm="petstore", error="invalid_token"/)
+  })
+
+  test('when a staging server is sent a production key, then it answers 401, and its own keys pass', async (t) => {
+    const { request, store, key: production } = await testApp(t, { PETSTORE_ENV: 'staging' })
+    const { key: staging } = await createKey(store, 'staging', { plan: 'free', name: null, perMinute: null, perDay: null })
+    const refused = await request(inventory(auth(production)))
+    assert.equal(refused.statusCode, 401)
+    assert.match(refused.json().message, /accepts psk_test_ keys only/)
+    assert.equal((await request(inventory(auth(staging)))).statusCode, 200)
   })
 
   test('when the scheme name is written in any case, then the key is accepted', async (t) => {

@@ -25,7 +25,7 @@ describe('ETag and conditional GET /v1/inventory', () => {
   test('when If-None-Match holds the current ETag, then it answers 304 with no body, the ETag and the rate-limit headers', async (t) => {
     const { request, key } = await testApp(t, {}, { pets: [pet(1)] })
     const { headers } = await request(get(key))
-    for (const condition of [String(headers.etag), `W/${String(headers.etag)}`, `"other", ${String(headers.etag)}`, '*']) {
+    for (const condition of [String(headers.etag), `W/${String(headers.etag)}`, `"other", ${String(headers.etag)}`, '*', ` ${String(headers.etag)} `]) {
       const res = await request(get(key, { 'if-none-match': condition }))
       assert.equal(res.statusCode, 304, condition)
       assert.equal(res.body, '')
@@ -72,6 +72,38 @@ describe('ETag and conditional GET /v1/inventory', () => {
     }
     assert.equal((await request(get(key))).statusCode, 200)
     assert.equal((await request(get(key))).statusCode, 429)
+  })
+
+  test('when If-None-Match is *, then the 304 is counted like any request', async (t) => {
+    const { request, key } = await testApp(t, { RATE_LIMIT_FREE: '3/100', BAN_SECONDS: '0' }, { pets: [pet(1)] })
+    const remaining = []
+    for (let i = 0; i < 3; i++) {
+      const res = await request(get(key, { 'if-none-match': '*' }))
+      assert.equal(res.statusCode, 304)
+      remaining.push(res.headers['x-ratelimit-remaining'])
+    }
+    assert.deepEqual(remaining, ['2', '1', '0'])
+  })
+
+  test('when a key has spent its minute, then neither * nor the held tag gets a 304: both are refused with 429', async (t) => {
+    const { request, key } = await testApp(t, { RATE_LIMIT_FREE: '1/100', BAN_SECONDS: '0' }, { pets: [pet(1)] })
+    const first = await request(get(key))
+    for (const condition of ['*', String(first.headers.etag), `"other", ${String(first.headers.etag)}`]) {
+      for (let i = 0; i < 50; i++) {
+        const res = await request(get(key, { 'if-none-match': condition }))
+        assert.equal(res.statusCode, 429, condition)
+        assert.equal(res.json().code, 'rate_limited')
+      }
+    }
+  })
+
+  test('when a spent key sends conditional GETs after its 429, then they are strikes and lead to a ban', async (t) => {
+    const { request, key } = await testApp(t, { RATE_LIMIT_FREE: '2/100' }, { pets: [pet(1)] })
+    const first = await request(get(key))
+    await request(get(key))
+    const codes = []
+    for (let i = 0; i < 4; i++) codes.push((await request(get(key, { 'if-none-match': String(first.headers.etag) }))).json().code)
+    assert.deepEqual(codes, ['rate_limited', 'rate_limited', 'key_banned', 'key_banned'])
   })
 
   test('when a conditional GET has no valid key, then it answers 401, not 304', async (t) => {

@@ -34,6 +34,43 @@ describe('routing errors', () => {
     }
   })
 
+  test('when an API path is called with an unusual method (TRACE, PROPFIND, PURGE, ...), then it answers 405 with Allow and the rate-limit fields', async (t) => {
+    const { request, key } = await testApp(t)
+    for (const method of ['TRACE', 'PROPFIND', 'PROPPATCH', 'MKCOL', 'COPY', 'MOVE', 'LOCK', 'SEARCH', 'PURGE', 'REPORT', 'QUERY']) {
+      const res = await request({ method: method as 'GET', url: '/v1/inventory/1', headers: auth(key) })
+      assert.equal(res.statusCode, 405, method)
+      assert.equal(res.headers.allow, 'GET, HEAD, PATCH', method)
+      assert.equal(res.json().message, `${method} is not allowed here; use GET, HEAD, PATCH.`)
+      assert.match(String(res.headers['x-ratelimit-remaining']), /^\d+$/, method)
+    }
+  })
+
+  test('when a 405 on an API path has no key, then it answers 401 first: the gate guards every route of /v1', async (t) => {
+    const { request } = await testApp(t)
+    for (const method of ['DELETE', 'TRACE', 'PROPFIND']) {
+      assert.equal((await request({ method: method as 'GET', url: '/v1/inventory' })).statusCode, 401, method)
+    }
+  })
+
+  test('when a 405 carries a body of another media type, then it is still 405, not 415', async (t) => {
+    const { request, key } = await testApp(t)
+    const res = await request({ method: 'POST', url: '/v1/inventory', headers: { ...auth(key), 'content-type': 'text/xml' }, payload: '<x/>' })
+    assert.equal(res.statusCode, 405)
+  })
+
+  test('when the docs page, its assets, health, metrics or the API document get another method, then they answer 405 with Allow', async (t) => {
+    const { request } = await testApp(t)
+    const cases: Array<[string, string]> = [['/docs', 'POST'], ['/docs/', 'PUT'], ['/docs', 'DELETE'], ['/docs/', 'TRACE'],
+      ['/docs/static/index.html', 'POST'], ['/healthz', 'POST'], ['/readyz', 'PROPFIND'], ['/metrics', 'DELETE'], ['/v1/openapi.json', 'PUT']]
+    for (const [url, method] of cases) {
+      const res = await request({ method: method as 'GET', url })
+      assert.equal(res.statusCode, 405, `${method} ${url}`)
+      assert.equal(res.headers.allow, 'GET, HEAD', `${method} ${url}`)
+      assert.equal(res.json().code, 'method_not_allowed')
+      assert.equal(res.headers['x-ratelimit-limit'], undefined, 'public routes are not rate-limited')
+    }
+  })
+
   test('when the URL is malformed, then it answers 400 in the Error shape with a request id', async (t) => {
     const { request, key } = await testApp(t)
     const res = await request({ method: 'GET', url: '/v1/pets/%E0%A4%A', headers: auth(key) })

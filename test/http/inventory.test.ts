@@ -117,7 +117,20 @@ describe('PATCH /v1/inventory/{petId}', () => {
     ['malformed JSON', '{"quantity":'],
     ['an empty body', ''],
     ['a __proto__ key', '{"quantity":1,"__proto__":{"x":1}}'],
-    ['a constructor.prototype key', '{"quantity":1,"constructor":{"prototype":{"x":1}}}']
+    ['a constructor.prototype key', '{"quantity":1,"constructor":{"prototype":{"x":1}}}'],
+    // Numbers are exact or refused: JSON.parse would read these as 0, 5, 5, 1000 and 2.
+    ['a quantity that underflows to zero', '{"quantity":1e-400}'],
+    ['a quantity just below an integer', '{"quantity":4.9999999999999999}'],
+    ['a quantity with a zero fraction', '{"quantity":5.0}'],
+    ['a quantity with an exponent', '{"quantity":1e3}'],
+    ['a negative zero exponent', '{"quantity":0e0}'],
+    ['a repeated member', '{"quantity":7,"quantity":2}'],
+    ['a repeated member with the same value', '{"quantity":2,"quantity":2}'],
+    ['a repeated member inside a nested object', '{"quantity":1,"note":"x","reason":"arrival","x":{"a":1,"a":2}}'],
+    ['a leading zero', '{"quantity":05}'],
+    ['a trailing comma', '{"quantity":5,}'],
+    ['an unescaped control character in a string', '{"quantity":5,"note":"a\u0001b"}'],
+    ['data after the value', '{"quantity":5} {}']
   ]
   for (const [what, body] of badBodies) {
     test(`when the body has ${what}, then it answers 400 invalid_request and changes nothing`, async (t) => {
@@ -132,6 +145,13 @@ describe('PATCH /v1/inventory/{petId}', () => {
       assert.deepEqual(list.json(), [{ petId: 1, quantity: 5, status: 'available' }])
     })
   }
+
+  test('when a number is not an integer literal, or a member repeats, then the 400 says so by name', async (t) => {
+    const { request, key } = await testApp(t, {}, { pets: [pet(1)] })
+    assert.equal((await request(patch('1', '{"quantity":1e-400}', key))).json().message, 'body.quantity must be an integer.')
+    assert.equal((await request(patch('1', '{"quantity":7,"quantity":2}', key))).json().message,
+      'The request body repeats the member "quantity" in one object.')
+  })
 
   test('when the body has an unknown field, then the 400 names the field', async (t) => {
     const { request, key } = await testApp(t, {}, { pets: [pet(1)] })

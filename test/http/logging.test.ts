@@ -4,6 +4,7 @@ import { describe, test } from 'node:test'
 import { pino } from 'pino'
 import { buildApp } from '../../src/app.js'
 import { loadConfig } from '../../src/config.js'
+import { loggerOptions } from '../../src/logger.js'
 import { auth, newKey, pet, tempStore } from '../helpers/app.js'
 
 /** An app whose JSON log lines are collected in memory, at debug level. */
@@ -12,12 +13,40 @@ async function appWithLog (t: Parameters<typeof tempStore>[0], env: Record<strin
   const stream = new Writable({ write (chunk: Buffer, _encoding, done) { lines.push(...chunk.toString().split('\n').filter(Boolean)); done() } })
   const store = await tempStore(t)
   await store.importData({ pets: [pet(1)], orders: [] })
-  const app = await buildApp(loadConfig({ AUTH_CACHE_TTL_MS: '0', ...env }), { store, logger: pino({ level: 'debug' }, stream) })
+  // The service's own log options (its last-line key filter included), at debug level.
+  const app = await buildApp(loadConfig({ AUTH_CACHE_TTL_MS: '0', ...env }), { store, logger: pino(loggerOptions('debug'), stream) })
   t.after(() => app.close())
   return { app, store, lines }
 }
 
 describe('logs', () => {
+  test('when a key is sent in a query string, a path, a request id or a malformed URL, then no log line holds it', async (t) => {
+    const { app, store, lines } = await appWithLog(t)
+    const key = await newKey(store)
+    const secret = key.slice('psk_live_'.length)
+    const encoded = key.replace(/_/g, '%5F')
+    const requests = [
+      { method: 'GET' as const, url: `/v1/inventory?access_token=${key}`, headers: auth(key) },
+      { method: 'GET' as const, url: `/v1/inventory?access_token=${key}` },
+      { method: 'GET' as const, url: `/v1/store/orders?limit=1&${key}` , headers: auth(key) },
+      { method: 'GET' as const, url: `/v1/${key}`, headers: auth(key) },
+      { method: 'GET' as const, url: `/v1/${encoded}`, headers: auth(key) },
+      { method: 'GET' as const, url: `/${key}?x=${encoded}` },
+      { method: 'GET' as const, url: `/v1/%zz?access_token=${key}` },
+      { method: 'GET' as const, url: '/v1/inventory', headers: { ...auth(key), 'x-request-id': key } }
+    ]
+    for (const request of requests) await app.inject(request)
+    // A server error, logged with its stack, for a request that carries the key in its query.
+    store.getPet = async () => { throw new Error(`boom near ${key}`) }
+    assert.equal((await app.inject({ method: 'GET', url: `/v1/pets/1?k=${key}`, headers: auth(key) })).statusCode, 500)
+    assert.ok(lines.length >= requests.length)
+    for (const line of lines) assert.ok(!line.includes(secret), `a log line holds the key: ${line}`)
+    const urls = lines.map((line) => JSON.parse(line) as { url?: string }).map((e) => e.url).filter((u) => u !== undefined)
+    assert.ok(urls.includes('/v1/inventory?access_token=[redacted]'), urls.join(' '))
+    assert.ok(urls.includes('/v1/psk_live_[redacted]'), urls.join(' '))
+  })
+
+
   test('when requests with valid, unknown and malformed keys are served, then no key appears in the logs', async (t) => {
     const { app, store, lines } = await appWithLog(t)
     const key = await newKey(store)
@@ -58,8 +87,8 @@ describe('logs', () => {
   test('when a key is banned, then the ban is logged with the key id, never the key', async (t) => {
     const { app, store, lines } = await appWithLog(t, { RATE_LIMIT_FREE: '1/100' })
     const key = await newKey(store)
-    await app.inject({ method: 'GET', url: '/v1/inventory', headers: auth(key) })
-    await app.inject({ method: 'GET', url: '/v1/inventory', headers: auth(key) })
+    // Admitted, refused, then refused again before the Retry-After passed: a strike, and the threshold (1).
+    for (let i = 0; i < 3; i++) await app.inject({ method: 'GET', url: '/v1/inventory', headers: auth(key) })
     const [record] = await store.listApiKeys()
     const ban = lines.map((line) => JSON.parse(line) as { msg: string, keyId?: string, banSeconds?: number }).find((e) => /banned/.test(e.msg))
     assert.equal(ban?.keyId, record?.id)

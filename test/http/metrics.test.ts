@@ -117,10 +117,11 @@ describe('GET /metrics: requests', () => {
 describe('GET /metrics: rate limiting', () => {
   test('when keys are allowed, limited and banned and clients without a key pass or are limited, then each decision is counted', async (t) => {
     const { request, key, store } = await testApp(t, { RATE_LIMIT_FREE: '2/1000', RATE_LIMIT_ANONYMOUS: '1/1000' }, { pets: [pet(1)] })
-    // 2 allowed, then refusals: the 2nd refusal (N = the per-minute limit) imposes the ban, later ones meet it.
+    // 2 allowed, then refusals: the first is no strike, the next two are (sent before the Retry-After passed),
+    // and the 2nd strike (N = the per-minute limit) imposes the ban, which the last one meets.
     const statuses = []
-    for (let i = 0; i < 5; i++) statuses.push((await request(get('/v1/inventory', key))).statusCode)
-    assert.deepEqual(statuses, [200, 200, 429, 429, 429])
+    for (let i = 0; i < 6; i++) statuses.push((await request(get('/v1/inventory', key))).statusCode)
+    assert.deepEqual(statuses, [200, 200, 429, 429, 429, 429])
     assert.equal((await request(get('/v1/inventory'))).statusCode, 401)
     assert.equal((await request(get('/v1/inventory'))).statusCode, 429)
     const other = await newKey(store)
@@ -131,7 +132,7 @@ describe('GET /metrics: rate limiting', () => {
     const text = await scrape(request)
     const decisions = (subject: string, decision: string) => value(text, 'petstore_ratelimit_decisions_total', { subject, decision })
     assert.equal(decisions('key', 'allowed'), 3)
-    assert.equal(decisions('key', 'limited'), 1)
+    assert.equal(decisions('key', 'limited'), 2)
     assert.equal(decisions('key', 'banned'), 2, 'the refusal that imposed the ban and the one after it')
     assert.equal(decisions('key', 'not_modified'), 1)
     assert.equal(decisions('ip', 'allowed'), 1)

@@ -79,7 +79,9 @@ describe('GET /v1/store/orders', () => {
   })
 
   const badQueries = ['limit=0', 'limit=1001', 'limit=abc', 'limit=1.5', 'limit=-1', 'status=lost', 'cursor=bogus',
-    'cursor=' + Buffer.from('o1:abc').toString('base64url'), 'page=2', 'limit=']
+    'cursor=' + Buffer.from('o1:abc').toString('base64url'), 'page=2', 'limit=',
+    // Digits only: Ajv's coercion would read these as 1000, 16, 1, 10, 5 and 5.
+    'limit=1e3', 'limit=0x10', 'limit=1.0', 'limit=010', 'limit=%2B5', 'limit=%205', 'limit=5&limit=6']
   for (const query of badQueries) {
     test(`when the query is "${query}", then it answers 400 invalid_request`, async (t) => {
       const { request, key } = await testApp(t, {}, { orders: orders(3) })

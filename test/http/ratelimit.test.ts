@@ -1,13 +1,11 @@
 import assert from 'node:assert/strict'
-import { randomUUID } from 'node:crypto'
 import { describe, test } from 'node:test'
-import { Redis } from 'ioredis'
 import { buildApp } from '../../src/app.js'
 import { loadConfig } from '../../src/config.js'
 import { RedisLimiter } from '../../src/ratelimit/redis.js'
 import { StoreUnavailableError } from '../../src/errors.js'
 import { auth, newKey, pet, tempStore, testApp } from '../helpers/app.js'
-import { REDIS_URL, deleteKeys, requireRedis, waitReady } from '../ratelimit/redis-env.js'
+import { requireRedis, tempRedis } from '../ratelimit/redis-env.js'
 
 // testApp's clock starts at 2026-11-22T12:00:00Z: the start of a UTC minute, 12 hours into the UTC day.
 const T0 = Date.parse('2026-11-22T12:00:00Z') / 1000
@@ -179,6 +177,32 @@ describe('requests without a valid key', () => {
     assert.deepEqual([first.statusCode, second.statusCode], [401, 429])
   })
 
+  test('when a flood of keyless requests from distinct addresses fills the limiter, then a key keeps its spent windows and its strikes', async (t) => {
+    const { request, key, store } = await testApp(t, { TRUST_PROXY: 'true', RATE_LIMIT_MAX_SUBJECTS: '1000', RATE_LIMIT_FREE: '60/1000' })
+    for (let i = 0; i < 60; i++) assert.equal((await request(get(key))).statusCode, 200)
+    assert.equal((await request(get(key))).json().code, 'rate_limited')
+    assert.equal((await request(get(key))).json().code, 'rate_limited', 'strike 1')
+    for (let i = 0; i < 1500; i++) {
+      await request({ ...get(), headers: { 'x-forwarded-for': `198.51.${(i >> 8) & 255}.${i & 255}` } })
+    }
+    const after = await request(get(key))
+    assert.equal(after.statusCode, 429, 'the key still has no requests left this minute')
+    assert.equal(after.headers['x-ratelimit-remaining'], '0')
+    for (let i = 0; i < 58; i++) await request(get(key))
+    assert.equal((await request(get(key))).json().code, 'key_banned', 'the strikes before the flood still count')
+    const [record] = await store.listApiKeys()
+    assert.ok(record?.ban !== null)
+  })
+
+  test('when keyless requests come from many addresses of one IPv6 network, then they share the network\'s limit', async (t) => {
+    const { request } = await testApp(t, { TRUST_PROXY: 'true', RATE_LIMIT_ANONYMOUS: '3/100' })
+    const statuses = []
+    for (let i = 1; i <= 5; i++) statuses.push((await request({ ...get(), headers: { 'x-forwarded-for': `2001:db8:0:${i.toString(16)}::${i}` } })).statusCode)
+    assert.deepEqual(statuses, [401, 401, 401, 429, 429])
+    const otherNetwork = await request({ ...get(), headers: { 'x-forwarded-for': '2001:db8:1::1' } })
+    assert.equal(otherNetwork.statusCode, 401)
+  })
+
   test('when TRUST_PROXY is on, then each forwarded client IP has its own bucket', async (t) => {
     const { request } = await testApp(t, { RATE_LIMIT_ANONYMOUS: '1/50', TRUST_PROXY: 'true' })
     const statuses = []
@@ -190,37 +214,66 @@ describe('requests without a valid key', () => {
 })
 
 describe('bans', () => {
-  test('when a key keeps sending after 429, then the Nth refusal bans it for 15 minutes with key_banned', async (t) => {
+  test('when a key keeps sending before the Retry-After of its 429 has passed, then the Nth strike bans it for 15 minutes', async (t) => {
     const { request, key, clock } = await testApp(t, { RATE_LIMIT_FREE: '3/1000' })
     const statuses = []
-    for (let i = 0; i < 6; i++) statuses.push((await request(get(key))).statusCode)
-    assert.deepEqual(statuses, [200, 200, 200, 429, 429, 429])
-    // 3 refusals (N = the per-minute limit): the third one imposed the ban.
+    for (let i = 0; i < 7; i++) statuses.push((await request(get(key))).json().code ?? 200)
+    // The first 429 is no strike (the client could not know); the three after it are (N = the per-minute limit).
+    assert.deepEqual(statuses, [200, 200, 200, 'rate_limited', 'rate_limited', 'rate_limited', 'key_banned'])
     clock.now += 61_000
     const banned = await request(get(key))
     assert.equal(banned.statusCode, 429)
     assert.equal(banned.json().code, 'key_banned')
     assert.equal(banned.headers['retry-after'], String(900 - 61))
-    assert.match(String(banned.headers['x-ratelimit-limit']), /^\d+$/)
-    assert.match(String(banned.headers.ratelimit), /"minute";r=3;/, 'banned requests count nothing')
     clock.now += (900 - 61) * 1000
     assert.equal((await request(get(key))).statusCode, 200)
   })
 
-  test('when the refusal that triggers the ban is answered, then it already says key_banned', async (t) => {
+  test('when a banned key is answered, then Remaining is 0 and Reset, RateLimit and Retry-After all name the ban\'s end', async (t) => {
+    const { request, key, clock } = await testApp(t, { RATE_LIMIT_FREE: '1/1000' })
+    for (let i = 0; i < 3; i++) await request(get(key))
+    const banEnd = T0 + 900
+    // Also after the minute window has rolled over, and at a fractional second.
+    for (const elapsed of [0, 61_500, 600_250]) {
+      clock.now = T0 * 1000 + elapsed
+      const res = await request(get(key))
+      assert.equal(res.json().code, 'key_banned')
+      const wait = banEnd - Math.floor(clock.now / 1000)
+      assert.deepEqual(limitHeaders(res.headers), { limit: '1', remaining: '0', reset: String(banEnd) }, `after ${elapsed} ms`)
+      assert.equal(res.headers['retry-after'], String(wait))
+      assert.equal(res.headers.ratelimit, `"minute";r=0;t=${wait}, "day";r=0;t=${wait}`)
+      assert.equal(res.headers['ratelimit-policy'], '"minute";q=1;w=60, "day";q=1000;w=86400')
+    }
+  })
+
+  test('when the strike that triggers the ban is answered, then it already says key_banned', async (t) => {
     const { request, key } = await testApp(t, { RATE_LIMIT_FREE: '1/1000' })
     await request(get(key))
+    assert.equal((await request(get(key))).json().code, 'rate_limited')
     const res = await request(get(key))
     assert.equal(res.json().code, 'key_banned')
     assert.equal(res.headers['retry-after'], '900')
   })
 
+  test('when a client waits exactly the Retry-After of every 429, then it is never banned, whatever its limits', async (t) => {
+    const { request, store, clock } = await testApp(t)
+    const key = await newKey(store, 'enterprise', { perMinute: 2, perDay: 3 })
+    const codes: Array<string | number> = []
+    for (let i = 0; i < 8; i++) {
+      const res = await request(get(key))
+      codes.push(res.statusCode === 200 ? 200 : res.json().code)
+      if (res.statusCode === 429) clock.now += Number(res.headers['retry-after']) * 1000
+    }
+    // Minute spent, waited; day spent, waited until midnight; and so on: refused as told, never banned.
+    assert.deepEqual(codes, [200, 200, 'rate_limited', 200, 'rate_limited', 200, 200, 'rate_limited'])
+    assert.deepEqual((await store.listApiKeys()).map((k) => k.ban), [null, null])
+  })
+
   test('when a key is banned again within 24 hours, then the ban doubles', async (t) => {
     const { request, key, clock, store } = await testApp(t, { RATE_LIMIT_FREE: '1/1000' })
-    await request(get(key))
-    await request(get(key)) // banned 900 s
+    for (let i = 0; i < 3; i++) await request(get(key)) // banned 900 s
     clock.now += 900_000 + 60_000
-    await request(get(key))
+    for (let i = 0; i < 2; i++) await request(get(key))
     const second = await request(get(key))
     assert.equal(second.json().code, 'key_banned')
     assert.equal(second.headers['retry-after'], '1800')
@@ -230,9 +283,9 @@ describe('bans', () => {
 
   test('when an operator lifts the ban, then the key is served again', async (t) => {
     const { request, key, clock, store } = await testApp(t, { RATE_LIMIT_FREE: '1/1000' })
-    await request(get(key))
-    await request(get(key))
+    for (let i = 0; i < 3; i++) await request(get(key))
     const [record] = await store.listApiKeys()
+    assert.ok(record?.ban !== null, 'banned')
     await store.unbanApiKey(record!.id, new Date(clock.now))
     clock.now += 60_000
     assert.equal((await request(get(key))).statusCode, 200)
@@ -255,10 +308,7 @@ describe('bans', () => {
 if (await requireRedis('rate limiting across instances through Redis')) {
   describe('two instances sharing Redis', () => {
     test('when requests are spread over two instances, then exactly N pass in total', async (t) => {
-      const prefix = `test:${randomUUID()}:`
-      const client = new Redis(REDIS_URL, { enableOfflineQueue: false })
-      t.after(async () => { await deleteKeys(client, prefix); client.disconnect() })
-      await waitReady(client)
+      const { client, prefix } = await tempRedis(t)
       const store = await tempStore(t)
       await store.importData({ pets: [pet(1)], orders: [] })
       const key = await newKey(store)

@@ -6,7 +6,11 @@
  */
 import assert from 'node:assert/strict'
 import { describe, test, type TestContext } from 'node:test'
-import type { Decision, RateLimiter, WindowLimits } from '../../src/ratelimit/types.js'
+import type { Decision, RateLimiter, Subject, WindowLimits } from '../../src/ratelimit/types.js'
+
+/** A key subject and a client-address subject, for tests. */
+export const key = (id: string): Subject => ({ kind: 'key', id })
+export const ip = (id: string): Subject => ({ kind: 'ip', id })
 
 export interface OpenedLimiter {
   limiter: RateLimiter
@@ -19,7 +23,7 @@ const DAY_MS = 86_400_000
 
 /** The limiter's current time in ms, read through a subject no test uses. */
 async function limiterNow (limiter: RateLimiter): Promise<number> {
-  return (await limiter.peek('__clock__', { perMinute: 1, perDay: 1 })).now
+  return (await limiter.peek(key('__clock__'), { perMinute: 1, perDay: 1 })).now
 }
 
 /** Advances to the start of the next window of `ms` (the next UTC minute or day) and returns that time (ms). */
@@ -34,7 +38,7 @@ const allowedCount = (decisions: Decision[]) => decisions.filter((d) => d.allowe
 const minuteOf = (d: Decision) => d.windows[0]
 const dayOf = (d: Decision) => d.windows[1]
 
-async function consumeTimes (limiter: RateLimiter, subject: string, limits: WindowLimits, times: number): Promise<Decision[]> {
+async function consumeTimes (limiter: RateLimiter, subject: Subject, limits: WindowLimits, times: number): Promise<Decision[]> {
   const decisions: Decision[] = []
   for (let i = 0; i < times; i++) decisions.push(await limiter.consume(subject, limits))
   return decisions
@@ -46,11 +50,11 @@ export function limiterContract (name: string, open: (t: TestContext) => Promise
       const opened = await open(t)
       await toNextBoundary(opened, MINUTE_MS)
       const limits = { perMinute: 5, perDay: 1000 }
-      const decisions = await Promise.all(Array.from({ length: 15 }, () => opened.limiter.consume('burst', limits)))
+      const decisions = await Promise.all(Array.from({ length: 15 }, () => opened.limiter.consume(key('burst'), limits)))
       assert.equal(allowedCount(decisions), 5)
       // Each admitted request saw a distinct count: remaining 4, 3, 2, 1, 0 once each.
       assert.deepEqual(decisions.filter((d) => d.allowed).map((d) => minuteOf(d).remaining).sort(), [0, 1, 2, 3, 4])
-      const next = await opened.limiter.consume('burst', limits)
+      const next = await opened.limiter.consume(key('burst'), limits)
       assert.equal(next.allowed, false)
       assert.equal(minuteOf(next).remaining, 0)
       assert.equal(dayOf(next).remaining, 995)
@@ -60,29 +64,29 @@ export function limiterContract (name: string, open: (t: TestContext) => Promise
       const opened = await open(t)
       await toNextBoundary(opened, MINUTE_MS)
       const limits = { perMinute: 2, perDay: 10 }
-      assert.equal(allowedCount(await consumeTimes(opened.limiter, 'refused', limits, 2)), 2)
-      const refusals = await consumeTimes(opened.limiter, 'refused', limits, 5)
+      assert.equal(allowedCount(await consumeTimes(opened.limiter, key('refused'), limits, 2)), 2)
+      const refusals = await consumeTimes(opened.limiter, key('refused'), limits, 5)
       for (const refusal of refusals) {
         assert.equal(refusal.allowed, false)
         assert.equal(minuteOf(refusal).remaining, 0)
         assert.equal(dayOf(refusal).remaining, 8)
       }
-      assert.equal(dayOf(await opened.limiter.peek('refused', limits)).remaining, 8)
+      assert.equal(dayOf(await opened.limiter.peek(key('refused'), limits)).remaining, 8)
       // The next minute admits a full minute's worth: the refusals did not count in the minute either.
       opened.advance(60)
-      assert.equal(allowedCount(await consumeTimes(opened.limiter, 'refused', limits, 3)), 2)
-      assert.equal(dayOf(await opened.limiter.peek('refused', limits)).remaining, 6)
+      assert.equal(allowedCount(await consumeTimes(opened.limiter, key('refused'), limits, 3)), 2)
+      assert.equal(dayOf(await opened.limiter.peek(key('refused'), limits)).remaining, 6)
     })
 
     test('the minute window rolls over at the UTC minute while the day keeps counting', async (t) => {
       const opened = await open(t)
       await toNextBoundary(opened, MINUTE_MS)
       const limits = { perMinute: 3, perDay: 100 }
-      assert.equal(allowedCount(await consumeTimes(opened.limiter, 'roll', limits, 4)), 3)
+      assert.equal(allowedCount(await consumeTimes(opened.limiter, key('roll'), limits, 4)), 3)
       opened.advance(59)
-      assert.equal((await opened.limiter.consume('roll', limits)).allowed, false, 'still the same minute')
+      assert.equal((await opened.limiter.consume(key('roll'), limits)).allowed, false, 'still the same minute')
       opened.advance(1)
-      const admitted = await opened.limiter.consume('roll', limits)
+      const admitted = await opened.limiter.consume(key('roll'), limits)
       assert.equal(admitted.allowed, true)
       assert.equal(minuteOf(admitted).remaining, 2)
       assert.equal(dayOf(admitted).remaining, 96)
@@ -92,22 +96,22 @@ export function limiterContract (name: string, open: (t: TestContext) => Promise
       const opened = await open(t)
       await toNextBoundary(opened, DAY_MS)
       const limits = { perMinute: 5, perDay: 7 }
-      const first = await consumeTimes(opened.limiter, 'daily', limits, 6)
+      const first = await consumeTimes(opened.limiter, key('daily'), limits, 6)
       assert.equal(allowedCount(first), 5)
       assert.equal(dayOf(first[5]!).remaining, 2)
 
       opened.advance(60)
-      const second = await consumeTimes(opened.limiter, 'daily', limits, 3)
+      const second = await consumeTimes(opened.limiter, key('daily'), limits, 3)
       assert.deepEqual(second.map((d) => d.allowed), [true, true, false])
       const refused = second[2]!
       assert.equal(dayOf(refused).remaining, 0)
       assert.equal(minuteOf(refused).remaining, 3, 'the minute still has room: the day is what refuses')
 
       opened.advance(3600)
-      assert.equal((await opened.limiter.consume('daily', limits)).allowed, false, 'later the same day')
+      assert.equal((await opened.limiter.consume(key('daily'), limits)).allowed, false, 'later the same day')
 
       await toNextBoundary(opened, DAY_MS)
-      const nextDay = await opened.limiter.consume('daily', limits)
+      const nextDay = await opened.limiter.consume(key('daily'), limits)
       assert.equal(nextDay.allowed, true)
       assert.equal(dayOf(nextDay).remaining, 6)
       assert.equal(minuteOf(nextDay).remaining, 4)
@@ -118,8 +122,8 @@ export function limiterContract (name: string, open: (t: TestContext) => Promise
       const start = await toNextBoundary(opened, MINUTE_MS)
       opened.advance(12.5)
       const limits = { perMinute: 4, perDay: 9 }
-      await opened.limiter.consume('shape', limits)
-      const decision = await opened.limiter.consume('shape', limits)
+      await opened.limiter.consume(key('shape'), limits)
+      const decision = await opened.limiter.consume(key('shape'), limits)
       assert.equal(decision.allowed, true)
       assert.equal(decision.strikes, 0)
       // The limiter's clock is where we put it (plus whatever real time passed, for Redis).
@@ -133,53 +137,94 @@ export function limiterContract (name: string, open: (t: TestContext) => Promise
       assert.equal(day.resetAt % 86_400, 0)
       assert.ok(day.resetAt > nowSec && day.resetAt - nowSec <= 86_400)
 
-      const peeked = await opened.limiter.peek('shape', limits)
+      const peeked = await opened.limiter.peek(key('shape'), limits)
       assert.deepEqual(peeked.windows, decision.windows)
     })
 
-    test('strikes count refusals only when a strike window is asked for, and restart after it passes', async (t) => {
+    test('a refusal is a strike only when it comes before the retry time of the previous refusal, and only when asked for', async (t) => {
       const opened = await open(t)
       await toNextBoundary(opened, MINUTE_MS)
       const limits = { perMinute: 1, perDay: 100 }
-      const strikes = { strikeWindowSeconds: 30 }
-      const admitted = await opened.limiter.consume('striker', limits, strikes)
+      const strikes = { strikes: { windowSeconds: 600, threshold: 100 } }
+      const admitted = await opened.limiter.consume(key('striker'), limits, strikes)
       assert.equal(admitted.allowed, true)
       assert.equal(admitted.strikes, 0, 'an admitted request is no strike')
 
-      const uncounted = await opened.limiter.consume('striker', limits)
+      const first = await opened.limiter.consume(key('striker'), limits, strikes)
+      assert.equal(first.allowed, false)
+      assert.equal(first.strikes, 0, 'the first refusal is no strike: the client could not know')
+
+      const uncounted = await opened.limiter.consume(key('striker'), limits)
       assert.equal(uncounted.allowed, false)
-      assert.equal(uncounted.strikes, 0, 'no strike window, no strikes')
+      assert.equal(uncounted.strikes, 0, 'no strike policy, no strikes')
 
       assert.deepEqual(
         [
-          (await opened.limiter.consume('striker', limits, strikes)).strikes,
-          (await opened.limiter.consume('striker', limits, strikes)).strikes,
-          (await opened.limiter.consume('striker', limits, strikes)).strikes
+          (await opened.limiter.consume(key('striker'), limits, strikes)).strikes,
+          (await opened.limiter.consume(key('striker'), limits, strikes)).strikes
         ],
-        [1, 2, 3],
-        'the refusal without a strike window did not count'
+        [1, 2],
+        'refusals before the minute the first refusal named are strikes'
       )
-      assert.equal((await opened.limiter.consume('striker', limits)).strikes, 0)
+      opened.advance(60)
+      const patient = await opened.limiter.consume(key('striker'), limits, strikes)
+      assert.equal(patient.allowed, true, 'waiting as told admits again')
+      const refusedAgain = await opened.limiter.consume(key('striker'), limits, strikes)
+      assert.equal(refusedAgain.strikes, 0, 'the first refusal after waiting is again no strike')
+      assert.equal((await opened.limiter.consume(key('striker'), limits, strikes)).strikes, 3, 'the strike window keeps counting')
+    })
 
+    test('a client that always waits until the retry time it was told collects no strikes, whatever its limits', async (t) => {
+      const opened = await open(t)
+      await toNextBoundary(opened, DAY_MS)
+      const limits = { perMinute: 2, perDay: 3 }
+      const strikes = { strikes: { windowSeconds: 600, threshold: 1 } }
+      const seen: Array<[boolean, number]> = []
+      const send = async (): Promise<Decision> => {
+        const decision = await opened.limiter.consume(key('patient'), limits, strikes)
+        seen.push([decision.allowed, decision.strikes])
+        return decision
+      }
+      await send()
+      await send()
+      const minute = await send()
+      // Waits exactly until the minute window the refusal named has reset.
+      opened.advance(minute.windows[0].resetAt - minute.now / 1000)
+      await send()
+      const day = await send()
+      assert.equal(day.allowed, false)
+      opened.advance(day.windows[1].resetAt - day.now / 1000)
+      await send()
+      assert.deepEqual(seen, [[true, 0], [true, 0], [false, 0], [true, 0], [false, 0], [true, 0]])
+    })
+
+    test('strikes restart after the strike window, and after reaching the threshold, which is reported once', async (t) => {
+      const opened = await open(t)
+      await toNextBoundary(opened, DAY_MS)
+      const limits = { perMinute: 1, perDay: 100 }
+      const strikes = { strikes: { windowSeconds: 30, threshold: 3 } }
+      await opened.limiter.consume(key('striker'), limits, strikes)
+      await opened.limiter.consume(key('striker'), limits, strikes)
+      const counts = []
+      for (let i = 0; i < 5; i++) counts.push((await opened.limiter.consume(key('striker'), limits, strikes)).strikes)
+      assert.deepEqual(counts, [1, 2, 3, 1, 2], 'the threshold is reported once, then counting starts over')
       opened.advance(29)
-      assert.equal((await opened.limiter.consume('striker', limits, strikes)).strikes, 4, 'still within the strike window')
+      assert.equal((await opened.limiter.consume(key('striker'), limits, strikes)).strikes, 3, 'still within the strike window')
       opened.advance(1.5)
-      const restarted = await opened.limiter.consume('striker', limits, strikes)
-      assert.equal(restarted.allowed, false, 'still the same minute')
-      assert.equal(restarted.strikes, 1, 'the strike window passed: counting starts over')
+      assert.equal((await opened.limiter.consume(key('striker'), limits, strikes)).strikes, 1, 'a new strike window')
     })
 
     test('peek counts nothing', async (t) => {
       const opened = await open(t)
       await toNextBoundary(opened, MINUTE_MS)
       const limits = { perMinute: 2, perDay: 5 }
-      const fresh = await opened.limiter.peek('peeked', limits)
+      const fresh = await opened.limiter.peek(key('peeked'), limits)
       assert.equal(fresh.allowed, true)
       assert.equal(minuteOf(fresh).remaining, 2)
       assert.equal(dayOf(fresh).remaining, 5)
-      for (let i = 0; i < 5; i++) await opened.limiter.peek('peeked', limits)
-      assert.equal(allowedCount(await consumeTimes(opened.limiter, 'peeked', limits, 3)), 2)
-      const exhausted = await opened.limiter.peek('peeked', limits)
+      for (let i = 0; i < 5; i++) await opened.limiter.peek(key('peeked'), limits)
+      assert.equal(allowedCount(await consumeTimes(opened.limiter, key('peeked'), limits, 3)), 2)
+      const exhausted = await opened.limiter.peek(key('peeked'), limits)
       assert.equal(exhausted.allowed, false, 'peek tells whether a consume would pass')
       assert.equal(exhausted.strikes, 0)
       assert.equal(minuteOf(exhausted).remaining, 0)
@@ -190,39 +235,42 @@ export function limiterContract (name: string, open: (t: TestContext) => Promise
       const opened = await open(t)
       await toNextBoundary(opened, MINUTE_MS)
       const limits = { perMinute: 1, perDay: 10 }
-      const strikes = { strikeWindowSeconds: 60 }
-      await consumeTimes(opened.limiter, 'other', limits, 1)
-      await opened.limiter.consume('cleared', limits, strikes)
-      await opened.limiter.consume('cleared', limits, strikes)
-      assert.equal((await opened.limiter.consume('cleared', limits, strikes)).strikes, 2)
+      const strikes = { strikes: { windowSeconds: 60, threshold: 100 } }
+      await consumeTimes(opened.limiter, key('other'), limits, 1)
+      await consumeTimes(opened.limiter, key('cleared'), limits, 2)
+      await opened.limiter.consume(key('cleared'), limits, strikes)
+      await opened.limiter.consume(key('cleared'), limits, strikes)
+      assert.equal((await opened.limiter.consume(key('cleared'), limits, strikes)).strikes, 2)
 
-      await opened.limiter.reset('cleared')
-      const after = await opened.limiter.consume('cleared', limits, strikes)
+      await opened.limiter.reset(key('cleared'))
+      const after = await opened.limiter.consume(key('cleared'), limits, strikes)
       assert.equal(after.allowed, true)
       assert.equal(dayOf(after).remaining, 9)
-      assert.equal((await opened.limiter.consume('cleared', limits, strikes)).strikes, 1)
-      assert.equal((await opened.limiter.peek('other', limits)).allowed, false, 'other subjects keep their counts')
-      await opened.limiter.reset('never-seen')
+      assert.equal((await opened.limiter.consume(key('cleared'), limits, strikes)).strikes, 0, 'no retry time is pending after a reset')
+      assert.equal((await opened.limiter.consume(key('cleared'), limits, strikes)).strikes, 1)
+      assert.equal((await opened.limiter.peek(key('other'), limits)).allowed, false, 'other subjects keep their counts')
+      await opened.limiter.reset(key('never-seen'))
     })
 
     test('subjects are independent', async (t) => {
       const opened = await open(t)
       await toNextBoundary(opened, MINUTE_MS)
       const limits = { perMinute: 2, perDay: 10 }
-      assert.equal(allowedCount(await consumeTimes(opened.limiter, 'alpha', limits, 3)), 2)
-      const beta = await opened.limiter.consume('beta', limits)
+      assert.equal(allowedCount(await consumeTimes(opened.limiter, key('alpha'), limits, 3)), 2)
+      const beta = await opened.limiter.consume(key('beta'), limits)
       assert.equal(beta.allowed, true)
       assert.equal(minuteOf(beta).remaining, 1)
       assert.equal(dayOf(beta).remaining, 9)
     })
 
-    test('subjects with colons, braces, percent signs and IPv6 addresses are distinct and work', async (t) => {
+    test('subjects with colons, braces, percent signs and IPv6 addresses, of either kind, are distinct and work', async (t) => {
       const opened = await open(t)
       await toNextBoundary(opened, MINUTE_MS)
-      const subjects = [
+      const ids = [
         'a', 'a:b', 'a:b:m', '{a}', 'a}', '{a', '}', '{', '{}', '', '%', '%7B', '%7Ba%7D', 'x}{y',
-        '2001:db8::1', '::1', '::ffff:192.0.2.1', 'fe80::1%eth0', '[2001:db8::1]:443', 'ip:{2001:db8::1}'
+        '2001:db8::1', '::1', '::ffff:192.0.2.1', 'fe80::1%eth0', '[2001:db8::1]:443', 'ip:{2001:db8::1}', 'key:a'
       ]
+      const subjects = [...ids.map(key), ...ids.map(ip)]
       const limits = { perMinute: 3, perDay: 10 }
       // Subject i consumes i % 3 + 1 times; any collision between two subjects would show in the counts.
       for (const [i, subject] of subjects.entries()) await consumeTimes(opened.limiter, subject, limits, (i % 3) + 1)
@@ -231,9 +279,9 @@ export function limiterContract (name: string, open: (t: TestContext) => Promise
         assert.equal(minuteOf(peeked).remaining, 3 - ((i % 3) + 1), `subject ${JSON.stringify(subject)}`)
         assert.equal(dayOf(peeked).remaining, 10 - ((i % 3) + 1), `subject ${JSON.stringify(subject)}`)
       }
-      await opened.limiter.reset('{a}')
-      assert.equal(minuteOf(await opened.limiter.peek('{a}', limits)).remaining, 3)
-      assert.equal(minuteOf(await opened.limiter.peek('a', limits)).remaining, 2)
+      await opened.limiter.reset(key('{a}'))
+      assert.equal(minuteOf(await opened.limiter.peek(key('{a}'), limits)).remaining, 3)
+      assert.equal(minuteOf(await opened.limiter.peek(key('a'), limits)).remaining, 2)
     })
   })
 }

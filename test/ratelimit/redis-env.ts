@@ -2,7 +2,9 @@
  * The real Redis the Redis tests run against, and the rule for when it is missing: in CI (CI=true) the Redis
  * tests fail, so a broken service container cannot pass as green; locally they are skipped with a message.
  */
+import { randomUUID } from 'node:crypto'
 import { once } from 'node:events'
+import type { TestContext } from 'node:test'
 import { Redis } from 'ioredis'
 import { requireService } from '../helpers/services.js'
 
@@ -57,4 +59,20 @@ export async function cleanRedis (prefix: string, url: string = REDIS_URL): Prom
   } finally {
     client.disconnect()
   }
+}
+
+/**
+ * A ready client on the test Redis and a key prefix of the test's own; after the test, every key under the
+ * prefix is deleted and the client quit.
+ */
+export async function tempRedis (t: TestContext): Promise<{ client: Redis, prefix: string }> {
+  const client = new Redis(REDIS_URL, { maxRetriesPerRequest: 1, connectTimeout: 2000 })
+  client.on('error', () => {})
+  const prefix = `test:${randomUUID()}:`
+  t.after(async () => {
+    await deleteKeys(client, prefix)
+    await client.quit()
+  })
+  await waitReady(client)
+  return { client, prefix }
 }

@@ -14,6 +14,7 @@ import { RedisLimiter, createRedisClient } from '../../src/ratelimit/redis.js'
 import { ResilientLimiter, type LimiterLogger } from '../../src/ratelimit/resilient.js'
 import type { Decision } from '../../src/ratelimit/types.js'
 import { KillableProxy } from '../helpers/proxy.js'
+import { key } from './contract.js'
 import { REDIS_URL, deleteKeys, requireRedis, waitReady } from './redis-env.js'
 
 /** Each call must answer well within this, fallback included (the command timeout is 100 ms). */
@@ -78,7 +79,7 @@ describe('ResilientLimiter with Redis down at boot', () => {
     t.after(() => limiter.close())
 
     const limits = { perMinute: 5, perDay: 100 }
-    const decisions = await timed(() => Promise.all(Array.from({ length: 15 }, () => limiter.consume('boot', limits))))
+    const decisions = await timed(() => Promise.all(Array.from({ length: 15 }, () => limiter.consume(key('boot'), limits))))
     assert.equal(allowedCount(decisions), 5)
     for (const decision of decisions) assertDecision(decision)
     assert.equal(limiter.backend, 'memory-fallback')
@@ -86,12 +87,12 @@ describe('ResilientLimiter with Redis down at boot', () => {
     await until(() => logger.warns.length > 0, 2000, 'the outage warning')
     // Reconnect attempts (every <= 1 s) and more requests do not repeat it.
     await sleep(1200)
-    const refused = await timed(() => limiter.consume('boot', limits))
+    const refused = await timed(() => limiter.consume(key('boot'), limits))
     assert.equal(refused.allowed, false)
     assert.equal(refused.windows[0].remaining, 0)
-    assert.equal((await timed(() => limiter.peek('boot', limits))).windows[1].remaining, 95)
-    await timed(() => limiter.reset('boot'))
-    assert.equal((await timed(() => limiter.consume('boot', limits))).allowed, true)
+    assert.equal((await timed(() => limiter.peek(key('boot'), limits))).windows[1].remaining, 95)
+    await timed(() => limiter.reset(key('boot')))
+    assert.equal((await timed(() => limiter.consume(key('boot'), limits))).allowed, true)
     assert.equal(logger.warns.length, 1)
     assert.equal(logger.infos.length, 0)
   })
@@ -137,25 +138,25 @@ if (await requireRedis('ResilientLimiter outage tests')) {
     test('falls back to memory within the time budget, warns once, and returns to Redis by itself', async (t) => {
       const { proxy, direct, prefix, limiter, logger } = await setup(t)
       const limits = { perMinute: 50, perDay: 1000 }
-      const redisCount = async () => Number(await direct.hget(`${prefix}{outage}:m`, 'c') ?? 0)
+      const redisCount = async () => Number(await direct.hget(`${prefix}{key:outage}:m`, 'c') ?? 0)
 
       assert.equal(limiter.backend, 'redis')
-      for (let i = 0; i < 3; i++) assert.equal((await timed(() => limiter.consume('outage', limits))).allowed, true)
+      for (let i = 0; i < 3; i++) assert.equal((await timed(() => limiter.consume(key('outage'), limits))).allowed, true)
       assert.equal(await redisCount(), 3, 'counted in Redis')
 
       await proxy.kill()
       for (let i = 0; i < 10; i++) {
-        const decision = await timed(() => limiter.consume('outage', limits))
+        const decision = await timed(() => limiter.consume(key('outage'), limits))
         assert.equal(decision.allowed, true)
         assertDecision(decision)
       }
       assert.equal(limiter.backend, 'memory-fallback')
       // The fallback is exact within the process.
-      const burst = await timed(() => Promise.all(Array.from({ length: 15 }, () => limiter.consume('fallback-burst', { perMinute: 5, perDay: 100 }))))
+      const burst = await timed(() => Promise.all(Array.from({ length: 15 }, () => limiter.consume(key('fallback-burst'), { perMinute: 5, perDay: 100 }))))
       assert.equal(allowedCount(burst), 5)
       // Let a reconnect attempt or two fail: still one warning for the whole outage.
       await sleep(1200)
-      await timed(() => limiter.consume('outage', limits))
+      await timed(() => limiter.consume(key('outage'), limits))
       assert.equal(logger.warns.length, 1)
       assert.equal(logger.infos.length, 0)
       assert.equal(await redisCount(), 3, 'nothing reached Redis during the outage')
@@ -163,7 +164,7 @@ if (await requireRedis('ResilientLimiter outage tests')) {
       await proxy.start()
       await until(() => limiter.backend === 'redis', 5000, 'the limiter to use Redis again')
       assert.equal(logger.infos.length, 1)
-      const back = await timed(() => limiter.consume('outage', limits))
+      const back = await timed(() => limiter.consume(key('outage'), limits))
       assert.equal(back.windows[0].remaining, 50 - 4, 'Redis counts resume where they were')
       assert.equal(await redisCount(), 4)
       assert.equal(logger.warns.length, 1)
@@ -172,12 +173,12 @@ if (await requireRedis('ResilientLimiter outage tests')) {
     test('a stalled connection costs one command timeout, then memory until a probe finds Redis answering', async (t) => {
       const { proxy, limiter, logger } = await setup(t)
       const limits = { perMinute: 50, perDay: 1000 }
-      assert.equal((await timed(() => limiter.consume('stall', limits))).allowed, true)
+      assert.equal((await timed(() => limiter.consume(key('stall'), limits))).allowed, true)
       assert.equal(limiter.backend, 'redis')
 
       proxy.stall()
       const started = performance.now()
-      const first = await timed(() => limiter.consume('stall', limits))
+      const first = await timed(() => limiter.consume(key('stall'), limits))
       assert.ok(performance.now() - started >= 90, 'waited for the command timeout')
       assertDecision(first)
       assert.equal(logger.warns.length, 1)
@@ -185,7 +186,7 @@ if (await requireRedis('ResilientLimiter outage tests')) {
       // Within the retry interval the next requests do not wait on Redis at all.
       for (let i = 0; i < 5; i++) {
         const before = performance.now()
-        await limiter.consume('stall', limits)
+        await limiter.consume(key('stall'), limits)
         assert.ok(performance.now() - before < 80, 'answered from memory without waiting for a timeout')
       }
 
@@ -193,7 +194,7 @@ if (await requireRedis('ResilientLimiter outage tests')) {
       const deadline = Date.now() + 5000
       while (limiter.backend !== 'redis') {
         assert.ok(Date.now() < deadline, 'back on Redis within 5 s')
-        await timed(() => limiter.consume('stall', limits))
+        await timed(() => limiter.consume(key('stall'), limits))
         await sleep(50)
       }
       assert.equal(logger.infos.length, 1)

@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
-import { createKey } from '../../src/domain/keys.js'
+import { createKey } from '../../src/access/keys.js'
 import { auth, pet, testApp } from '../helpers/app.js'
 import { requirePostgres, tempPostgresStore } from '../helpers/postgres.js'
 import type { Store } from '../../src/store/types.js'

@@ -3,23 +3,9 @@
  * refusal is the Error shape; the server keeps serving.
  */
 import assert from 'node:assert/strict'
-import { connect } from 'node:net'
 import { describe, test } from 'node:test'
 import { auth, pet, testApp } from '../helpers/app.js'
-
-/** Sends raw bytes to a listening app and collects what comes back until the server closes. */
-function raw (port: number, data: string, { pauseMs = 0, rest = '' } = {}): Promise<{ text: string, closedAfterMs: number }> {
-  return new Promise((resolve, reject) => {
-    const started = Date.now()
-    const socket = connect(port, '127.0.0.1')
-    let text = ''
-    socket.on('data', (chunk) => { text += chunk.toString() })
-    socket.on('error', reject)
-    socket.on('close', () => resolve({ text, closedAfterMs: Date.now() - started }))
-    socket.write(data)
-    if (pauseMs > 0) setTimeout(() => { if (!socket.destroyed) socket.write(rest) }, pauseMs).unref()
-  })
-}
+import { parseResponse, raw } from '../helpers/raw-http.js'
 
 function errorOf (text: string): { status: number, body: { code: string, status: number } } {
   const [head, body] = text.split('\r\n\r\n')
@@ -55,6 +41,44 @@ describe('input limits', () => {
     assert.deepEqual(body, { code: 'headers_too_large', message: 'The request headers are too large.', status: 431 })
     const ok = await fetch(`http://127.0.0.1:${port}/v1/inventory`, { headers: auth(key) })
     assert.equal(ok.status, 200)
+  })
+
+  test('when a request carries more than 100 header lines, then it is refused with 431 and the rate-limit fields, never cut short', async (t) => {
+    const { app, key, store } = await testApp(t, {}, { pets: [pet(1, { quantity: 5 })] })
+    await app.listen({ port: 0, host: '127.0.0.1' })
+    const port = (app.server.address() as { port: number }).port
+    // A stale If-Match placed after 1000 padding lines: Node keeps only the first lines it is allowed to.
+    const padding = Array.from({ length: 1000 }, (_, i) => `X-Pad-${i}: a`).join('\r\n')
+    const body = '{"quantity":0}'
+    const { text } = await raw(port, `PATCH /v1/inventory/1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer ${key}\r\n` +
+      `Content-Type: application/json\r\nContent-Length: ${body.length}\r\n${padding}\r\nIf-Match: "r999"\r\n\r\n${body}`)
+    const res = parseResponse(text)
+    assert.equal(res.status, 431)
+    assert.deepEqual(JSON.parse(res.body), { code: 'headers_too_large', message: 'The request has more than 100 header lines.', status: 431 })
+    assert.match(res.headers['x-ratelimit-remaining'] ?? '', /^\d+$/)
+    assert.equal((await store.getStockEntry(1n))?.quantity, 5, 'the PATCH was not applied')
+  })
+
+  test('when a request carries exactly 100 header lines, then it is served', async (t) => {
+    const { request, key } = await testApp(t)
+    // inject() adds host and user-agent; with the authorization that makes 100.
+    const headers: Record<string, string> = { ...auth(key) }
+    for (let i = 0; i < 97; i++) headers[`x-pad-${i}`] = 'a'
+    assert.equal((await request({ method: 'GET', url: '/v1/inventory', headers })).statusCode, 200)
+    headers['x-pad-97'] = 'a'
+    assert.equal((await request({ method: 'GET', url: '/v1/inventory', headers })).statusCode, 431)
+  })
+
+  test('when a URL has a malformed percent-escape, then the 400 carries the rate-limit fields and counts against the caller', async (t) => {
+    const { request, key } = await testApp(t)
+    for (const url of ['/v1/%zz', '/v1/inventory/%E0%A4%A', '/%zz/x']) {
+      const res = await request({ method: 'GET', url, headers: auth(key) })
+      assert.equal(res.statusCode, 400, url)
+      assert.deepEqual(res.json(), { code: 'invalid_request', message: 'The request URL is malformed.', status: 400 })
+      assert.match(String(res.headers['x-request-id']), /^[0-9a-f-]{36}$/)
+    }
+    const next = await request({ method: 'GET', url: '/v1/inventory', headers: auth(key) })
+    assert.equal(next.headers['x-ratelimit-remaining'], '56')
   })
 
   test('when a client sends its headers too slowly, then it gets 408 request_timeout and its connection is closed', async (t) => {

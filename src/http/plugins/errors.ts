@@ -78,8 +78,13 @@ export function clientErrorHandler (error: Error & { code?: string }, socket: So
   socket.destroy(error)
 }
 
-/** Registers the error handler and the 404 handler on the root instance. */
-export function registerErrorHandling (app: FastifyInstance): void {
-  app.setErrorHandler(handleError)
-  app.setNotFoundHandler((_request, reply) => sendError(reply, 'not_found', 'No resource exists at this path.'))
+/**
+ * Registers the error handler and the 404 handler on the root instance. An unknown path is counted against
+ * its caller (`charge`), like every answer that is not a public route's.
+ */
+export function registerErrorHandling (app: FastifyInstance, charge: (request: FastifyRequest, reply: FastifyReply, error: Error) => Promise<Error>): void {
+  app.setErrorHandler<Error>(async (error, request, reply) => handleError(request.is404 ? await charge(request, reply, error) : error, request, reply))
+  app.setNotFoundHandler(async () => {
+    throw new AppError('not_found', 'No resource exists at this path.')
+  })
 }

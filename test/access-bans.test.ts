@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
-import { isBanned, nextBan, strikeThreshold } from '../src/domain/bans.js'
+import { isBanned, nextBan, strikeThreshold } from '../src/access/bans.js'
 
 const policy = { strikes: null, strikeWindowSeconds: 600, baseSeconds: 900, maxSeconds: 86_400, repeatWindowSeconds: 86_400 }
 const T0 = Date.parse('2026-11-22T12:00:00Z')

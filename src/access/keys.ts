@@ -1,8 +1,12 @@
+/**
+ * API keys: issuing, revoking, and lifting bans. The operator CLI goes through these functions, the server
+ * through the gatekeeper (./admission.ts), which reads the same records.
+ */
 import { createHash, randomBytes } from 'node:crypto'
-import { LRUCache } from 'lru-cache'
 import type { Environment } from '../config.js'
+import type { ApiKeyRecord, Plan } from '../domain/model.js'
+import { isSafeText, SAFE_TEXT_RULE } from '../domain/text.js'
 import type { Store } from '../store/types.js'
-import type { ApiKeyRecord, Plan } from './model.js'
 
 /** Key prefixes tell production keys from staging keys at a glance (and to secret scanners). */
 export const KEY_PREFIXES: Record<Environment, string> = { production: 'psk_live_', staging: 'psk_test_' }
@@ -21,7 +25,12 @@ export interface CreateKeyInput {
 
 export class KeyInputError extends Error {}
 
-/** Checks the plan/limit combination: enterprise keys need both limits, the others take theirs from the plan. */
+const MAX_NAME_LENGTH = 200
+
+/**
+ * Checks the plan/limit combination (enterprise keys need both limits, the others take theirs from the plan)
+ * and the name, which `keys list` prints on a terminal.
+ */
 export function checkKeyInput (input: CreateKeyInput): void {
   const hasLimits = input.perMinute !== null || input.perDay !== null
   if (input.plan === 'enterprise') {
@@ -32,7 +41,10 @@ export function checkKeyInput (input: CreateKeyInput): void {
   } else if (hasLimits) {
     throw new KeyInputError(`--per-minute and --per-day apply to enterprise keys only; the ${input.plan} plan sets its own limits`)
   }
-  if (input.name !== null && input.name.length > 200) throw new KeyInputError('--name must be at most 200 characters')
+  if (input.name !== null) {
+    if (input.name.length > MAX_NAME_LENGTH) throw new KeyInputError(`--name must be at most ${MAX_NAME_LENGTH} characters`)
+    if (!isSafeText(input.name)) throw new KeyInputError(`--name must hold ${SAFE_TEXT_RULE}`)
+  }
 }
 
 /** Creates a key: 256 random bits, base64url, behind the environment's prefix. Returns the key once. */
@@ -55,37 +67,30 @@ export async function createKey (
   return { record, key }
 }
 
-// A bearer token is at most this long; longer ones are rejected without hashing.
-const MAX_TOKEN_LENGTH = 256
+/**
+ * Revokes a key; false when no key has this id. Servers refuse it once their cached lookup expires (the
+ * gatekeeper's authCacheTtlMs).
+ */
+export function revokeKey (store: Store, id: string, now: Date = new Date()): Promise<boolean> {
+  return store.revokeApiKey(id, now)
+}
 
 /**
- * Resolves bearer tokens to active keys. Answers (found, unknown or revoked) are cached for `ttlMs`, so a
- * request costs no store round trip while its key is warm, and a revocation takes effect within `ttlMs`.
- * The cache is bounded; concurrent misses for one token share one store query.
+ * Lifts a key's ban (a ban already over stays as it is, for the doubling of repeat bans); false when no key has
+ * this id. Servers admit the key again once their cached lookup expires.
  */
-export class Authenticator {
-  readonly #cache: LRUCache<string, ApiKeyRecord | false>
+export function unbanKey (store: Store, id: string, now: Date = new Date()): Promise<boolean> {
+  return store.unbanApiKey(id, now)
+}
 
-  constructor (store: Store, ttlMs: number, maxEntries = 100_000) {
-    this.#cache = new LRUCache<string, ApiKeyRecord | false>({
-      max: maxEntries,
-      ttl: Math.max(ttlMs, 1),
-      // Keys on the cache are hashes, so a memory dump of the cache does not reveal keys either.
-      fetchMethod: async (keyHash) => (await store.findApiKeyByHash(keyHash)) ?? false
-    })
-  }
+const KEY_TEXT = new RegExp(`(${Object.values(KEY_PREFIXES).join('|')})[A-Za-z0-9_-]+`, 'g')
 
-  /** The active key for a token, or null when the token is unknown or revoked. */
-  async authenticate (token: string): Promise<ApiKeyRecord | null> {
-    if (token.length === 0 || token.length > MAX_TOKEN_LENGTH) return null
-    const hash = hashKey(token)
-    // get() first: a hit costs no promise machinery; fetch() only on a miss (and shares concurrent misses).
-    const record = this.#cache.get(hash) ?? await this.#cache.fetch(hash)
-    return record === undefined || record === false || record.revokedAt !== null ? null : record
-  }
+/** True when the text holds something that looks like an API key (any environment's prefix). */
+export function mentionsKey (text: string): boolean {
+  return Object.values(KEY_PREFIXES).some((prefix) => text.includes(prefix))
+}
 
-  /** Drops a token's cached answer, so the next request reads the key afresh (after a ban, say). */
-  forget (token: string): void {
-    this.#cache.delete(hashKey(token))
-  }
+/** The text with every key-shaped run (a key prefix and what follows it) replaced by the prefix and [redacted]. */
+export function redactKeys (text: string): string {
+  return mentionsKey(text) ? text.replace(KEY_TEXT, '$1[redacted]') : text
 }

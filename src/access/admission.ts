@@ -1,0 +1,218 @@
+/**
+ * Admission: who may call, and how often. Given the credentials a request presents, the client's address, what
+ * the operation it reached needs, and the time, the gatekeeper answers with an Admission (admitted, not
+ * modified, unauthenticated, limited, banned, or unavailable) and the quota to show with it. It owns the key
+ * lookup cache, the limits per plan and key, strikes, bans and their recording, and the decision events.
+ * Nothing here knows HTTP: the API maps an Admission to headers and errors (src/http/plugins/access.ts).
+ *
+ * The rules (docs/security.md, "Admission"):
+ * - an operation that needs a key admits only a valid, active key of this server's environment; anything
+ *   else is unauthenticated, and such requests are counted per client address (never against a key);
+ * - an operation whose key is optional (error answers outside an operation: unknown paths, malformed URLs)
+ *   charges a valid key, or else the client address;
+ * - a request passes only while both of its subject's windows (minute, day) have room, and then counts in both;
+ * - a conditional read naming the representation the client already holds is free while the key has quota
+ *   (as on GitHub); `If-None-Match: *` holds nothing and counts like any request;
+ * - a refusal sent before the retry time of the previous refusal is a strike; a key reaching the strike
+ *   threshold within the strike window is banned (15 minutes, doubling on repeats); a key that always waits as
+ *   told is never banned; a banned key is refused without counting until the ban ends.
+ */
+import type { Environment, RateLimitConfig } from '../config.js'
+import { limitsOf, type ApiKeyRecord, type Ban } from '../domain/model.js'
+import { StoreUnavailableError } from '../errors.js'
+import { bindingWindow, violatedWindow } from '../ratelimit/decision.js'
+import type { Decision, RateLimiter, Subject, WindowLimits, WindowState } from '../ratelimit/types.js'
+import type { Store } from '../store/types.js'
+import { Authenticator, type CredentialProblem, type Credentials } from './authenticator.js'
+import { isBanned, nextBan, strikeThreshold } from './bans.js'
+import { clientSubject } from './clients.js'
+
+/** What the operation a request reached needs from its caller. */
+export interface OperationNeeds {
+  /** `required`: only a valid key passes. `optional`: a valid key is charged; anyone else by client address. */
+  credential: 'required' | 'optional'
+}
+
+export const KEY_REQUIRED: OperationNeeds = Object.freeze({ credential: 'required' })
+export const KEY_OPTIONAL: OperationNeeds = Object.freeze({ credential: 'optional' })
+
+export interface AdmissionRequest {
+  credentials: Credentials
+  /** The client's address, as resolved from the connection and trusted proxies. */
+  client: string
+  needs: OperationNeeds
+  /**
+   * For a conditional read: resolves true when the client names, as a tag it holds, the current representation.
+   * Asked only while the key has quota; a failure counts as false.
+   */
+  holdsCurrent?: () => Promise<boolean>
+}
+
+/** What the rate-limit fields of the answer show. */
+export interface QuotaView {
+  /** The window the X-RateLimit-* fields describe (during a ban: the ban, with nothing remaining). */
+  shown: { limit: number, remaining: number, resetAt: number }
+  /** Both windows, for RateLimit-Policy and RateLimit. */
+  windows: readonly [WindowState, WindowState]
+  /** The decision's time (ms). */
+  now: number
+}
+
+export type Admission =
+  | { outcome: 'admitted', key: ApiKeyRecord | null, quota: QuotaView }
+  /** A conditional read of what the client holds: answered as not modified, nothing counted. */
+  | { outcome: 'not_modified', key: ApiKeyRecord, quota: QuotaView }
+  | { outcome: 'unauthenticated', problem: CredentialProblem, quota: QuotaView }
+  | { outcome: 'limited', subject: Subject['kind'], window: WindowState, retryAfterSeconds: number, quota: QuotaView, banNotRecorded?: { keyId: string, error: unknown } }
+  | { outcome: 'banned', key: ApiKeyRecord, until: Date, retryAfterSeconds: number, quota: QuotaView, imposed?: { ban: Ban, strikes: number } }
+  /** The store could not be asked who the key is: nobody is charged; the quota shown is the client address's. */
+  | { outcome: 'unavailable', error: unknown, quota: QuotaView }
+
+export type DecisionOutcome = 'allowed' | 'limited' | 'banned' | 'not_modified'
+
+/** Where admission decisions are reported (metrics); never with key ids or addresses. */
+export interface AdmissionEvents {
+  decided (subject: Subject['kind'], outcome: DecisionOutcome): void
+  banned (): void
+}
+
+export interface GatekeeperOptions {
+  store: Pick<Store, 'findApiKeyByHash' | 'banApiKey'>
+  limiter: RateLimiter
+  limits: RateLimitConfig
+  /** Keys of the other environment are refused. */
+  environment: Environment
+  /** How long a key lookup is trusted: the bound on how fast a revocation, ban or unban reaches this instance. */
+  authCacheTtlMs: number
+  /** Milliseconds since the epoch. */
+  clock?: () => number
+  events?: AdmissionEvents
+}
+
+const NO_EVENTS: AdmissionEvents = { decided: () => {}, banned: () => {} }
+
+/** Whole seconds from `nowMs` until `atSeconds`, at least 1: `floor(now) + this` is `atSeconds`. */
+export function secondsUntil (atSeconds: number, nowMs: number): number {
+  return Math.max(1, Math.ceil(atSeconds - nowMs / 1000))
+}
+
+function quotaOf (decision: Decision, shown: WindowState = bindingWindow(decision.windows)): QuotaView {
+  return { shown: { limit: shown.limit, remaining: shown.remaining, resetAt: shown.resetAt }, windows: decision.windows, now: decision.now }
+}
+
+/** During a ban both windows show nothing left until the ban's end, so every field names the same instant. */
+function banQuota (limits: WindowLimits, until: Date, now: number): QuotaView {
+  const resetAt = Math.ceil(until.getTime() / 1000)
+  const window = (name: 'minute' | 'day', limit: number, windowSeconds: number): WindowState => ({ name, limit, remaining: 0, windowSeconds, resetAt })
+  return {
+    shown: { limit: limits.perMinute, remaining: 0, resetAt },
+    windows: [window('minute', limits.perMinute, 60), window('day', limits.perDay, 86_400)],
+    now
+  }
+}
+
+export class Gatekeeper {
+  readonly #authenticator: Authenticator
+  readonly #store: GatekeeperOptions['store']
+  readonly #limiter: RateLimiter
+  readonly #limits: RateLimitConfig
+  readonly #clock: () => number
+  readonly #events: AdmissionEvents
+
+  constructor (options: GatekeeperOptions) {
+    this.#authenticator = new Authenticator(options.store, options.environment, options.authCacheTtlMs)
+    this.#store = options.store
+    this.#limiter = options.limiter
+    this.#limits = options.limits
+    this.#clock = options.clock ?? Date.now
+    this.#events = options.events ?? NO_EVENTS
+  }
+
+  async admit (request: AdmissionRequest): Promise<Admission> {
+    const client = clientSubject(request.client, this.#limits.ipv6PrefixLength)
+    let identity
+    try {
+      identity = await this.#authenticator.identify(request.credentials)
+    } catch (error) {
+      if (!(error instanceof StoreUnavailableError)) throw error
+      return { outcome: 'unavailable', error, quota: quotaOf(await this.#limiter.peek(client, this.#limits.anonymous)) }
+    }
+    if ('problem' in identity) return await this.#admitClient(client, request.needs, identity.problem)
+    return await this.#admitKey(identity.key, identity.token, request.holdsCurrent)
+  }
+
+  /** A request without a valid key: counted against its client address, never against a key. */
+  async #admitClient (client: Subject, needs: OperationNeeds, problem: CredentialProblem): Promise<Admission> {
+    const decision = await this.#limiter.consume(client, this.#limits.anonymous)
+    this.#events.decided('ip', decision.allowed ? 'allowed' : 'limited')
+    if (!decision.allowed) return this.#limited('ip', decision)
+    const quota = quotaOf(decision)
+    return needs.credential === 'optional' ? { outcome: 'admitted', key: null, quota } : { outcome: 'unauthenticated', problem, quota }
+  }
+
+  async #admitKey (key: ApiKeyRecord, token: string, holdsCurrent: (() => Promise<boolean>) | undefined): Promise<Admission> {
+    const limits = limitsOf(key, this.#limits.plans) ?? this.#limits.anonymous
+    const now = this.#clock()
+    if (isBanned(key.ban, now)) {
+      this.#events.decided('key', 'banned')
+      return this.#banned(key, key.ban.until, limits, now)
+    }
+    const subject: Subject = { kind: 'key', id: key.id }
+    if (holdsCurrent !== undefined) {
+      const peeked = await this.#limiter.peek(subject, limits)
+      if (peeked.allowed && await holdsCurrent().catch(() => false)) {
+        this.#events.decided('key', 'not_modified')
+        return { outcome: 'not_modified', key, quota: quotaOf(peeked) }
+      }
+    }
+
+    const bans = this.#limits.bans
+    const threshold = bans === null ? 0 : strikeThreshold(bans, limits.perMinute)
+    const decision = await this.#limiter.consume(subject, limits,
+      bans === null ? {} : { strikes: { windowSeconds: bans.strikeWindowSeconds, threshold } })
+    if (decision.allowed) {
+      this.#events.decided('key', 'allowed')
+      return { outcome: 'admitted', key, quota: quotaOf(decision) }
+    }
+    if (bans === null || decision.strikes < threshold) {
+      this.#events.decided('key', 'limited')
+      return this.#limited('key', decision)
+    }
+
+    const banStart = this.#clock()
+    const ban = nextBan(key.ban, banStart, bans)
+    let recorded: boolean
+    try {
+      recorded = await this.#store.banApiKey(key.id, ban)
+    } catch (error) {
+      this.#events.decided('key', 'limited')
+      return { ...this.#limited('key', decision), banNotRecorded: { keyId: key.id, error } }
+    }
+    if (!recorded) {
+      // The key was deleted meanwhile: nothing to ban.
+      this.#events.decided('key', 'limited')
+      return this.#limited('key', decision)
+    }
+    // The next request of this key reads the ban from the store instead of the cached record.
+    this.#authenticator.forget(token)
+    this.#events.banned()
+    this.#events.decided('key', 'banned')
+    return { ...this.#banned(key, ban.until, limits, banStart), imposed: { ban, strikes: decision.strikes } }
+  }
+
+  #limited (subject: Subject['kind'], decision: Decision): Admission & { outcome: 'limited' } {
+    const window = violatedWindow(decision.windows)
+    return {
+      outcome: 'limited',
+      subject,
+      window,
+      retryAfterSeconds: secondsUntil(window.resetAt, decision.now),
+      quota: quotaOf(decision, { ...window, remaining: 0 })
+    }
+  }
+
+  #banned (key: ApiKeyRecord, until: Date, limits: WindowLimits, now: number): Admission & { outcome: 'banned' } {
+    const quota = banQuota(limits, until, now)
+    return { outcome: 'banned', key, until, retryAfterSeconds: secondsUntil(quota.shown.resetAt, now), quota }
+  }
+}

@@ -1,0 +1,73 @@
+/**
+ * Who is calling: from the credentials a request presents to an active key of this environment, or the
+ * reason there is none. Key lookups are cached, so a warm key costs no store round trip.
+ */
+import { LRUCache } from 'lru-cache'
+import type { Environment } from '../config.js'
+import type { ApiKeyRecord } from '../domain/model.js'
+import type { Store } from '../store/types.js'
+import { hashKey, KEY_PREFIXES } from './keys.js'
+
+/**
+ * The credentials of a request, as read from its Authorization header (RFC 6750): none, a scheme other than
+ * Bearer, a Bearer token that breaks the token syntax, or a token.
+ */
+export type Credentials =
+  | { kind: 'none' }
+  | { kind: 'unsupported' }
+  | { kind: 'malformed' }
+  | { kind: 'bearer', token: string }
+
+/**
+ * Why a request has no key: it sent none, another scheme, a malformed token, a key of the other environment
+ * (a staging key on a production server or the reverse), or a key that is unknown or revoked.
+ */
+export type CredentialProblem = 'missing' | 'unsupported' | 'malformed' | 'wrong_environment' | 'invalid'
+
+export type Identity = { key: ApiKeyRecord, token: string } | { problem: CredentialProblem }
+
+// A bearer token is at most this long; longer ones are refused without hashing.
+const MAX_TOKEN_LENGTH = 256
+
+const PROBLEM_OF_KIND = { none: 'missing', unsupported: 'unsupported', malformed: 'malformed' } as const
+
+/**
+ * Resolves credentials to active keys. Lookups (found, unknown or revoked) are cached for `ttlMs`, so a request
+ * costs no store round trip while its key is warm, and a revocation takes effect within `ttlMs`. The cache is
+ * bounded and keyed by hashes; concurrent misses for one token share one store query. Throws what the store
+ * throws when it cannot be reached.
+ */
+export class Authenticator {
+  readonly #cache: LRUCache<string, ApiKeyRecord | false>
+  readonly #prefix: string
+  readonly #otherPrefixes: string[]
+
+  constructor (store: Pick<Store, 'findApiKeyByHash'>, environment: Environment, ttlMs: number, maxEntries = 100_000) {
+    this.#prefix = KEY_PREFIXES[environment]
+    this.#otherPrefixes = Object.values(KEY_PREFIXES).filter((prefix) => prefix !== this.#prefix)
+    this.#cache = new LRUCache<string, ApiKeyRecord | false>({
+      max: maxEntries,
+      ttl: Math.max(ttlMs, 1),
+      fetchMethod: async (keyHash) => (await store.findApiKeyByHash(keyHash)) ?? false
+    })
+  }
+
+  async identify (credentials: Credentials): Promise<Identity> {
+    if (credentials.kind !== 'bearer') return { problem: PROBLEM_OF_KIND[credentials.kind] }
+    const token = credentials.token
+    // Every key this service issues carries its environment's prefix: anything else needs no lookup.
+    if (!token.startsWith(this.#prefix)) {
+      return { problem: this.#otherPrefixes.some((prefix) => token.startsWith(prefix)) ? 'wrong_environment' : 'invalid' }
+    }
+    if (token.length > MAX_TOKEN_LENGTH) return { problem: 'invalid' }
+    const hash = hashKey(token)
+    // get() first: a hit costs no promise machinery; fetch() only on a miss (and shares concurrent misses).
+    const record = this.#cache.get(hash) ?? await this.#cache.fetch(hash)
+    return record === undefined || record === false || record.revokedAt !== null ? { problem: 'invalid' } : { key: record, token }
+  }
+
+  /** Drops a token's cached lookup, so the next request reads the key afresh (after a ban, say). */
+  forget (token: string): void {
+    this.#cache.delete(hashKey(token))
+  }
+}

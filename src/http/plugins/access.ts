@@ -1,0 +1,182 @@
+/**
+ * The HTTP side of admission (src/access/admission.ts): reads a request's credentials and client address, asks
+ * the gatekeeper, and maps its answer to the rate-limit fields, a 304, or an error. Decisions rest on what the
+ * framework resolved: the gate is registered inside the scope it guards, so it runs for exactly the routes,
+ * the 404 and the 405s of that scope, however the request target was spelled.
+ */
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { KEY_OPTIONAL, KEY_REQUIRED, type Admission, type Gatekeeper, type OperationNeeds, type QuotaView } from '../../access/admission.js'
+import type { CredentialProblem, Credentials } from '../../access/authenticator.js'
+import { KEY_PREFIXES } from '../../access/keys.js'
+import type { Environment } from '../../config.js'
+import type { ApiKeyRecord } from '../../domain/model.js'
+import { AppError } from '../../errors.js'
+import { holdsTag, noneMatch } from '../preconditions.js'
+import { handleError } from './errors.js'
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The admitted key: set by the gate on every request that reaches a guarded handler (null: none). */
+    apiKey: ApiKeyRecord | null
+    /** The gatekeeper's answer for this request; null while it has not been asked. */
+    admission: Admission | null
+  }
+  interface FastifyContextConfig {
+    /**
+     * For a conditional GET: the resource's current ETag (null when there is none, e.g. an unknown or malformed
+     * id: the handler answers). A request naming it in If-None-Match is answered 304 by the gate.
+     */
+    currentETag?: (request: FastifyRequest) => Promise<string | null>
+  }
+}
+
+const REALM = 'Bearer realm="petstore"'
+// RFC 6750 section 2.1: the scheme is case-insensitive; the token is b64token.
+const BEARER = /^Bearer[ ]+([A-Za-z0-9._~+/=-]+)[ ]*$/i
+
+/** The credentials an Authorization header presents. */
+export function credentialsOf (header: string | undefined): Credentials {
+  if (header === undefined || header.trim() === '') return { kind: 'none' }
+  if (!/^bearer(\s|$)/i.test(header)) return { kind: 'unsupported' }
+  const match = BEARER.exec(header)
+  return match === null ? { kind: 'malformed' } : { kind: 'bearer', token: match[1] as string }
+}
+
+function invalidToken (description: string): AppError {
+  return new AppError('unauthorized', description,
+    { 'WWW-Authenticate': `${REALM}, error="invalid_token", error_description="${description}"` })
+}
+
+function unauthorized (problem: CredentialProblem, environment: Environment): AppError {
+  switch (problem) {
+    case 'missing':
+      return new AppError('unauthorized', 'An API key is required: send Authorization: Bearer <key>.', { 'WWW-Authenticate': REALM })
+    case 'unsupported':
+      return new AppError('unauthorized', 'Only the Bearer scheme is accepted: send Authorization: Bearer <key>.', { 'WWW-Authenticate': REALM })
+    case 'malformed':
+      return invalidToken('The bearer token is malformed.')
+    case 'wrong_environment':
+      return invalidToken(`The API key belongs to another environment: this server accepts ${KEY_PREFIXES[environment]} keys only.`)
+    case 'invalid':
+      return invalidToken('The API key is unknown or revoked.')
+  }
+}
+
+/** The X-RateLimit-* fields (one window) and the IETF RateLimit-Policy and RateLimit fields (both windows). */
+export function setQuotaHeaders (reply: FastifyReply, quota: QuotaView): void {
+  const nowSeconds = Math.floor(quota.now / 1000)
+  const [minute, day] = quota.windows
+  reply.header('X-RateLimit-Limit', quota.shown.limit)
+  reply.header('X-RateLimit-Remaining', quota.shown.remaining)
+  reply.header('X-RateLimit-Reset', quota.shown.resetAt)
+  reply.header('RateLimit-Policy', `"minute";q=${minute.limit};w=${minute.windowSeconds}, "day";q=${day.limit};w=${day.windowSeconds}`)
+  reply.header('RateLimit', `"minute";r=${minute.remaining};t=${minute.resetAt - nowSeconds}, "day";r=${day.remaining};t=${day.resetAt - nowSeconds}`)
+}
+
+/** The error a refusing admission answers with; null when the admission lets the request through. */
+function refusal (admission: Admission, environment: Environment): Error | null {
+  switch (admission.outcome) {
+    case 'admitted':
+    case 'not_modified':
+      return null
+    case 'unauthenticated':
+      return unauthorized(admission.problem, environment)
+    case 'limited': {
+      const { window, retryAfterSeconds: wait } = admission
+      return new AppError('rate_limited', `Rate limit of ${window.limit} requests per ${window.name} exceeded; retry in ${wait} s.`,
+        { 'Retry-After': String(wait) })
+    }
+    case 'banned':
+      return new AppError('key_banned',
+        `This API key is banned until ${admission.until.toISOString()} for sending requests before the Retry-After of a 429 had passed; ` +
+        `retry in ${admission.retryAfterSeconds} s.`, { 'Retry-After': String(admission.retryAfterSeconds) })
+    case 'unavailable':
+      return admission.error instanceof Error ? admission.error : new Error(String(admission.error))
+  }
+}
+
+export interface AccessOptions {
+  gatekeeper: Gatekeeper
+  /** For the message that names the accepted key prefix. */
+  environment: Environment
+}
+
+/** Asks the gatekeeper about a request, records the answer on the request and sets the rate-limit fields. */
+async function ask (options: AccessOptions, request: FastifyRequest, reply: FastifyReply, needs: OperationNeeds,
+  holdsCurrent?: () => Promise<boolean>): Promise<Admission> {
+  const admission = await options.gatekeeper.admit({
+    credentials: credentialsOf(request.headers.authorization),
+    client: request.ip,
+    needs,
+    ...(holdsCurrent === undefined ? {} : { holdsCurrent })
+  })
+  request.admission = admission
+  setQuotaHeaders(reply, admission.quota)
+  if (admission.outcome === 'banned' && admission.imposed !== undefined) {
+    const { ban, strikes } = admission.imposed
+    request.log.warn({ keyId: admission.key.id, bannedUntil: ban.until.toISOString(), banSeconds: ban.seconds, strikes },
+      'API key banned for sending requests before Retry-After')
+  }
+  if (admission.outcome === 'limited' && admission.banNotRecorded !== undefined) {
+    request.log.error({ err: admission.banNotRecorded.error, keyId: admission.banNotRecorded.keyId }, 'could not record a ban; answering 429 without it')
+  }
+  return admission
+}
+
+/** A conditional GET/HEAD on a route that knows its current ETag. */
+function conditionalRead (request: FastifyRequest): { header: string, current: () => Promise<string | null> } | null {
+  const currentETag = request.routeOptions.config.currentETag
+  const header = request.headers['if-none-match']
+  if (currentETag === undefined || header === undefined || (request.method !== 'GET' && request.method !== 'HEAD')) return null
+  let etag: Promise<string | null> | undefined
+  return { header, current: () => (etag ??= currentETag(request)) }
+}
+
+/**
+ * Guards the scope it is registered in: every route of the scope, its 404, its 405s and the errors raised before
+ * the gate ran. A request reaches a handler of the scope only when admitted.
+ */
+export function registerGate (scope: FastifyInstance, options: AccessOptions): void {
+  scope.addHook('onRequest', async (request, reply) => {
+    // Authenticated data is per key and changes: no cache may keep it (clients revalidate with If-None-Match).
+    reply.header('Cache-Control', 'no-store')
+    const conditional = conditionalRead(request)
+    const holdsCurrent = conditional === null
+      ? undefined
+      : async () => {
+        const etag = await conditional.current()
+        return etag !== null && holdsTag(conditional.header, etag)
+      }
+    const admission = await ask(options, request, reply, KEY_REQUIRED, holdsCurrent)
+    const error = refusal(admission, options.environment)
+    if (error !== null) throw error
+    request.apiKey = (admission as Admission & { outcome: 'admitted' | 'not_modified' }).key
+    // Free (not_modified), or counted like any request: `If-None-Match: *` matches any current representation.
+    const etag = conditional === null ? null : await conditional.current()
+    if (etag !== null && (admission.outcome === 'not_modified' || noneMatch(conditional?.header, etag))) {
+      return reply.code(304).header('ETag', etag).send()
+    }
+  })
+  scope.setNotFoundHandler(async () => {
+    throw new AppError('not_found', 'No resource exists at this path.')
+  })
+  scope.setErrorHandler<Error>(async (error, request, reply) => handleError(await chargeErrorPath(options, request, reply, error), request, reply))
+}
+
+/**
+ * For an error answered without the gate having asked (a malformed URL, an unknown path outside the guarded
+ * scope, a request refused by a check that runs first): the caller is charged like any request, a valid key
+ * or else the client address, and the error keeps its answer, unless the caller is over its limit or banned,
+ * which it then hears instead. Returns the error to answer with.
+ */
+export async function chargeErrorPath (options: AccessOptions, request: FastifyRequest, reply: FastifyReply, error: Error): Promise<Error> {
+  // Undefined rather than null on the bare request Fastify makes for a URL it could not route.
+  if ((request.admission ?? null) !== null) return error
+  try {
+    const admission = await ask(options, request, reply, KEY_OPTIONAL)
+    if (admission.outcome === 'limited' || admission.outcome === 'banned') return refusal(admission, options.environment) as Error
+  } catch (askError) {
+    request.log.error({ err: askError }, 'could not count an error answer against its caller')
+  }
+  return error
+}
