@@ -115,9 +115,11 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
   }).withTypeProvider<TypeBoxTypeProvider>()
 
   const server = app.server as Server & { httpAllowHalfOpen?: boolean }
-  // Node keeps the first maxHeadersCount header lines and silently drops the rest; one more than the limit
-  // tells a request over the limit (refused with 431 below) from one at it.
-  server.maxHeadersCount = MAX_HEADER_LINES + 1
+  // Header lines: Node's count cap is off (0), so no line is ever dropped (Node 20 silently kept only the first
+  // 2000 names and values) and none is refused before a request exists (Node 22 and later); the 16 KiB size cap
+  // still bounds them to a few thousand. Above MAX_HEADER_LINES the onRequest hook below answers 431 with the
+  // rate-limit fields.
+  server.maxHeadersCount = 0
   // A client that sends a complete request and then closes its sending side (a half-close) still gets its
   // answer: without this, Node ends the connection as soon as the client's FIN arrives, and an answer that needs
   // an asynchronous step (a PostgreSQL or Redis round trip) is lost after the request has been counted.
