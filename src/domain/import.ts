@@ -5,6 +5,7 @@
  * named with its place and field.
  */
 import { finished, pipeline } from 'node:stream/promises'
+import Assembler from 'stream-json/assembler.js'
 import parser from 'stream-json/parser.js'
 import verifier from 'stream-json/utils/verifier.js'
 import { isRfc3339DateTime } from '../datetime.js'
@@ -146,6 +147,30 @@ function notJson (detail: string): ImportError {
 }
 
 /**
+ * Assembles one record from its tokens with stream-json's Assembler, keeping what JSON.parse would lose: a
+ * number stays exact (an integer as a bigint, anything else as a number the validators then refuse), and a key
+ * repeated within one object is an error instead of the last value silently winning.
+ */
+class RecordAssembler extends Assembler {
+  constructor (private readonly where: () => string) {
+    super()
+  }
+
+  override keyValue (key: string): void {
+    const object = this.current as object | null
+    if (object !== null && Object.hasOwn(object, key)) {
+      throw notJson(`the key "${key}" appears twice in an object ${this.where()}`)
+    }
+    super.keyValue(key)
+  }
+
+  override numberValue (text: string): void {
+    // stringValue stores the value it is given as it is: here the exact number, not the text.
+    super.stringValue(parseNumber(text) as never)
+  }
+}
+
+/**
  * Turns the parser's tokens into validated records. The top level and the two arrays are followed as states;
  * each record (an element of "pets" or "orders") is assembled from its tokens, then checked by readPet or
  * readOrder, so memory holds validated records, never the document.
@@ -159,9 +184,7 @@ class ImportReader {
   readonly #topKeys = new Set<string>()
   #key: string = ''
   #section: Section = 'pets'
-  // The containers of the record being assembled, outermost first, and the pending key of each object.
-  readonly #stack: Array<Json | unknown[]> = []
-  readonly #keys: string[] = []
+  readonly #record = new RecordAssembler(() => this.where())
 
   constructor (onRecord: (records: number) => void) {
     this.#onRecord = onRecord
@@ -180,26 +203,34 @@ class ImportReader {
     if (this.#state === 'top' && this.#topKeys.size > 0) return `after the "${this.#key}" array`
     if (this.#state !== 'section') return ''
     const n = this[this.#section].length
-    if (this.#stack.length > 0) return `inside ${this.#section}[${n}]`
+    if (this.#record.depth > 0) return `inside ${this.#section}[${n}]`
     return n === 0 ? `at the start of ${this.#section}` : `after ${this.#section}[${n - 1}]`
   }
 
-  token (name: string, value: unknown): void {
+  token (token: parser.Token): void {
     switch (this.#state) {
       case 'section':
-        return this.#recordToken(name, value)
+        if (token.name === 'endArray' && this.#record.depth === 0) {
+          // The end of the section's array (the parser has matched the brackets).
+          this.#state = 'top'
+          return
+        }
+        this.#record.consume(token)
+        if (this.#record.done) this.#add(this.#record.current)
+        return
       case 'start':
-        if (name !== 'startObject') throw new ImportError(NOT_AN_OBJECT)
+        if (token.name !== 'startObject') throw new ImportError(NOT_AN_OBJECT)
         this.#state = 'top'
         return
       case 'top':
-        if (name === 'endObject') {
+        if (token.name === 'endObject') {
           this.#state = 'done'
           return
         }
-        return this.#topKey(value as string)
+        if (token.name === 'keyValue') this.#topKey(token.value)
+        return
       case 'topValue':
-        if (name !== 'startArray') throw new ImportError(`file.${this.#key} must be an array`)
+        if (token.name !== 'startArray') throw new ImportError(`file.${this.#key} must be an array`)
         this.#section = this.#key as Section
         this.#state = 'section'
         return
@@ -217,62 +248,7 @@ class ImportReader {
     this.#state = 'topValue'
   }
 
-  #recordToken (name: string, value: unknown): void {
-    const stack = this.#stack
-    switch (name) {
-      case 'startObject':
-        stack.push({})
-        this.#keys.push('')
-        return
-      case 'startArray':
-        stack.push([])
-        this.#keys.push('')
-        return
-      case 'keyValue': {
-        const key = value as string
-        const object = stack[stack.length - 1] as Json
-        if (Object.hasOwn(object, key)) throw notJson(`the key "${key}" appears twice in an object ${this.where()}`)
-        this.#keys[this.#keys.length - 1] = key
-        return
-      }
-      case 'endObject':
-      case 'endArray':
-        if (stack.length === 0) {
-          // The end of the section's array (the parser has matched the brackets).
-          this.#state = 'top'
-          return
-        }
-        this.#keys.pop()
-        return this.#add(stack.pop())
-      case 'stringValue':
-        return this.#add(value)
-      case 'numberValue':
-        return this.#add(parseNumber(value as string))
-      case 'trueValue':
-        return this.#add(true)
-      case 'falseValue':
-        return this.#add(false)
-      case 'nullValue':
-        return this.#add(null)
-      // Other tokens (none with the parser options used) carry nothing a record needs.
-    }
-  }
-
   #add (value: unknown): void {
-    const stack = this.#stack
-    if (stack.length === 0) return this.#record(value)
-    const parent = stack[stack.length - 1] as Json | unknown[]
-    if (Array.isArray(parent)) {
-      parent.push(value)
-      return
-    }
-    const key = this.#keys[this.#keys.length - 1] as string
-    // A plain assignment of "__proto__" would replace the prototype instead of adding a field.
-    if (key === '__proto__') Object.defineProperty(parent, key, { value, enumerable: true, writable: true, configurable: true })
-    else parent[key] = value
-  }
-
-  #record (value: unknown): void {
     const section = this.#section
     const i = this[section].length
     const where = `${section}[${i}]`
@@ -309,7 +285,7 @@ export async function readImport (open: ImportSource, options: ReadImportOptions
     // Tokens already parsed may still arrive after the first error; they must not be read past it.
     if (failed) return
     try {
-      reader.token(token.name, token.value)
+      reader.token(token)
     } catch (error) {
       failed = true
       tokens.destroy(error as Error)
