@@ -353,8 +353,8 @@ export interface operations {
             };
             path: {
                 /**
-                 * @description The pet whose stock entry is meant
-                 * @example 9007199254740993
+                 * @description The pet whose stock entry is meant; any int64, exact also above 2^53
+                 * @example 12
                  */
                 petId: bigint;
             };
@@ -674,8 +674,8 @@ export interface operations {
             };
             path: {
                 /**
-                 * @description The pet whose stock entry is meant
-                 * @example 9007199254740993
+                 * @description The pet whose stock entry is meant; any int64, exact also above 2^53
+                 * @example 12
                  */
                 petId: bigint;
             };
@@ -1359,8 +1359,8 @@ export interface operations {
             header?: never;
             path: {
                 /**
-                 * @description The id of the pet
-                 * @example 9007199254740993
+                 * @description The id of the pet; any int64, exact also above 2^53
+                 * @example 12
                  */
                 petId: bigint;
             };

@@ -174,7 +174,9 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
         version: '1.0.0',
         description: 'Tracks the stock of pets in a store. Every operation requires an API key sent as ' +
           '`Authorization: Bearer <key>`. Errors are `{code, message, status}`. See docs/decisions.md for the ' +
-          'choices made where the specification is silent.'
+          'choices made where the specification is silent.',
+        contact: { name: 'Petstore Inventory Service', url: config.docsUrl },
+        license: { name: 'MIT', identifier: 'MIT' }
       },
       servers: [
         { url: `${config.servers.production}/v1`, description: 'Production' },

@@ -13,7 +13,13 @@ export const Int64 = Type.Unsafe<bigint>({ type: 'integer', format: 'int64' })
  * validation.ts), and handed to the handler as that text so that no digit is lost to a double.
  */
 export const Int64Text = (description: string) =>
-  Type.Unsafe<string>({ type: 'integer', format: 'int64', description, examples: ['9007199254740993'] })
+  Type.Unsafe<string>({
+    type: 'integer',
+    format: 'int64',
+    // The example is an integer, as the schema says; ids above 2^53 (e.g. 9007199254740993) are exact too.
+    description: `${description}; any int64, exact also above 2^53`,
+    examples: [12]
+  })
 
 /** Headers documented on responses (OpenAPI only: the serializer ignores this keyword). */
 export interface HeaderDoc { description: string, schema: TSchema }
