@@ -5,12 +5,11 @@
  * kills them.
  */
 import cluster, { type Worker } from 'node:cluster'
-import { pino } from 'pino'
 import type { Config } from './config.js'
-import { loggerOptions } from './logger.js'
+import { createLogger } from './logger.js'
 import { seedDemoIfEmpty } from './domain/demo.js'
 import { servePrimaryMetrics } from './metrics/cluster.js'
-import { SHUTDOWN_MESSAGE } from './server.js'
+import { SHUTDOWN_MESSAGE, startLine } from './server.js'
 import { openStore } from './store/open.js'
 
 /** Why more than one worker needs Redis: each process would count its own windows and multiply the limits. */
@@ -21,7 +20,7 @@ export const WORKERS_NEED_REDIS = '--workers above 1 needs REDIS_URL: with in-pr
 const RESTART_BACKOFF_MS = 1000
 
 export async function runPrimary (config: Config, workers: number, options: { seedDemo: boolean }): Promise<number> {
-  const log = pino(loggerOptions(config.logLevel))
+  const log = createLogger(config)
   const store = openStore(config)
   try {
     await store.migrate()
@@ -31,7 +30,7 @@ export async function runPrimary (config: Config, workers: number, options: { se
   }
 
   // The workers' metrics, added up: on METRICS_PORT (served here) or relayed to the worker scraped on PORT.
-  const closeMetrics = await servePrimaryMetrics(config, log)
+  const primaryMetrics = await servePrimaryMetrics(config, log)
 
   let stopping = false
   const started = new Map<Worker, number>()
@@ -42,6 +41,11 @@ export async function runPrimary (config: Config, workers: number, options: { se
     if (stopping) return
     log.error({ pid: worker.process.pid, code, signal }, 'worker died: starting a new one')
     setTimeout(fork, Math.max(0, RESTART_BACKOFF_MS - (Date.now() - since)))
+  })
+  // Where to find things, once: when the first worker listens (the port is the real one, also for PORT=0).
+  cluster.once('listening', (_worker, address) => {
+    const host = address.address === null || address.address === undefined ? config.host : address.address
+    log.info(startLine(config, `http://${host.includes(':') ? `[${host}]` : host}:${address.port}`, primaryMetrics.port))
   })
   for (let i = 0; i < workers; i++) fork()
   log.info({ workers, port: config.port }, 'primary started workers')
@@ -63,7 +67,7 @@ export async function runPrimary (config: Config, workers: number, options: { se
     process.on('SIGTERM', stop)
     process.on('SIGINT', stop)
   })
-  await closeMetrics()
+  await primaryMetrics.close()
   return code
 }
 

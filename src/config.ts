@@ -9,6 +9,9 @@ import { PLAN_LIMITS, type Limits, type PlanTable } from './domain/model.js'
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const
 export type LogLevel = typeof LOG_LEVELS[number]
+/** json: one JSON object a line; pretty: human-readable lines; auto: pretty when stdout is a terminal. */
+export const LOG_FORMATS = ['auto', 'json', 'pretty'] as const
+export type LogFormat = typeof LOG_FORMATS[number]
 export const ENVIRONMENTS = ['production', 'staging'] as const
 export type Environment = typeof ENVIRONMENTS[number]
 
@@ -20,6 +23,7 @@ export interface Config {
   /** PostgreSQL only: pool size per instance, statement timeout and connection wait, in ms. */
   readonly database: { readonly poolSize: number, readonly statementTimeoutMs: number, readonly connectTimeoutMs: number }
   readonly logLevel: LogLevel
+  readonly logFormat: LogFormat
   /** Decides the API key prefix: psk_live_ (production) or psk_test_ (staging). */
   readonly environment: Environment
   /** Public base addresses (without /v1) listed as `servers` in the OpenAPI document. */
@@ -83,6 +87,7 @@ export const DEFAULTS = {
   DATABASE_STATEMENT_TIMEOUT_MS: '5000',
   DATABASE_CONNECT_TIMEOUT_MS: '2000',
   LOG_LEVEL: 'info',
+  LOG_FORMAT: 'auto',
   METRICS_PORT: '',
   METRICS_TOKEN: '',
   PETSTORE_ENV: 'production',
@@ -261,6 +266,7 @@ export function loadConfig (env: Env, cwd: string = process.cwd()): Config {
       connectTimeoutMs: integer(env, 'DATABASE_CONNECT_TIMEOUT_MS', 10, 600_000)
     }),
     logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS),
+    logFormat: oneOf(env, 'LOG_FORMAT', LOG_FORMATS),
     environment: oneOf(env, 'PETSTORE_ENV', ENVIRONMENTS),
     servers: Object.freeze({ production: httpUrl(env, 'PRODUCTION_URL'), staging: httpUrl(env, 'STAGING_URL') }),
     docsUrl: httpUrl(env, 'DOCS_URL'),

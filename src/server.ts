@@ -4,10 +4,10 @@
  */
 import type { FastifyInstance } from 'fastify'
 import cluster from 'node:cluster'
-import { pino, type Logger } from 'pino'
+import type { Logger } from 'pino'
 import { buildApp } from './app.js'
 import type { Config } from './config.js'
-import { loggerOptions } from './logger.js'
+import { createLogger } from './logger.js'
 import { seedDemoIfEmpty } from './domain/demo.js'
 import { processMetrics } from './metrics/cluster.js'
 import { startMetricsServer, type MetricsServer } from './metrics/http.js'
@@ -42,7 +42,7 @@ function openLimiter (config: Config, logger: Logger): { limiter: RateLimiter, c
 
 export async function startServer (config: Config, options: ServeOptions): Promise<FastifyInstance> {
   // One logger for the app and the limiter (which reports Redis outages).
-  const log = pino(loggerOptions(config.logLevel))
+  const log = createLogger(config)
   const store = openStore(config)
   const { limiter, close: closeLimiter } = openLimiter(config, log)
   // Early: a cluster worker must answer the primary's metric collection as soon as possible.
@@ -65,7 +65,13 @@ export async function startServer (config: Config, options: ServeOptions): Promi
     })
     app.log.info({ store: store.kind, limiter: limiter.kind }, 'backends ready')
     if (options.seedDemo && await seedDemoIfEmpty(store)) app.log.info('store was empty: imported the demo data set')
-    await app.listen({ port: config.port, host: config.host })
+    const metricsPort = openedMetrics?.address.port ?? null
+    await app.listen({
+      port: config.port,
+      host: config.host,
+      // In a cluster the primary says where to find things, once (src/cluster.ts).
+      listenTextResolver: (address) => cluster.isWorker ? `worker ${process.pid} listening at ${address}` : startLine(config, address, metricsPort)
+    })
     return app
   } catch (error) {
     await metricsServer?.close()
@@ -73,6 +79,21 @@ export async function startServer (config: Config, options: ServeOptions): Promi
     await store.close()
     throw error
   }
+}
+
+/**
+ * The line that tells, at start, where the API, its reference page and the metrics are and how to get a key.
+ * `address` is the URL the server listens at (the real port when PORT=0); `metricsPort` the METRICS_PORT
+ * server's real port, or null when /metrics is on the main port.
+ */
+export function startLine (config: Config, address: string, metricsPort: number | null): string {
+  const url = new URL(address)
+  // An unspecified bind address is reachable on this machine as localhost.
+  if (url.hostname === '0.0.0.0' || url.hostname === '[::]') url.hostname = 'localhost'
+  const base = url.origin
+  const metrics = metricsPort === null ? `${base}/metrics` : `${url.protocol}//${url.hostname}:${metricsPort}/metrics`
+  return `Petstore Inventory Service: API ${base}/v1, reference ${base}/docs, metrics ${metrics}` +
+    `${config.metrics.token === null ? '' : ' (bearer METRICS_TOKEN)'}. Create a key with: npx petstore keys create --plan free --name me`
 }
 
 /** The IPC message a cluster primary sends its workers to stop them gracefully. */

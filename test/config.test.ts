@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 import { ConfigError, DEFAULTS, loadConfig } from '../src/config.js'
+import { prettyLogs } from '../src/logger.js'
 
 describe('loadConfig', () => {
   test('when nothing is set, then the documented defaults apply', () => {
@@ -14,6 +15,12 @@ describe('loadConfig', () => {
     assert.ok(Object.isFrozen(config))
   })
 
+  test('when LOG_FORMAT is auto, then logs are pretty on a terminal and JSON elsewhere; json and pretty force either', () => {
+    assert.equal(loadConfig({}).logFormat, 'auto')
+    assert.deepEqual([prettyLogs('auto', true), prettyLogs('auto', false)], [true, false])
+    assert.deepEqual([prettyLogs('json', true), prettyLogs('pretty', false)], [false, true])
+  })
+
   test('when DATABASE_URL is a postgres URL, then it is kept as given', () => {
     assert.equal(loadConfig({ DATABASE_URL: 'postgres://u@h/db' }).databaseUrl, 'postgres://u@h/db')
     assert.equal(loadConfig({ DATABASE_URL: 'postgresql://u@h/db' }).databaseUrl, 'postgresql://u@h/db')
@@ -23,6 +30,8 @@ describe('loadConfig', () => {
     [{ PORT: 'abc' }, /PORT/],
     [{ PORT: '70000' }, /PORT/],
     [{ LOG_LEVEL: 'loud' }, /LOG_LEVEL/],
+    [{ LOG_FORMAT: 'xml' }, /LOG_FORMAT must be one of auto, json, pretty/],
+    [{ RATE_LIMIT_IPV6_PREFIX: '16' }, /RATE_LIMIT_IPV6_PREFIX/],
     [{ PETSTORE_ENV: 'dev' }, /PETSTORE_ENV/],
     [{ PETS_SUNSET: 'next year' }, /PETS_SUNSET/],
     [{ PETS_DEPRECATED_AT: '2026-13-01' }, /PETS_DEPRECATED_AT/],

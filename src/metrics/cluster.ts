@@ -67,9 +67,11 @@ export function processMetrics (): Metrics {
 
 /**
  * In the primary: answers the workers' requests for the aggregate, and serves it on METRICS_PORT when set.
- * Returns a close function for the metrics server (a no-op without METRICS_PORT).
+ * Returns the metrics server's real port (null without METRICS_PORT) and a close function (a no-op without it).
  */
-export async function servePrimaryMetrics (config: Config, log: { info: (obj: object, msg: string) => void, warn: (obj: object, msg: string) => void }): Promise<() => Promise<void>> {
+export async function servePrimaryMetrics (
+  config: Config, log: { info: (obj: object, msg: string) => void, warn: (obj: object, msg: string) => void }
+): Promise<{ port: number | null, close: () => Promise<void> }> {
   const aggregator = new AggregatorRegistry()
   const collect = (): Promise<string> => aggregator.clusterMetrics()
   cluster.on('message', (worker, message: unknown) => {
@@ -79,11 +81,11 @@ export async function servePrimaryMetrics (config: Config, log: { info: (obj: ob
       (error: unknown) => { if (worker.isConnected()) worker.send({ type: RESPONSE, id: message.id, error: (error as Error).message } satisfies Response) }
     )
   })
-  if (config.metrics.port === null) return async () => {}
+  if (config.metrics.port === null) return { port: null, close: async () => {} }
   const server: MetricsServer = await startMetricsServer(
     { exposition: collect, contentType: aggregator.contentType },
     { host: config.host, port: config.metrics.port, token: config.metrics.token, log }
   )
   log.info({ address: server.address.address, port: server.address.port, workers: 'aggregated' }, 'metrics listening')
-  return server.close
+  return { port: server.address.port, close: server.close }
 }

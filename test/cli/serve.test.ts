@@ -36,6 +36,51 @@ describe('petstore serve', () => {
     assert.deepEqual(exit, { code: 0, signal: null })
   })
 
+  test('when stock was written and read through the server, then SIGTERM still exits 0 (no abort at teardown)', async (t) => {
+    const cli = cliFor(t)
+    const { base, server } = await startServe(cli, ['--seed-demo'])
+    const key = await newKey(cli)
+    const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' }
+    for (let i = 0; i < 20; i++) {
+      const res = await fetch(`${base}/v1/inventory/1`, { method: 'PATCH', headers, body: JSON.stringify({ quantity: i, note: `count ${i}` }) })
+      assert.equal(res.status, 200)
+      assert.equal((await fetch(`${base}/v1/inventory/1`, { headers })).status, 200)
+    }
+    server.child.kill('SIGTERM')
+    assert.deepEqual(await within(5000, server.exited, 'exit after SIGTERM'), { code: 0, signal: null })
+    assert.doesNotMatch(server.output().stderr, /Assertion failed|Aborted/)
+  })
+
+  test('when it starts, then one line says where the API, its reference and the metrics are and how to create a key', async (t) => {
+    const cli = cliFor(t)
+    const { base, port, server } = await startServe(cli, [], { LOG_LEVEL: 'info' })
+    server.child.kill('SIGTERM')
+    await within(5000, server.exited, 'exit after SIGTERM')
+    const lines = server.output().stdout.trimEnd().split('\n').map((line) => JSON.parse(line) as { msg: string })
+    const start = lines.filter((line) => line.msg.startsWith('Petstore Inventory Service:'))
+    assert.equal(start.length, 1)
+    assert.equal(start[0]?.msg, `Petstore Inventory Service: API ${base}/v1, reference ${base}/docs, metrics ${base}/metrics. ` +
+      'Create a key with: npx petstore keys create --plan free --name me')
+    assert.ok(port > 0)
+  })
+
+  test('when LOG_FORMAT is pretty, then the lines are for people, not JSON; when json, every line is a JSON object', async (t) => {
+    const cli = cliFor(t)
+    const pretty = await startServe(cli, [], { LOG_FORMAT: 'pretty', LOG_LEVEL: 'info' })
+    await fetch(`${pretty.base}/v1/inventory`)
+    pretty.server.child.kill('SIGTERM')
+    await within(5000, pretty.server.exited, 'exit after SIGTERM')
+    const lines = pretty.server.output().stdout.trimEnd().split('\n')
+    assert.ok(lines.every((line) => /^\[\d\d:\d\d:\d\d\.\d{3}\] (INFO|WARN|ERROR): /.test(line)), lines.join('\n'))
+    assert.ok(lines.some((line) => line.includes('INFO: Petstore Inventory Service: API http://127.0.0.1:')))
+    assert.ok(lines.some((line) => /INFO: request completed .*"status":401/.test(line)), 'one line per request, its fields on the same line')
+
+    const json = await startServe(cli, [], { LOG_FORMAT: 'json', LOG_LEVEL: 'info' })
+    json.server.child.kill('SIGTERM')
+    await within(5000, json.server.exited, 'exit after SIGTERM')
+    for (const line of json.server.output().stdout.trimEnd().split('\n')) assert.equal(typeof (JSON.parse(line) as { level: number }).level, 'number')
+  })
+
   test('when a request has no key, then the API answers 401 while /healthz stays open', async (t) => {
     const cli = cliFor(t)
     const { base, server } = await startServe(cli)
