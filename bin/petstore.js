@@ -1,5 +1,10 @@
 #!/usr/bin/env node
 // The operator CLI. The TypeScript sources are compiled to dist/ by `npm install` (the prepare script).
-import { main } from '../dist/cli/main.js'
-
+// Node.js 22 or newer (package.json engines): say so plainly instead of failing somewhere inside.
+const major = Number(process.versions.node.split('.')[0])
+if (major < 22) {
+  process.stderr.write(`petstore: Node.js 22 or newer is required (22, 24 and 26 are supported); this is ${process.version}\n`)
+  process.exit(1)
+}
+const { main } = await import('../dist/cli/main.js')
 process.exitCode = await main(process.argv.slice(2))
