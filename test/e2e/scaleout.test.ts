@@ -16,12 +16,12 @@ const STOCKED = ['1', '2', '3', '4', '5', '9007199254740993'] // the demo pets w
 
 interface Instance { base: string, server: Started }
 
-/** Starts `petstore serve` on port 0 and reads the port from its "Server listening" log line. */
+/** Starts `petstore serve` on port 0 and reads the port from the line it logs at start (where the API is). */
 async function startInstance (cli: Cli): Promise<Instance> {
   const server = cli.start(['serve'], { PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info' })
   const deadline = Date.now() + 15_000
   while (Date.now() < deadline) {
-    const match = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(server.output().stdout)
+    const match = /Petstore Inventory Service: API (http:\/\/127\.0\.0\.1:\d+)\/v1/.exec(server.output().stdout)
     if (match !== null) return { base: match[1] as string, server }
     if (server.child.exitCode !== null) assert.fail(`serve exited: ${server.output().stderr}`)
     await sleep(50)
