@@ -9,7 +9,7 @@ import type { Config } from './config.js'
 import { createLogger } from './logger.js'
 import { seedDemoIfEmpty } from './domain/demo.js'
 import { servePrimaryMetrics } from './metrics/cluster.js'
-import { SHUTDOWN_MESSAGE, startLine } from './server.js'
+import { prepareStore, SHUTDOWN_MESSAGE, startLine } from './server.js'
 import { openStore } from './store/open.js'
 
 /** Why more than one worker needs Redis: each process would count its own windows and multiply the limits. */
@@ -23,8 +23,9 @@ export async function runPrimary (config: Config, workers: number, options: { se
   const log = createLogger(config)
   const store = openStore(config)
   try {
-    await store.migrate()
-    if (options.seedDemo && await seedDemoIfEmpty(store)) log.info('store was empty: imported the demo data set')
+    // Once, here; each worker then finds the store ready (or serves it read-only, as the primary would).
+    const mode = await prepareStore(store, config, log)
+    if (options.seedDemo && mode === 'read-write' && await seedDemoIfEmpty(store)) log.info('store was empty: imported the demo data set')
   } finally {
     await store.close()
   }

@@ -49,3 +49,14 @@ export class StoreUnavailableError extends Error {
     this.name = 'StoreUnavailableError'
   }
 }
+
+/**
+ * Raised by a store this release may only read: its schema is newer than this release (a newer release migrated
+ * it, then was rolled back). Answered 503 with the reason: the instance serves reads only.
+ */
+export class StoreReadOnlyError extends Error {
+  constructor (message: string) {
+    super(message)
+    this.name = 'StoreReadOnlyError'
+  }
+}

@@ -15,7 +15,9 @@ import { MemoryLimiter } from './ratelimit/memory.js'
 import { createRedisClient, RedisLimiter } from './ratelimit/redis.js'
 import { ResilientLimiter } from './ratelimit/resilient.js'
 import type { RateLimiter } from './ratelimit/types.js'
-import { openStore } from './store/open.js'
+import { aheadError, requireUsable } from './store/migrations.js'
+import { migrateStore, openStore, readOnly } from './store/open.js'
+import type { Store } from './store/types.js'
 
 export interface ServeOptions {
   /** Import the shipped demo data set when the store has no pets yet. */
@@ -40,6 +42,26 @@ function openLimiter (config: Config, logger: Logger): { limiter: RateLimiter, c
   }
 }
 
+/**
+ * Readies the store for serving, the rule of `serve` (docs/decisions.md, "Upgrades"): a store without a schema
+ * is initialized; the embedded SQLite file is migrated at start (after a backup copy) so that `npm start` stays
+ * one command, as the server owns that file; a PostgreSQL store shared by instances is never migrated here (it
+ * must be at this release's version: SchemaError says to run `petstore migrate`); a store ahead of this release
+ * is served read-only.
+ */
+export async function prepareStore (store: Store, config: Config, log: Logger): Promise<'read-write' | 'read-only'> {
+  const status = await store.schemaStatus()
+  if (status.ahead.length > 0) {
+    log.warn({ schemaVersion: status.version, releaseVersion: status.latest }, `${aheadError(status).message} Serving reads only.`)
+    return 'read-only'
+  }
+  if (status.pending.length === 0) return 'read-write'
+  if (status.version > 0 && store.kind !== 'sqlite') requireUsable(status, 'write')
+  const { applied, from, to, backup } = await migrateStore(store, config.databaseUrl)
+  log.info({ applied, from, to, backup }, backup === null ? 'store schema created' : `store migrated from version ${from} to ${to}; the file before it is at ${backup}`)
+  return 'read-write'
+}
+
 export async function startServer (config: Config, options: ServeOptions): Promise<FastifyInstance> {
   // One logger for the app and the limiter (which reports Redis outages).
   const log = createLogger(config)
@@ -49,8 +71,8 @@ export async function startServer (config: Config, options: ServeOptions): Promi
   const metrics = processMetrics()
   let metricsServer: MetricsServer | null = null
   try {
-    await store.migrate()
-    const app = await buildApp(config, { store, limiter, logger: log, metrics })
+    const mode = await prepareStore(store, config, log)
+    const app = await buildApp(config, { store: mode === 'read-only' ? readOnly(store, await store.schemaStatus()) : store, limiter, logger: log, metrics })
     // METRICS_PORT: a server of its own, opened before the main port so that a port clash fails the start.
     // In a cluster the primary serves it (src/metrics/cluster.ts).
     if (config.metrics.port !== null && !cluster.isWorker) {
@@ -64,7 +86,7 @@ export async function startServer (config: Config, options: ServeOptions): Promi
       await store.close()
     })
     app.log.info({ store: store.kind, limiter: limiter.kind }, 'backends ready')
-    if (options.seedDemo && await seedDemoIfEmpty(store)) app.log.info('store was empty: imported the demo data set')
+    if (options.seedDemo && mode === 'read-write' && await seedDemoIfEmpty(store)) app.log.info('store was empty: imported the demo data set')
     const metricsPort = openedMetrics?.address.port ?? null
     await app.listen({
       port: config.port,

@@ -8,14 +8,9 @@ import pg from 'pg'
 import { StoreUnavailableError } from '../src/errors.js'
 import { PostgresStore } from '../src/store/postgres/index.js'
 import { MIGRATIONS } from '../src/store/postgres/migrations.js'
-import { MIGRATIONS as SQLITE_MIGRATIONS } from '../src/store/sqlite/migrations.js'
 import { freePort } from './cli/run.js'
 import { POSTGRES_URL, requirePostgres, tempPostgresStore, tempSchema } from './helpers/postgres.js'
 import { setStock, storeContract } from './store/contract.js'
-
-test('the PostgreSQL and SQLite migrations have the same numbering and names', () => {
-  assert.deepEqual(MIGRATIONS.map((m) => [m.version, m.name]), SQLITE_MIGRATIONS.map((m) => [m.version, m.name]))
-})
 
 if (await requirePostgres('PostgreSQL store tests')) {
   storeContract('PostgresStore', (t) => tempPostgresStore(t))

@@ -14,7 +14,8 @@ import { isWorker, leaveCluster, runPrimary, WORKERS_NEED_REDIS } from '../clust
 import { closeOnSignals, startServer } from '../server.js'
 import { importFile } from './import.js'
 import { parseInt64 } from '../int64.js'
-import { openStore } from '../store/open.js'
+import { SchemaError } from '../store/migrations.js'
+import { migrateStore, openStore, readyForUse } from '../store/open.js'
 import type { Store } from '../store/types.js'
 import { historyJson, historyTable } from './history.js'
 import { table } from './table.js'
@@ -41,10 +42,12 @@ const USAGE = `Usage: petstore <command> [options]
 
 Commands:
   serve [--seed-demo] [--workers N]
-                                 Run the HTTP API (migrates the store first). --seed-demo imports the
-                                 demo data set when the store is empty. --workers runs N processes on
-                                 the port (node:cluster); above 1 it needs REDIS_URL.
-  migrate                        Bring the store's schema up to date.
+                                 Run the HTTP API. A SQLite file is migrated at start (after a backup
+                                 copy); PostgreSQL must be migrated first (petstore migrate). --seed-demo
+                                 imports the demo data set when the store is empty. --workers runs N
+                                 processes on the port (node:cluster); above 1 it needs REDIS_URL.
+  migrate                        Bring the store's schema up to this release's (the only command that
+                                 changes a schema; a SQLite file is copied next to itself first).
   import FILE [--progress | --no-progress]
                                  Load pets and orders from a JSON file (all or nothing). The file is
                                  streamed; progress shows on stderr when it is a terminal (--progress:
@@ -92,10 +95,14 @@ function positiveInteger (flag: string, text: string | boolean | undefined): num
   return Number(text)
 }
 
-async function withStore<T> (config: Config, work: (store: Store) => Promise<T>): Promise<T> {
+/**
+ * Runs `work` on the configured store. It never changes the schema of a store that has one (only `petstore
+ * migrate` does): a store behind this release or ahead of it (for writes) is refused with a SchemaError.
+ */
+async function withStore<T> (config: Config, access: 'read' | 'write', work: (store: Store) => Promise<T>): Promise<T> {
   const store = openStore(config)
   try {
-    await store.migrate()
+    await readyForUse(store, access)
     return await work(store)
   } finally {
     await store.close()
@@ -136,7 +143,7 @@ async function changeKey (
 ): Promise<number> {
   const { positionals } = parse(args, {}, 1)
   const id = positionals[0] as string
-  if (!await withStore(config, (store) => change(store, id))) {
+  if (!await withStore(config, 'write', (store) => change(store, id))) {
     io.stderr(`petstore: no key with id ${id}\n`)
     return 1
   }
@@ -162,14 +169,14 @@ async function keys (args: string[], config: Config, io: Io): Promise<number> {
         perMinute: positiveInteger('--per-minute', values['per-minute']),
         perDay: positiveInteger('--per-day', values['per-day'])
       }
-      const { record, key } = await withStore(config, (store) => createKey(store, config.environment, input))
+      const { record, key } = await withStore(config, 'write', (store) => createKey(store, config.environment, input))
       io.stdout(values.json === true ? JSON.stringify({ ...keyJson(record, config.rateLimits.plans), key }) + '\n' : key + '\n')
       io.stderr(`Created ${record.id} (${record.plan}). The key is shown only now: store it safely.\n`)
       return 0
     }
     case 'list': {
       const { values } = parse(rest, { json: { type: 'boolean' } }, 0)
-      const list = await withStore(config, (store) => store.listApiKeys())
+      const list = await withStore(config, 'read', (store) => store.listApiKeys())
       io.stdout(values.json === true ? JSON.stringify(list.map((k) => keyJson(k, config.rateLimits.plans))) + '\n' : keyTable(list, config.rateLimits.plans))
       return 0
     }
@@ -192,7 +199,7 @@ async function inventory (args: string[], config: Config, io: Io): Promise<numbe
   if (petId === null) throw new UsageError('PETID must be an integer from -9223372036854775808 to 9223372036854775807')
   const limit = positiveInteger('--limit', values.limit) ?? 100
   // One more than asked, to tell whether older changes were left out.
-  const entries = await withStore(config, (store) => stockHistory(store, petId, limit + 1))
+  const entries = await withStore(config, 'read', (store) => stockHistory(store, petId, limit + 1))
   if (entries === null) {
     io.stderr(`petstore: pet ${petId} has no stock entry and no recorded stock changes\n`)
     return 1
@@ -231,8 +238,9 @@ async function run (argv: string[], io: Io): Promise<number> {
     case 'migrate': {
       parse(args, {}, 0)
       const store = openStore(config)
-      const applied = await store.migrate().finally(() => store.close())
-      io.stderr(applied === 0 ? 'The store schema is up to date.\n' : `Applied ${applied} migration(s).\n`)
+      const { applied, from, to, backup } = await migrateStore(store, config.databaseUrl).finally(() => store.close())
+      if (applied === 0) io.stderr(`The store schema is up to date (version ${to}).\n`)
+      else io.stderr(`Applied ${applied} migration(s): version ${from} to ${to}.${backup === null ? '' : ` The file as it was is at ${backup}.`}\n`)
       return 0
     }
     case 'import': {
@@ -240,7 +248,7 @@ async function run (argv: string[], io: Io): Promise<number> {
       const { values, positionals } = parse(args, { progress: { type: 'boolean' }, 'no-progress': { type: 'boolean' } }, 1)
       if (values.progress === true && values['no-progress'] === true) throw new UsageError('use either --progress or --no-progress')
       const showProgress = values.progress === true || (values['no-progress'] !== true && io.stderrIsTTY === true)
-      return await importFile(positionals[0] as string, io, (work) => withStore(config, work), showProgress)
+      return await importFile(positionals[0] as string, io, (work) => withStore(config, 'write', work), showProgress)
     }
     case 'keys':
       return await keys(args, config, io)
@@ -267,6 +275,10 @@ export async function main (argv: string[], io: Io = defaultIo): Promise<number>
     if (error instanceof ImportError) {
       io.stderr(`petstore: import rejected, nothing was imported: ${error.message}\n`)
       return 1
+    }
+    if (error instanceof SchemaError) {
+      io.stderr(`petstore: ${error.message}\n`)
+      return 2
     }
     if (error instanceof KeyInputError) {
       io.stderr(`petstore: ${error.message}\n`)

@@ -1,4 +1,6 @@
 import { isPostgresUrl, type Config } from '../config.js'
+import { StoreReadOnlyError } from '../errors.js'
+import { aheadError, requireUsable, type SchemaStatus } from './migrations.js'
 import { PostgresStore } from './postgres/index.js'
 import { SqliteStore } from './sqlite/index.js'
 import type { Store } from './types.js'
@@ -7,4 +9,56 @@ import type { Store } from './types.js'
 export function openStore (config: Pick<Config, 'databaseUrl' | 'database'>): Store {
   if (isPostgresUrl(config.databaseUrl)) return new PostgresStore(config.databaseUrl, config.database)
   return new SqliteStore(config.databaseUrl)
+}
+
+/**
+ * Makes a store ready for a command that reads or writes it, without ever changing the schema of a store that
+ * has one: a store without any schema yet (a new file, an empty database) is initialized; any other must be at
+ * this release's version (SchemaError 'behind' says to run `petstore migrate`); a store ahead of this release
+ * serves reads only (SchemaError 'ahead' for writes); an edited migration is SchemaError 'edited'.
+ */
+export async function readyForUse (store: Store, access: 'read' | 'write'): Promise<SchemaStatus> {
+  const status = await store.schemaStatus()
+  if (status.version === 0 && status.pending.length > 0) {
+    await store.migrate()
+    return await store.schemaStatus()
+  }
+  requireUsable(status, access)
+  return status
+}
+
+const WRITES = new Set(['migrate', 'setQuantity', 'importData', 'createApiKey', 'revokeApiKey', 'banApiKey', 'unbanApiKey'])
+
+/**
+ * The store for an instance whose release is older than the store's schema (a newer release migrated it and was
+ * rolled back): every read passes, every write fails with StoreReadOnlyError (503 at the edge).
+ */
+export function readOnly (store: Store, status: SchemaStatus): Store {
+  const reason = aheadError(status).message
+  return new Proxy(store, {
+    get (target, property) {
+      const value: unknown = Reflect.get(target, property, target)
+      if (typeof value !== 'function') return value
+      if (typeof property === 'string' && WRITES.has(property)) return async () => { throw new StoreReadOnlyError(reason) }
+      return (value as (...args: unknown[]) => unknown).bind(target)
+    }
+  })
+}
+
+/**
+ * Applies pending migrations. A SQLite store that has a schema (and so, possibly, data) is first copied next to
+ * its file (`<file>.backup-v<version>`): a migration that goes wrong on a machine's only copy loses nothing.
+ * PostgreSQL is backed up by its operators' own means (pg_dump, snapshots). Returns how many migrations were
+ * applied and where the copy is.
+ */
+export async function migrateStore (store: Store, databaseUrl: string): Promise<{ applied: number, from: number, to: number, backup: string | null }> {
+  const status = await store.schemaStatus()
+  if (status.ahead.length > 0) throw aheadError(status)
+  let backup: string | null = null
+  if (store instanceof SqliteStore && status.version > 0 && status.pending.length > 0 && databaseUrl !== ':memory:') {
+    backup = `${databaseUrl}.backup-v${status.version}`
+    await store.backup(backup)
+  }
+  const applied = await store.migrate()
+  return { applied, from: status.version, to: (await store.schemaStatus()).version, backup }
 }

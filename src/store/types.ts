@@ -1,3 +1,4 @@
+import type { SchemaStatus } from './migrations.js'
 import type { ApiKeyRecord, Ban, InventoryItem, LedgerEntry, Order, OrderStatus, Pet, PetImport, StockEntry, StockReason } from '../domain/model.js'
 
 export interface OrderPage {
@@ -66,8 +67,14 @@ export interface PoolStats {
 export interface Store {
   /** A short name for logs and /readyz: "sqlite" or "postgres". */
   readonly kind: string
-  /** Applies pending migrations; returns how many were applied. Idempotent. */
+  /**
+   * Validates the applied migrations against this release (checksums), records the checksums of rows written
+   * before checksums, and applies pending migrations; returns how many were applied. Idempotent. Throws
+   * SchemaError when a released migration was edited, or when the store is ahead of this release.
+   */
   migrate (): Promise<number>
+  /** Where the schema stands against this release, changing nothing; throws SchemaError for an edited migration. */
+  schemaStatus (): Promise<SchemaStatus>
   /** Resolves when the database answers a trivial query. */
   ping (): Promise<void>
   close (): Promise<void>

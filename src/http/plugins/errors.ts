@@ -5,7 +5,7 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { STATUS_CODES } from 'node:http'
 import type { Socket } from 'node:net'
-import { AppError, ERROR_CATALOGUE, StoreUnavailableError, errorBody, type ErrorCode } from '../../errors.js'
+import { AppError, ERROR_CATALOGUE, StoreReadOnlyError, StoreUnavailableError, errorBody, type ErrorCode } from '../../errors.js'
 import { BODY_LIMIT_BYTES } from '../limits.js'
 import { describeValidationError } from '../validation.js'
 
@@ -41,6 +41,9 @@ export function handleError (error: FastifyError | Error, request: FastifyReques
   if (fastifyError.validation !== undefined) {
     return sendError(reply, 'invalid_request',
       describeValidationError(fastifyError.validationContext ?? 'request', fastifyError.validation[0] as never))
+  }
+  if (error instanceof StoreReadOnlyError) {
+    return sendError(reply, 'service_unavailable', 'This instance serves reads only: the store was migrated by a newer release. Writes are refused.')
   }
   if (error instanceof StoreUnavailableError) {
     request.log.error({ err: error }, 'store unavailable')

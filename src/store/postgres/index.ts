@@ -5,7 +5,8 @@ import type {
 import { StoreUnavailableError } from '../../errors.js'
 import { petColumns, progressReporter, toPet, type PetRow } from '../rows.js'
 import type { ImportOptions, ImportResult, NewApiKey, OrderPage, PoolStats, StockChange, StockChangeResult, Store } from '../types.js'
-import { MIGRATIONS } from './migrations.js'
+import { aheadError, appliedChecksum, checksum, schemaStatus, type AppliedMigration, type SchemaStatus } from '../migrations.js'
+import { PLAN } from './migrations.js'
 
 const INT8_OID = 20
 
@@ -14,6 +15,9 @@ const types = {
   getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
     oid === INT8_OID ? (text: string) => BigInt(text) : pg.types.getTypeParser(oid, format)) as typeof pg.types.getTypeParser
 }
+
+/** No PostgreSQL migration shares a name with an earlier variant, so no store is ever asked which one it ran. */
+const NOTHING_DETECTED: ReadonlyMap<string, boolean> = new Map()
 
 /** Migrations of all instances take this advisory lock, so concurrent starters apply each version once. */
 const MIGRATION_LOCK = 7_265_001_042n
@@ -170,20 +174,49 @@ export class PostgresStore implements Store {
     }
   }
 
+  /** The rows of schema_migrations (checksums null where not recorded); none when the table does not exist. */
+  async #appliedMigrations (client: pg.PoolClient | pg.Pool): Promise<AppliedMigration[]> {
+    const { rows: [table] } = await client.query<{ found: boolean, checksum: boolean }>(
+      `SELECT to_regclass('schema_migrations') IS NOT NULL AS found,
+         EXISTS (SELECT 1 FROM information_schema.columns
+                 WHERE table_schema = current_schema() AND table_name = 'schema_migrations' AND column_name = 'checksum') AS checksum`)
+    if (table?.found !== true) return []
+    const { rows } = await client.query<AppliedMigration>(
+      `SELECT version, name, ${table.checksum ? 'checksum' : 'NULL AS checksum'} FROM schema_migrations ORDER BY version`)
+    return rows
+  }
+
+  async schemaStatus (): Promise<SchemaStatus> {
+    try {
+      return schemaStatus(await this.#appliedMigrations(this.#pool), PLAN, NOTHING_DETECTED)
+    } catch (error) {
+      throw isUnavailable(error) ? new StoreUnavailableError('PostgreSQL is unavailable', { cause: error }) : error
+    }
+  }
+
+  /**
+   * Validates the applied migrations, records the checksums of rows from before checksums, and applies what is
+   * pending, in one transaction under an advisory lock, so that instances migrating at once apply each version
+   * once. A store ahead of this release, or with an edited migration, is left as it is.
+   */
   async migrate (): Promise<number> {
     return this.#transaction(async (client) => {
       await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK])
-      await client.query('CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL)')
-      const { rows } = await client.query<{ v: number | null }>('SELECT max(version) AS v FROM schema_migrations')
-      const current = rows[0]?.v ?? 0
-      let applied = 0
-      for (const migration of MIGRATIONS) {
-        if (migration.version <= current) continue
-        await client.query(migration.sql)
-        await client.query('INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, now())', [migration.version, migration.name])
-        applied++
+      await client.query('CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL, checksum text)')
+      await client.query('ALTER TABLE schema_migrations ADD COLUMN IF NOT EXISTS checksum text')
+      const applied = await this.#appliedMigrations(client)
+      const status = schemaStatus(applied, PLAN, NOTHING_DETECTED)
+      if (status.ahead.length > 0) throw aheadError(status)
+      for (const row of applied) {
+        if (row.checksum !== null) continue
+        await client.query('UPDATE schema_migrations SET checksum = $1 WHERE version = $2', [appliedChecksum(row, PLAN, NOTHING_DETECTED), row.version])
       }
-      return applied
+      for (const migration of status.pending) {
+        await client.query(migration.sql ?? '')
+        await client.query('INSERT INTO schema_migrations (version, name, applied_at, checksum) VALUES ($1, $2, now(), $3)',
+          [migration.version, migration.name, checksum(migration)])
+      }
+      return status.pending.length
     })
   }
 

@@ -1,8 +1,11 @@
 /**
  * PostgreSQL schema, with the same version numbers as the SQLite migrations (src/store/sqlite/migrations.ts).
  * int64 ids are bigint; timestamps of keys are timestamptz; shipDate stays text so it round-trips exactly.
+ * Released migrations never change (their checksums are pinned by test/store/migrations.test.ts).
  */
-export const MIGRATIONS: ReadonlyArray<{ version: number, name: string, sql: string }> = [
+import type { Migration, MigrationPlan } from '../migrations.js'
+
+export const MIGRATIONS: readonly Migration[] = [
   {
     version: 1,
     name: 'initial schema',
@@ -97,5 +100,49 @@ export const MIGRATIONS: ReadonlyArray<{ version: number, name: string, sql: str
       CREATE TRIGGER pet_status_revision AFTER UPDATE OF status ON pets
         FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status) EXECUTE FUNCTION bump_stock_revision();
     `
+  },
+  {
+    version: 5,
+    name: 'converge every landed version 4',
+    // Two migrations 4 landed: a no-op (beaad19, reverted in 84ac106) and the ledger above. A store that ran the
+    // no-op has neither ledger nor revisions; this adds them. On a store that ran the ledger it changes nothing
+    // (every statement checks or replaces what is there).
+    sql: `
+      ALTER TABLE inventory ADD COLUMN IF NOT EXISTS revision bigint NOT NULL DEFAULT 1;
+      CREATE TABLE IF NOT EXISTS stock_ledger (
+        id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        pet_id bigint NOT NULL,
+        previous_quantity integer,
+        quantity integer NOT NULL,
+        reason text NOT NULL CHECK (reason IN ('arrival', 'return', 'adjustment', 'import')),
+        note text,
+        key_id text,
+        request_id text,
+        created_at timestamptz NOT NULL
+      );
+      CREATE INDEX IF NOT EXISTS stock_ledger_pet ON stock_ledger (pet_id, id);
+      CREATE OR REPLACE FUNCTION bump_stock_revision() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          UPDATE inventory SET revision = revision + 1 WHERE pet_id = NEW.id;
+          RETURN NULL;
+        END
+      $$;
+      DROP TRIGGER IF EXISTS pet_status_revision ON pets;
+      CREATE TRIGGER pet_status_revision AFTER UPDATE OF status ON pets
+        FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status) EXECUTE FUNCTION bump_stock_revision();
+    `
   }
 ]
+
+/** This release's migrations and the landed variant of version 4 it converts (migration 5). */
+export const PLAN: MigrationPlan = {
+  migrations: MIGRATIONS,
+  superseded: [
+    {
+      version: 4,
+      name: 'stock updates bump the inventory version in the store',
+      checksum: '7aae1c3890bc533bc9b0e2d4243e27cf9013f473bf295f042a8cb0d515a5befe',
+      convertedBy: 5
+    }
+  ]
+}

@@ -6,7 +6,8 @@ import type {
 } from '../../domain/model.js'
 import { StoreUnavailableError } from '../../errors.js'
 import type { ImportOptions, ImportResult, NewApiKey, OrderPage, StockChange, StockChangeResult, Store } from '../types.js'
-import { MIGRATIONS } from './migrations.js'
+import { aheadError, appliedChecksum, checksum, detectQueries, schemaStatus, type AppliedMigration, type SchemaStatus } from '../migrations.js'
+import { PLAN } from './migrations.js'
 import { petColumns, progressReporter, toPet, type PetRow } from '../rows.js'
 
 interface InventoryRow { pet_id: bigint, quantity: bigint, status: PetStatus }
@@ -152,24 +153,62 @@ export class SqliteStore implements Store {
     return { journalMode, synchronous: (['OFF', 'NORMAL', 'FULL', 'EXTRA'] as const)[level] ?? 'OFF' }
   }
 
+  /** The rows of schema_migrations (checksums null where not recorded); none when the table does not exist. */
+  #appliedMigrations (): AppliedMigration[] {
+    const db = this.#db
+    if (db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'").get() === undefined) return []
+    const hasChecksum = db.prepare("SELECT 1 FROM pragma_table_info('schema_migrations') WHERE name = 'checksum'").get() !== undefined
+    const rows = db.prepare(`SELECT version, name, ${hasChecksum ? 'checksum' : 'NULL AS checksum'} FROM schema_migrations ORDER BY version`)
+      .all() as Array<{ version: bigint, name: string, checksum: string | null }>
+    return rows.map((row) => ({ version: Number(row.version), name: row.name, checksum: row.checksum }))
+  }
+
+  /** Where the schema stands; throws SchemaError when an applied migration was edited. */
+  #status (applied: AppliedMigration[] = this.#appliedMigrations()): SchemaStatus {
+    const detected = new Map(detectQueries(PLAN).map((query) => [query, Number(this.#db.prepare(query).pluck().get()) === 1]))
+    return schemaStatus(applied, PLAN, detected)
+  }
+
+  async schemaStatus (): Promise<SchemaStatus> {
+    return guard(() => this.#status())
+  }
+
+  /**
+   * Validates the applied migrations, records the checksums of rows from before checksums, and applies what is
+   * pending, all in one IMMEDIATE transaction (it takes the write lock first, so two processes migrating at once
+   * apply each version once). A store ahead of this release, or with an edited migration, is left as it is.
+   */
   async migrate (): Promise<number> {
     const db = this.#db
-    db.exec('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)')
-    // IMMEDIATE takes the write lock first, so two processes migrating at once apply each version once.
     const apply = db.transaction(() => {
-      const row = db.prepare('SELECT max(version) AS v FROM schema_migrations').get() as { v: bigint | null }
-      const current = Number(row.v ?? 0n)
-      let applied = 0
-      for (const migration of MIGRATIONS) {
-        if (migration.version <= current) continue
-        db.exec(migration.sql)
-        db.prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)')
-          .run(migration.version, migration.name, new Date().toISOString())
-        applied++
+      db.exec('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL, checksum TEXT)')
+      if (db.prepare("SELECT 1 FROM pragma_table_info('schema_migrations') WHERE name = 'checksum'").get() === undefined) {
+        db.exec('ALTER TABLE schema_migrations ADD COLUMN checksum TEXT')
       }
-      return applied
+      const applied = this.#appliedMigrations()
+      const status = this.#status(applied)
+      if (status.ahead.length > 0) throw aheadError(status)
+      const detected = new Map(detectQueries(PLAN).map((query) => [query, Number(db.prepare(query).pluck().get()) === 1]))
+      const record = db.prepare('UPDATE schema_migrations SET checksum = ? WHERE version = ?')
+      for (const row of applied) {
+        if (row.checksum === null) record.run(appliedChecksum(row, PLAN, detected), row.version)
+      }
+      const insert = db.prepare('INSERT INTO schema_migrations (version, name, applied_at, checksum) VALUES (?, ?, ?, ?)')
+      for (const migration of status.pending) {
+        for (const step of migration.steps ?? [migration.sql ?? '']) {
+          if (typeof step === 'string') db.exec(step)
+          else if (Number(db.prepare(step.when).pluck().get()) === 1) db.exec(step.then)
+        }
+        insert.run(migration.version, migration.name, new Date().toISOString(), checksum(migration))
+      }
+      return status.pending.length
     })
-    return apply.immediate()
+    return guard(() => apply.immediate())
+  }
+
+  /** Copies the database to `path` with SQLite's online backup (a consistent copy while others may write). */
+  async backup (path: string): Promise<void> {
+    await this.#db.backup(path)
   }
 
   async ping (): Promise<void> {
@@ -211,9 +250,30 @@ export class SqliteStore implements Store {
     })
   }
 
+  /**
+   * Commits the updates that are waiting. It runs from setImmediate, where an exception would end the process:
+   * whatever fails here (a schema that does not match this code, SQLITE_IOERR, a full disk, a constraint) fails
+   * the requests of this commit, and only them, and the server keeps serving.
+   */
   #commitPending (): void {
     const batch = this.#pending
     this.#pending = []
+    let outcomes: Array<{ result: StockChangeResult } | { error: unknown }>
+    try {
+      outcomes = this.#applyBatch(batch)
+    } catch (error) {
+      for (const item of batch) item.reject(translate(error))
+      return
+    }
+    outcomes.forEach((outcome, i) => {
+      const item = batch[i] as PendingUpdate
+      if ('error' in outcome) item.reject(translate(outcome.error))
+      else item.resolve(outcome.result)
+    })
+  }
+
+  /** One transaction for the batch; each update (read, compare, write, ledger row) in its own savepoint. */
+  #applyBatch (batch: PendingUpdate[]): Array<{ result: StockChangeResult } | { error: unknown }> {
     const read = this.#prepare(ENTRY_SQL)
     const update = this.#prepare('UPDATE inventory SET quantity = ?, revision = revision + 1, ledger_head = ? WHERE pet_id = ?')
     const record = this.#prepare(LEDGER_INSERT_SQL)
@@ -227,24 +287,13 @@ export class SqliteStore implements Store {
       update.run(change.quantity, lastInsertRowid, change.petId)
       return { status: 'updated', entry: { ...current, quantity: change.quantity, revision: current.revision + 1n } }
     })
-    let outcomes: Array<{ result: StockChangeResult } | { error: unknown }>
-    try {
-      outcomes = this.#db.transaction(() => batch.map((item) => {
-        try {
-          return { result: one(item.change) }
-        } catch (error) {
-          return { error }
-        }
-      })).immediate()
-    } catch (error) {
-      for (const item of batch) item.reject(translate(error))
-      return
-    }
-    outcomes.forEach((outcome, i) => {
-      const item = batch[i] as PendingUpdate
-      if ('error' in outcome) item.reject(translate(outcome.error))
-      else item.resolve(outcome.result)
-    })
+    return this.#db.transaction(() => batch.map((item) => {
+      try {
+        return { result: one(item.change) }
+      } catch (error) {
+        return { error }
+      }
+    })).immediate()
   }
 
   async getStockEntry (petId: bigint): Promise<StockEntry | null> {

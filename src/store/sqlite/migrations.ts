@@ -1,8 +1,11 @@
 /**
  * SQLite schema, one entry per version. The PostgreSQL store keeps the same numbering. Applied migrations are
- * recorded in schema_migrations; a migration never changes once released.
+ * recorded in schema_migrations with their checksums; a migration never changes once released (a test pins the
+ * checksum of every landed one: test/store/migrations.test.ts). See src/store/migrations.ts.
  */
-export const MIGRATIONS: ReadonlyArray<{ version: number, name: string, sql: string }> = [
+import type { Migration, MigrationPlan } from '../migrations.js'
+
+export const MIGRATIONS: readonly Migration[] = [
   {
     version: 1,
     name: 'initial schema',
@@ -90,5 +93,71 @@ export const MIGRATIONS: ReadonlyArray<{ version: number, name: string, sql: str
       CREATE TRIGGER pet_status_revision AFTER UPDATE OF status ON pets WHEN OLD.status IS NOT NEW.status
         BEGIN UPDATE inventory SET revision = revision + 1 WHERE pet_id = NEW.id; END;
     `
+  },
+  {
+    version: 5,
+    name: 'converge every landed version 4',
+    // Three different migrations 4 landed, and stores ran each: one that dropped the inventory_updated trigger
+    // (beaad19, reverted in 84ac106), the ledger with an index on (pet_id, id) (c42d664), and the chained ledger
+    // (40ab26a, the one above). This brings any of them to the chained-ledger schema without losing a row: what
+    // is missing is added, a ledger without chain links gets them computed from its ids (each pet's previous row
+    // is its largest smaller id, which is how the chain is built), and the index is dropped. Each step checks
+    // what is there, so on a store that ran the migration above it changes nothing.
+    steps: [
+      'CREATE TRIGGER IF NOT EXISTS inventory_updated AFTER UPDATE ON inventory BEGIN UPDATE inventory_version SET v = v + 1 WHERE id = 1; END;',
+      {
+        when: "SELECT count(*) = 0 FROM pragma_table_info('inventory') WHERE name = 'revision'",
+        then: 'ALTER TABLE inventory ADD COLUMN revision INTEGER NOT NULL DEFAULT 1;'
+      },
+      `CREATE TABLE IF NOT EXISTS stock_ledger (
+        id INTEGER PRIMARY KEY,
+        pet_id INTEGER NOT NULL,
+        previous_id INTEGER,
+        previous_quantity INTEGER,
+        quantity INTEGER NOT NULL,
+        reason TEXT NOT NULL CHECK (reason IN ('arrival', 'return', 'adjustment', 'import')),
+        note TEXT,
+        key_id TEXT,
+        request_id TEXT,
+        created_at TEXT NOT NULL
+      );`,
+      {
+        when: "SELECT count(*) = 0 FROM pragma_table_info('stock_ledger') WHERE name = 'previous_id'",
+        then: `ALTER TABLE stock_ledger ADD COLUMN previous_id INTEGER;
+          CREATE INDEX IF NOT EXISTS stock_ledger_pet ON stock_ledger (pet_id, id);
+          UPDATE stock_ledger SET previous_id =
+            (SELECT max(p.id) FROM stock_ledger p WHERE p.pet_id = stock_ledger.pet_id AND p.id < stock_ledger.id);`
+      },
+      {
+        when: "SELECT count(*) = 0 FROM pragma_table_info('inventory') WHERE name = 'ledger_head'",
+        then: `ALTER TABLE inventory ADD COLUMN ledger_head INTEGER;
+          CREATE INDEX IF NOT EXISTS stock_ledger_pet ON stock_ledger (pet_id, id);
+          UPDATE inventory SET ledger_head = (SELECT max(l.id) FROM stock_ledger l WHERE l.pet_id = inventory.pet_id);`
+      },
+      `CREATE TRIGGER IF NOT EXISTS pet_status_revision AFTER UPDATE OF status ON pets WHEN OLD.status IS NOT NEW.status
+        BEGIN UPDATE inventory SET revision = revision + 1 WHERE pet_id = NEW.id; END;`,
+      'DROP INDEX IF EXISTS stock_ledger_pet;'
+    ]
   }
 ]
+
+/** This release's migrations and the landed variants of them it converts (migration 5). */
+export const PLAN: MigrationPlan = {
+  migrations: MIGRATIONS,
+  superseded: [
+    {
+      version: 4,
+      name: 'stock updates bump the inventory version in the store',
+      checksum: '52591a9aae7c7b3f8efedf3f5d1608a59ef7616cc0968640170d4f23210c8307',
+      convertedBy: 5
+    },
+    {
+      version: 4,
+      name: 'stock ledger and entry revisions',
+      checksum: 'c8c4b29157603f383bd368777e5d83ad955d45cd09c649f616aafa486987b0bb',
+      convertedBy: 5,
+      // The same name as the chained ledger above; this one has no chain head on the stock entries.
+      detect: "SELECT count(*) = 0 FROM pragma_table_info('inventory') WHERE name = 'ledger_head'"
+    }
+  ]
+}

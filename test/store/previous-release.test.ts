@@ -1,0 +1,80 @@
+/**
+ * A rolling upgrade: instances of the previous release keep running (or start) while this release's migrations
+ * are applied. Each release's migrations must keep the previous release working (expand now, contract in a later
+ * release). Here the previous release's own store code (test/fixtures/release-8abadff, verbatim) reads and writes
+ * a store that this release has migrated, and this release reads what it wrote.
+ */
+import assert from 'node:assert/strict'
+import { join } from 'node:path'
+import { describe, test } from 'node:test'
+import { PostgresStore } from '../../src/store/postgres/index.js'
+import { SqliteStore } from '../../src/store/sqlite/index.js'
+import type { Store } from '../../src/store/types.js'
+import { PostgresStore as PreviousPostgresStore } from '../fixtures/release-8abadff/src/store/postgres/index.js'
+import { SqliteStore as PreviousSqliteStore } from '../fixtures/release-8abadff/src/store/sqlite/index.js'
+import type { Store as PreviousStore } from '../fixtures/release-8abadff/src/store/types.js'
+import { tempDir } from '../helpers/app.js'
+import { POSTGRES_URL, requirePostgres, tempSchema } from '../helpers/postgres.js'
+
+const AT = new Date('2026-11-23T10:00:00.000Z')
+const change = (petId: bigint, quantity: number, expectedRevisions: bigint[] | null = null) =>
+  ({ petId, quantity, expectedRevisions, reason: 'arrival' as const, note: 'old release', keyId: 'key_old', requestId: 'req-old', at: AT })
+
+/** The previous release's read and write paths on the migrated store, then this release reading the result. */
+async function exercise (current: Store, previous: PreviousStore): Promise<void> {
+  await current.importData({ pets: [{ id: 1n, name: 'Rex', status: 'available', quantity: 2 }], orders: [] })
+  assert.equal(await previous.migrate(), 0, 'the previous release finds nothing to apply and changes nothing')
+
+  // Reads.
+  assert.deepEqual(await previous.listInventory(), [{ petId: 1n, quantity: 2, status: 'available' }])
+  const version = await previous.inventoryVersion()
+  const entry = await previous.getStockEntry(1n)
+  assert.equal(entry?.quantity, 2)
+
+  // Writes: a stock change with If-Match, an import, a key and its ban.
+  const updated = await previous.setQuantity(change(1n, 5, [entry?.revision as bigint]))
+  assert.equal(updated.status, 'updated')
+  assert.ok(await previous.inventoryVersion() > version)
+  await previous.importData({ pets: [{ id: 2n, name: 'Tom', status: 'pending', quantity: 1 }], orders: [] })
+  await previous.createApiKey({ id: 'key_old', keyHash: 'hash-old', name: 'old', plan: 'free', perMinute: null, perDay: null, createdAt: AT })
+  assert.equal(await previous.banApiKey('key_old', { since: AT, until: new Date('2030-01-01T00:00:00Z'), seconds: 900 }), true)
+  assert.deepEqual((await previous.stockHistory(1n, 10)).map((e) => [e.previousQuantity, e.quantity]), [[null, 2], [2, 5]])
+
+  // This release reads what the previous one wrote, and carries on from it.
+  assert.deepEqual((await current.stockHistory(1n, 10)).map((e) => [e.previousQuantity, e.quantity, e.note]), [[null, 2, null], [2, 5, 'old release']])
+  const result = await current.setQuantity({ ...change(1n, 6), note: 'new release' })
+  assert.equal(result.status, 'updated')
+  assert.deepEqual((await previous.stockHistory(1n, 10)).map((e) => e.quantity), [2, 5, 6], 'and the previous release reads what this one wrote')
+  assert.equal((await current.findApiKeyByHash('hash-old'))?.ban?.seconds, 900)
+  assert.deepEqual((await current.listInventory()).map((i) => [i.petId, i.quantity]), [[1n, 6], [2n, 1]])
+}
+
+describe('the previous release on this release\'s schema', () => {
+  test('when the previous release\'s SQLite store reads and writes a file this release migrated, then both see the same, consistent data', async (t) => {
+    const path = join(tempDir(t), 'shared.db')
+    const current = new SqliteStore(path)
+    await current.migrate()
+    const previous = new PreviousSqliteStore(path)
+    t.after(async () => {
+      await previous.close()
+      await current.close()
+    })
+    await exercise(current, previous)
+  })
+})
+
+if (await requirePostgres('the previous release on this release\'s PostgreSQL schema')) {
+  describe('the previous release on this release\'s PostgreSQL schema', () => {
+    test('when the previous release\'s PostgreSQL store reads and writes a schema this release migrated, then both see the same data', async (t) => {
+      const schema = await tempSchema(t)
+      const current = new PostgresStore(POSTGRES_URL, { schema })
+      await current.migrate()
+      const previous = new PreviousPostgresStore(POSTGRES_URL, { schema })
+      t.after(async () => {
+        await previous.close()
+        await current.close()
+      })
+      await exercise(current, previous)
+    })
+  })
+}
