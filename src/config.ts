@@ -79,13 +79,17 @@ export class ConfigError extends Error {
   }
 }
 
+/** Defaults the code uses where no configuration is given (a store or limiter built in a test), named once. */
+export const DATABASE_DEFAULTS = Object.freeze({ poolSize: 10, statementTimeoutMs: 5000, connectTimeoutMs: 2000 })
+export const LIMITER_DEFAULTS = Object.freeze({ maxSubjects: 200_000, ipv6PrefixLength: 56 })
+
 export const DEFAULTS = {
   PORT: '8080',
   HOST: '127.0.0.1',
   DATABASE_URL: './data/petstore.db',
-  DATABASE_POOL_SIZE: '10',
-  DATABASE_STATEMENT_TIMEOUT_MS: '5000',
-  DATABASE_CONNECT_TIMEOUT_MS: '2000',
+  DATABASE_POOL_SIZE: String(DATABASE_DEFAULTS.poolSize),
+  DATABASE_STATEMENT_TIMEOUT_MS: String(DATABASE_DEFAULTS.statementTimeoutMs),
+  DATABASE_CONNECT_TIMEOUT_MS: String(DATABASE_DEFAULTS.connectTimeoutMs),
   LOG_LEVEL: 'info',
   LOG_FORMAT: 'auto',
   METRICS_PORT: '',
@@ -109,8 +113,8 @@ export const DEFAULTS = {
   RATE_LIMIT_PRO: `${PLAN_LIMITS.pro.perMinute}/${PLAN_LIMITS.pro.perDay}`,
   RATE_LIMIT_BUSINESS: `${PLAN_LIMITS.business.perMinute}/${PLAN_LIMITS.business.perDay}`,
   RATE_LIMIT_ANONYMOUS: `${PLAN_LIMITS.free.perMinute}/${PLAN_LIMITS.free.perDay}`,
-  RATE_LIMIT_MAX_SUBJECTS: '200000',
-  RATE_LIMIT_IPV6_PREFIX: '56',
+  RATE_LIMIT_MAX_SUBJECTS: String(LIMITER_DEFAULTS.maxSubjects),
+  RATE_LIMIT_IPV6_PREFIX: String(LIMITER_DEFAULTS.ipv6PrefixLength),
   BAN_STRIKES: '',
   BAN_STRIKE_WINDOW_SECONDS: '600',
   BAN_SECONDS: '900',

@@ -11,6 +11,7 @@ import { MIGRATIONS } from '../src/store/sqlite/migrations.js'
 import { SqliteStore } from '../src/store/sqlite/index.js'
 import { tempDir, tempStore } from './helpers/app.js'
 import { setStock, storeContract } from './store/contract.js'
+import { importData } from '../src/domain/import.js'
 
 storeContract('SqliteStore', tempStore)
 
@@ -46,7 +47,7 @@ describe('SqliteStore specifics', () => {
     const path = join(tempDir(t), 'persist.db')
     const first = newStore(path, t)
     await first.migrate()
-    await first.importData({
+    await importData(first, {
       pets: [{ id: 2n ** 63n - 1n, name: 'big', status: 'sold', quantity: 5, tags: [{ id: -(2n ** 63n), name: 'min' }] }],
       orders: [{ id: 2n ** 53n + 1n, petId: 1n, quantity: 3, shipDate: '2026-11-20T10:00:00Z', status: 'approved', complete: true }]
     })
@@ -84,7 +85,7 @@ describe('SqliteStore specifics', () => {
     await server.migrate()
     const cli = newStore(path, t)
     assert.equal(await cli.migrate(), 0)
-    await cli.importData({ pets: [{ id: 1n, name: 'a', status: 'available', quantity: 2 }], orders: [] })
+    await importData(cli, { pets: [{ id: 1n, name: 'a', status: 'available', quantity: 2 }], orders: [] })
     assert.deepEqual(await server.listInventory(), [{ petId: 1n, quantity: 2, status: 'available' }])
     assert.deepEqual(await setStock(server, 1n, 3), { petId: 1n, quantity: 3, status: 'available' })
     assert.deepEqual(await cli.listInventory(), [{ petId: 1n, quantity: 3, status: 'available' }])
@@ -97,7 +98,7 @@ describe('SqliteStore when the database is locked', () => {
     const store = new SqliteStore(path, { busyTimeoutMs: 50 })
     t.after(() => store.close())
     await store.migrate()
-    await store.importData({ pets: [{ id: 1n, name: 'a', status: 'available', quantity: 1 }], orders: [] })
+    await importData(store, { pets: [{ id: 1n, name: 'a', status: 'available', quantity: 1 }], orders: [] })
     const other = new Database(path)
     t.after(() => other.close())
     other.exec('BEGIN IMMEDIATE')
@@ -113,7 +114,7 @@ describe('SqliteStore group commit', () => {
     const store = new SqliteStore(path)
     await store.migrate()
     const pets = Array.from({ length: 50 }, (_, i) => ({ id: BigInt(i + 1), name: `p${i}`, status: 'available' as const, quantity: 0 }))
-    await store.importData({ pets, orders: [] })
+    await importData(store, { pets, orders: [] })
     const results = await Promise.all(pets.map((p, i) => setStock(store, p.id, i + 100)))
     assert.deepEqual(results.map((r) => r?.quantity), pets.map((_, i) => i + 100))
     await store.close()
@@ -124,7 +125,7 @@ describe('SqliteStore group commit', () => {
 
   test('when one update in a group fails, then only that caller gets the error', async (t) => {
     const store = await tempStore(t)
-    await store.importData({ pets: [{ id: 1n, name: 'a', status: 'available', quantity: 1 }, { id: 2n, name: 'b', status: 'available', quantity: 1 }], orders: [] })
+    await importData(store, { pets: [{ id: 1n, name: 'a', status: 'available', quantity: 1 }, { id: 2n, name: 'b', status: 'available', quantity: 1 }], orders: [] })
     const [bad, good, missing] = await Promise.allSettled([setStock(store, 1n, -5), setStock(store, 2n, 7), setStock(store, 3n, 1)])
     assert.equal(bad.status, 'rejected')
     assert.deepEqual(good, { status: 'fulfilled', value: { petId: 2n, quantity: 7, status: 'available' } })

@@ -11,6 +11,7 @@ import { MIGRATIONS } from '../src/store/postgres/migrations.js'
 import { freePort } from './cli/run.js'
 import { POSTGRES_URL, requirePostgres, tempPostgresStore, tempSchema } from './helpers/postgres.js'
 import { setStock, storeContract } from './store/contract.js'
+import { importData } from '../src/domain/import.js'
 
 if (await requirePostgres('PostgreSQL store tests')) {
   storeContract('PostgresStore', (t) => tempPostgresStore(t))
@@ -41,7 +42,7 @@ if (await requirePostgres('PostgreSQL store tests')) {
       const store = new PostgresStore(POSTGRES_URL, { schema, statementTimeoutMs: 200 })
       t.after(() => store.close())
       await store.migrate()
-      await store.importData({ pets: [{ id: 1n, name: 'a', status: 'available', quantity: 1 }], orders: [] })
+      await importData(store, { pets: [{ id: 1n, name: 'a', status: 'available', quantity: 1 }], orders: [] })
       const locker = new pg.Client({ connectionString: POSTGRES_URL, options: `-c search_path=${schema}` })
       await locker.connect()
       t.after(() => locker.end())

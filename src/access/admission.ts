@@ -92,7 +92,7 @@ export interface GatekeeperOptions {
 const NO_EVENTS: AdmissionEvents = { decided: () => {}, banned: () => {} }
 
 /** Whole seconds from `nowMs` until `atSeconds`, at least 1: `floor(now) + this` is `atSeconds`. */
-export function secondsUntil (atSeconds: number, nowMs: number): number {
+function secondsUntil (atSeconds: number, nowMs: number): number {
   return Math.max(1, Math.ceil(atSeconds - nowMs / 1000))
 }
 

@@ -4,12 +4,11 @@
  * does); IPv4 clients, and IPv6-mapped IPv4 clients, by their address.
  */
 import ipaddr from 'ipaddr.js'
+import { LIMITER_DEFAULTS } from '../config.js'
 import type { Subject } from '../ratelimit/types.js'
 
-export const DEFAULT_IPV6_PREFIX = 56
-
 /** The rate-limit subject of a client address (as the framework resolved it, proxies taken into account). */
-export function clientSubject (address: string, ipv6PrefixLength: number = DEFAULT_IPV6_PREFIX): Subject {
+export function clientSubject (address: string, ipv6PrefixLength: number = LIMITER_DEFAULTS.ipv6PrefixLength): Subject {
   if (!ipaddr.isValid(address)) return { kind: 'ip', id: address }
   let parsed = ipaddr.parse(address)
   if (parsed instanceof ipaddr.IPv6 && parsed.isIPv4MappedAddress()) parsed = parsed.toIPv4Address()

@@ -4,7 +4,7 @@
  */
 import { createHash, randomBytes } from 'node:crypto'
 import type { Environment } from '../config.js'
-import type { ApiKeyRecord, Plan } from '../domain/model.js'
+import { MAX_NAME_LENGTH, type ApiKeyRecord, type Plan } from '../domain/model.js'
 import { isSafeText, SAFE_TEXT_RULE } from '../domain/text.js'
 import type { Store } from '../store/types.js'
 
@@ -23,9 +23,20 @@ export interface CreateKeyInput {
   perDay: number | null
 }
 
-export class KeyInputError extends Error {}
+/** The fields of a key a creator chooses, as KeyInputError names them: the CLI shows them as its flags. */
+export type KeyField = 'perMinute' | 'perDay' | 'name'
 
-const MAX_NAME_LENGTH = 200
+/** Why key input is refused; the message names fields as `{perMinute}`, filled in by whoever shows it. */
+export class KeyInputError extends Error {
+  constructor (readonly problem: string) {
+    super(problem.replace(/\{(\w+)\}/g, '$1'))
+  }
+
+  /** The message with each field named as the caller names it (the CLI: by its flags). */
+  describe (names: Readonly<Record<KeyField, string>>): string {
+    return this.problem.replace(/\{(\w+)\}/g, (_, field: string) => names[field as KeyField] ?? field)
+  }
+}
 
 /**
  * Checks the plan/limit combination (enterprise keys need both limits, the others take theirs from the plan)
@@ -35,15 +46,15 @@ export function checkKeyInput (input: CreateKeyInput): void {
   const hasLimits = input.perMinute !== null || input.perDay !== null
   if (input.plan === 'enterprise') {
     if (input.perMinute === null || input.perDay === null) {
-      throw new KeyInputError('enterprise keys need both --per-minute and --per-day')
+      throw new KeyInputError('enterprise keys need both {perMinute} and {perDay}')
     }
-    if (input.perMinute > input.perDay) throw new KeyInputError('--per-minute must not exceed --per-day')
+    if (input.perMinute > input.perDay) throw new KeyInputError('{perMinute} must not exceed {perDay}')
   } else if (hasLimits) {
-    throw new KeyInputError(`--per-minute and --per-day apply to enterprise keys only; the ${input.plan} plan sets its own limits`)
+    throw new KeyInputError(`{perMinute} and {perDay} apply to enterprise keys only; the ${input.plan} plan sets its own limits`)
   }
   if (input.name !== null) {
-    if (input.name.length > MAX_NAME_LENGTH) throw new KeyInputError(`--name must be at most ${MAX_NAME_LENGTH} characters`)
-    if (!isSafeText(input.name)) throw new KeyInputError(`--name must hold ${SAFE_TEXT_RULE}`)
+    if (input.name.length > MAX_NAME_LENGTH) throw new KeyInputError(`{name} must be at most ${MAX_NAME_LENGTH} characters`)
+    if (!isSafeText(input.name)) throw new KeyInputError(`{name} must hold ${SAFE_TEXT_RULE}`)
   }
 }
 

@@ -8,7 +8,7 @@ import { stat } from 'node:fs/promises'
 import { basename } from 'node:path'
 import { importData, readImport } from '../domain/import.js'
 import type { ImportResult, Store } from '../store/types.js'
-import type { Io } from './main.js'
+import type { Io } from './io.js'
 import { ImportProgress, StatusLine } from './progress.js'
 
 /** A failure to read the file (as opposed to a problem with its content). */

@@ -18,25 +18,8 @@ import { SchemaError } from '../store/migrations.js'
 import { migrateStore, openStore, readyForUse } from '../store/open.js'
 import type { Store } from '../store/types.js'
 import { historyJson, historyTable } from './history.js'
+import { defaultIo, type Io } from './io.js'
 import { table } from './table.js'
-
-export interface Io {
-  stdout: (text: string) => void
-  stderr: (text: string) => void
-  env: Readonly<Record<string, string | undefined>>
-  /** stderr is a terminal: long commands (import) show progress there. Absent: not a terminal. */
-  stderrIsTTY?: boolean
-  /** The terminal's width, when stderr is one. */
-  stderrColumns?: number
-}
-
-const defaultIo: Io = {
-  stdout: (text) => process.stdout.write(text),
-  stderr: (text) => process.stderr.write(text),
-  env: process.env,
-  stderrIsTTY: process.stderr.isTTY === true,
-  get stderrColumns () { return process.stderr.columns }
-}
 
 const USAGE = `Usage: petstore <command> [options]
 
@@ -66,6 +49,9 @@ Configuration comes from the environment (see README): DATABASE_URL, PORT, HOST,
 `
 
 class UsageError extends Error {}
+
+/** How `keys create` names the fields of a key. */
+const KEY_FLAGS = { perMinute: '--per-minute', perDay: '--per-day', name: '--name' } as const
 
 function parse (args: string[], options: ParseArgsConfig['options'], positionals: number): { values: Record<string, string | boolean | undefined>, positionals: string[] } {
   let parsed
@@ -281,7 +267,7 @@ export async function main (argv: string[], io: Io = defaultIo): Promise<number>
       return 2
     }
     if (error instanceof KeyInputError) {
-      io.stderr(`petstore: ${error.message}\n`)
+      io.stderr(`petstore: ${error.describe(KEY_FLAGS)}\n`)
       return 2
     }
     io.stderr(`petstore: ${(error as Error).message}\n`)

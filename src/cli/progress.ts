@@ -5,7 +5,7 @@
  */
 
 /** Formats a byte count in decimal units: "950 B", "12.3 kB", "27.1 MB", "1.2 GB". */
-export function formatBytes (bytes: number): string {
+function formatBytes (bytes: number): string {
   if (bytes < 1000) return `${bytes} B`
   const units = ['kB', 'MB', 'GB', 'TB']
   let value = bytes / 1000
@@ -18,7 +18,7 @@ export function formatBytes (bytes: number): string {
 }
 
 /** "12,345": counts grouped by thousands, the same on every locale. */
-export function formatCount (n: number): string {
+function formatCount (n: number): string {
   return n.toLocaleString('en-US')
 }
 

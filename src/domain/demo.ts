@@ -3,7 +3,7 @@ import type { Store } from '../store/types.js'
 import { importData, parseImport } from './import.js'
 
 /** The demo data set shipped in the repository (data/demo.json), two levels above src/ and dist/ modules. */
-export const DEMO_FILE = new URL('../../data/demo.json', import.meta.url)
+const DEMO_FILE = new URL('../../data/demo.json', import.meta.url)
 
 /** Imports the demo data when the store has no pets; true when it did. */
 export async function seedDemoIfEmpty (store: Store): Promise<boolean> {

@@ -8,24 +8,16 @@ import { finished, pipeline } from 'node:stream/promises'
 import Assembler from 'stream-json/assembler.js'
 import parser from 'stream-json/parser.js'
 import verifier from 'stream-json/utils/verifier.js'
-import { isRfc3339DateTime } from '../datetime.js'
-import { isInt64 } from '../int64.js'
-import { isSafeText, SAFE_TEXT_RULE } from './text.js'
-import { Utf8Stream } from './utf8.js'
+import { Order as OrderSchema, PetRecord } from './entities.js'
+import { NonIntegerNumber, recordValidator, RecordError } from './validation.js'
 import type { ImportOptions, ImportResult, Store } from '../store/types.js'
-import {
-  MAX_ORDER_QUANTITY, MAX_QUANTITY, ORDER_STATUSES, PET_STATUSES,
-  type Category, type Order, type OrderStatus, type PetImport, type PetStatus, type Tag
-} from './model.js'
+import { importedStockChange } from './inventory.js'
+import type { Order, PetImport } from './model.js'
+import { Utf8Stream } from './utf8.js'
 
 export class ImportError extends Error {}
 
 export interface ImportData { pets: PetImport[], orders: Order[] }
-
-type Json = Record<string, unknown>
-
-const MAX_NAME = 200
-const MAX_URL = 2048
 
 const NOT_AN_OBJECT = 'the file must hold a JSON object with "pets" and/or "orders"'
 const SECTIONS = ['pets', 'orders'] as const
@@ -34,112 +26,23 @@ type Section = typeof SECTIONS[number]
 // The parser has checked the JSON number grammar: a number is an integer exactly when it has no '.', 'e' or 'E'.
 const INTEGER = /^-?[0-9]+$/
 
-// Integers become bigint so that every digit survives; other numbers stay numbers (and are rejected).
-const parseNumber = (text: string): number | bigint => INTEGER.test(text) ? BigInt(text) : Number(text)
+// Integers become bigint so that every digit survives; other numbers keep their text (and are rejected).
+const parseNumber = (text: string): bigint | NonIntegerNumber => INTEGER.test(text) ? BigInt(text) : new NonIntegerNumber(text)
 
-function isObject (value: unknown): value is Json {
-  return typeof value === 'object' && value !== null && !Array.isArray(value)
-}
+// Records are checked against the API's own schemas of a pet and an order (src/schemas/entities.ts).
+const validPet = recordValidator<PetImport>(PetRecord)
+const validOrder = recordValidator<Order>(OrderSchema)
 
-class Fields {
-  constructor (readonly where: string, readonly record: Json, allowed: readonly string[]) {
-    for (const key of Object.keys(record)) {
-      if (!allowed.includes(key)) this.fail(key, 'is not a known field')
-    }
-  }
-
-  fail (field: string, problem: string): never {
-    throw new ImportError(`${this.where}.${field} ${problem}`)
-  }
-
-  has (field: string): boolean {
-    return this.record[field] !== undefined
-  }
-
-  int64 (field: string): bigint {
-    const value = this.record[field]
-    if (typeof value !== 'bigint' || !isInt64(value)) this.fail(field, 'must be an integer within int64')
-    return value
-  }
-
-  integer (field: string, min: number, max: number): number {
-    const value = this.record[field]
-    if (typeof value !== 'bigint' || value < BigInt(min) || value > BigInt(max)) {
-      this.fail(field, `must be an integer from ${min} to ${max}`)
-    }
-    return Number(value)
-  }
-
-  /** A non-empty string; texts the CLI prints (names) must also be safe to print on a terminal. */
-  string (field: string, maxLength: number): string {
-    const value = this.record[field]
-    if (typeof value !== 'string' || value.length === 0 || value.length > maxLength) {
-      this.fail(field, `must be a non-empty string of at most ${maxLength} characters`)
-    }
-    if (!isSafeText(value)) this.fail(field, `must hold ${SAFE_TEXT_RULE}`)
-    return value
-  }
-
-  oneOf<T extends string> (field: string, allowed: readonly T[]): T {
-    const value = this.record[field]
-    if (typeof value !== 'string' || !(allowed as readonly string[]).includes(value)) {
-      this.fail(field, `must be one of ${allowed.join(', ')}`)
-    }
-    return value as T
-  }
-
-  boolean (field: string): boolean {
-    const value = this.record[field]
-    if (typeof value !== 'boolean') this.fail(field, 'must be true or false')
-    return value
-  }
-
-  array (field: string): unknown[] {
-    const value = this.record[field]
-    if (!Array.isArray(value)) this.fail(field, 'must be an array')
-    return value
+function checked<T> (validate: (value: unknown, where: string) => T, where: string, value: unknown): T {
+  try {
+    return validate(value, where)
+  } catch (error) {
+    throw error instanceof RecordError ? new ImportError(error.message) : error
   }
 }
 
-function idName (where: string, value: unknown): Category & Tag {
-  if (!isObject(value)) throw new ImportError(`${where} must be an object with id and name`)
-  const f = new Fields(where, value, ['id', 'name'])
-  return { id: f.int64('id'), name: f.string('name', MAX_NAME) }
-}
-
-function readPet (where: string, value: unknown): PetImport {
-  if (!isObject(value)) throw new ImportError(`${where} must be an object`)
-  const f = new Fields(where, value, ['id', 'name', 'status', 'quantity', 'category', 'tags', 'photoUrls'])
-  const pet: PetImport = { id: f.int64('id'), name: f.string('name', MAX_NAME), status: f.oneOf<PetStatus>('status', PET_STATUSES) }
-  if (f.has('quantity')) pet.quantity = f.integer('quantity', 0, MAX_QUANTITY)
-  if (f.has('category')) pet.category = idName(`${where}.category`, value.category)
-  if (f.has('tags')) pet.tags = f.array('tags').map((tag, i) => idName(`${where}.tags[${i}]`, tag))
-  if (f.has('photoUrls')) {
-    pet.photoUrls = f.array('photoUrls').map((url, i) => {
-      if (typeof url !== 'string' || url.length === 0 || url.length > MAX_URL) {
-        throw new ImportError(`${where}.photoUrls[${i}] must be a non-empty string of at most ${MAX_URL} characters`)
-      }
-      if (!isSafeText(url)) throw new ImportError(`${where}.photoUrls[${i}] must hold ${SAFE_TEXT_RULE}`)
-      return url
-    })
-  }
-  return pet
-}
-
-function readOrder (where: string, value: unknown): Order {
-  if (!isObject(value)) throw new ImportError(`${where} must be an object`)
-  const f = new Fields(where, value, ['id', 'petId', 'quantity', 'shipDate', 'status', 'complete'])
-  const shipDate = f.string('shipDate', 64)
-  if (!isRfc3339DateTime(shipDate)) f.fail('shipDate', 'must be a valid RFC 3339 date-time')
-  return {
-    id: f.int64('id'),
-    petId: f.int64('petId'),
-    quantity: f.integer('quantity', 1, MAX_ORDER_QUANTITY),
-    shipDate,
-    status: f.oneOf<OrderStatus>('status', ORDER_STATUSES),
-    complete: f.boolean('complete')
-  }
-}
+const readPet = (where: string, value: unknown): PetImport => checked(validPet, where, value)
+const readOrder = (where: string, value: unknown): Order => checked(validOrder, where, value)
 
 /** Why the JSON text is not valid; named like a validation error so that the CLI reports both alike. */
 function notJson (detail: string): ImportError {
@@ -369,7 +272,10 @@ export function parseImport (text: string): Promise<ImportData> {
   return readImport(() => [text])
 }
 
-/** Writes validated import data in one transaction (all or nothing). */
-export function importData (store: Store, data: ImportData, options: ImportOptions = {}): Promise<ImportResult> {
-  return store.importData(data, options)
+/**
+ * Writes validated import data in one transaction (all or nothing). Stock is written where it changes
+ * (importedStockChange: a re-import of an unchanged catalogue leaves revisions and the ledger as they are).
+ */
+export function importData (store: Store, data: ImportData, options: Omit<ImportOptions, 'stockChange'> = {}): Promise<ImportResult> {
+  return store.importData(data, { ...options, stockChange: importedStockChange })
 }

@@ -1,13 +1,13 @@
 import { AppError } from '../errors.js'
 import type { Store } from '../store/types.js'
-import type { LedgerEntry, StockEntry, StockReason } from './model.js'
+import type { LedgerEntry, PetImport, StockEntry, StockReason } from './model.js'
 
 /** What a stock update asks for; the quantity and note are already validated at the edge. */
 export interface StockUpdate {
   quantity: number
   reason: StockReason
   note: string | null
-  /** Compare-and-set on the entry's revision (If-Match); null: unconditional, `*` included. */
+  /** Compare-and-set: the revisions the entry may have for the change to apply; null: unconditional. */
   expectedRevisions: readonly bigint[] | null
 }
 
@@ -17,18 +17,11 @@ export interface Actor {
   requestId: string | null
 }
 
-/**
- * The entry's strong validator (its ETag): the revision, which grows with every change to what the entry
- * shows. Opaque to clients; `revisionOf` reads it back.
- */
-export function entryTag (entry: Pick<StockEntry, 'revision'>): string {
-  return `"r${entry.revision}"`
-}
-
-/** The revision named by an entity tag; null for a tag this service never issued (it can match nothing). */
-export function revisionOf (tag: string): bigint | null {
-  const match = /^"r([0-9]{1,19})"$/.exec(tag)
-  return match === null ? null : BigInt(match[1] as string)
+/** The entry changed since the revision a conditional update was based on; nothing was changed. */
+export class StaleEntryError extends AppError {
+  constructor (readonly current: StockEntry) {
+    super('precondition_failed', `The inventory entry of pet ${current.petId} has changed since the revision the update was based on.`)
+  }
 }
 
 /**
@@ -43,9 +36,7 @@ export async function updateQuantity (store: Store, petId: bigint, update: Stock
     case 'not_found':
       throw new AppError('not_found', `No inventory entry exists for pet ${petId}.`)
     case 'stale':
-      throw new AppError('precondition_failed',
-        `The inventory entry of pet ${petId} has changed since the ETag sent in If-Match; its current ETag is ${entryTag(result.current)}.`,
-        { ETag: entryTag(result.current) })
+      throw new StaleEntryError(result.current)
   }
 }
 
@@ -54,6 +45,16 @@ export async function getStockEntry (store: Store, petId: bigint): Promise<Stock
   const entry = await store.getStockEntry(petId)
   if (entry === null) throw new AppError('not_found', `No inventory entry exists for pet ${petId}.`)
   return entry
+}
+
+/**
+ * What importing a pet changes in its stock entry: nothing when the record has no quantity or the entry already
+ * holds it (a re-import of an unchanged catalogue keeps revisions, ETags and the ledger as they are), else the
+ * change the ledger records (`previous` null: the import creates the entry). `current`: the entry's quantity now.
+ */
+export function importedStockChange (pet: Pick<PetImport, 'quantity'>, current: number | null): { previous: number | null, quantity: number } | null {
+  if (pet.quantity === undefined || pet.quantity === current) return null
+  return { previous: current, quantity: pet.quantity }
 }
 
 /** The newest `limit` ledger entries of a pet, oldest first; null when the pet has neither stock nor history. */

@@ -26,11 +26,16 @@ export const STOCK_REASONS = ['arrival', 'return', 'adjustment'] as const
 export type StockReason = typeof STOCK_REASONS[number]
 
 /** Reasons in the stock ledger: the API's, plus `import` for quantities set by `petstore import`. */
-export const LEDGER_REASONS = [...STOCK_REASONS, 'import'] as const
-export type LedgerReason = typeof LEDGER_REASONS[number]
+export type LedgerReason = StockReason | 'import'
 
 /** The longest note a stock change may carry. */
 export const MAX_NOTE_LENGTH = 500
+
+/** The longest name of a pet, category, tag or key. */
+export const MAX_NAME_LENGTH = 200
+
+/** The longest photo URL of a pet. */
+export const MAX_URL_LENGTH = 2048
 
 /** A stock entry with its revision: a counter that grows with every change to what the entry shows. */
 export interface StockEntry extends InventoryItem {

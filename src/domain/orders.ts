@@ -8,16 +8,23 @@ export const MAX_ORDER_LIMIT = 1000
 
 const CURSOR_PREFIX = 'o1:'
 
+/** A cursor this service did not issue (or one that was changed). */
+export class InvalidCursorError extends AppError {
+  constructor () {
+    super('invalid_request', 'The cursor is not valid.')
+  }
+}
+
 /** Cursors are opaque to clients: base64url of a versioned "after this id" marker. */
-export function encodeCursor (afterId: bigint): string {
+function encodeCursor (afterId: bigint): string {
   return Buffer.from(CURSOR_PREFIX + afterId.toString()).toString('base64url')
 }
 
-export function decodeCursor (cursor: string): bigint {
+function decodeCursor (cursor: string): bigint {
   const text = Buffer.from(cursor, 'base64url').toString('utf8')
   const id = text.startsWith(CURSOR_PREFIX) ? parseInt64(text.slice(CURSOR_PREFIX.length)) : null
   if (id === null || encodeCursor(id) !== cursor) {
-    throw new AppError('invalid_request', 'The cursor is not valid; use the one from the Link header.')
+    throw new InvalidCursorError()
   }
   return id
 }

@@ -6,7 +6,7 @@
 import { isUtf8 } from 'node:buffer'
 
 /** The offset of the first byte of the first invalid sequence in `bytes`, or -1 when every sequence is valid. */
-export function firstInvalidUtf8 (bytes: Uint8Array): number {
+function firstInvalidUtf8 (bytes: Uint8Array): number {
   const n = bytes.length
   let i = 0
   while (i < n) {

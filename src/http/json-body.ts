@@ -10,15 +10,13 @@
  * - nesting deeper than MAX_DEPTH is a 400.
  */
 
+import { NonIntegerNumber } from '../domain/validation.js'
+
 export class JsonBodyError extends Error {}
 
-/** A number whose JSON text is not an integer literal; its exact text is kept. */
-export class NonIntegerNumber {
-  constructor (readonly text: string) {}
-}
 
 /** No API body nests deeper than a few levels; this bounds the reader's recursion. */
-export const MAX_DEPTH = 32
+const MAX_DEPTH = 32
 
 const WHITESPACE = /[ \t\n\r]*/y
 // A string literal: unescaped characters from U+0020 on (but '"' and '\'), or escapes. Control characters

@@ -58,3 +58,17 @@ export function holdsTag (header: string, etag: string): boolean {
   const opaque = etag.replace(/^W\//, '')
   return list.tags.some((tag) => tag.opaque === opaque)
 }
+
+/**
+ * A stock entry's strong validator (its ETag): its revision, which grows with every change to what the entry
+ * shows. Opaque to clients; `revisionOf` reads it back.
+ */
+export function entryTag (entry: { revision: bigint }): string {
+  return `"r${entry.revision}"`
+}
+
+/** The revision named by an entity tag; null for a tag this service never issued (it can match nothing). */
+export function revisionOf (tag: string): bigint | null {
+  const match = /^"r([0-9]{1,19})"$/.exec(tag)
+  return match === null ? null : BigInt(match[1] as string)
+}

@@ -6,17 +6,9 @@
  *   leading zeros): Ajv's own coercion would also take `1e3`, `0x10` or `1.0`. int64 values are checked from
  *   their decimal text and handed on as text (a double would lose digits above 2^53).
  */
-import { Ajv, type ErrorObject, type Options, type ValidateFunction } from 'ajv'
+import type { ValidateFunction } from 'ajv'
 import type { FastifySchemaCompiler } from 'fastify'
-import { isRfc3339DateTime } from '../datetime.js'
-import { parseInt64 } from '../int64.js'
-
-function createAjv (options: Options): Ajv {
-  const ajv = new Ajv({ allErrors: false, useDefaults: true, removeAdditional: false, strict: false, ...options })
-  ajv.addFormat('int64', { type: 'string', validate: (text: string) => parseInt64(text) !== null })
-  ajv.addFormat('date-time', { type: 'string', validate: isRfc3339DateTime })
-  return ajv
-}
+import { createAjv } from '../domain/validation.js'
 
 const bodyAjv = createAjv({ coerceTypes: false })
 const textAjv = createAjv({ coerceTypes: false })
@@ -58,29 +50,4 @@ export const validatorCompiler: FastifySchemaCompiler<unknown> = ({ schema, http
   }
   convert.errors = null as ValidateFunction['errors']
   return convert
-}
-
-/** One readable sentence for the first validation error, naming the field. */
-export function describeValidationError (context: string, error: ErrorObject | undefined): string {
-  if (error === undefined) return `The ${context} is invalid.`
-  const path = error.instancePath.split('/').filter(Boolean).join('.')
-  const where = path === '' ? context : `${context}.${path}`
-  const params = error.params as Record<string, unknown>
-  switch (error.keyword) {
-    case 'additionalProperties':
-      return `${where} has an unknown field "${String(params.additionalProperty)}".`
-    case 'required':
-      return `${where} is missing the required field "${String(params.missingProperty)}".`
-    case 'type':
-      if (context === 'body' && path === '') return 'The request body must be a JSON object.'
-      return `${where} must be ${params.type === 'integer' ? 'an integer' : `of type ${String(params.type)}`}.`
-    case 'format':
-      return params.format === 'int64'
-        ? `${where} must be an integer from -9223372036854775808 to 9223372036854775807.`
-        : `${where} must be a valid ${String(params.format)}.`
-    case 'enum':
-      return `${where} must be one of ${(params.allowedValues as unknown[]).join(', ')}.`
-    default:
-      return `${where} ${error.message ?? 'is invalid'}.`
-  }
 }

@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net'
 import { AppError, errorBody, type ErrorCode } from '../errors.js'
 import type { Metrics } from './index.js'
 
-export const METRICS_PATH = '/metrics'
+const METRICS_PATH = '/metrics'
 
 /** Routes outside the API document get a fixed operation name. */
 const FIXED_OPERATIONS: ReadonlyArray<[RegExp, string]> = [
@@ -23,7 +23,7 @@ const FIXED_OPERATIONS: ReadonlyArray<[RegExp, string]> = [
 ]
 
 /** The label of requests that matched no route (404): never the path, which a client chooses freely. */
-export const UNKNOWN_OPERATION = 'unknown'
+const UNKNOWN_OPERATION = 'unknown'
 
 /**
  * Records petstore_http_requests_total and petstore_http_request_duration_seconds. Call before any route is
@@ -78,7 +78,7 @@ const digest = (text: string): Buffer => createHash('sha256').update(text).diges
  * The METRICS_TOKEN check (null: open). Compares SHA-256 digests in constant time, so neither the content nor
  * the length of the token leaks through timing. The token is never logged or echoed.
  */
-export function metricsGuard (token: string | null): (authorization: string | undefined) => Check {
+function metricsGuard (token: string | null): (authorization: string | undefined) => Check {
   if (token === null) return () => ({ ok: true })
   const expected = digest(token)
   return (authorization) => {

@@ -11,9 +11,9 @@ import type { Store } from '../store/types.js'
 import { CounterFamily, HistogramFamily, type CounterChild, type HistogramChild } from './series.js'
 
 /** Request latency buckets (seconds): most answers take well under a millisecond to a few milliseconds. */
-export const HTTP_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5] as const
+const HTTP_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5] as const
 /** Store call buckets (seconds): an embedded SQLite read takes tens of microseconds. */
-export const STORE_BUCKETS = [0.00005, 0.0001, 0.00025, ...HTTP_BUCKETS] as const
+const STORE_BUCKETS = [0.00005, 0.0001, 0.00025, ...HTTP_BUCKETS] as const
 
 export type RateLimitSubject = 'key' | 'ip'
 export type RateLimitOutcome = 'allowed' | 'limited' | 'banned' | 'not_modified'
@@ -77,7 +77,7 @@ export interface StoreSeries {
   errors: CounterChild
 }
 
-export function limiterBackend (limiter: RateLimiter): LimiterBackend {
+function limiterBackend (limiter: RateLimiter): LimiterBackend {
   if (limiter instanceof ResilientLimiter) return limiter.backend === 'redis' ? 'redis' : 'memory'
   return limiter.kind === 'redis' ? 'redis' : 'memory'
 }

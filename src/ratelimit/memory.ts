@@ -1,3 +1,4 @@
+import { LIMITER_DEFAULTS } from '../config.js'
 import { buildDecision, violatedWindow, windowIndex } from './decision.js'
 import type { ConsumeOptions, Decision, RateLimiter, Subject, WindowLimits } from './types.js'
 
@@ -31,8 +32,6 @@ export interface MemoryLimiterOptions {
    */
   maxSubjects?: number
 }
-
-export const DEFAULT_MAX_SUBJECTS = 200_000
 
 /**
  * The subjects of one kind, least recently seen first: every read moves its entry to the end of the Map (which
@@ -94,7 +93,7 @@ export class MemoryLimiter implements RateLimiter {
 
   constructor (options: MemoryLimiterOptions = {}) {
     this.#clock = options.clock ?? Date.now
-    const max = options.maxSubjects ?? DEFAULT_MAX_SUBJECTS
+    const max = options.maxSubjects ?? LIMITER_DEFAULTS.maxSubjects
     this.#rooms = { key: new Room(max), ip: new Room(max) }
   }
 

@@ -1,5 +1,75 @@
-/** Row codecs shared by the SQLite and PostgreSQL stores (same columns, same JSON encodings). */
-import type { Pet, PetImport, PetStatus, Tag } from '../domain/model.js'
+/**
+ * Row codecs shared by the SQLite and PostgreSQL stores: one column list and one mapper per entity. The two
+ * drivers differ only in how a column arrives (SQLite: every integer a bigint, times as ISO text, booleans as 0/1;
+ * PostgreSQL: int4 a number, int8 a bigint, timestamptz a Date, boolean a boolean); the mappers take either.
+ */
+import type { ApiKeyRecord, InventoryItem, LedgerEntry, LedgerReason, Order, OrderStatus, Pet, PetImport, PetStatus, Plan, StockEntry, Tag } from '../domain/model.js'
+
+type Int = bigint | number
+type Time = string | Date
+
+const num = (value: Int): number => Number(value)
+const numOrNull = (value: Int | null): number | null => value === null ? null : Number(value)
+const time = (value: Time): Date => value instanceof Date ? value : new Date(value)
+const timeOrNull = (value: Time | null): Date | null => value === null ? null : time(value)
+
+export interface InventoryRow { pet_id: bigint, quantity: Int, status: PetStatus }
+export interface EntryRow extends InventoryRow { revision: bigint }
+export interface LedgerRow {
+  id: bigint, pet_id: bigint, previous_quantity: Int | null, quantity: Int, reason: LedgerReason, note: string | null,
+  key_id: string | null, request_id: string | null, created_at: Time
+}
+export interface OrderRow { id: bigint, pet_id: bigint, quantity: Int, ship_date: string, status: OrderStatus, complete: boolean | Int }
+export interface KeyRow {
+  id: string, name: string | null, plan: Plan, per_minute: Int | null, per_day: Int | null,
+  created_at: Time, revoked_at: Time | null, banned_at: Time | null, banned_until: Time | null, ban_seconds: Int | null
+}
+
+/** The columns each mapper reads, in one place for both stores' queries. */
+export const INVENTORY_COLUMNS = 'i.pet_id, i.quantity, p.status'
+export const ENTRY_COLUMNS = 'i.pet_id, i.quantity, p.status, i.revision'
+export const LEDGER_COLUMNS = 'l.id, l.pet_id, l.previous_quantity, l.quantity, l.reason, l.note, l.key_id, l.request_id, l.created_at'
+export const ORDER_COLUMNS = 'id, pet_id, quantity, ship_date, status, complete'
+export const KEY_COLUMNS = 'id, name, plan, per_minute, per_day, created_at, revoked_at, banned_at, banned_until, ban_seconds'
+export const PET_COLUMNS = 'id, name, status, category_id, category_name, photo_urls, tags'
+
+export const toInventoryItem = (row: InventoryRow): InventoryItem => ({ petId: row.pet_id, quantity: num(row.quantity), status: row.status })
+
+export const toStockEntry = (row: EntryRow): StockEntry => ({ ...toInventoryItem(row), revision: row.revision })
+
+export const toLedgerEntry = (row: LedgerRow): LedgerEntry => ({
+  id: row.id,
+  petId: row.pet_id,
+  previousQuantity: numOrNull(row.previous_quantity),
+  quantity: num(row.quantity),
+  reason: row.reason,
+  note: row.note,
+  keyId: row.key_id,
+  requestId: row.request_id,
+  at: time(row.created_at)
+})
+
+export const toOrder = (row: OrderRow): Order => ({
+  id: row.id,
+  petId: row.pet_id,
+  quantity: num(row.quantity),
+  shipDate: row.ship_date,
+  status: row.status,
+  complete: row.complete === true || row.complete === 1n || row.complete === 1
+})
+
+export const toKey = (row: KeyRow): ApiKeyRecord => ({
+  id: row.id,
+  name: row.name,
+  plan: row.plan,
+  perMinute: numOrNull(row.per_minute),
+  perDay: numOrNull(row.per_day),
+  createdAt: time(row.created_at),
+  revokedAt: timeOrNull(row.revoked_at),
+  ban: row.banned_at === null || row.banned_until === null || row.ban_seconds === null
+    ? null
+    : { since: time(row.banned_at), until: time(row.banned_until), seconds: num(row.ban_seconds) }
+})
 
 export interface PetRow {
   id: bigint, name: string, status: PetStatus, category_id: bigint | null, category_name: string | null,
@@ -7,11 +77,11 @@ export interface PetRow {
 }
 
 /** Tags keep their int64 ids as decimal strings inside the JSON column so they survive JSON.parse. */
-export function encodeTags (tags: Tag[] | undefined): string | null {
+function encodeTags (tags: Tag[] | undefined): string | null {
   return tags === undefined ? null : JSON.stringify(tags.map((t) => ({ id: t.id.toString(), name: t.name })))
 }
 
-export function decodeTags (text: string | null): Tag[] | undefined {
+function decodeTags (text: string | null): Tag[] | undefined {
   if (text === null) return undefined
   return (JSON.parse(text) as Array<{ id: string, name: string }>).map((t) => ({ id: BigInt(t.id), name: t.name }))
 }

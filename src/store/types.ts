@@ -20,7 +20,15 @@ export interface NewApiKey {
 
 export interface ImportResult { pets: number, orders: number }
 
+/**
+ * What an imported pet changes in its stock entry, given the entry's quantity now (null: no entry): nothing, or
+ * the ledger's previous and new quantity. The domain's rule (importedStockChange); the stores only persist it.
+ */
+export type ImportedStockRule = (pet: PetImport, current: number | null) => { previous: number | null, quantity: number } | null
+
 export interface ImportOptions {
+  /** Decides, inside the import's transaction, which stock each pet changes. */
+  stockChange: ImportedStockRule
   /** Called as records are written (pets first, then orders): records written so far, and the total. */
   onProgress?: (written: number, total: number) => void
   /** The time recorded in the stock ledger for the quantities the import sets; now by default. */
@@ -103,11 +111,11 @@ export interface Store {
   listOrders (query: { afterId: bigint | null, limit: number, status: OrderStatus | null }): Promise<OrderPage>
 
   /**
-   * Upserts all pets (and their stock entries) and orders in one transaction. Every stock entry the import
-   * creates or whose quantity it changes gets a ledger entry with reason `import`; a changed quantity or pet
-   * status also grows the entry's revision.
+   * Upserts all pets and orders in one transaction, and the stock `options.stockChange` says each pet changes:
+   * each such change writes the entry and a ledger entry with reason `import`, and grows the entry's revision (a
+   * changed pet status does too).
    */
-  importData (data: { pets: PetImport[], orders: Order[] }, options?: ImportOptions): Promise<ImportResult>
+  importData (data: { pets: PetImport[], orders: Order[] }, options: ImportOptions): Promise<ImportResult>
 
   createApiKey (key: NewApiKey): Promise<void>
   findApiKeyByHash (keyHash: string): Promise<ApiKeyRecord | null>

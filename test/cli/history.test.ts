@@ -3,6 +3,7 @@ import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 import type { StockChange } from '../../src/store/types.js'
 import { cliFor, inspectStore, startServe, within } from './run.js'
+import { importData } from '../../src/domain/import.js'
 
 const BIG = '9007199254740993' // 2^53 + 1
 
@@ -58,7 +59,7 @@ describe('petstore inventory history', () => {
   test('when the pet id is above 2^53, then --json writes it digit for digit', async (t) => {
     const cli = cliFor(t)
     await inspectStore(cli.db, async (store) => {
-      await store.importData({ pets: [{ id: BigInt(BIG), name: 'big', status: 'available', quantity: 1 }], orders: [] })
+      await importData(store, { pets: [{ id: BigInt(BIG), name: 'big', status: 'available', quantity: 1 }], orders: [] })
       await store.setQuantity(change(BigInt(BIG), 5, { reason: 'return', note: 'back' }))
     })
     const res = await cli.run(['inventory', 'history', BIG, '--json'])
@@ -69,7 +70,7 @@ describe('petstore inventory history', () => {
   test('when there are more changes than --limit, then the newest are shown, oldest first, with a note on stderr', async (t) => {
     const cli = cliFor(t)
     await inspectStore(cli.db, async (store) => {
-      await store.importData({ pets: [{ id: 1n, name: 'a', status: 'available', quantity: 0 }], orders: [] })
+      await importData(store, { pets: [{ id: 1n, name: 'a', status: 'available', quantity: 0 }], orders: [] })
       for (const quantity of [1, 2, 3, 4, 5]) await store.setQuantity(change(1n, quantity))
     })
     const res = await cli.run(['inventory', 'history', '1', '--json', '--limit', '2'])
@@ -85,7 +86,7 @@ describe('petstore inventory history', () => {
     const cli = cliFor(t)
     // The store's own write path, which never validated notes: as an earlier release's API let them through.
     await inspectStore(cli.db, async (store) => {
-      await store.importData({ pets: [{ id: 1n, name: 'a', status: 'available', quantity: 3 }], orders: [] })
+      await importData(store, { pets: [{ id: 1n, name: 'a', status: 'available', quantity: 3 }], orders: [] })
       await store.setQuantity(change(1n, 4, { note: 'paid\u009b2J \u202egpj.exe \u2028next' }))
     })
     const table = await cli.run(['inventory', 'history', '1'])
@@ -97,7 +98,7 @@ describe('petstore inventory history', () => {
   test('when a stock entry predates the ledger (no recorded change), then an empty history is printed', async (t) => {
     const cli = cliFor(t)
     await inspectStore(cli.db, async (store) => {
-      await store.importData({ pets: [{ id: 1n, name: 'a', status: 'available', quantity: 3 }], orders: [] })
+      await importData(store, { pets: [{ id: 1n, name: 'a', status: 'available', quantity: 3 }], orders: [] })
     })
     // Entries written before migration 4 have no ledger rows and no chain head.
     const db = new Database(cli.db)
@@ -113,7 +114,7 @@ describe('petstore inventory history', () => {
   test('when the pet exists without a stock entry, then it exits 1 with a message', async (t) => {
     const cli = cliFor(t)
     await inspectStore(cli.db, async (store) => {
-      await store.importData({ pets: [{ id: 1n, name: 'a', status: 'available' }], orders: [] })
+      await importData(store, { pets: [{ id: 1n, name: 'a', status: 'available' }], orders: [] })
     })
     const res = await cli.run(['inventory', 'history', '1', '--json'])
     assert.equal(res.code, 1)

@@ -13,6 +13,7 @@ import { createKey } from '../../src/access/keys.js'
 import type { PetImport, Order, Plan } from '../../src/domain/model.js'
 import { SqliteStore } from '../../src/store/sqlite/index.js'
 import type { Store } from '../../src/store/types.js'
+import { importData } from '../../src/domain/import.js'
 
 export function tempDir (t: TestContext): string {
   const dir = mkdtempSync(join(tmpdir(), 'petstore-test-'))
@@ -40,7 +41,7 @@ export interface TestApp {
 
 export async function testApp (t: TestContext, env: Record<string, string> = {}, data?: { pets?: PetImport[], orders?: Order[] }): Promise<TestApp> {
   const store = await tempStore(t)
-  if (data !== undefined) await store.importData({ pets: data.pets ?? [], orders: data.orders ?? [] })
+  if (data !== undefined) await importData(store, { pets: data.pets ?? [], orders: data.orders ?? [] })
   const config = loadConfig({ AUTH_CACHE_TTL_MS: '0', ...env })
   const clock = { now: Date.parse('2026-11-22T12:00:00Z') }
   const app = await buildApp(config, { store, logger: false, clock: () => clock.now })

@@ -5,6 +5,7 @@ import { buildApp } from '../../src/app.js'
 import { loadConfig } from '../../src/config.js'
 import { SqliteStore } from '../../src/store/sqlite/index.js'
 import { auth, newKey, pet, tempDir, testApp } from '../helpers/app.js'
+import { importData } from '../../src/domain/import.js'
 
 const get = (key: string, headers: Record<string, string> = {}) => ({ method: 'GET' as const, url: '/v1/inventory', headers: { ...auth(key), ...headers } })
 const patch = (key: string, petId: number, quantity: number) => ({
@@ -55,7 +56,7 @@ describe('ETag and conditional GET /v1/inventory', () => {
   test('when a pet status changes, then the ETag changes', async (t) => {
     const { request, key, store } = await testApp(t, {}, { pets: [pet(1)] })
     const before = await request(get(key))
-    await store.importData({ pets: [pet(1, { status: 'sold', quantity: undefined })], orders: [] })
+    await importData(store, { pets: [pet(1, { status: 'sold', quantity: undefined })], orders: [] })
     const after = await request(get(key, { 'if-none-match': String(before.headers.etag) }))
     assert.equal(after.statusCode, 200)
     assert.equal(after.json()[0].status, 'sold')
@@ -118,7 +119,7 @@ describe('ETag and conditional GET /v1/inventory', () => {
     const config = loadConfig({ AUTH_CACHE_TTL_MS: '0' })
     const stores = [new SqliteStore(path), new SqliteStore(path)]
     await stores[0]!.migrate()
-    await stores[0]!.importData({ pets: [pet(1)], orders: [] })
+    await importData(stores[0]!, { pets: [pet(1)], orders: [] })
     const key = await newKey(stores[0]!)
     const [one, two] = await Promise.all(stores.map((store) => buildApp(config, { store, logger: false })))
     t.after(async () => {

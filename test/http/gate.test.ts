@@ -14,6 +14,7 @@ import type { ConsumeOptions, Decision, Subject, WindowLimits } from '../../src/
 import type { Store } from '../../src/store/types.js'
 import { newKey, pet, tempStore } from '../helpers/app.js'
 import { parseResponse, raw } from '../helpers/raw-http.js'
+import { importData } from '../../src/domain/import.js'
 
 /** Counts what the limiter charges to keys. */
 class CountingLimiter extends MemoryLimiter {
@@ -30,7 +31,7 @@ const HANDLER_CALLS = ['listInventory', 'inventoryVersion', 'setQuantity', 'getS
 
 async function listening (t: TestContext) {
   const store = await tempStore(t)
-  await store.importData({ pets: [pet(1, { quantity: 5 })], orders: [] })
+  await importData(store, { pets: [pet(1, { quantity: 5 })], orders: [] })
   const key = await newKey(store, 'enterprise')
   const handlerCalls: string[] = []
   // The store as the app sees it, recording the calls handlers make.

@@ -6,13 +6,14 @@ import { buildApp } from '../../src/app.js'
 import { loadConfig } from '../../src/config.js'
 import { loggerOptions } from '../../src/logger.js'
 import { auth, newKey, pet, tempStore } from '../helpers/app.js'
+import { importData } from '../../src/domain/import.js'
 
 /** An app whose JSON log lines are collected in memory, at debug level. */
 async function appWithLog (t: Parameters<typeof tempStore>[0], env: Record<string, string> = {}) {
   const lines: string[] = []
   const stream = new Writable({ write (chunk: Buffer, _encoding, done) { lines.push(...chunk.toString().split('\n').filter(Boolean)); done() } })
   const store = await tempStore(t)
-  await store.importData({ pets: [pet(1)], orders: [] })
+  await importData(store, { pets: [pet(1)], orders: [] })
   // The service's own log options (its last-line key filter included), at debug level.
   const app = await buildApp(loadConfig({ AUTH_CACHE_TTL_MS: '0', ...env }), { store, logger: pino(loggerOptions('debug'), stream) })
   t.after(() => app.close())

@@ -11,12 +11,13 @@ import { PostgresStore } from '../../src/store/postgres/index.js'
 import { auth, newKey, pet } from '../helpers/app.js'
 import { POSTGRES_URL, requirePostgres, tempPostgresStore, tempSchema } from '../helpers/postgres.js'
 import { KillableProxy } from '../helpers/proxy.js'
+import { importData } from '../../src/domain/import.js'
 
 if (await requirePostgres('API tests on PostgreSQL')) {
   describe('the API on PostgreSQL', () => {
     test('when two PATCHes race with the same If-Match, then one applies, the other gets 412, and the ledger records the one', async (t) => {
       const store = await tempPostgresStore(t)
-      await store.importData({ pets: [pet(9007199254740993n, { quantity: 10 })], orders: [] })
+      await importData(store, { pets: [pet(9007199254740993n, { quantity: 10 })], orders: [] })
       const key = await newKey(store)
       const app = await buildApp(loadConfig({ AUTH_CACHE_TTL_MS: '0' }), { store, logger: false })
       t.after(() => app.close())
@@ -47,7 +48,7 @@ if (await requirePostgres('API tests on PostgreSQL')) {
       const store = new PostgresStore(viaProxy.toString(), { schema, connectTimeoutMs: 500, statementTimeoutMs: 1000 })
       t.after(() => store.close())
       await store.migrate()
-      await store.importData({ pets: [pet(9007199254740993n, { quantity: 4 })], orders: [] })
+      await importData(store, { pets: [pet(9007199254740993n, { quantity: 4 })], orders: [] })
       const key = await newKey(store)
       const app = await buildApp(loadConfig({ AUTH_CACHE_TTL_MS: '0' }), { store, logger: false })
       t.after(() => app.close())

@@ -6,6 +6,7 @@ import { RedisLimiter } from '../../src/ratelimit/redis.js'
 import { StoreUnavailableError } from '../../src/errors.js'
 import { auth, newKey, pet, tempStore, testApp } from '../helpers/app.js'
 import { requireRedis, tempRedis } from '../ratelimit/redis-env.js'
+import { importData } from '../../src/domain/import.js'
 
 // testApp's clock starts at 2026-11-22T12:00:00Z: the start of a UTC minute, 12 hours into the UTC day.
 const T0 = Date.parse('2026-11-22T12:00:00Z') / 1000
@@ -310,7 +311,7 @@ if (await requireRedis('rate limiting across instances through Redis')) {
     test('when requests are spread over two instances, then exactly N pass in total', async (t) => {
       const { client, prefix } = await tempRedis(t)
       const store = await tempStore(t)
-      await store.importData({ pets: [pet(1)], orders: [] })
+      await importData(store, { pets: [pet(1)], orders: [] })
       const key = await newKey(store)
       const config = loadConfig({ RATE_LIMIT_FREE: '10/1000', AUTH_CACHE_TTL_MS: '0' })
       const apps = await Promise.all([0, 1].map(() => buildApp(config, { store, logger: false, limiter: new RedisLimiter({ client, prefix }) })))

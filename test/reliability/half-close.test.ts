@@ -15,9 +15,10 @@ import { newKey, pet, tempStore } from '../helpers/app.js'
 import { requirePostgres, tempPostgresStore } from '../helpers/postgres.js'
 import { parseResponse, raw } from '../helpers/raw-http.js'
 import { requireRedis, tempRedis } from '../ratelimit/redis-env.js'
+import { importData } from '../../src/domain/import.js'
 
 async function serve (t: TestContext, store: Store, limiter?: RateLimiter) {
-  await store.importData({ pets: [pet(1, { quantity: 5 })], orders: [] })
+  await importData(store, { pets: [pet(1, { quantity: 5 })], orders: [] })
   const key = await newKey(store)
   const app = await buildApp(loadConfig({ AUTH_CACHE_TTL_MS: '0' }), { store, logger: false, ...(limiter === undefined ? {} : { limiter }) })
   t.after(() => app.close())

@@ -8,6 +8,7 @@ import { createKey } from '../../src/access/keys.js'
 import { auth, pet, testApp } from '../helpers/app.js'
 import { requirePostgres, tempPostgresStore } from '../helpers/postgres.js'
 import type { Store } from '../../src/store/types.js'
+import { importData } from '../../src/domain/import.js'
 
 const PAYLOADS = [
   "1; DROP TABLE pets; --",
@@ -42,7 +43,7 @@ async function throughTheApi (store: Store, request: Awaited<ReturnType<typeof t
 
 async function freeText (store: Store): Promise<void> {
   for (const payload of PAYLOADS) {
-    await store.importData({ pets: [pet(2, { name: payload, tags: [{ id: 1n, name: payload }], photoUrls: [payload], quantity: undefined })], orders: [] })
+    await importData(store, { pets: [pet(2, { name: payload, tags: [{ id: 1n, name: payload }], photoUrls: [payload], quantity: undefined })], orders: [] })
     assert.deepEqual(await store.getPet(2n), { id: 2n, name: payload, status: 'available', tags: [{ id: 1n, name: payload }], photoUrls: [payload] })
     const { record } = await createKey(store, 'production', { plan: 'free', name: payload, perMinute: null, perDay: null })
     assert.equal((await store.listApiKeys()).find((k) => k.id === record.id)?.name, payload)
@@ -67,7 +68,7 @@ if (await requirePostgres('SQL injection tests on PostgreSQL')) {
   describe('SQL injection on PostgreSQL', () => {
     test('when injection strings are free text on PostgreSQL, then they are stored and returned literally', async (t) => {
       const store = await tempPostgresStore(t)
-      await store.importData({ pets: [pet(1, { quantity: 7 })], orders: [] })
+      await importData(store, { pets: [pet(1, { quantity: 7 })], orders: [] })
       await createKey(store, 'production', { plan: 'free', name: 'seed', perMinute: null, perDay: null })
       await freeText(store)
     })

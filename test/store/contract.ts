@@ -7,6 +7,7 @@ import assert from 'node:assert/strict'
 import { describe, test, type TestContext } from 'node:test'
 import type { ApiKeyRecord, InventoryItem, Order, OrderStatus, Pet, PetImport } from '../../src/domain/model.js'
 import type { NewApiKey, StockChange, Store } from '../../src/store/types.js'
+import { importData } from '../../src/domain/import.js'
 
 const INT64_MAX = 2n ** 63n - 1n
 const INT64_MIN = -(2n ** 63n)
@@ -53,7 +54,7 @@ export function stockChange (petId: bigint, quantity: number, overrides: Partial
   return { petId, quantity, expectedRevisions: null, reason: 'adjustment', note: null, keyId: 'key_test', requestId: 'req-test', at: CHANGED_AT, ...overrides }
 }
 
-/** An unconditional stock change, answered as the updated item (without its revision) or null when there is no entry. */
+/** An unconditional stock change: the updated item (without its revision), or null when the store answers not_found. */
 export async function setStock (store: Store, petId: bigint, quantity: number): Promise<InventoryItem | null> {
   const result = await store.setQuantity(stockChange(petId, quantity))
   if (result.status === 'stale') throw new Error('an unconditional change cannot be stale')
@@ -111,7 +112,7 @@ export function storeContract (name: string, open: (t: TestContext) => Promise<S
     describe('inventory', () => {
       test('inventoryVersion changes with every stock write and pet status change, and only then', async (t) => {
         const store = await open(t)
-        await store.importData({ pets: [pet(1n, { quantity: 1 }), pet(2n, { quantity: 2 })], orders: [] })
+        await importData(store, { pets: [pet(1n, { quantity: 1 }), pet(2n, { quantity: 2 })], orders: [] })
         const seen = [await store.inventoryVersion()]
         const changed = async (what: string): Promise<void> => {
           const version = await store.inventoryVersion()
@@ -123,17 +124,17 @@ export function storeContract (name: string, open: (t: TestContext) => Promise<S
         }
         await setStock(store, 1n, 5)
         await changed('setQuantity')
-        await store.importData({ pets: [pet(1n, { status: 'sold', quantity: undefined })], orders: [] })
+        await importData(store, { pets: [pet(1n, { status: 'sold', quantity: undefined })], orders: [] })
         await changed('a pet status change')
-        await store.importData({ pets: [pet(3n, { quantity: 3 })], orders: [] })
+        await importData(store, { pets: [pet(3n, { quantity: 3 })], orders: [] })
         await changed('a new stock entry')
-        await store.importData({ pets: [pet(3n, { quantity: 4 })], orders: [] })
+        await importData(store, { pets: [pet(3n, { quantity: 4 })], orders: [] })
         await changed('a re-import changing a stock entry')
         await store.listInventory()
         await store.getPet(1n)
         await store.listOrders({ afterId: null, limit: 10, status: null })
         await unchanged('reads')
-        await store.importData({ pets: [], orders: [order(1n)] })
+        await importData(store, { pets: [], orders: [order(1n)] })
         await unchanged('an orders-only import')
         await store.createApiKey(newKey('key_v'))
         await unchanged('a new API key')
@@ -146,7 +147,7 @@ export function storeContract (name: string, open: (t: TestContext) => Promise<S
 
       test('listInventory lists only pets with a quantity, by numeric petId ascending, with the pet status and exact bigint ids', async (t) => {
         const store = await open(t)
-        await store.importData({
+        await importData(store, {
           pets: [
             pet(9223372036854775807n, { quantity: 7, status: 'sold' }),
             pet(10n, { quantity: 3, status: 'pending' }),
@@ -176,7 +177,7 @@ export function storeContract (name: string, open: (t: TestContext) => Promise<S
 
       test('setQuantity updates the entry and returns the updated item', async (t) => {
         const store = await open(t)
-        await store.importData({ pets: [pet(1n, { quantity: 4 }), pet(2n, { quantity: 9 })], orders: [] })
+        await importData(store, { pets: [pet(1n, { quantity: 4 }), pet(2n, { quantity: 9 })], orders: [] })
         assert.deepEqual(await setStock(store, 1n, 12), { petId: 1n, quantity: 12, status: 'available' })
         assert.deepEqual(await store.listInventory(), [
           { petId: 1n, quantity: 12, status: 'available' },
@@ -186,7 +187,7 @@ export function storeContract (name: string, open: (t: TestContext) => Promise<S
 
       test('setQuantity accepts 0 and 1000000000', async (t) => {
         const store = await open(t)
-        await store.importData({ pets: [pet(1n, { quantity: 4 })], orders: [] })
+        await importData(store, { pets: [pet(1n, { quantity: 4 })], orders: [] })
         assert.deepEqual(await setStock(store, 1n, 0), { petId: 1n, quantity: 0, status: 'available' })
         assert.deepEqual(await store.listInventory(), [{ petId: 1n, quantity: 0, status: 'available' }])
         assert.deepEqual(await setStock(store, 1n, 1_000_000_000), { petId: 1n, quantity: 1_000_000_000, status: 'available' })
@@ -196,7 +197,7 @@ export function storeContract (name: string, open: (t: TestContext) => Promise<S
       test('setQuantity works on int64 extreme and above-2^53 pet ids', async (t) => {
         const store = await open(t)
         const ids = [INT64_MIN, ABOVE_2_53, INT64_MAX]
-        await store.importData({ pets: ids.map((id) => pet(id, { quantity: 1 })), orders: [] })
+        await importData(store, { pets: ids.map((id) => pet(id, { quantity: 1 })), orders: [] })
         for (const [i, id] of ids.entries()) {
           assert.deepEqual(await setStock(store, id, 100 + i), { petId: id, quantity: 100 + i, status: 'available' })
         }
@@ -209,25 +210,25 @@ export function storeContract (name: string, open: (t: TestContext) => Promise<S
 
       test('setQuantity does not change the pet status', async (t) => {
         const store = await open(t)
-        await store.importData({ pets: [pet(1n, { status: 'sold', quantity: 0 }), pet(2n, { status: 'pending', quantity: 1 })], orders: [] })
+        await importData(store, { pets: [pet(1n, { status: 'sold', quantity: 0 }), pet(2n, { status: 'pending', quantity: 1 })], orders: [] })
         assert.deepEqual(await setStock(store, 1n, 5), { petId: 1n, quantity: 5, status: 'sold' })
         assert.deepEqual(await setStock(store, 2n, 0), { petId: 2n, quantity: 0, status: 'pending' })
         assert.equal((await store.getPet(1n))?.status, 'sold')
         assert.equal((await store.getPet(2n))?.status, 'pending')
       })
 
-      test('setQuantity returns null and changes nothing for a pet without a stock entry', async (t) => {
+      test('setQuantity answers not_found and changes nothing for a pet without a stock entry', async (t) => {
         const store = await open(t)
-        await store.importData({ pets: [pet(1n, { quantity: 4 }), pet(2n, { quantity: undefined })], orders: [] })
+        await importData(store, { pets: [pet(1n, { quantity: 4 }), pet(2n, { quantity: undefined })], orders: [] })
         const before = await snapshot(store, [1n, 2n])
         assert.equal(await setStock(store, 2n, 7), null)
         assert.deepEqual(await snapshot(store, [1n, 2n]), before)
         assert.deepEqual(await store.listInventory(), [{ petId: 1n, quantity: 4, status: 'available' }])
       })
 
-      test('setQuantity returns null and changes nothing for an unknown pet', async (t) => {
+      test('setQuantity answers not_found and changes nothing for an unknown pet', async (t) => {
         const store = await open(t)
-        await store.importData({ pets: [pet(1n, { quantity: 4 })], orders: [] })
+        await importData(store, { pets: [pet(1n, { quantity: 4 })], orders: [] })
         const before = await snapshot(store, [1n, 99n])
         assert.equal(await setStock(store, 99n, 7), null)
         assert.equal(await setStock(store, INT64_MAX, 7), null)
@@ -237,7 +238,7 @@ export function storeContract (name: string, open: (t: TestContext) => Promise<S
 
       test('concurrent setQuantity calls on one pet all land and the final value is one of them', async (t) => {
         const store = await open(t)
-        await store.importData({ pets: [pet(7n, { quantity: 0, status: 'pending' })], orders: [] })
+        await importData(store, { pets: [pet(7n, { quantity: 0, status: 'pending' })], orders: [] })
         const written = Array.from({ length: 50 }, (_, i) => i + 1)
         const results = await Promise.all(written.map((q) => setStock(store, 7n, q)))
         // Every call found the entry and reports its own write.
@@ -256,7 +257,7 @@ export function storeContract (name: string, open: (t: TestContext) => Promise<S
       test('concurrent setQuantity calls on different pets all land', async (t) => {
         const store = await open(t)
         const ids = Array.from({ length: 40 }, (_, i) => BigInt(i + 1))
-        await store.importData({ pets: ids.map((id) => pet(id, { quantity: 0 })), orders: [] })
+        await importData(store, { pets: ids.map((id) => pet(id, { quantity: 0 })), orders: [] })
         const results = await Promise.all(ids.map((id) => setStock(store, id, Number(id) * 10)))
         assert.deepEqual(results, ids.map((id) => ({ petId: id, quantity: Number(id) * 10, status: 'available' })))
         assert.deepEqual(await store.listInventory(), results)
@@ -266,7 +267,7 @@ export function storeContract (name: string, open: (t: TestContext) => Promise<S
     describe('stock ledger and revisions', () => {
       test('setQuantity records the change in the ledger with previous and new quantity, reason, note, key, request and time', async (t) => {
         const store = await open(t)
-        await store.importData({ pets: [pet(ABOVE_2_53, { quantity: 4, status: 'pending' })], orders: [] }, { at: new Date('2026-11-22T11:00:00Z') })
+        await importData(store, { pets: [pet(ABOVE_2_53, { quantity: 4, status: 'pending' })], orders: [] }, { at: new Date('2026-11-22T11:00:00Z') })
         const before = await store.getStockEntry(ABOVE_2_53)
         assert.ok(before !== null)
         const result = await store.setQuantity(stockChange(ABOVE_2_53, 15, { reason: 'arrival', note: 'Truck 42 — 11 puppies', keyId: 'key_a', requestId: 'req-1' }))
@@ -286,7 +287,7 @@ export function storeContract (name: string, open: (t: TestContext) => Promise<S
 
       test('getStockEntry returns the entry with its revision, and null for a pet without stock or an unknown pet', async (t) => {
         const store = await open(t)
-        await store.importData({ pets: [pet(1n, { quantity: 3, status: 'sold' }), pet(2n, { quantity: undefined })], orders: [] })
+        await importData(store, { pets: [pet(1n, { quantity: 3, status: 'sold' }), pet(2n, { quantity: undefined })], orders: [] })
         const entry = await store.getStockEntry(1n)
         assert.deepEqual({ ...entry, revision: 0n }, { petId: 1n, quantity: 3, status: 'sold', revision: 0n })
         assert.equal(typeof entry?.revision, 'bigint')
@@ -296,7 +297,7 @@ export function storeContract (name: string, open: (t: TestContext) => Promise<S
 
       test('every change grows the revision, and setting the same quantity again is still a recorded change', async (t) => {
         const store = await open(t)
-        await store.importData({ pets: [pet(1n, { quantity: 3 })], orders: [] })
+        await importData(store, { pets: [pet(1n, { quantity: 3 })], orders: [] })
         const revisions = [(await store.getStockEntry(1n))?.revision]
         for (const quantity of [5, 5, 0]) {
           await store.setQuantity(stockChange(1n, quantity))
@@ -308,7 +309,7 @@ export function storeContract (name: string, open: (t: TestContext) => Promise<S
 
       test('with expectedRevisions holding the current revision, the change applies', async (t) => {
         const store = await open(t)
-        await store.importData({ pets: [pet(1n, { quantity: 3 })], orders: [] })
+        await importData(store, { pets: [pet(1n, { quantity: 3 })], orders: [] })
         const current = await store.getStockEntry(1n)
         assert.ok(current !== null)
         const result = await store.setQuantity(stockChange(1n, 8, { expectedRevisions: [current.revision - 1n, current.revision] }))
@@ -318,7 +319,7 @@ export function storeContract (name: string, open: (t: TestContext) => Promise<S
 
       test('with a stale expected revision, nothing changes (stock, revision, ledger) and the current entry is returned', async (t) => {
         const store = await open(t)
-        await store.importData({ pets: [pet(1n, { quantity: 3, status: 'pending' })], orders: [] })
+        await importData(store, { pets: [pet(1n, { quantity: 3, status: 'pending' })], orders: [] })
         const seen = await store.getStockEntry(1n)
         assert.ok(seen !== null)
         await store.setQuantity(stockChange(1n, 4))
@@ -331,7 +332,7 @@ export function storeContract (name: string, open: (t: TestContext) => Promise<S
 
       test('without a stock entry the answer is not_found, whatever the expected revisions', async (t) => {
         const store = await open(t)
-        await store.importData({ pets: [pet(2n, { quantity: undefined })], orders: [] })
+        await importData(store, { pets: [pet(2n, { quantity: undefined })], orders: [] })
         assert.deepEqual(await store.setQuantity(stockChange(2n, 1, { expectedRevisions: [1n] })), { status: 'not_found' })
         assert.deepEqual(await store.setQuantity(stockChange(99n, 1, { expectedRevisions: [] })), { status: 'not_found' })
         assert.deepEqual(await store.stockHistory(2n, 10), [])
@@ -339,7 +340,7 @@ export function storeContract (name: string, open: (t: TestContext) => Promise<S
 
       test('a change the database refuses writes no ledger row', async (t) => {
         const store = await open(t)
-        await store.importData({ pets: [pet(1n, { quantity: 3 })], orders: [] })
+        await importData(store, { pets: [pet(1n, { quantity: 3 })], orders: [] })
         const before = await snapshot(store, [1n])
         await assert.rejects(store.setQuantity(stockChange(1n, -5)))
         assert.deepEqual(await snapshot(store, [1n]), before)
@@ -347,7 +348,7 @@ export function storeContract (name: string, open: (t: TestContext) => Promise<S
 
       test('concurrent changes of one pet form an unbroken chain in the ledger', async (t) => {
         const store = await open(t)
-        await store.importData({ pets: [pet(7n, { quantity: 0 })], orders: [] })
+        await importData(store, { pets: [pet(7n, { quantity: 0 })], orders: [] })
         const start = await store.getStockEntry(7n)
         const written = Array.from({ length: 30 }, (_, i) => i + 1)
         await Promise.all(written.map((q) => store.setQuantity(stockChange(7n, q, { note: `write ${q}` }))))
@@ -363,7 +364,7 @@ export function storeContract (name: string, open: (t: TestContext) => Promise<S
 
       test('concurrent compare-and-set changes from one revision: exactly one applies', async (t) => {
         const store = await open(t)
-        await store.importData({ pets: [pet(7n, { quantity: 0 })], orders: [] })
+        await importData(store, { pets: [pet(7n, { quantity: 0 })], orders: [] })
         const seen = await store.getStockEntry(7n)
         assert.ok(seen !== null)
         const results = await Promise.all([1, 2, 3, 4, 5, 6].map((q) => store.setQuantity(stockChange(7n, q, { expectedRevisions: [seen.revision] }))))
@@ -374,9 +375,9 @@ export function storeContract (name: string, open: (t: TestContext) => Promise<S
 
       test('an import records new and changed quantities, and leaves unchanged ones alone (revision and ledger)', async (t) => {
         const store = await open(t)
-        await store.importData({ pets: [pet(1n, { quantity: 3 }), pet(2n, { quantity: 5 })], orders: [] })
+        await importData(store, { pets: [pet(1n, { quantity: 3 }), pet(2n, { quantity: 5 })], orders: [] })
         const [one, two] = [await store.getStockEntry(1n), await store.getStockEntry(2n)]
-        await store.importData({ pets: [pet(1n, { quantity: 3 }), pet(2n, { quantity: 6 }), pet(3n, { quantity: 0 })], orders: [] })
+        await importData(store, { pets: [pet(1n, { quantity: 3 }), pet(2n, { quantity: 6 }), pet(3n, { quantity: 0 })], orders: [] })
         assert.equal((await store.getStockEntry(1n))?.revision, one?.revision, 'an unchanged quantity keeps its revision')
         assert.equal((await store.getStockEntry(2n))?.revision, (two?.revision ?? 0n) + 1n)
         assert.deepEqual((await store.stockHistory(1n, 10)).map((e) => [e.reason, e.previousQuantity, e.quantity]), [['import', null, 3]])
@@ -386,18 +387,18 @@ export function storeContract (name: string, open: (t: TestContext) => Promise<S
 
       test('a change of the pet status grows the entry revision without a ledger row', async (t) => {
         const store = await open(t)
-        await store.importData({ pets: [pet(1n, { quantity: 3 })], orders: [] })
+        await importData(store, { pets: [pet(1n, { quantity: 3 })], orders: [] })
         const before = await store.getStockEntry(1n)
-        await store.importData({ pets: [pet(1n, { quantity: undefined, status: 'available' })], orders: [] })
+        await importData(store, { pets: [pet(1n, { quantity: undefined, status: 'available' })], orders: [] })
         assert.equal((await store.getStockEntry(1n))?.revision, before?.revision, 'the same status is no change')
-        await store.importData({ pets: [pet(1n, { quantity: undefined, status: 'sold' })], orders: [] })
+        await importData(store, { pets: [pet(1n, { quantity: undefined, status: 'sold' })], orders: [] })
         assert.deepEqual(await store.getStockEntry(1n), { petId: 1n, quantity: 3, status: 'sold', revision: (before?.revision ?? 0n) + 1n })
         assert.equal((await store.stockHistory(1n, 10)).length, 1)
       })
 
       test('stockHistory returns the newest entries of that pet only, oldest first', async (t) => {
         const store = await open(t)
-        await store.importData({ pets: [pet(1n, { quantity: 0 }), pet(2n, { quantity: 0 })], orders: [] })
+        await importData(store, { pets: [pet(1n, { quantity: 0 }), pet(2n, { quantity: 0 })], orders: [] })
         for (const quantity of [1, 2, 3, 4]) {
           await store.setQuantity(stockChange(1n, quantity))
           await store.setQuantity(stockChange(2n, quantity * 10))
@@ -424,7 +425,7 @@ export function storeContract (name: string, open: (t: TestContext) => Promise<S
           ],
           photoUrls: ['https://example.com/b.jpg', 'https://example.com/a.jpg?x=1&y="2"']
         })
-        await store.importData({ pets: [full], orders: [] })
+        await importData(store, { pets: [full], orders: [] })
         const got = await store.getPet(ABOVE_2_53)
         assert.deepEqual(got, asPet(full))
         assert.equal(typeof got?.category?.id, 'bigint')
@@ -433,7 +434,7 @@ export function storeContract (name: string, open: (t: TestContext) => Promise<S
 
       test('getPet omits absent optional fields instead of returning undefined-valued keys', async (t) => {
         const store = await open(t)
-        await store.importData({ pets: [pet(1n, { quantity: undefined, status: 'sold' })], orders: [] })
+        await importData(store, { pets: [pet(1n, { quantity: undefined, status: 'sold' })], orders: [] })
         const got = await store.getPet(1n)
         assert.deepEqual(got, { id: 1n, name: 'pet 1', status: 'sold' })
         assert.deepEqual(Object.keys(got ?? {}).sort(), ['id', 'name', 'status'])
@@ -442,7 +443,7 @@ export function storeContract (name: string, open: (t: TestContext) => Promise<S
       test('getPet keeps empty tags and photoUrls arrays as empty arrays', async (t) => {
         const store = await open(t)
         const bare = pet(1n, { tags: [], photoUrls: [] })
-        await store.importData({ pets: [bare], orders: [] })
+        await importData(store, { pets: [bare], orders: [] })
         assert.deepEqual(await store.getPet(1n), asPet(bare))
       })
 
@@ -450,7 +451,7 @@ export function storeContract (name: string, open: (t: TestContext) => Promise<S
         const store = await open(t)
         const low = pet(INT64_MIN, { category: { id: INT64_MIN, name: 'low' } })
         const high = pet(INT64_MAX, { tags: [{ id: INT64_MAX, name: 'high' }] })
-        await store.importData({ pets: [low, high], orders: [] })
+        await importData(store, { pets: [low, high], orders: [] })
         assert.deepEqual(await store.getPet(INT64_MIN), asPet(low))
         assert.deepEqual(await store.getPet(INT64_MAX), asPet(high))
       })
@@ -458,7 +459,7 @@ export function storeContract (name: string, open: (t: TestContext) => Promise<S
       test('getPet returns null for an unknown id', async (t) => {
         const store = await open(t)
         assert.equal(await store.getPet(1n), null)
-        await store.importData({ pets: [pet(ABOVE_2_53)], orders: [] })
+        await importData(store, { pets: [pet(ABOVE_2_53)], orders: [] })
         assert.equal(await store.getPet(1n), null)
         assert.equal(await store.getPet(ABOVE_2_53 - 1n), null)
         assert.equal(await store.getPet(INT64_MAX), null)
@@ -468,7 +469,7 @@ export function storeContract (name: string, open: (t: TestContext) => Promise<S
       test('countPets counts every pet, with or without a stock entry', async (t) => {
         const store = await open(t)
         assert.equal(await store.countPets(), 0)
-        await store.importData({
+        await importData(store, {
           pets: [pet(1n), pet(2n, { quantity: undefined }), pet(INT64_MAX), pet(INT64_MIN, { quantity: undefined })],
           orders: [order(1n)]
         })
@@ -479,13 +480,13 @@ export function storeContract (name: string, open: (t: TestContext) => Promise<S
     describe('importData', () => {
       test('importData reports how many pets and orders it wrote', async (t) => {
         const store = await open(t)
-        assert.deepEqual(await store.importData({ pets: [], orders: [] }), { pets: 0, orders: 0 })
-        assert.deepEqual(await store.importData({ pets: [pet(1n), pet(2n)], orders: [order(1n), order(2n), order(3n)] }), { pets: 2, orders: 3 })
+        assert.deepEqual(await importData(store, { pets: [], orders: [] }), { pets: 0, orders: 0 })
+        assert.deepEqual(await importData(store, { pets: [pet(1n), pet(2n)], orders: [order(1n), order(2n), order(3n)] }), { pets: 2, orders: 3 })
       })
 
       test('a second import with the same ids replaces pets, stock and orders without duplicating them', async (t) => {
         const store = await open(t)
-        await store.importData({
+        await importData(store, {
           pets: [
             pet(1n, { name: 'old', status: 'available', quantity: 1, category: { id: 1n, name: 'Cats' }, tags: [{ id: 1n, name: 'a' }, { id: 2n, name: 'b' }], photoUrls: ['https://x/1'] }),
             pet(INT64_MAX, { name: 'big', quantity: 2 })
@@ -499,7 +500,7 @@ export function storeContract (name: string, open: (t: TestContext) => Promise<S
           name: 'new', status: 'sold', quantity: 9, category: { id: INT64_MAX, name: 'Dogs' }, tags: [{ id: INT64_MIN, name: 'c' }], photoUrls: ['https://x/2', 'https://x/3']
         })
         const replacedOrder = order(1n, { petId: INT64_MAX, quantity: 2_147_483_647, shipDate: '2027-01-02T03:04:05.678+01:00', status: 'delivered', complete: true })
-        assert.deepEqual(await store.importData({ pets: [renamed], orders: [replacedOrder] }), { pets: 1, orders: 1 })
+        assert.deepEqual(await importData(store, { pets: [renamed], orders: [replacedOrder] }), { pets: 1, orders: 1 })
 
         assert.equal(await store.countPets(), 2)
         assert.deepEqual(await store.getPet(1n), asPet(renamed))
@@ -516,19 +517,19 @@ export function storeContract (name: string, open: (t: TestContext) => Promise<S
 
       test('a re-import without optional pet fields removes the old category, tags and photoUrls', async (t) => {
         const store = await open(t)
-        await store.importData({
+        await importData(store, {
           pets: [pet(1n, { category: { id: 1n, name: 'Cats' }, tags: [{ id: 1n, name: 'a' }], photoUrls: ['https://x/1'] })],
           orders: []
         })
-        await store.importData({ pets: [pet(1n, { name: 'plain' })], orders: [] })
+        await importData(store, { pets: [pet(1n, { name: 'plain' })], orders: [] })
         assert.deepEqual(await store.getPet(1n), { id: 1n, name: 'plain', status: 'available' })
       })
 
       test('a re-import of a pet without a quantity keeps its stock entry as it is', async (t) => {
         const store = await open(t)
-        await store.importData({ pets: [pet(1n, { quantity: 4 })], orders: [] })
+        await importData(store, { pets: [pet(1n, { quantity: 4 })], orders: [] })
         await setStock(store, 1n, 9)
-        await store.importData({ pets: [pet(1n, { quantity: undefined, status: 'sold' })], orders: [] })
+        await importData(store, { pets: [pet(1n, { quantity: undefined, status: 'sold' })], orders: [] })
         assert.deepEqual(await store.listInventory(), [{ petId: 1n, quantity: 9, status: 'sold' }])
       })
 
@@ -538,18 +539,18 @@ export function storeContract (name: string, open: (t: TestContext) => Promise<S
           pets: [pet(-5n, { quantity: 3 }), pet(2n, { quantity: undefined, tags: [{ id: 1n, name: 't' }] }), pet(INT64_MAX, { quantity: 1 })],
           orders: [order(1n), order(ABOVE_2_53, { status: 'approved' })]
         }
-        await store.importData(data)
+        await importData(store, data)
         const once = await snapshot(store, [-5n, 2n, INT64_MAX])
-        await store.importData(data)
+        await importData(store, data)
         assert.deepEqual(await snapshot(store, [-5n, 2n, INT64_MAX]), once)
       })
 
       test('an import that fails on a later pet rejects and leaves nothing of itself behind', async (t) => {
         const store = await open(t)
-        await store.importData({ pets: [pet(1n, { name: 'kept', quantity: 4 })], orders: [order(1n)] })
+        await importData(store, { pets: [pet(1n, { name: 'kept', quantity: 4 })], orders: [order(1n)] })
         const ids = [1n, 2n, 3n, INT64_MAX]
         const before = await snapshot(store, ids)
-        await assert.rejects(store.importData({
+        await assert.rejects(importData(store, {
           pets: [
             pet(1n, { name: 'changed', status: 'sold', quantity: 99 }),
             pet(2n, { quantity: 5 }),
@@ -560,16 +561,16 @@ export function storeContract (name: string, open: (t: TestContext) => Promise<S
         }))
         assert.deepEqual(await snapshot(store, ids), before)
         // The store still works after the failed import.
-        assert.deepEqual(await store.importData({ pets: [pet(2n)], orders: [] }), { pets: 1, orders: 0 })
+        assert.deepEqual(await importData(store, { pets: [pet(2n)], orders: [] }), { pets: 1, orders: 0 })
         assert.equal(await store.countPets(), 2)
       })
 
       test('an import that fails on a later order rejects and leaves nothing of itself behind', async (t) => {
         const store = await open(t)
-        await store.importData({ pets: [pet(1n, { quantity: 4 })], orders: [order(1n)] })
+        await importData(store, { pets: [pet(1n, { quantity: 4 })], orders: [order(1n)] })
         const ids = [1n, 2n]
         const before = await snapshot(store, ids)
-        await assert.rejects(store.importData({
+        await assert.rejects(importData(store, {
           pets: [pet(1n, { name: 'changed', quantity: 0 }), pet(2n)],
           orders: [order(1n, { complete: true }), order(5n), order(6n, { status: 'lost' as any })] // eslint-disable-line @typescript-eslint/no-explicit-any
         }))
@@ -596,7 +597,7 @@ export function storeContract (name: string, open: (t: TestContext) => Promise<S
           order(INT64_MIN, { complete: true }),
           order(2n, { complete: false })
         ]
-        await store.importData({ pets: [], orders })
+        await importData(store, { pets: [], orders })
         const page = await store.listOrders({ afterId: null, limit: 100, status: null })
         const byId = [...orders].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
         assert.deepEqual(page, { orders: byId, hasMore: false })
@@ -610,7 +611,7 @@ export function storeContract (name: string, open: (t: TestContext) => Promise<S
 
       test('listOrders pages with limit and afterId; hasMore is true until the last page', async (t) => {
         const store = await open(t)
-        await store.importData({ pets: [], orders: ids.map((id) => order(id)) })
+        await importData(store, { pets: [], orders: ids.map((id) => order(id)) })
         assert.deepEqual(await allPages(store, 3), [
           { ids: [INT64_MIN, -3n, 1n], hasMore: true },
           { ids: [2n, 10n, ABOVE_2_53], hasMore: true },
@@ -623,7 +624,7 @@ export function storeContract (name: string, open: (t: TestContext) => Promise<S
 
       test('listOrders says hasMore false when the last page is exactly full', async (t) => {
         const store = await open(t)
-        await store.importData({ pets: [], orders: ids.slice(1).map((id) => order(id)) })
+        await importData(store, { pets: [], orders: ids.slice(1).map((id) => order(id)) })
         assert.deepEqual(await allPages(store, 3), [
           { ids: [-3n, 1n, 2n], hasMore: true },
           { ids: [10n, ABOVE_2_53, INT64_MAX], hasMore: false }
@@ -632,7 +633,7 @@ export function storeContract (name: string, open: (t: TestContext) => Promise<S
 
       test('listOrders afterId is exclusive and need not be an existing id', async (t) => {
         const store = await open(t)
-        await store.importData({ pets: [], orders: ids.map((id) => order(id)) })
+        await importData(store, { pets: [], orders: ids.map((id) => order(id)) })
         const after = async (afterId: bigint, limit = 10) =>
           (await store.listOrders({ afterId, limit, status: null })).orders.map((o) => o.id)
         assert.deepEqual(await after(2n), [10n, ABOVE_2_53, INT64_MAX])
@@ -649,7 +650,7 @@ export function storeContract (name: string, open: (t: TestContext) => Promise<S
       test('listOrders filters by status, combined with paging', async (t) => {
         const store = await open(t)
         const statuses: OrderStatus[] = ['approved', 'placed', 'approved', 'delivered', 'approved', 'approved', 'placed']
-        await store.importData({ pets: [], orders: ids.map((id, i) => order(id, { status: statuses[i] })) })
+        await importData(store, { pets: [], orders: ids.map((id, i) => order(id, { status: statuses[i] })) })
         assert.deepEqual(await allPages(store, 2, 'approved'), [
           { ids: [INT64_MIN, 1n], hasMore: true },
           { ids: [10n, ABOVE_2_53], hasMore: false }
@@ -667,7 +668,7 @@ export function storeContract (name: string, open: (t: TestContext) => Promise<S
 
       test('listOrders status filter with no match returns an empty page', async (t) => {
         const store = await open(t)
-        await store.importData({ pets: [], orders: [order(1n), order(2n)] })
+        await importData(store, { pets: [], orders: [order(1n), order(2n)] })
         assert.deepEqual(await store.listOrders({ afterId: null, limit: 10, status: 'delivered' }), { orders: [], hasMore: false })
       })
     })

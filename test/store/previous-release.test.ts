@@ -15,6 +15,7 @@ import { SqliteStore as PreviousSqliteStore } from '../fixtures/release-8abadff/
 import type { Store as PreviousStore } from '../fixtures/release-8abadff/src/store/types.js'
 import { tempDir } from '../helpers/app.js'
 import { POSTGRES_URL, requirePostgres, tempSchema } from '../helpers/postgres.js'
+import { importData } from '../../src/domain/import.js'
 
 const AT = new Date('2026-11-23T10:00:00.000Z')
 const change = (petId: bigint, quantity: number, expectedRevisions: bigint[] | null = null) =>
@@ -22,7 +23,7 @@ const change = (petId: bigint, quantity: number, expectedRevisions: bigint[] | n
 
 /** The previous release's read and write paths on the migrated store, then this release reading the result. */
 async function exercise (current: Store, previous: PreviousStore): Promise<void> {
-  await current.importData({ pets: [{ id: 1n, name: 'Rex', status: 'available', quantity: 2 }], orders: [] })
+  await importData(current, { pets: [{ id: 1n, name: 'Rex', status: 'available', quantity: 2 }], orders: [] })
   assert.equal(await previous.migrate(), 0, 'the previous release finds nothing to apply and changes nothing')
 
   // Reads.

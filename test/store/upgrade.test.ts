@@ -18,6 +18,7 @@ import { BIG, buildPostgres, buildSqlite, LANDED_DATA, POSTGRES_SCHEMAS, SQLITE_
 import { tempDir } from '../helpers/app.js'
 import { POSTGRES_URL, requirePostgres, tempSchema } from '../helpers/postgres.js'
 import { stockChange, storeContract } from './contract.js'
+import { importData } from '../../src/domain/import.js'
 
 const LATEST = SQLITE_MIGRATIONS.at(-1)?.version as number
 
@@ -55,7 +56,7 @@ async function assertDataKept (store: Store, schema: LandedSchema): Promise<void
   assert.ok(await store.inventoryVersion() > version, 'the listing cache sees the change')
   assert.deepEqual((await history(1n)).at(-1), [3, 9])
   assert.equal((await store.getStockEntry(1n))?.revision, (revision as bigint) + 1n)
-  await store.importData({ pets: [{ id: 4n, name: 'No stock', status: 'sold', quantity: 2 }], orders: [] })
+  await importData(store, { pets: [{ id: 4n, name: 'No stock', status: 'sold', quantity: 2 }], orders: [] })
   assert.deepEqual(await history(4n), [[null, 2]])
 
   const status = await store.schemaStatus()

@@ -35,7 +35,7 @@ const REALM = 'Bearer realm="petstore"'
 const BEARER = /^Bearer[ ]+([A-Za-z0-9._~+/=-]+)[ ]*$/i
 
 /** The credentials an Authorization header presents. */
-export function credentialsOf (header: string | undefined): Credentials {
+function credentialsOf (header: string | undefined): Credentials {
   if (header === undefined || header.trim() === '') return { kind: 'none' }
   if (!/^bearer(\s|$)/i.test(header)) return { kind: 'unsupported' }
   const match = BEARER.exec(header)
@@ -63,7 +63,7 @@ function unauthorized (problem: CredentialProblem, environment: Environment): Ap
 }
 
 /** The X-RateLimit-* fields (one window) and the IETF RateLimit-Policy and RateLimit fields (both windows). */
-export function setQuotaHeaders (reply: FastifyReply, quota: QuotaView): void {
+function setQuotaHeaders (reply: FastifyReply, quota: QuotaView): void {
   const nowSeconds = Math.floor(quota.now / 1000)
   const [minute, day] = quota.windows
   reply.header('X-RateLimit-Limit', quota.shown.limit)

@@ -14,7 +14,7 @@ export interface DeprecationPolicy {
   sunsetLink: string
 }
 
-export function deprecationHeaders (policy: DeprecationPolicy): Record<string, string> {
+function deprecationHeaders (policy: DeprecationPolicy): Record<string, string> {
   return {
     Deprecation: `@${Math.floor(policy.deprecatedAt.getTime() / 1000)}`,
     // toUTCString() writes the IMF-fixdate form, e.g. "Fri, 31 Dec 2027 23:59:59 GMT".

@@ -7,7 +7,7 @@ import { STATUS_CODES } from 'node:http'
 import type { Socket } from 'node:net'
 import { AppError, ERROR_CATALOGUE, StoreReadOnlyError, StoreUnavailableError, errorBody, type ErrorCode } from '../../errors.js'
 import { BODY_LIMIT_BYTES } from '../limits.js'
-import { describeValidationError } from '../validation.js'
+import { describeValidationError } from '../../domain/validation.js'
 
 /** Seconds a client should wait after a 503 from an unreachable store. */
 export const STORE_RETRY_AFTER_SECONDS = 5
@@ -39,8 +39,10 @@ export function handleError (error: FastifyError | Error, request: FastifyReques
 
   const fastifyError = error as FastifyError
   if (fastifyError.validation !== undefined) {
-    return sendError(reply, 'invalid_request',
-      describeValidationError(fastifyError.validationContext ?? 'request', fastifyError.validation[0] as never))
+    const context = fastifyError.validationContext ?? 'request'
+    const first = fastifyError.validation[0] as Parameters<typeof describeValidationError>[1]
+    if (context === 'body' && first?.keyword === 'type' && first.instancePath === '') return sendError(reply, 'invalid_request', 'The request body must be a JSON object.')
+    return sendError(reply, 'invalid_request', describeValidationError(context, first))
   }
   if (error instanceof StoreReadOnlyError) {
     return sendError(reply, 'service_unavailable', 'This instance serves reads only: the store was migrated by a newer release. Writes are refused.')

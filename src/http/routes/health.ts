@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import type { Store } from '../../store/types.js'
-import { sendError } from '../plugins/errors.js'
+import { sendError, STORE_RETRY_AFTER_SECONDS } from '../plugins/errors.js'
 
 const Health = Type.Object({ status: Type.String() }, { additionalProperties: false })
 
@@ -15,7 +15,7 @@ export const healthRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async (
       return { status: 'ready' }
     } catch (error) {
       request.log.warn({ err: error }, 'readiness check failed')
-      return sendError(reply, 'service_unavailable', 'The store is not reachable.', { 'Retry-After': '5' })
+      return sendError(reply, 'service_unavailable', 'The store is not reachable.', { 'Retry-After': String(STORE_RETRY_AFTER_SECONDS) })
     }
   })
 }

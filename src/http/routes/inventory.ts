@@ -1,14 +1,16 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import fastJson from 'fast-json-stringify'
 import { Type } from 'typebox'
-import { entryTag, getStockEntry, revisionOf, updateQuantity } from '../../domain/inventory.js'
+import { getStockEntry, StaleEntryError, updateQuantity } from '../../domain/inventory.js'
 import type { InventoryItem as Item, StockEntry } from '../../domain/model.js'
 import { parseInt64 } from '../../int64.js'
 import type { Store } from '../../store/types.js'
 import { InventoryCache } from '../inventory-cache.js'
-import { ifMatchTags } from '../preconditions.js'
+import { BODY_LIMIT_BYTES } from '../limits.js'
+import { AppError } from '../../errors.js'
+import { entryTag, ifMatchTags, revisionOf } from '../preconditions.js'
 import { COMMON_ERRORS, ErrorResponse, INVALID_REQUEST, Int64Text, NOT_FOUND, RESPONSE_HEADERS } from '../schemas/common.js'
-import { InventoryItem, InventoryUpdate } from '../schemas/resources.js'
+import { InventoryItem, InventoryUpdate } from '../../domain/entities.js'
 
 const ETAG_HEADER = { ETag: Type.String({ description: 'Strong validator of the whole inventory; send it back in If-None-Match' }) }
 const ENTRY_ETAG_HEADER = {
@@ -34,6 +36,14 @@ function expectedRevisions (header: string | undefined): bigint[] | null {
   if (condition === null || 'any' in condition) return null
   // Tags this service never issued match no revision: the update is refused with 412 if the entry exists.
   return condition.tags.map(revisionOf).filter((revision) => revision !== null)
+}
+
+/** A stale entry as HTTP says it: 412, with the entry's current ETag to read again. */
+function preconditionFailed (error: unknown): never {
+  if (!(error instanceof StaleEntryError)) throw error
+  const etag = entryTag(error.current)
+  throw new AppError('precondition_failed',
+    `The inventory entry of pet ${error.current.petId} has changed since the ETag sent in If-Match; its current ETag is ${etag}.`, { ETag: etag })
 }
 
 export const inventoryRoutes: FastifyPluginAsyncTypebox<{ store: Store, clock: () => number }> = async (app, { store, clock }) => {
@@ -120,7 +130,7 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<{ store: Store, clock: (
         404: NOT_FOUND,
         412: ErrorResponse(['precondition_failed'], 'The entry has changed since the ETag sent in If-Match; nothing was changed. ' +
           'The ETag header carries the entry\'s current ETag.', ENTRY_ETAG_HEADER),
-        413: ErrorResponse(['payload_too_large'], 'The body exceeds 16 KiB.'),
+        413: ErrorResponse(['payload_too_large'], `The body exceeds ${BODY_LIMIT_BYTES / 1024} KiB.`),
         415: ErrorResponse(['unsupported_media_type'], 'The body is not application/json.'),
         ...COMMON_ERRORS
       }
@@ -129,7 +139,7 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<{ store: Store, clock: (
     const { quantity, reason = 'adjustment', note = null } = request.body
     const entry = await updateQuantity(store, BigInt(request.params.petId),
       { quantity, reason, note, expectedRevisions: expectedRevisions(request.headers['if-match']) },
-      { keyId: request.apiKey?.id ?? null, requestId: request.id }, clock)
+      { keyId: request.apiKey?.id ?? null, requestId: request.id }, clock).catch(preconditionFailed)
     reply.header('ETag', entryTag(entry))
     return item(entry)
   })

@@ -1,9 +1,10 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
-import { DEFAULT_ORDER_LIMIT, MAX_ORDER_LIMIT, listOrders } from '../../domain/orders.js'
+import { DEFAULT_ORDER_LIMIT, InvalidCursorError, MAX_ORDER_LIMIT, listOrders } from '../../domain/orders.js'
+import { AppError } from '../../errors.js'
 import type { Store } from '../../store/types.js'
 import { COMMON_ERRORS, INVALID_REQUEST, RESPONSE_HEADERS } from '../schemas/common.js'
-import { Order, OrderStatus } from '../schemas/resources.js'
+import { Order, OrderStatus } from '../../domain/entities.js'
 
 export const orderRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async (app, { store }) => {
   app.get('/store/orders', {
@@ -29,7 +30,9 @@ export const orderRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async (a
     }
   }, async (request, reply) => {
     const { limit = DEFAULT_ORDER_LIMIT, cursor, status } = request.query
-    const page = await listOrders(store, { limit, cursor: cursor ?? null, status: status ?? null })
+    const page = await listOrders(store, { limit, cursor: cursor ?? null, status: status ?? null }).catch((error: unknown) => {
+      throw error instanceof InvalidCursorError ? new AppError('invalid_request', 'The cursor is not valid; use the one from the Link header.') : error
+    })
     if (page.nextCursor !== null) {
       const next = new URLSearchParams({ limit: String(limit), cursor: page.nextCursor })
       if (status !== undefined) next.set('status', status)

@@ -4,7 +4,7 @@ import { getPet } from '../../domain/pets.js'
 import type { Store } from '../../store/types.js'
 import { deprecationHooks, type DeprecationPolicy } from '../plugins/deprecation.js'
 import { COMMON_ERRORS, ErrorResponse, INVALID_REQUEST, Int64Text, NOT_FOUND, RESPONSE_HEADERS } from '../schemas/common.js'
-import { Pet } from '../schemas/resources.js'
+import { Pet } from '../../domain/entities.js'
 
 const DEPRECATION_HEADERS = {
   ...RESPONSE_HEADERS,

@@ -3,12 +3,6 @@ import { ERROR_CATALOGUE, type ErrorCode } from '../../errors.js'
 import { MAX_URL_LENGTH } from '../limits.js'
 
 /**
- * An int64 as the service writes it: a bare JSON number (bigint inside the service, serialized digit for
- * digit by fast-json-stringify).
- */
-export const Int64 = Type.Unsafe<bigint>({ type: 'integer', format: 'int64' })
-
-/**
  * An int64 in a path or query: documented as integer/int64, validated from its decimal text (see
  * validation.ts), and handed to the handler as that text so that no digit is lost to a double.
  */
@@ -21,8 +15,6 @@ export const Int64Text = (description: string) =>
     examples: [12]
   })
 
-/** Headers documented on responses (OpenAPI only: the serializer ignores this keyword). */
-export interface HeaderDoc { description: string, schema: TSchema }
 /** Headers on every /v1 response: the request id and the rate-limit fields. */
 export const RESPONSE_HEADERS: Record<string, TSchema> = {
   'X-Request-Id': Type.String({ description: 'Identifies the request in logs; echoes a well-formed client X-Request-Id.' }),

@@ -1,10 +1,13 @@
 import pg from 'pg'
-import type {
-  ApiKeyRecord, Ban, InventoryItem, LedgerEntry, LedgerReason, Order, OrderStatus, Pet, PetImport, PetStatus, Plan, StockEntry
-} from '../../domain/model.js'
+import { DATABASE_DEFAULTS } from '../../config.js'
+import type { ApiKeyRecord, Ban, InventoryItem, LedgerEntry, Order, OrderStatus, Pet, PetImport, PetStatus, StockEntry } from '../../domain/model.js'
 import { StoreUnavailableError } from '../../errors.js'
-import { petColumns, progressReporter, toPet, type PetRow } from '../rows.js'
-import type { ImportOptions, ImportResult, NewApiKey, OrderPage, PoolStats, StockChange, StockChangeResult, Store } from '../types.js'
+import {
+  ENTRY_COLUMNS, INVENTORY_COLUMNS, KEY_COLUMNS, LEDGER_COLUMNS, ORDER_COLUMNS, PET_COLUMNS, petColumns, progressReporter,
+  toInventoryItem, toKey, toLedgerEntry, toOrder, toPet, toStockEntry,
+  type EntryRow, type InventoryRow, type KeyRow, type LedgerRow, type OrderRow, type PetRow
+} from '../rows.js'
+import type { ImportedStockRule, ImportOptions, ImportResult, NewApiKey, OrderPage, PoolStats, StockChange, StockChangeResult, Store } from '../types.js'
 import { aheadError, appliedChecksum, checksum, schemaStatus, type AppliedMigration, type SchemaStatus } from '../migrations.js'
 import { PLAN } from './migrations.js'
 
@@ -22,38 +25,8 @@ const NOTHING_DETECTED: ReadonlyMap<string, boolean> = new Map()
 /** Migrations of all instances take this advisory lock, so concurrent starters apply each version once. */
 const MIGRATION_LOCK = 7_265_001_042n
 
-interface InventoryRow { pet_id: bigint, quantity: number, status: PetStatus }
-interface EntryRow extends InventoryRow { revision: bigint }
-interface LedgerRow {
-  id: bigint, pet_id: bigint, previous_quantity: number | null, quantity: number, reason: LedgerReason, note: string | null,
-  key_id: string | null, request_id: string | null, created_at: Date
-}
 /** The outcome row of a stock change: the entry before (old_*) and, when it applied, after. */
 interface ChangeRow { pet_id: bigint, old_quantity: number, old_revision: bigint, status: PetStatus, quantity: number | null, revision: bigint | null }
-interface OrderRow { id: bigint, pet_id: bigint, quantity: number, ship_date: string, status: OrderStatus, complete: boolean }
-interface KeyRow {
-  id: string, name: string | null, plan: Plan, per_minute: number | null, per_day: number | null,
-  created_at: Date, revoked_at: Date | null, banned_at: Date | null, banned_until: Date | null, ban_seconds: number | null
-}
-
-const KEY_COLUMNS = 'id, name, plan, per_minute, per_day, created_at, revoked_at, banned_at, banned_until, ban_seconds'
-
-const toInventoryItem = (row: InventoryRow): InventoryItem => ({ petId: row.pet_id, quantity: row.quantity, status: row.status })
-
-const toStockEntry = (row: EntryRow): StockEntry =>
-  ({ petId: row.pet_id, quantity: row.quantity, status: row.status, revision: row.revision })
-
-const toLedgerEntry = (row: LedgerRow): LedgerEntry => ({
-  id: row.id,
-  petId: row.pet_id,
-  previousQuantity: row.previous_quantity,
-  quantity: row.quantity,
-  reason: row.reason,
-  note: row.note,
-  keyId: row.key_id,
-  requestId: row.request_id,
-  at: row.created_at
-})
 
 /**
  * A stock change in one statement (one round trip, autocommit): lock the entry, compare its revision, update
@@ -74,23 +47,6 @@ const CHANGE_SQL = `
   SELECT old.pet_id, old.quantity AS old_quantity, old.revision AS old_revision, updated.quantity, updated.revision,
     (SELECT status FROM pets WHERE pets.id = old.pet_id) AS status
   FROM old LEFT JOIN updated ON true`
-
-const toOrder = (row: OrderRow): Order => ({
-  id: row.id, petId: row.pet_id, quantity: row.quantity, shipDate: row.ship_date, status: row.status, complete: row.complete
-})
-
-const toKey = (row: KeyRow): ApiKeyRecord => ({
-  id: row.id,
-  name: row.name,
-  plan: row.plan,
-  perMinute: row.per_minute,
-  perDay: row.per_day,
-  createdAt: row.created_at,
-  revokedAt: row.revoked_at,
-  ban: row.banned_at === null || row.banned_until === null || row.ban_seconds === null
-    ? null
-    : { since: row.banned_at, until: row.banned_until, seconds: row.ban_seconds }
-})
 
 // Errors that mean "the database cannot serve right now": connection failures, timeouts, shutdowns, overload.
 const UNAVAILABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENOTFOUND', 'EPIPE', 'EAI_AGAIN'])
@@ -126,12 +82,12 @@ export class PostgresStore implements Store {
   readonly #poolSize: number
 
   constructor (connectionString: string, options: PostgresOptions = {}) {
-    const statementTimeout = options.statementTimeoutMs ?? 5000
-    this.#poolSize = options.poolSize ?? 10
+    const statementTimeout = options.statementTimeoutMs ?? DATABASE_DEFAULTS.statementTimeoutMs
+    this.#poolSize = options.poolSize ?? DATABASE_DEFAULTS.poolSize
     this.#pool = new pg.Pool({
       connectionString,
       max: this.#poolSize,
-      connectionTimeoutMillis: options.connectTimeoutMs ?? 2000,
+      connectionTimeoutMillis: options.connectTimeoutMs ?? DATABASE_DEFAULTS.connectTimeoutMs,
       idleTimeoutMillis: 30_000,
       statement_timeout: statementTimeout,
       // The client gives up a little after the server would have cancelled, covering a dead connection.
@@ -234,7 +190,7 @@ export class PostgresStore implements Store {
 
   async listInventory (): Promise<InventoryItem[]> {
     const { rows } = await this.#query<InventoryRow>(
-      'SELECT i.pet_id, i.quantity, p.status FROM inventory i JOIN pets p ON p.id = i.pet_id ORDER BY i.pet_id')
+      `SELECT ${INVENTORY_COLUMNS} FROM inventory i JOIN pets p ON p.id = i.pet_id ORDER BY i.pet_id`)
     return rows.map(toInventoryItem)
   }
 
@@ -256,20 +212,19 @@ export class PostgresStore implements Store {
 
   async getStockEntry (petId: bigint): Promise<StockEntry | null> {
     const { rows } = await this.#query<EntryRow>(
-      'SELECT i.pet_id, i.quantity, p.status, i.revision FROM inventory i JOIN pets p ON p.id = i.pet_id WHERE i.pet_id = $1', [petId])
+      `SELECT ${ENTRY_COLUMNS} FROM inventory i JOIN pets p ON p.id = i.pet_id WHERE i.pet_id = $1`, [petId])
     return rows[0] === undefined ? null : toStockEntry(rows[0])
   }
 
   async stockHistory (petId: bigint, limit: number): Promise<LedgerEntry[]> {
     const { rows } = await this.#query<LedgerRow>(
-      `SELECT * FROM (SELECT id, pet_id, previous_quantity, quantity, reason, note, key_id, request_id, created_at
-       FROM stock_ledger WHERE pet_id = $1 ORDER BY id DESC LIMIT $2) newest ORDER BY id`, [petId, limit])
+      `SELECT * FROM (SELECT ${LEDGER_COLUMNS} FROM stock_ledger l WHERE l.pet_id = $1 ORDER BY l.id DESC LIMIT $2) newest ORDER BY id`, [petId, limit])
     return rows.map(toLedgerEntry)
   }
 
   async getPet (id: bigint): Promise<Pet | null> {
     const { rows } = await this.#query<PetRow>(
-      'SELECT id, name, status, category_id, category_name, photo_urls, tags FROM pets WHERE id = $1', [id])
+      `SELECT ${PET_COLUMNS} FROM pets WHERE id = $1`, [id])
     return rows[0] === undefined ? null : toPet(rows[0])
   }
 
@@ -280,13 +235,13 @@ export class PostgresStore implements Store {
 
   async listOrders ({ afterId, limit, status }: { afterId: bigint | null, limit: number, status: OrderStatus | null }): Promise<OrderPage> {
     const { rows } = await this.#query<OrderRow>(
-      `SELECT id, pet_id, quantity, ship_date, status, complete FROM orders
+      `SELECT ${ORDER_COLUMNS} FROM orders
        WHERE ($1::bigint IS NULL OR id > $1) AND ($2::text IS NULL OR status = $2)
        ORDER BY id LIMIT $3`, [afterId, status, limit + 1])
     return { orders: rows.slice(0, limit).map(toOrder), hasMore: rows.length > limit }
   }
 
-  async importData ({ pets, orders }: { pets: PetImport[], orders: Order[] }, options: ImportOptions = {}): Promise<ImportResult> {
+  async importData ({ pets, orders }: { pets: PetImport[], orders: Order[] }, options: ImportOptions): Promise<ImportResult> {
     const CHUNK = 5000
     const report = progressReporter(pets.length + orders.length, options.onProgress)
     const at = options.at ?? new Date()
@@ -301,7 +256,7 @@ export class PostgresStore implements Store {
            ON CONFLICT (id) DO UPDATE SET name = excluded.name, status = excluded.status, category_id = excluded.category_id,
              category_name = excluded.category_name, photo_urls = excluded.photo_urls, tags = excluded.tags`,
           [0, 1, 2, 3, 4, 5, 6].map((c) => columns.map((row) => row[c] ?? null)))
-        await this.#importStock(client, chunk.filter((pet) => pet.quantity !== undefined), at)
+        await this.#importStock(client, chunk.filter((pet) => pet.quantity !== undefined), options.stockChange, at)
         report(chunk.length)
       }
       for (let i = 0; i < orders.length; i += CHUNK) {
@@ -323,22 +278,25 @@ export class PostgresStore implements Store {
    * Writes the stock of imported pets that is new or changed, with a ledger row each. The entries are locked
    * first so that the previous quantities recorded are the ones replaced, even with PATCHes running.
    */
-  async #importStock (client: pg.PoolClient, pets: PetImport[], at: Date): Promise<void> {
+  async #importStock (client: pg.PoolClient, pets: PetImport[], stockChange: ImportedStockRule, at: Date): Promise<void> {
     if (pets.length === 0) return
     const { rows: locked } = await client.query<{ pet_id: bigint, quantity: number }>(
       'SELECT pet_id, quantity FROM inventory WHERE pet_id = ANY ($1::bigint[]) ORDER BY pet_id FOR UPDATE', [pets.map((pet) => pet.id)])
-    const previous = new Map(locked.map((row) => [row.pet_id, row.quantity]))
-    const changed = pets.filter((pet) => previous.get(pet.id) !== pet.quantity)
+    const current = new Map(locked.map((row) => [row.pet_id, row.quantity]))
+    const changed = pets.flatMap((pet) => {
+      const change = stockChange(pet, current.get(pet.id) ?? null)
+      return change === null ? [] : [{ petId: pet.id, ...change }]
+    })
     if (changed.length === 0) return
-    const ids = changed.map((pet) => pet.id)
-    const quantities = changed.map((pet) => pet.quantity)
+    const ids = changed.map((change) => change.petId)
+    const quantities = changed.map((change) => change.quantity)
     await client.query(
       `INSERT INTO inventory (pet_id, quantity) SELECT * FROM unnest($1::bigint[], $2::integer[])
        ON CONFLICT (pet_id) DO UPDATE SET quantity = excluded.quantity, revision = inventory.revision + 1`, [ids, quantities])
     await client.query(
       `INSERT INTO stock_ledger (pet_id, previous_quantity, quantity, reason, created_at)
        SELECT pet_id, previous, quantity, 'import', $4 FROM unnest($1::bigint[], $2::integer[], $3::integer[]) AS t (pet_id, previous, quantity)`,
-      [ids, changed.map((pet) => previous.get(pet.id) ?? null), quantities, at])
+      [ids, changed.map((change) => change.previous), quantities, at])
   }
 
   async createApiKey (key: NewApiKey): Promise<void> {

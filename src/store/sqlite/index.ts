@@ -1,50 +1,21 @@
 import Database from 'better-sqlite3'
 import { mkdirSync } from 'node:fs'
 import { dirname } from 'node:path'
-import type {
-  ApiKeyRecord, Ban, InventoryItem, LedgerEntry, LedgerReason, Order, OrderStatus, Pet, PetImport, PetStatus, Plan, StockEntry
-} from '../../domain/model.js'
+import type { ApiKeyRecord, Ban, InventoryItem, LedgerEntry, Order, OrderStatus, Pet, PetImport, StockEntry } from '../../domain/model.js'
 import { StoreUnavailableError } from '../../errors.js'
 import type { ImportOptions, ImportResult, NewApiKey, OrderPage, StockChange, StockChangeResult, Store } from '../types.js'
 import { aheadError, appliedChecksum, checksum, detectQueries, schemaStatus, type AppliedMigration, type SchemaStatus } from '../migrations.js'
 import { PLAN } from './migrations.js'
-import { petColumns, progressReporter, toPet, type PetRow } from '../rows.js'
+import {
+  ENTRY_COLUMNS, INVENTORY_COLUMNS, KEY_COLUMNS, LEDGER_COLUMNS, ORDER_COLUMNS, PET_COLUMNS, petColumns, progressReporter,
+  toInventoryItem, toKey, toLedgerEntry, toOrder, toPet, toStockEntry,
+  type EntryRow, type InventoryRow, type KeyRow, type LedgerRow, type OrderRow, type PetRow
+} from '../rows.js'
 
-interface InventoryRow { pet_id: bigint, quantity: bigint, status: PetStatus }
-interface EntryRow extends InventoryRow { revision: bigint }
 /** An entry with the id of its newest ledger row: the head of the pet's ledger chain (migration 4). */
 interface ChainedEntryRow extends EntryRow { ledger_head: bigint | null }
-interface LedgerRow {
-  id: bigint, pet_id: bigint, previous_quantity: bigint | null, quantity: bigint, reason: LedgerReason, note: string | null,
-  key_id: string | null, request_id: string | null, created_at: string
-}
-interface OrderRow {
-  id: bigint, pet_id: bigint, quantity: bigint, ship_date: string, status: OrderStatus, complete: bigint
-}
-interface KeyRow {
-  id: string, name: string | null, plan: Plan, per_minute: bigint | null, per_day: bigint | null,
-  created_at: string, revoked_at: string | null, banned_at: string | null, banned_until: string | null, ban_seconds: bigint | null
-}
 
-const toInventoryItem = (row: InventoryRow): InventoryItem =>
-  ({ petId: row.pet_id, quantity: Number(row.quantity), status: row.status })
-
-const toStockEntry = (row: EntryRow): StockEntry =>
-  ({ petId: row.pet_id, quantity: Number(row.quantity), status: row.status, revision: row.revision })
-
-const toLedgerEntry = (row: LedgerRow): LedgerEntry => ({
-  id: row.id,
-  petId: row.pet_id,
-  previousQuantity: row.previous_quantity === null ? null : Number(row.previous_quantity),
-  quantity: Number(row.quantity),
-  reason: row.reason,
-  note: row.note,
-  keyId: row.key_id,
-  requestId: row.request_id,
-  at: new Date(row.created_at)
-})
-
-const ENTRY_SQL = 'SELECT i.pet_id, i.quantity, p.status, i.revision, i.ledger_head FROM inventory i JOIN pets p ON p.id = i.pet_id WHERE i.pet_id = ?'
+const ENTRY_SQL = `SELECT ${ENTRY_COLUMNS}, i.ledger_head FROM inventory i JOIN pets p ON p.id = i.pet_id WHERE i.pet_id = ?`
 /** Appends a ledger row linked to the pet's previous one (the entry's ledger_head, which the caller then moves). */
 const LEDGER_INSERT_SQL = `INSERT INTO stock_ledger (pet_id, previous_id, previous_quantity, quantity, reason, note, key_id, request_id, created_at)
   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
@@ -56,32 +27,7 @@ const HISTORY_SQL = `
     SELECT l.previous_id, chain.depth + 1 FROM chain JOIN stock_ledger l ON l.id = chain.id
     WHERE chain.depth < ? AND l.previous_id IS NOT NULL
   )
-  SELECT l.id, l.pet_id, l.previous_quantity, l.quantity, l.reason, l.note, l.key_id, l.request_id, l.created_at
-  FROM chain JOIN stock_ledger l ON l.id = chain.id ORDER BY l.id`
-
-const toOrder = (row: OrderRow): Order => ({
-  id: row.id,
-  petId: row.pet_id,
-  quantity: Number(row.quantity),
-  shipDate: row.ship_date,
-  status: row.status,
-  complete: row.complete === 1n
-})
-
-const toKey = (row: KeyRow): ApiKeyRecord => ({
-  id: row.id,
-  name: row.name,
-  plan: row.plan,
-  perMinute: row.per_minute === null ? null : Number(row.per_minute),
-  perDay: row.per_day === null ? null : Number(row.per_day),
-  createdAt: new Date(row.created_at),
-  revokedAt: row.revoked_at === null ? null : new Date(row.revoked_at),
-  ban: row.banned_at === null || row.banned_until === null || row.ban_seconds === null
-    ? null
-    : { since: new Date(row.banned_at), until: new Date(row.banned_until), seconds: Number(row.ban_seconds) }
-})
-
-const KEY_COLUMNS = 'id, name, plan, per_minute, per_day, created_at, revoked_at, banned_at, banned_until, ban_seconds'
+  SELECT ${LEDGER_COLUMNS} FROM chain JOIN stock_ledger l ON l.id = chain.id ORDER BY l.id`
 
 // SQLite conditions that mean "the database cannot serve right now", not "this request is wrong".
 const UNAVAILABLE = /^SQLITE_(BUSY|LOCKED|CANTOPEN|IOERR|FULL|READONLY|NOMEM|PROTOCOL)/
@@ -146,7 +92,7 @@ export class SqliteStore implements Store {
     return statement
   }
 
-  /** The durability settings in force on the connection (logged at start, checked by tests). */
+  /** The durability settings in force on the connection (for tests and diagnostics). */
   durability (): { journalMode: string, synchronous: 'OFF' | 'NORMAL' | 'FULL' | 'EXTRA' } {
     const journalMode = String(this.#db.pragma('journal_mode', { simple: true }))
     const level = Number(this.#db.pragma('synchronous', { simple: true }))
@@ -228,7 +174,7 @@ export class SqliteStore implements Store {
   async listInventory (): Promise<InventoryItem[]> {
     return guard(() => {
       const rows = this.#prepare(
-        'SELECT i.pet_id, i.quantity, p.status FROM inventory i JOIN pets p ON p.id = i.pet_id ORDER BY i.pet_id'
+        `SELECT ${INVENTORY_COLUMNS} FROM inventory i JOIN pets p ON p.id = i.pet_id ORDER BY i.pet_id`
       ).all() as InventoryRow[]
       return rows.map(toInventoryItem)
     })
@@ -313,7 +259,7 @@ export class SqliteStore implements Store {
   async getPet (id: bigint): Promise<Pet | null> {
     return guard(() => {
       const row = this.#prepare(
-        'SELECT id, name, status, category_id, category_name, photo_urls, tags FROM pets WHERE id = ?'
+        `SELECT ${PET_COLUMNS} FROM pets WHERE id = ?`
       ).get(id) as PetRow | undefined
       return row === undefined ? null : toPet(row)
     })
@@ -329,7 +275,7 @@ export class SqliteStore implements Store {
   async listOrders ({ afterId, limit, status }: { afterId: bigint | null, limit: number, status: OrderStatus | null }): Promise<OrderPage> {
     return guard(() => {
       const rows = this.#prepare(
-        `SELECT id, pet_id, quantity, ship_date, status, complete FROM orders
+        `SELECT ${ORDER_COLUMNS} FROM orders
          WHERE (? IS NULL OR id > ?) AND (? IS NULL OR status = ?)
          ORDER BY id LIMIT ?`
       ).all(afterId, afterId, status, status, limit + 1) as OrderRow[]
@@ -338,7 +284,7 @@ export class SqliteStore implements Store {
     })
   }
 
-  async importData ({ pets, orders }: { pets: PetImport[], orders: Order[] }, options: ImportOptions = {}): Promise<ImportResult> {
+  async importData ({ pets, orders }: { pets: PetImport[], orders: Order[] }, options: ImportOptions): Promise<ImportResult> {
     return guard(() => {
       const db = this.#db
       const upsertPet = db.prepare(
@@ -346,8 +292,6 @@ export class SqliteStore implements Store {
          ON CONFLICT (id) DO UPDATE SET name = excluded.name, status = excluded.status, category_id = excluded.category_id,
            category_name = excluded.category_name, photo_urls = excluded.photo_urls, tags = excluded.tags`
       )
-      // Only stock that changes is written: a re-import of an unchanged catalogue keeps revisions (ETags) and
-      // adds nothing to the ledger.
       const readStock = db.prepare('SELECT quantity, ledger_head FROM inventory WHERE pet_id = ?')
       const upsertStock = db.prepare(
         `INSERT INTO inventory (pet_id, quantity, ledger_head) VALUES (?, ?, ?)
@@ -366,10 +310,11 @@ export class SqliteStore implements Store {
         for (const pet of pets) {
           upsertPet.run(pet.id, ...petColumns(pet))
           if (pet.quantity !== undefined) {
-            const previous = readStock.get(pet.id) as { quantity: bigint, ledger_head: bigint | null } | undefined
-            if (previous === undefined || Number(previous.quantity) !== pet.quantity) {
-              const { lastInsertRowid } = record.run(pet.id, previous?.ledger_head ?? null, previous?.quantity ?? null, pet.quantity, 'import', null, null, null, at)
-              upsertStock.run(pet.id, pet.quantity, lastInsertRowid)
+            const entry = readStock.get(pet.id) as { quantity: bigint, ledger_head: bigint | null } | undefined
+            const change = options.stockChange(pet, entry === undefined ? null : Number(entry.quantity))
+            if (change !== null) {
+              const { lastInsertRowid } = record.run(pet.id, entry?.ledger_head ?? null, change.previous, change.quantity, 'import', null, null, null, at)
+              upsertStock.run(pet.id, change.quantity, lastInsertRowid)
             }
           }
           report(1)

@@ -1,7 +1,23 @@
+/**
+ * The entities' schemas (TypeBox): one definition of each record's shape and bounds, used by the API (request
+ * validation, response serialization, the OpenAPI document) and by the import (each imported record is checked
+ * against the same schema, src/schemas/validation.ts).
+ */
 import { Type, type Static } from 'typebox'
-import { MAX_NOTE_LENGTH, MAX_ORDER_QUANTITY, MAX_QUANTITY, ORDER_STATUSES, PET_STATUSES, STOCK_REASONS } from '../../domain/model.js'
-import { SAFE_TEXT_PATTERN, SAFE_TEXT_RULE } from '../../domain/text.js'
-import { Int64 } from './common.js'
+import {
+  MAX_NAME_LENGTH, MAX_NOTE_LENGTH, MAX_ORDER_QUANTITY, MAX_QUANTITY, MAX_URL_LENGTH, ORDER_STATUSES, PET_STATUSES, STOCK_REASONS
+} from './model.js'
+import { SAFE_TEXT_PATTERN, SAFE_TEXT_RULE } from './text.js'
+
+/**
+ * An int64 as the service writes it: a bare JSON number (bigint inside the service, serialized digit for
+ * digit by fast-json-stringify).
+ */
+export const Int64 = Type.Unsafe<bigint>({ type: 'integer', format: 'int64' })
+
+/** Text people name things with, printed by the CLI: bounded, and nothing a terminal interprets. */
+const Name = (options: { examples?: string[], description?: string } = {}) =>
+  Type.String({ minLength: 1, maxLength: MAX_NAME_LENGTH, pattern: SAFE_TEXT_PATTERN, ...options })
 
 export const PetStatus = Type.Enum(PET_STATUSES, { type: 'string', description: 'Status of the pet' })
 export const OrderStatus = Type.Enum(ORDER_STATUSES, { type: 'string', description: 'Status of the order' })
@@ -34,23 +50,29 @@ export type InventoryUpdate = Static<typeof InventoryUpdate>
 
 const IdName = (what: string) => Type.Object({
   id: Int64,
-  name: Type.String()
+  name: Name()
 }, { additionalProperties: false, description: what })
 
 export const Pet = Type.Object({
   id: Int64,
-  name: Type.String({ examples: ['doggie'] }),
+  name: Name({ examples: ['doggie'] }),
   status: PetStatus,
   category: Type.Optional(IdName('The category of the pet')),
   tags: Type.Optional(Type.Array(IdName('A tag'))),
-  photoUrls: Type.Optional(Type.Array(Type.String()))
+  photoUrls: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: MAX_URL_LENGTH, pattern: SAFE_TEXT_PATTERN })))
 }, { additionalProperties: false, description: 'A pet (classic Petstore fields)' })
+
+/** A pet as `petstore import` reads it: the pet and, optionally, its stock quantity. */
+export const PetRecord = Type.Object({
+  ...Pet.properties,
+  quantity: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_QUANTITY, description: 'The stock quantity' }))
+}, { additionalProperties: false })
 
 export const Order = Type.Object({
   id: Int64,
   petId: Int64,
   quantity: Type.Integer({ minimum: 1, maximum: MAX_ORDER_QUANTITY }),
-  shipDate: Type.String({ format: 'date-time' }),
+  shipDate: Type.String({ format: 'date-time', maxLength: 64 }),
   status: OrderStatus,
   complete: Type.Boolean()
 }, { additionalProperties: false, description: 'A store order' })
