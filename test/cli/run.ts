@@ -121,22 +121,27 @@ export async function within<T> (ms: number, promise: Promise<T>, what: string):
 }
 
 
+/** The address in the line `serve` logs once it listens (JSON or pretty; the real port also for PORT=0). */
+const LISTENING = /Petstore Inventory Service: API (http:\/\/127\.0\.0\.1:(\d+))\/v1/
+
 /**
- * Starts `petstore serve` on a free port (or env.PORT) and waits until GET /healthz answers 200; fails early,
- * with the server's stderr, when the process exits first.
+ * Starts `petstore serve` and waits until it listens and GET /healthz answers 200; fails early, with the
+ * server's stderr, when the process exits first. Without env.PORT it asks for port 0 and reads the port the server
+ * got from its start line (at LOG_LEVEL info unless the test sets another level, with env.PORT then): a port
+ * picked free beforehand could be taken by another test's server in between.
  */
 export async function startServe (cli: Cli, args: string[] = [], env: Record<string, string> = {}, timeoutMs = 10_000): Promise<{ base: string, port: number, server: Started }> {
-  const port = env.PORT === undefined ? await freePort() : Number(env.PORT)
-  const base = `http://127.0.0.1:${port}`
-  const server = cli.start(['serve', ...args], { PORT: String(port), HOST: '127.0.0.1', ...env })
+  const server = cli.start(['serve', ...args], { PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env })
   const deadline = Date.now() + timeoutMs
+  let base: string | null = env.PORT === undefined ? null : `http://127.0.0.1:${env.PORT}`
   while (Date.now() < deadline) {
     if (server.child.exitCode !== null || server.child.signalCode !== null) {
       assert.fail(`serve exited early (${server.child.exitCode ?? server.child.signalCode}): ${server.output().stderr}`)
     }
-    const healthy = await fetch(`${base}/healthz`, { signal: AbortSignal.timeout(1000) }).then((r) => r.status === 200, () => false)
-    if (healthy) return { base, port, server }
+    base ??= LISTENING.exec(server.output().stdout)?.[1] ?? null
+    const healthy = base !== null && await fetch(`${base}/healthz`, { signal: AbortSignal.timeout(1000) }).then((r) => r.status === 200, () => false)
+    if (healthy && base !== null) return { base, port: Number(new URL(base).port), server }
     await sleep(50)
   }
-  assert.fail(`GET /healthz did not answer within ${timeoutMs} ms: ${server.output().stderr}`)
+  assert.fail(`serve did not answer GET /healthz within ${timeoutMs} ms: ${server.output().stderr}`)
 }

@@ -199,12 +199,14 @@ if (await requireRedis('serve --workers with Redis')) {
 describe('npm start', () => {
   test('when run on a fresh store as the README says, then it serves the demo data to a new key', async (t) => {
     const cli = cliFor(t)
-    const port = await freePort()
     const root = fileURLToPath(new URL('../..', import.meta.url))
-    // detached: npm starts node under a shell; the whole process group is stopped afterwards.
+    // detached: npm starts node under a shell; the whole process group is stopped afterwards. Port 0: the port
+    // the server got is read from the line it logs at start.
     const child = spawn('npm', ['start', '--silent'], {
-      cwd: root, detached: true, stdio: 'ignore', env: { ...cli.env, PORT: String(port), HOST: '127.0.0.1' }
+      cwd: root, detached: true, stdio: ['ignore', 'pipe', 'ignore'], env: { ...cli.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info' }
     })
+    let stdout = ''
+    child.stdout?.setEncoding('utf8').on('data', (chunk: string) => { stdout += chunk })
     const exited = new Promise((resolve) => child.once('exit', resolve))
     t.after(async () => {
       try {
@@ -214,9 +216,13 @@ describe('npm start', () => {
       }
       await within(8000, exited, 'npm start to stop')
     })
-    const base = `http://127.0.0.1:${port}`
     const deadline = Date.now() + 15_000
-    while (Date.now() < deadline && await fetch(`${base}/healthz`).then((r) => r.status !== 200, () => true)) await sleep(100)
+    let base: string | undefined
+    while (Date.now() < deadline && base === undefined) {
+      base = /Petstore Inventory Service: API (http:\/\/127\.0\.0\.1:\d+)\/v1/.exec(stdout)?.[1]
+      await sleep(100)
+    }
+    assert.ok(base !== undefined, `npm start did not say where it listens: ${stdout}`)
     const key = await newKey(cli)
     const body = await (await fetch(`${base}/v1/inventory`, { headers: { authorization: `Bearer ${key}` } })).text()
     assert.ok(body.includes(`"petId":${BIG}`), body)
