@@ -9,7 +9,7 @@ export interface paths {
         };
         /**
          * List the stock entries of all pets
-         * @description Returns current stock levels for all pets in the store, ordered by petId. The response carries a strong ETag; a request with a matching If-None-Match gets 304 without a body, and (as on GitHub) a 304 does not count against the rate limit.
+         * @description Returns current stock levels for all pets in the store, ordered by petId. The response carries a strong ETag; a request with a matching If-None-Match gets 304 without a body, and (as on GitHub) a 304 does not count against the rate limit. With `limit` or `cursor` (an addition to the specification, beta) the answer is one page, ordered by petId, with `Link: <...>; rel="next"` while more remain; pages carry no ETag.
          */
         get: operations["listInventory"];
         put?: never;
@@ -99,7 +99,12 @@ export type $defs = Record<string, never>;
 export interface operations {
     listInventory: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Page size (default 100 once paging). Without limit and cursor the whole listing is answered. */
+                limit?: number;
+                /** @description Opaque cursor from a rel="next" link */
+                cursor?: string;
+            };
             header?: {
                 /** @description ETag of a representation the client holds */
                 "if-none-match"?: string;
@@ -109,7 +114,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description All stock entries, ordered by petId */
+            /** @description All stock entries, ordered by petId; with `limit` or `cursor`, one page of them */
             200: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -124,8 +129,10 @@ export interface operations {
                     "RateLimit-Policy"?: string;
                     /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
                     RateLimit?: string;
-                    /** @description Strong validator of the whole inventory; send it back in If-None-Match */
+                    /** @description Strong validator of the whole inventory (not sent with a page); send it back in If-None-Match */
                     ETag?: string;
+                    /** @description With `limit` or `cursor`: rel="next" link while more entries remain */
+                    Link?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -694,7 +701,7 @@ export interface operations {
                      */
                     reason?: "arrival" | "return" | "adjustment";
                     /**
-                     * @description A short free-text note recorded in the stock ledger (1 to 500 characters; no control characters, line separators or bidirectional formatting characters)
+                     * @description A short free-text note recorded in the stock ledger (1 to 500 characters; no control characters, line separators or bidirectional formatting characters, and no unpaired surrogates)
                      * @example Delivery 2026-11-22 from the breeder
                      */
                     note?: string;

@@ -5,7 +5,7 @@
 import cors from '@fastify/cors'
 import swagger from '@fastify/swagger'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyServerOptions } from 'fastify'
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify'
 import { randomUUID } from 'node:crypto'
 import type { IncomingMessage, Server } from 'node:http'
 import { Gatekeeper } from './access/admission.js'
@@ -20,17 +20,19 @@ import { JsonBodyError, parseJsonBody } from './http/json-body.js'
 import { BODY_LIMIT_BYTES, MAX_HEADER_LINES, MAX_URL_LENGTH } from './http/limits.js'
 import { loggedUrl } from './http/log-url.js'
 import { healthRoutes } from './http/routes/health.js'
+import { ChangeWatch } from './http/inventory-cache.js'
 import { inventoryRoutes } from './http/routes/inventory.js'
 import { orderRoutes } from './http/routes/orders.js'
 import { petRoutes } from './http/routes/pets.js'
 import { RESPONSE_HEADERS } from './http/schemas/common.js'
 import { validatorCompiler } from './http/validation.js'
-import { loggerOptions } from './logger.js'
+import { lazyChildLoggerFactory, loggerOptions } from './logger.js'
 import { Metrics } from './metrics/index.js'
 import { instrumentRoutes, registerMetricsRoute } from './metrics/http.js'
 import { instrumentStore } from './metrics/store.js'
 import { MemoryLimiter } from './ratelimit/memory.js'
 import type { RateLimiter } from './ratelimit/types.js'
+import { observeDecisions } from './ratelimit/observed.js'
 import type { Store } from './store/types.js'
 
 
@@ -59,6 +61,22 @@ function trustHops (hops: number): (address: string, hop: number) => boolean {
   return (_address, hop) => hop < hops
 }
 
+const accessLogOn = (level: string): boolean => ['trace', 'debug', 'info'].includes(level)
+
+/** The access log line of a request: never the key, and no query values (a client may put anything there). */
+function accessLog (request: FastifyRequest, reply: FastifyReply): void {
+  request.log.info({
+    method: request.method,
+    url: loggedUrl(request.url),
+    operation: request.routeOptions?.schema?.operationId,
+    status: reply.statusCode,
+    ms: Math.round(reply.elapsedTime * 100) / 100,
+    keyId: request.apiKey?.id
+  }, 'request completed')
+}
+
+const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
+
 export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyInstance> {
   const clock = deps.clock ?? Date.now
   const logger = deps.logger ?? loggerOptions(config.logLevel)
@@ -68,14 +86,18 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
   const metrics = deps.metrics ?? new Metrics()
   const store = instrumentStore(deps.store, metrics)
   metrics.watchStore(deps.store)
-  const limiter = deps.limiter ?? new MemoryLimiter({ clock, maxSubjects: config.rateLimits.maxSubjects })
+  const limiter: RateLimiter = deps.limiter ?? new MemoryLimiter({ clock, maxSubjects: config.rateLimits.maxSubjects })
   metrics.watchLimiter(limiter)
+  // A shared limiter also carries the inventory's change counter: its decisions tell the listing cache whether a
+  // change was acknowledged anywhere since it last checked (src/http/inventory-cache.ts).
+  const watch = limiter.announceChange === undefined ? undefined : new ChangeWatch()
+  const announceChange = limiter.announceChange?.bind(limiter)
   // Who may call and how often (src/access): asked for every request that is not a public route's.
   const access: AccessOptions = {
     environment: config.environment,
     gatekeeper: new Gatekeeper({
       store,
-      limiter,
+      limiter: watch === undefined ? limiter : observeDecisions(limiter, (decision) => { watch.observe(decision.changes) }),
       limits: config.rateLimits,
       environment: config.environment,
       authCacheTtlMs: config.authCacheTtlMs,
@@ -90,6 +112,7 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
     requestIdHeader: false,
     // One log line per request (onResponse below) instead of Fastify's two.
     logController: new LogController({ requestIdLogLabel: 'requestId', disableRequestLogging: true }),
+    childLoggerFactory: lazyChildLoggerFactory,
     bodyLimit: BODY_LIMIT_BYTES,
     // A hop count trusts that many proxies in front of the service (proxy-addr semantics).
     trustProxy: typeof config.trustProxy === 'number' ? trustHops(config.trustProxy) : config.trustProxy,
@@ -107,6 +130,8 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
     // against their caller like every answer that is not a public route's.
     frameworkErrors: (error, request, reply) => {
       reply.header('X-Request-Id', request.id).header('X-Content-Type-Options', 'nosniff')
+      // No route, so no onResponse hook: the access line is written here (a charged request leaves a trace).
+      if (accessLogOn(request.log.level)) reply.raw.once('finish', () => { accessLog(request, reply) })
       chargeErrorPath(access, request, reply, error).then((answer) => handleError(answer, request, reply), (failure: unknown) => {
         request.log.error({ err: failure }, 'could not answer a framework error')
         handleError(error, request, reply)
@@ -132,10 +157,22 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
   instrumentRoutes(app, metrics)
   // Only JSON bodies are accepted (text/plain would otherwise reach validation as a string), read exactly.
   app.removeAllContentTypeParsers()
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, body, done) => {
-    if (body === '') return done(new AppError('invalid_request', 'The request body is empty; send a JSON object.'), undefined)
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
+    // JSON is UTF-8 (RFC 8259): another charset is not read as if it were, and bytes that are not UTF-8 are
+    // refused rather than replaced with U+FFFD.
+    const charset = /;\s*charset\s*=\s*"?([^";\s]*)/i.exec(request.headers['content-type'] ?? '')?.[1]
+    if (charset !== undefined && !/^utf-?8$/i.test(charset)) {
+      return done(new AppError('unsupported_media_type', 'The body must be application/json in UTF-8.'), undefined)
+    }
+    let text: string
     try {
-      done(null, parseJsonBody(body as string))
+      text = UTF8.decode(body as Buffer)
+    } catch {
+      return done(new AppError('invalid_request', 'The request body is not valid UTF-8.'), undefined)
+    }
+    if (text === '') return done(new AppError('invalid_request', 'The request body is empty; send a JSON object.'), undefined)
+    try {
+      done(null, parseJsonBody(text))
     } catch (error) {
       done(error instanceof JsonBodyError ? new AppError('invalid_request', error.message) : error as Error, undefined)
     }
@@ -155,16 +192,8 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
   })
   // The access log: request id (the logger's label), operation, status, latency and key id; never the key,
   // and no query values (a client may put anything there).
-  app.addHook('onResponse', async (request, reply) => {
-    request.log.info({
-      method: request.method,
-      url: loggedUrl(request.url),
-      operation: request.routeOptions.schema?.operationId,
-      status: reply.statusCode,
-      ms: Math.round(reply.elapsedTime * 100) / 100,
-      keyId: request.apiKey?.id
-    }, 'request completed')
-  })
+  // Registered only when info lines are written at all (pino would drop them, after the work of building them).
+  if (accessLogOn(app.log.level)) app.addHook('onResponse', async (request, reply) => { accessLog(request, reply) })
 
   await app.register(swagger, {
     openapi: {
@@ -207,7 +236,10 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
       allowedHeaders: ['Authorization', 'Content-Type', 'If-Match', 'If-None-Match', 'X-Request-Id'],
       // The headers on every /v1 answer, plus those of some answers.
       exposedHeaders: [...Object.keys(RESPONSE_HEADERS), 'ETag', 'Link', 'Retry-After', 'Deprecation', 'Sunset'],
-      maxAge: 600
+      maxAge: 600,
+      // An OPTIONS without Origin or Access-Control-Request-Method is answered like a preflight (204, no CORS
+      // fields) rather than with the plugin's text/plain 400, which is not the Error body every 4xx must carry.
+      strictPreflight: false
     })
   }
 
@@ -231,7 +263,7 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
   await app.register(async (v1) => {
     registerGate(v1, access)
     const claimOtherMethods = trackRoutesForMethodNotAllowed(v1, { claimOptions })
-    await v1.register(inventoryRoutes, { store, clock })
+    await v1.register(inventoryRoutes, { store, clock, ...(watch === undefined ? {} : { watch }), ...(announceChange === undefined ? {} : { announceChange }) })
     await v1.register(orderRoutes, { store })
     await v1.register(petRoutes, {
       store,

@@ -4,7 +4,8 @@
  * such as a URL). On a terminal the lines are human-readable (pino-pretty); elsewhere they are JSON, one object
  * a line, for log collectors. LOG_FORMAT forces either.
  */
-import { pino, type Logger, type LoggerOptions } from 'pino'
+import type { FastifyBaseLogger } from 'fastify'
+import { pino, type Bindings, type ChildLoggerOptions, type Logger, type LoggerOptions } from 'pino'
 import pretty from 'pino-pretty'
 import { redactKeys } from './access/keys.js'
 import type { Config, LogFormat, LogLevel } from './config.js'
@@ -24,4 +25,68 @@ export function createLogger (config: Pick<Config, 'logLevel' | 'logFormat'>, st
   if (!prettyLogs(config.logFormat, stdoutIsTTY)) return pino(options)
   // Synchronous, in this thread: a line is on the terminal when the call returns, as with JSON.
   return pino(options, pretty({ colorize: stdoutIsTTY, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname', singleLine: true, sync: true }))
+}
+
+const LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace'] as const
+type Level = typeof LEVELS[number]
+type LogMethod = (...args: unknown[]) => void
+type ParentLogger = FastifyBaseLogger & { isLevelEnabled?: (level: string) => boolean }
+
+/**
+ * A request's logger whose child (the one that carries the request id) is made only when a line is written at
+ * a level that is on. Fastify makes a child logger for every request; pino's child serializes its bindings
+ * when made, which cost more per request than anything else logging does while nothing is logged.
+ */
+class LazyChild {
+  readonly #parent: ParentLogger
+  readonly #bindings: Bindings
+  readonly #options: ChildLoggerOptions
+  #real: FastifyBaseLogger | null = null
+  declare fatal: LogMethod
+  declare error: LogMethod
+  declare warn: LogMethod
+  declare info: LogMethod
+  declare debug: LogMethod
+  declare trace: LogMethod
+
+  constructor (parent: ParentLogger, bindings: Bindings, options: ChildLoggerOptions) {
+    this.#parent = parent
+    this.#bindings = bindings
+    this.#options = options
+  }
+
+  get level (): string {
+    return this.#real?.level ?? this.#parent.level
+  }
+
+  set level (level: string) {
+    this.#child().level = level
+  }
+
+  silent (): void {}
+
+  child (bindings: Bindings, options?: ChildLoggerOptions): FastifyBaseLogger {
+    return this.#child().child(bindings, options)
+  }
+
+  #child (): FastifyBaseLogger {
+    this.#real ??= this.#parent.child(this.#bindings, this.#options)
+    return this.#real
+  }
+
+  static {
+    for (const level of LEVELS) {
+      Object.defineProperty(LazyChild.prototype, level, {
+        value: function (this: LazyChild, ...args: unknown[]): void {
+          if (this.#real === null && this.#parent.isLevelEnabled?.(level) === false) return
+          ;(this.#child()[level as Level] as LogMethod)(...args)
+        }
+      })
+    }
+  }
+}
+
+/** Fastify's childLoggerFactory: request loggers that cost nothing until they write. */
+export function lazyChildLoggerFactory (logger: FastifyBaseLogger, bindings: Bindings, options: ChildLoggerOptions): FastifyBaseLogger {
+  return new LazyChild(logger, bindings, options) as unknown as FastifyBaseLogger
 }

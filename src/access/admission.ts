@@ -13,6 +13,9 @@
  * - a request passes only while both of its subject's windows (minute, day) have room, and then counts in both;
  * - a conditional read naming the representation the client already holds is free while the key has quota
  *   (as on GitHub); `If-None-Match: *` holds nothing and counts like any request;
+ * - store lookups that find no key are counted per client address; an address that has spent that budget (the
+ *   keyless limits) gets no more lookups, and a token the key cache does not hold is refused as the client's,
+ *   until the window has room again;
  * - a refusal sent before the retry time of the previous refusal is a strike; a key reaching the strike
  *   threshold within the strike window is banned (15 minutes, doubling on repeats); a key that always waits as
  *   told is never banned; a banned key is refused without counting until the ban ends.
@@ -91,6 +94,11 @@ export interface GatekeeperOptions {
 
 const NO_EVENTS: AdmissionEvents = { decided: () => {}, banned: () => {} }
 
+/** The subject that counts a client address's key lookups that found no key (beside its keyless requests). */
+function lookupSubject (address: string, ipv6PrefixLength: number): Subject {
+  return { kind: 'ip', id: `lookups:${clientSubject(address, ipv6PrefixLength).id}` }
+}
+
 /** Whole seconds from `nowMs` until `atSeconds`, at least 1: `floor(now) + this` is `atSeconds`. */
 function secondsUntil (atSeconds: number, nowMs: number): number {
   return Math.max(1, Math.ceil(atSeconds - nowMs / 1000))
@@ -129,15 +137,28 @@ export class Gatekeeper {
   }
 
   async admit (request: AdmissionRequest): Promise<Admission> {
-    const client = clientSubject(request.client, this.#limits.ipv6PrefixLength)
+    // A token the key cache does not know costs a store lookup. Lookups that find no key are counted per client
+    // address (the keyless limits, in a budget of their own); an address that has spent it gets no more lookups
+    // until its window has room: it is refused as a client, without asking the store (docs/decisions.md,
+    // "Admission"). A valid key never spends the budget.
+    const lookup = this.#authenticator.needsLookup(request.credentials) ? lookupSubject(request.client, this.#limits.ipv6PrefixLength) : null
+    if (lookup !== null) {
+      const budget = await this.#limiter.peek(lookup, this.#limits.anonymous)
+      if (!budget.allowed) {
+        this.#events.decided('ip', 'limited')
+        return this.#limited('ip', budget)
+      }
+    }
     let identity
     try {
       identity = await this.#authenticator.identify(request.credentials)
+      if (lookup !== null && 'problem' in identity) await this.#limiter.consume(lookup, this.#limits.anonymous)
     } catch (error) {
       if (!(error instanceof StoreUnavailableError)) throw error
+      const client = clientSubject(request.client, this.#limits.ipv6PrefixLength)
       return { outcome: 'unavailable', error, quota: quotaOf(await this.#limiter.peek(client, this.#limits.anonymous)) }
     }
-    if ('problem' in identity) return await this.#admitClient(client, request.needs, identity.problem)
+    if ('problem' in identity) return await this.#admitClient(clientSubject(request.client, this.#limits.ipv6PrefixLength), request.needs, identity.problem)
     return await this.#admitKey(identity.key, identity.token, request.holdsCurrent)
   }
 

@@ -34,8 +34,10 @@ const PROBLEM_OF_KIND = { none: 'missing', unsupported: 'unsupported', malformed
 /**
  * Resolves credentials to active keys. Lookups (found, unknown or revoked) are cached for `ttlMs`, so a request
  * costs no store round trip while its key is warm, and a revocation takes effect within `ttlMs`. The cache is
- * bounded and keyed by hashes; concurrent misses for one token share one store query. Throws what the store
- * throws when it cannot be reached.
+ * bounded and keyed by the token itself, so a warm key costs no hashing either (the SHA-256 the store looks keys
+ * up by is computed on a miss): a token stays in this process's memory for at most `ttlMs` after its last use,
+ * as it was in the request that carried it; the store and the logs never hold it. Concurrent misses for one
+ * token share one store query. Throws what the store throws when it cannot be reached.
  */
 export class Authenticator {
   readonly #cache: LRUCache<string, ApiKeyRecord | false>
@@ -48,8 +50,14 @@ export class Authenticator {
     this.#cache = new LRUCache<string, ApiKeyRecord | false>({
       max: maxEntries,
       ttl: Math.max(ttlMs, 1),
-      fetchMethod: async (keyHash) => (await store.findApiKeyByHash(keyHash)) ?? false
+      fetchMethod: async (token) => (await store.findApiKeyByHash(hashKey(token))) ?? false
     })
+  }
+
+  /** Whether identifying these credentials would ask the store: a well-formed token of this environment not in the cache. */
+  needsLookup (credentials: Credentials): boolean {
+    return credentials.kind === 'bearer' && credentials.token.startsWith(this.#prefix) &&
+      credentials.token.length <= MAX_TOKEN_LENGTH && !this.#cache.has(credentials.token)
   }
 
   async identify (credentials: Credentials): Promise<Identity> {
@@ -60,14 +68,13 @@ export class Authenticator {
       return { problem: this.#otherPrefixes.some((prefix) => token.startsWith(prefix)) ? 'wrong_environment' : 'invalid' }
     }
     if (token.length > MAX_TOKEN_LENGTH) return { problem: 'invalid' }
-    const hash = hashKey(token)
     // get() first: a hit costs no promise machinery; fetch() only on a miss (and shares concurrent misses).
-    const record = this.#cache.get(hash) ?? await this.#cache.fetch(hash)
+    const record = this.#cache.get(token) ?? await this.#cache.fetch(token)
     return record === undefined || record === false || record.revokedAt !== null ? { problem: 'invalid' } : { key: record, token }
   }
 
   /** Drops a token's cached lookup, so the next request reads the key afresh (after a ban, say). */
   forget (token: string): void {
-    this.#cache.delete(hashKey(token))
+    this.#cache.delete(token)
   }
 }

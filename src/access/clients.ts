@@ -7,9 +7,16 @@ import ipaddr from 'ipaddr.js'
 import { LIMITER_DEFAULTS } from '../config.js'
 import type { Subject } from '../ratelimit/types.js'
 
-/** The rate-limit subject of a client address (as the framework resolved it, proxies taken into account). */
+/** The one subject of every client whose address is not an IP address (the HTTP side never passes one). */
+export const UNKNOWN_CLIENT = 'unknown'
+
+/**
+ * The rate-limit subject of a client address (as the framework resolved it, proxies taken into account). Ids are
+ * normalized addresses, so a subject is never larger than an IPv6 address: text that is not an address shares
+ * one subject, whatever it says.
+ */
 export function clientSubject (address: string, ipv6PrefixLength: number = LIMITER_DEFAULTS.ipv6PrefixLength): Subject {
-  if (!ipaddr.isValid(address)) return { kind: 'ip', id: address }
+  if (!ipaddr.isValid(address)) return { kind: 'ip', id: UNKNOWN_CLIENT }
   let parsed = ipaddr.parse(address)
   if (parsed instanceof ipaddr.IPv6 && parsed.isIPv4MappedAddress()) parsed = parsed.toIPv4Address()
   if (parsed instanceof ipaddr.IPv4) return { kind: 'ip', id: parsed.toString() }

@@ -2,7 +2,7 @@
  * API keys: issuing, revoking, and lifting bans. The operator CLI goes through these functions, the server
  * through the gatekeeper (./admission.ts), which reads the same records.
  */
-import { createHash, randomBytes } from 'node:crypto'
+import { hash, randomBytes } from 'node:crypto'
 import type { Environment } from '../config.js'
 import { MAX_NAME_LENGTH, type ApiKeyRecord, type Plan } from '../domain/model.js'
 import { isSafeText, SAFE_TEXT_RULE } from '../domain/text.js'
@@ -13,7 +13,7 @@ export const KEY_PREFIXES: Record<Environment, string> = { production: 'psk_live
 
 /** Keys are looked up by their SHA-256; the key itself is never stored. */
 export function hashKey (key: string): string {
-  return createHash('sha256').update(key).digest('hex')
+  return hash('sha256', key)
 }
 
 export interface CreateKeyInput {
@@ -94,11 +94,14 @@ export function unbanKey (store: Store, id: string, now: Date = new Date()): Pro
   return store.unbanApiKey(id, now)
 }
 
-const KEY_TEXT = new RegExp(`(${Object.values(KEY_PREFIXES).join('|')})[A-Za-z0-9_-]+`, 'g')
+/** A key prefix as text may carry it: its underscores as they are or percent-encoded (%5F), letters in any case. */
+const PREFIX_TEXT = Object.values(KEY_PREFIXES).map((prefix) => prefix.replace(/_/g, '(?:_|%5[Ff])')).join('|')
+const KEY_TEXT = new RegExp(`(${PREFIX_TEXT})[A-Za-z0-9_%-]+`, 'gi')
+const MENTION = new RegExp(PREFIX_TEXT, 'i')
 
-/** True when the text holds something that looks like an API key (any environment's prefix). */
+/** True when the text holds something that looks like an API key (any environment's prefix, plain or encoded). */
 export function mentionsKey (text: string): boolean {
-  return Object.values(KEY_PREFIXES).some((prefix) => text.includes(prefix))
+  return MENTION.test(text)
 }
 
 /** The text with every key-shaped run (a key prefix and what follows it) replaced by the prefix and [redacted]. */

@@ -17,6 +17,18 @@ export interface Actor {
   requestId: string | null
 }
 
+/** Pages of the inventory listing, when a client asks for pages (without, the listing is the whole array). */
+export const DEFAULT_INVENTORY_LIMIT = 100
+export const MAX_INVENTORY_LIMIT = 1000
+/** The version of the inventory listing's cursors. */
+export const INVENTORY_CURSOR_PREFIX = 'i1:'
+
+/** An applied stock change: the entry as it is now and, where the store tells, the inventory version it made. */
+export interface AppliedChange {
+  entry: StockEntry
+  version?: bigint
+}
+
 /** The entry changed since the revision a conditional update was based on; nothing was changed. */
 export class StaleEntryError extends AppError {
   constructor (readonly current: StockEntry) {
@@ -28,11 +40,11 @@ export class StaleEntryError extends AppError {
  * Sets the stock of one pet and records the change in the ledger, atomically.
  * A quantity change never changes the pet's status (docs/decisions.md: status is the pet's, not the stock's).
  */
-export async function updateQuantity (store: Store, petId: bigint, update: StockUpdate, actor: Actor, clock: () => number): Promise<StockEntry> {
+export async function updateQuantity (store: Store, petId: bigint, update: StockUpdate, actor: Actor, clock: () => number): Promise<AppliedChange> {
   const result = await store.setQuantity({ petId, ...update, ...actor, at: new Date(clock()) })
   switch (result.status) {
     case 'updated':
-      return result.entry
+      return result.version === undefined ? { entry: result.entry } : { entry: result.entry, version: result.version }
     case 'not_found':
       throw new AppError('not_found', `No inventory entry exists for pet ${petId}.`)
     case 'stale':

@@ -1,58 +1,345 @@
 /**
- * GET /inventory serialized once per inventory change, not once per request. Every GET first reads the
- * store's inventory version (one cheap query), so a change made on any instance is seen by the next GET on
- * every instance: the cache can be old only in memory, never in what it answers.
+ * GET /v1/inventory answered from bytes serialized ahead of the request, kept fresh without asking the store on
+ * every request.
+ *
+ * The listing is held in chunks of consecutive pets (ids, quantities and statuses in typed arrays, and the chunk's
+ * JSON): a change made by this process re-serializes the one chunk it touches; a change made elsewhere rebuilds
+ * the listing from one store snapshot, a chunk at a time, yielding to the event loop between chunks, so neither
+ * ever holds the server for more than a few milliseconds. The body is sent as the chunks' buffers, never copied
+ * into one.
+ *
+ * How it knows it is fresh (docs/decisions.md, "Freshness of the listing"); the mechanisms add up:
+ * - signal (a shared limiter, Redis): every instance counts each change it acknowledges in Redis, and every
+ *   rate-limit decision carries the count (same script call). A GET that starts after a write was acknowledged
+ *   anywhere sees a newer count and checks the store once. While Redis is away every GET checks the store.
+ * - local (SQLite): this process's writes patch the listing; another process's commits (the CLI, other
+ *   workers) are noticed by SQLite's data_version, looked at a few times a second by a timer, never by a request.
+ * - with signal but not local (PostgreSQL with Redis): writes that no instance announces (the CLI's import)
+ *   are noticed by a check of the store at least every few seconds.
+ * - neither (PostgreSQL without Redis): the store's version is read on every GET.
+ * The listing's version and entries come from one snapshot, so a strong ETag always names exactly its bytes.
  */
-import type { InventoryItem } from '../domain/model.js'
+import { setImmediate as nextTurn } from 'node:timers/promises'
+import { PET_STATUSES, type InventoryItem, type PetStatus, type StockEntry } from '../domain/model.js'
 import type { Store } from '../store/types.js'
 
-export interface InventoryRepresentation {
+/** Pets per chunk: re-serializing one costs well under a millisecond. */
+export const CHUNK_SIZE = 2048
+
+export interface InventoryView {
   /** A strong validator of the representation (RFC 9110): equal tags mean identical bytes. */
   etag: string
-  body: Buffer
+  /** The body: one buffer, or buffers to write in order. */
+  body: Buffer | Buffer[]
+  length: number
+}
+
+/**
+ * What this instance has seen of the shared change counter (Redis): each rate-limit decision reports it, or
+ * reports that it came without one (no Redis decision: the fallback).
+ */
+export class ChangeWatch {
+  #latest: number | undefined = undefined
+  #gaps = 0
+
+  /** Called with every limiter decision's `changes`. */
+  observe (changes: number | undefined): void {
+    if (changes === undefined) {
+      if (this.#latest !== undefined) this.#gaps++
+      this.#latest = undefined
+    } else if (this.#latest === undefined || changes > this.#latest) {
+      this.#latest = changes
+    }
+  }
+
+  /** The counter as last seen, with how many times it has been unknown since the start; undefined while unknown. */
+  get mark (): { latest: number, gaps: number } | undefined {
+    return this.#latest === undefined ? undefined : { latest: this.#latest, gaps: this.#gaps }
+  }
+}
+
+interface Chunk {
+  ids: BigInt64Array
+  quantities: Int32Array
+  statuses: Uint8Array
+  /** The chunk's entries as JSON, without the enclosing brackets. */
+  bytes: Buffer
+}
+
+interface Listing {
+  version: bigint
+  chunks: Chunk[]
+  length: number
+  /** The whole body in one buffer when it is small (most listings): sent as it is. */
+  single: Buffer | null
+}
+
+const OPEN = Buffer.from('[')
+const CLOSE = Buffer.from(']')
+const COMMA = Buffer.from(',')
+const EMPTY = Buffer.from('[]')
+/** Bodies up to this size are also kept as one buffer. */
+const SINGLE_MAX = 64 * 1024
+
+const STATUS_CODE = new Map<PetStatus, number>(PET_STATUSES.map((status, i) => [status, i]))
+
+export interface InventoryCacheOptions {
+  store: Pick<Store, 'inventoryVersion' | 'inventoryPages' | 'changedElsewhere'>
+  /** Serializes items as the route's response schema does (fast-json-stringify of it), brackets included. */
+  serialize: (items: InventoryItem[]) => string
+  /** Signal: the change counter the limiter's decisions carry. */
+  watch?: ChangeWatch
+  /** Signal without local: the store is checked at least this often, whatever the counter says. */
+  maxAgeMs?: number
+  /** Local (a store with changedElsewhere): how often another process's commits are looked for. */
+  pollMs?: number
+  chunkSize?: number
+  /** Milliseconds since the epoch. */
+  clock?: () => number
 }
 
 export class InventoryCache {
-  readonly #store: Store
+  readonly #store: InventoryCacheOptions['store']
   readonly #serialize: (items: InventoryItem[]) => string
-  #cached: { version: bigint, representation: InventoryRepresentation } | null = null
-  /** A rebuild in progress, shared by the requests that miss together. */
-  #building: { version: bigint, promise: Promise<InventoryRepresentation> } | null = null
+  readonly #watch: ChangeWatch | null
+  readonly #local: boolean
+  readonly #maxAgeMs: number
+  readonly #chunkSize: number
+  readonly #clock: () => number
+  #listing: Listing | null = null
+  /** When the listing was last known to match the store: the counter mark then, and the time. */
+  #checked: { mark: { latest: number, gaps: number } | undefined, at: number } | null = null
+  /** Set by another process's commit (local freshness): the next request checks the store. */
+  #stale = true
+  #rebuilding: Promise<Listing> | null = null
+  readonly #timer: NodeJS.Timeout | null = null
 
-  constructor (store: Store, serialize: (items: InventoryItem[]) => string) {
-    this.#store = store
-    this.#serialize = serialize
+  constructor (options: InventoryCacheOptions) {
+    this.#store = options.store
+    this.#serialize = options.serialize
+    this.#watch = options.watch ?? null
+    this.#local = options.store.changedElsewhere !== undefined
+    this.#maxAgeMs = options.maxAgeMs ?? 5000
+    this.#chunkSize = options.chunkSize ?? CHUNK_SIZE
+    this.#clock = options.clock ?? Date.now
+    if (options.store.changedElsewhere !== undefined) {
+      const changed = options.store.changedElsewhere.bind(options.store)
+      changed()
+      this.#timer = setInterval(() => {
+        try {
+          if (changed()) this.#stale = true
+        } catch {
+          this.#stale = true
+        }
+      }, options.pollMs ?? 200)
+      this.#timer.unref()
+    }
   }
 
   static etagOf (version: bigint): string {
     return `"inv-${version}"`
   }
 
-  /** The current ETag, from the version alone (no listing). */
-  async etag (): Promise<string> {
-    return InventoryCache.etagOf(await this.#store.inventoryVersion())
+  /** How the listing learns of changes: 'signal', 'local', both ('signal+local'), or 'poll' (neither). */
+  get freshness (): string {
+    return [this.#watch === null ? null : 'signal', this.#local ? 'local' : null].filter((m) => m !== null).join('+') || 'poll'
   }
 
-  /** The current representation. */
-  async current (): Promise<InventoryRepresentation> {
-    // The version is read before the listing: a write in between makes the cached bytes newer than their
-    // version, never older, and the next GET sees the new version and rebuilds.
+  /** Stops the timer of local freshness. */
+  close (): void {
+    if (this.#timer !== null) clearInterval(this.#timer)
+  }
+
+  /** The current representation, checking the store only when a change may have happened. */
+  async current (): Promise<InventoryView> {
+    return view(await this.#fresh())
+  }
+
+  /** The current ETag. */
+  async etag (): Promise<string> {
+    return InventoryCache.etagOf((await this.#fresh()).version)
+  }
+
+  /** Up to `limit` entries after the pet `after` (null: from the first), and whether more follow. */
+  async page (after: bigint | null, limit: number): Promise<{ body: Buffer, last: bigint | null, more: boolean }> {
+    const listing = await this.#fresh()
+    const items: InventoryItem[] = []
+    let more = false
+    let i = after === null ? 0 : chunkIndex(listing.chunks, after)
+    for (; i < listing.chunks.length && !more; i++) {
+      const chunk = listing.chunks[i] as Chunk
+      let j = after === null ? 0 : firstAfter(chunk.ids, after)
+      for (; j < chunk.ids.length; j++) {
+        if (items.length === limit) {
+          more = true
+          break
+        }
+        items.push(item(chunk, j))
+      }
+    }
+    return { body: Buffer.from(this.#serialize(items)), last: items.at(-1)?.petId ?? null, more }
+  }
+
+  /**
+   * A change this process made (and the store acknowledged): the one chunk it touches is re-serialized, when the
+   * listing is exactly one version behind it; otherwise the next request checks the store.
+   */
+  applied (entry: StockEntry, version: bigint | undefined): void {
+    const listing = this.#listing
+    if (listing === null || version === undefined || this.#rebuilding !== null || version !== listing.version + 1n) {
+      this.#stale = true
+      return
+    }
+    const c = chunkIndex(listing.chunks, entry.petId)
+    const chunk = listing.chunks[c]
+    const j = chunk === undefined ? -1 : indexOf(chunk.ids, entry.petId)
+    if (chunk === undefined || j === -1) {
+      this.#stale = true
+      return
+    }
+    chunk.quantities[j] = entry.quantity
+    chunk.statuses[j] = STATUS_CODE.get(entry.status) ?? 0
+    const before = chunk.bytes.length
+    chunk.bytes = this.#chunkBytes(chunk)
+    listing.length += chunk.bytes.length - before
+    listing.version = version
+    listing.single = single(listing)
+  }
+
+  /** The listing, fresh: checked against the store only when it may have changed, rebuilt when it has. */
+  async #fresh (): Promise<Listing> {
+    const listing = this.#listing
+    const mark = this.#watch?.mark
+    if (listing !== null && this.#rebuilding === null && this.#trusted(mark)) return listing
+    // What the store says now; the mark is taken before, so a change announced after this read is noticed.
+    const at = this.#clock()
+    this.#stale = false
     const version = await this.#store.inventoryVersion()
-    if (this.#cached?.version === version) return this.#cached.representation
-    if (this.#building?.version === version) return await this.#building.promise
-    const promise = this.#build(version)
-    this.#building = { version, promise }
+    const current = this.#listing
+    if (current !== null && current.version === version && this.#rebuilding === null) {
+      this.#checked = { mark, at }
+      return current
+    }
+    const rebuilt = await this.#rebuild(version)
+    this.#checked = { mark, at }
+    return rebuilt
+  }
+
+  /** Whether the listing may be served without asking the store. */
+  #trusted (mark: { latest: number, gaps: number } | undefined): boolean {
+    if (this.#stale) return false
+    if (this.#watch !== null) {
+      const checked = this.#checked
+      if (checked === null || mark === undefined || checked.mark === undefined ||
+        checked.mark.latest !== mark.latest || checked.mark.gaps !== mark.gaps) return false
+      return this.#local || this.#clock() - checked.at < this.#maxAgeMs
+    }
+    return this.#local
+  }
+
+  /** Rebuilds from a snapshot at least as new as `version`; requests arriving meanwhile share the rebuild. */
+  async #rebuild (version: bigint): Promise<Listing> {
+    while (this.#rebuilding !== null) {
+      const listing = await this.#rebuilding
+      if (listing.version >= version) return listing
+    }
+    const rebuilding = this.#build()
+    this.#rebuilding = rebuilding
     try {
-      return await promise
+      const listing = await rebuilding
+      if (this.#listing === null || this.#listing.version <= listing.version) this.#listing = listing
+      return listing
     } finally {
-      if (this.#building?.promise === promise) this.#building = null
+      this.#rebuilding = null
     }
   }
 
-  async #build (version: bigint): Promise<InventoryRepresentation> {
-    const items = await this.#store.listInventory()
-    const representation = { etag: InventoryCache.etagOf(version), body: Buffer.from(this.#serialize(items)) }
-    if (this.#cached === null || this.#cached.version < version) this.#cached = { version, representation }
-    return representation
+  async #build (): Promise<Listing> {
+    const chunks: Chunk[] = []
+    let version: bigint | null = null
+    let length = 2
+    for await (const page of this.#store.inventoryPages(this.#chunkSize)) {
+      version = page.version
+      if (page.items.length === 0) continue
+      const chunk: Chunk = {
+        ids: BigInt64Array.from(page.items, (i) => i.petId),
+        quantities: Int32Array.from(page.items, (i) => i.quantity),
+        statuses: Uint8Array.from(page.items, (i) => STATUS_CODE.get(i.status) ?? 0),
+        bytes: Buffer.alloc(0)
+      }
+      chunk.bytes = this.#chunkBytes(chunk)
+      length += chunk.bytes.length + (chunks.length > 0 ? 1 : 0)
+      chunks.push(chunk)
+      // Between chunks, whatever else waits (other requests, /healthz) runs.
+      await nextTurn()
+    }
+    const listing: Listing = { version: version ?? 0n, chunks, length, single: null }
+    listing.single = single(listing)
+    return listing
   }
+
+  #chunkBytes (chunk: Chunk): Buffer {
+    const items = Array.from(chunk.ids, (_, j) => item(chunk, j))
+    const json = this.#serialize(items)
+    return Buffer.from(json.slice(1, -1))
+  }
+}
+
+function item (chunk: Chunk, j: number): InventoryItem {
+  return { petId: chunk.ids[j] as bigint, quantity: chunk.quantities[j] as number, status: PET_STATUSES[chunk.statuses[j] as number] as PetStatus }
+}
+
+/** The chunk that holds (or would hold) `petId`: the last whose first id is not above it. */
+function chunkIndex (chunks: readonly Chunk[], petId: bigint): number {
+  let low = 0
+  let high = chunks.length - 1
+  let found = 0
+  while (low <= high) {
+    const mid = (low + high) >> 1
+    if ((chunks[mid] as Chunk).ids[0] as bigint <= petId) {
+      found = mid
+      low = mid + 1
+    } else {
+      high = mid - 1
+    }
+  }
+  return found
+}
+
+/** The index of `petId` in sorted ids, or -1. */
+function indexOf (ids: BigInt64Array, petId: bigint): number {
+  const i = firstAfter(ids, petId - 1n)
+  return i < ids.length && ids[i] === petId ? i : -1
+}
+
+/** The index of the first id above `after`. */
+function firstAfter (ids: BigInt64Array, after: bigint): number {
+  let low = 0
+  let high = ids.length
+  while (low < high) {
+    const mid = (low + high) >> 1
+    if ((ids[mid] as bigint) <= after) low = mid + 1
+    else high = mid
+  }
+  return low
+}
+
+function single (listing: Listing): Buffer | null {
+  if (listing.chunks.length === 0) return EMPTY
+  if (listing.length > SINGLE_MAX) return null
+  return Buffer.concat(parts(listing), listing.length)
+}
+
+function parts (listing: Listing): Buffer[] {
+  const out: Buffer[] = [OPEN]
+  listing.chunks.forEach((chunk, i) => {
+    if (i > 0) out.push(COMMA)
+    out.push(chunk.bytes)
+  })
+  out.push(CLOSE)
+  return out
+}
+
+function view (listing: Listing): InventoryView {
+  return { etag: InventoryCache.etagOf(listing.version), body: listing.single ?? parts(listing), length: listing.length }
 }

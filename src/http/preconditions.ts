@@ -60,6 +60,16 @@ export function holdsTag (header: string, etag: string): boolean {
 }
 
 /**
+ * Whether If-None-Match names the current ETag as the one representation the client holds: a single tag, equal
+ * (weak comparison). What makes a 304 free: a client revalidates the one copy it has; a list of tags could be a
+ * list of guesses (every unchanged entry's tag is "r1"), and is counted like any request.
+ */
+export function holdsOnlyTag (header: string, etag: string): boolean {
+  const list = entityTags(header)
+  return list !== null && !('any' in list) && list.tags.length === 1 && holdsTag(header, etag)
+}
+
+/**
  * A stock entry's strong validator (its ETag): its revision, which grows with every change to what the entry
  * shows. Opaque to clients; `revisionOf` reads it back.
  */

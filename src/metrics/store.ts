@@ -1,7 +1,7 @@
 /**
  * Store latency without touching the store implementations: a Proxy that times every method call returning
- * a promise (petstore_store_operation_duration_seconds, petstore_store_errors_total), labelled by the method's
- * name. Everything else — `kind`, `poolStats()`, any synchronous member — passes through unchanged.
+ * a promise or an async iteration (petstore_store_operation_duration_seconds, petstore_store_errors_total),
+ * labelled by the method's name. Everything else — `kind`, `poolStats()`, any synchronous member — passes through unchanged.
  */
 import type { Store } from '../store/types.js'
 import type { Metrics, StoreSeries } from './index.js'
@@ -10,6 +10,22 @@ type AnyFunction = (...args: unknown[]) => unknown
 
 function isPromise (value: unknown): value is Promise<unknown> {
   return value instanceof Promise
+}
+
+function isAsyncIterable (value: unknown): value is AsyncIterable<unknown> {
+  return typeof value === 'object' && value !== null && Symbol.asyncIterator in value
+}
+
+/** An iteration (a paged listing) timed as one operation, from the call to its last page. */
+async function * timed<T> (iterable: AsyncIterable<T>, started: number, series: () => StoreSeries): AsyncGenerator<T> {
+  try {
+    yield * iterable
+  } catch (error) {
+    series().errors.inc()
+    throw error
+  } finally {
+    series().duration.observe((performance.now() - started) / 1000)
+  }
 }
 
 /**
@@ -30,6 +46,7 @@ export function instrumentStore<S extends Store> (store: S, metrics: Metrics): S
         wrapper = (...args: unknown[]): unknown => {
           const started = performance.now()
           const result = method.apply(target, args)
+          if (isAsyncIterable(result) && !isPromise(result)) return timed(result, started, () => (series ??= metrics.storeOperation(property)))
           if (!isPromise(result)) return result
           // Bound on the first asynchronous call: synchronous members never get a series.
           series ??= metrics.storeOperation(property)

@@ -29,11 +29,13 @@ end
 local mc = count(KEYS[1], mw)
 local dc = count(KEYS[2], dw)
 local allowed = mc < tonumber(ARGV[1]) and dc < tonumber(ARGV[2])
+local changes = tonumber(redis.call('GET', KEYS[#KEYS])) or 0
 `
 
 /**
- * KEYS: minute, day, strikes. ARGV: perMinute, perDay, offset (ms), strike window (s, 0 = no strikes), margin (s),
- * strike threshold. Returns {allowed 0|1, minute count, day count, seconds, microseconds, strikes}.
+ * KEYS: minute, day, strikes, change counter. ARGV: perMinute, perDay, offset (ms), strike window (s, 0 = no
+ * strikes), margin (s), strike threshold. Returns {allowed 0|1, minute count, day count, seconds, microseconds,
+ * strikes, change counter}.
  *
  * The strikes hash is {t: strike window start (ms), c: count, r: retry time (ms)}: r is the end of the window
  * that refused the subject last (what its Retry-After named), and only a refusal before r is a strike. A hash
@@ -49,7 +51,7 @@ if allowed then
   redis.call('EXPIRE', KEYS[1], (mw + 1) * 60 - sec + margin)
   redis.call('HSET', KEYS[2], 'w', dw, 'c', dc)
   redis.call('EXPIRE', KEYS[2], (dw + 1) * 86400 - sec + margin)
-  return {1, mc, dc, sec, usec, 0}
+  return {1, mc, dc, sec, usec, 0, changes}
 end
 local strikes = 0
 local sw = tonumber(ARGV[4]) * 1000
@@ -76,22 +78,22 @@ if sw > 0 then
   if start + sw - now > keep then keep = start + sw - now end
   redis.call('PEXPIRE', KEYS[3], keep + margin * 1000)
 end
-return {0, mc, dc, sec, usec, strikes}
+return {0, mc, dc, sec, usec, strikes, changes}
 `
 
-/** KEYS: minute, day. ARGV: perMinute, perDay, offset (ms). Same reply as the consume script, strikes 0. */
+/** KEYS: minute, day, change counter. ARGV: perMinute, perDay, offset (ms). Same reply as the consume script, strikes 0. */
 const PEEK_LUA = `${PRELUDE}
-return {allowed and 1 or 0, mc, dc, sec, usec, 0}
+return {allowed and 1 or 0, mc, dc, sec, usec, 0, changes}
 `
 
-type ScriptReply = [number, number, number, number, number, number]
+type ScriptReply = [number, number, number, number, number, number, number]
 
 interface LimiterCommands {
   petstoreRateLimitConsume (
-    minuteKey: string, dayKey: string, strikeKey: string, perMinute: number, perDay: number, offsetMs: number,
+    minuteKey: string, dayKey: string, strikeKey: string, changesKey: string, perMinute: number, perDay: number, offsetMs: number,
     strikeWindowSeconds: number, marginSeconds: number, strikeThreshold: number
   ): Promise<ScriptReply>
-  petstoreRateLimitPeek (minuteKey: string, dayKey: string, perMinute: number, perDay: number, offsetMs: number): Promise<ScriptReply>
+  petstoreRateLimitPeek (minuteKey: string, dayKey: string, changesKey: string, perMinute: number, perDay: number, offsetMs: number): Promise<ScriptReply>
 }
 
 /**
@@ -128,15 +130,17 @@ export class RedisLimiter implements RateLimiter {
   readonly kind = 'redis'
   readonly #client: Redis & LimiterCommands
   readonly #prefix: string
+  readonly #changesKey: string
   readonly #offset: () => number
 
   constructor (options: RedisLimiterOptions) {
     // defineCommand sends EVALSHA and falls back to EVAL once per connection on NOSCRIPT. Defining the same
     // names again on a shared client just replaces them with identical scripts.
-    options.client.defineCommand('petstoreRateLimitConsume', { numberOfKeys: 3, lua: CONSUME_LUA })
-    options.client.defineCommand('petstoreRateLimitPeek', { numberOfKeys: 2, lua: PEEK_LUA, readOnly: true })
+    options.client.defineCommand('petstoreRateLimitConsume', { numberOfKeys: 4, lua: CONSUME_LUA })
+    options.client.defineCommand('petstoreRateLimitPeek', { numberOfKeys: 3, lua: PEEK_LUA, readOnly: true })
     this.#client = options.client as Redis & LimiterCommands
     this.#prefix = options.prefix ?? 'rl:'
+    this.#changesKey = `${this.#prefix}changes`
     this.#offset = options.timeOffsetSeconds ?? (() => 0)
   }
 
@@ -154,7 +158,7 @@ export class RedisLimiter implements RateLimiter {
     const keys = redisKeys(this.#prefix, subject)
     const strikes = options.strikes
     const reply = await this.#client.petstoreRateLimitConsume(
-      keys.minute, keys.day, keys.strikes, limits.perMinute, limits.perDay, this.#offsetMs(),
+      keys.minute, keys.day, keys.strikes, this.#changesKey, limits.perMinute, limits.perDay, this.#offsetMs(),
       Math.max(0, strikes?.windowSeconds ?? 0), EXPIRY_MARGIN_SECONDS, strikes?.threshold ?? 0
     )
     return toDecision(reply, limits)
@@ -162,13 +166,17 @@ export class RedisLimiter implements RateLimiter {
 
   async peek (subject: Subject, limits: WindowLimits): Promise<Decision> {
     const keys = redisKeys(this.#prefix, subject)
-    const reply = await this.#client.petstoreRateLimitPeek(keys.minute, keys.day, limits.perMinute, limits.perDay, this.#offsetMs())
+    const reply = await this.#client.petstoreRateLimitPeek(keys.minute, keys.day, this.#changesKey, limits.perMinute, limits.perDay, this.#offsetMs())
     return toDecision(reply, limits)
   }
 
   async reset (subject: Subject): Promise<void> {
     const keys = redisKeys(this.#prefix, subject)
     await this.#client.del(keys.minute, keys.day, keys.strikes)
+  }
+
+  async announceChange (): Promise<void> {
+    await this.#client.incr(this.#changesKey)
   }
 
   /** Does nothing: the client belongs to the caller, who quits it (possibly after other users are done). */
@@ -181,8 +189,8 @@ export class RedisLimiter implements RateLimiter {
 }
 
 function toDecision (reply: ScriptReply, limits: WindowLimits): Decision {
-  const [allowed, minuteCount, dayCount, sec, usec, strikes] = reply
-  return buildDecision(allowed === 1, limits, minuteCount, dayCount, sec * 1000 + Math.floor(usec / 1000), strikes)
+  const [allowed, minuteCount, dayCount, sec, usec, strikes, changes] = reply
+  return { ...buildDecision(allowed === 1, limits, minuteCount, dayCount, sec * 1000 + Math.floor(usec / 1000), strikes), changes }
 }
 
 /**

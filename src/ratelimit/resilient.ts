@@ -74,6 +74,11 @@ export class ResilientLimiter implements RateLimiter {
     return this.#run(() => this.#redis.peek(subject, limits), () => this.#memory.peek(subject, limits))
   }
 
+  /** Counts an inventory change in Redis when it answers; an outage is logged as one, not thrown. */
+  async announceChange (): Promise<void> {
+    await this.#run(() => this.#redis.announceChange(), async () => {})
+  }
+
   /** Clears the subject in memory and, when reachable, in Redis; a Redis failure is logged as an outage, not thrown. */
   async reset (subject: Subject): Promise<void> {
     await this.#memory.reset(subject)

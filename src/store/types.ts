@@ -52,10 +52,18 @@ export interface StockChange {
 }
 
 export type StockChangeResult =
-  | { status: 'updated', entry: StockEntry }
+  /** `version`: the inventory version right after this change, where the store can tell (SQLite). */
+  | { status: 'updated', entry: StockEntry, version?: bigint }
   | { status: 'not_found' }
   /** The entry's revision is not one of expectedRevisions: nothing was changed. */
   | { status: 'stale', current: StockEntry }
+
+/** A page of a consistent listing. */
+export interface InventoryPage {
+  /** The inventory version of the snapshot the page comes from: the same on every page of one listing. */
+  version: bigint
+  items: InventoryItem[]
+}
 
 /** A connection pool's state, for metrics. */
 export interface PoolStats {
@@ -92,9 +100,19 @@ export interface Store {
   listInventory (): Promise<InventoryItem[]>
   /**
    * A number that changes, in the same transaction, whenever what listInventory returns may change (a stock
-   * entry written or removed, a pet's status changed). Cheap: read on every inventory GET.
+   * entry written or removed, a pet's status changed).
    */
   inventoryVersion (): Promise<bigint>
+  /**
+   * The whole listing, ordered by petId, `size` entries a page, every page from one snapshot of the store (the
+   * version it carries is the version of exactly these entries). Between pages other work may run.
+   */
+  inventoryPages (size: number): AsyncIterable<InventoryPage>
+  /**
+   * Whether another process has committed to the store since the last call: a check without a query (SQLite's
+   * data_version). Absent where the store cannot tell cheaply (PostgreSQL).
+   */
+  changedElsewhere?(): boolean
   /**
    * Sets the quantity of an existing entry and records the change in the stock ledger, in one transaction:
    * either both are durable or neither. The entry's revision grows by one.

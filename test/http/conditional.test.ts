@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict'
 import { join } from 'node:path'
-import { describe, test } from 'node:test'
+import { describe, test, type TestContext } from 'node:test'
+import { setTimeout as sleep } from 'node:timers/promises'
+import type { FastifyInstance } from 'fastify'
 import { buildApp } from '../../src/app.js'
 import { loadConfig } from '../../src/config.js'
 import { SqliteStore } from '../../src/store/sqlite/index.js'
@@ -11,6 +13,33 @@ const get = (key: string, headers: Record<string, string> = {}) => ({ method: 'G
 const patch = (key: string, petId: number, quantity: number) => ({
   method: 'PATCH' as const, url: `/v1/inventory/${petId}`, headers: { ...auth(key), 'content-type': 'application/json' }, payload: JSON.stringify({ quantity })
 })
+
+/** Two apps and a CLI-like third connection on one SQLite file, without Redis: what one commits the others read. */
+async function sharedFile (t: TestContext) {
+  const path = join(tempDir(t), 'shared.db')
+  const config = loadConfig({ AUTH_CACHE_TTL_MS: '0' })
+  const stores = [new SqliteStore(path), new SqliteStore(path), new SqliteStore(path)] as const
+  await stores[0].migrate()
+  await importData(stores[0], { pets: [pet(1)], orders: [] })
+  const key = await newKey(stores[0])
+  const [one, two] = await Promise.all([stores[0], stores[1]].map((store) => buildApp(config, { store, logger: false })))
+  t.after(async () => {
+    await Promise.all([one?.close(), two?.close()])
+    await Promise.all(stores.map((store) => store.close()))
+  })
+  return { one: one as FastifyInstance, two: two as FastifyInstance, cli: stores[2], key }
+}
+
+/** Asks until the answer is not null (every 20 ms, at most 5 s). */
+async function eventually<T> (ask: () => Promise<T | null>): Promise<T> {
+  const deadline = Date.now() + 5000
+  for (;;) {
+    const answer = await ask()
+    if (answer !== null) return answer
+    if (Date.now() > deadline) throw new Error('not seen within 5 s')
+    await sleep(20)
+  }
+}
 
 describe('ETag and conditional GET /v1/inventory', () => {
   test('when the inventory is read twice without a change, then both answers carry the same strong ETag and bytes', async (t) => {
@@ -53,12 +82,15 @@ describe('ETag and conditional GET /v1/inventory', () => {
     assert.equal(after.body, '[{"petId":1,"quantity":5,"status":"available"}]')
   })
 
-  test('when a pet status changes, then the ETag changes', async (t) => {
-    const { request, key, store } = await testApp(t, {}, { pets: [pet(1)] })
-    const before = await request(get(key))
-    await importData(store, { pets: [pet(1, { status: 'sold', quantity: undefined })], orders: [] })
-    const after = await request(get(key, { 'if-none-match': String(before.headers.etag) }))
-    assert.equal(after.statusCode, 200)
+  test('when another process (the CLI) changes a pet\'s status, then within the change check the ETag and body change', async (t) => {
+    const { one: app, cli, key } = await sharedFile(t)
+    const before = await app.inject(get(key))
+    await importData(cli, { pets: [pet(1, { status: 'sold', quantity: undefined })], orders: [] })
+    const after = await eventually(async () => {
+      const res = await app.inject(get(key, { 'if-none-match': String(before.headers.etag) }))
+      return res.statusCode === 200 ? res : null
+    })
+    assert.notEqual(after.headers.etag, before.headers.etag)
     assert.equal(after.json()[0].status, 'sold')
   })
 
@@ -114,20 +146,12 @@ describe('ETag and conditional GET /v1/inventory', () => {
     assert.equal(res.statusCode, 401)
   })
 
-  test('when another instance changes the stock, then the next GET here shows it (the cache is never stale)', async (t) => {
-    const path = join(tempDir(t), 'shared.db')
-    const config = loadConfig({ AUTH_CACHE_TTL_MS: '0' })
-    const stores = [new SqliteStore(path), new SqliteStore(path)]
-    await stores[0]!.migrate()
-    await importData(stores[0]!, { pets: [pet(1)], orders: [] })
-    const key = await newKey(stores[0]!)
-    const [one, two] = await Promise.all(stores.map((store) => buildApp(config, { store, logger: false })))
-    t.after(async () => {
-      await Promise.all([one!.close(), two!.close()])
-      await Promise.all(stores.map((store) => store.close()))
-    })
-    assert.equal((await one!.inject(get(key))).json()[0].quantity, 1)
-    assert.equal((await two!.inject(patch(key, 1, 42))).statusCode, 200)
-    assert.equal((await one!.inject(get(key))).json()[0].quantity, 42)
+  test('when another instance on the same SQLite file changes the stock, then GETs here show it within the change check (200 ms)', async (t) => {
+    const { one, two, key } = await sharedFile(t)
+    assert.equal((await one.inject(get(key))).json()[0].quantity, 1)
+    assert.equal((await two.inject(patch(key, 1, 42))).statusCode, 200)
+    const started = Date.now()
+    await eventually(async () => (await one.inject(get(key))).json()[0].quantity === 42 ? true : null)
+    assert.ok(Date.now() - started < 1000, `seen after ${Date.now() - started} ms`)
   })
 })

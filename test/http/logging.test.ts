@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
 import { Writable } from 'node:stream'
 import { describe, test } from 'node:test'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { pino } from 'pino'
 import { buildApp } from '../../src/app.js'
 import { loadConfig } from '../../src/config.js'
@@ -34,7 +35,13 @@ describe('logs', () => {
       { method: 'GET' as const, url: `/v1/${encoded}`, headers: auth(key) },
       { method: 'GET' as const, url: `/${key}?x=${encoded}` },
       { method: 'GET' as const, url: `/v1/%zz?access_token=${key}` },
-      { method: 'GET' as const, url: '/v1/inventory', headers: { ...auth(key), 'x-request-id': key } }
+      { method: 'GET' as const, url: '/v1/inventory', headers: { ...auth(key), 'x-request-id': key } },
+      // Percent-encoded, beside an escape that is not valid (decodeURIComponent gives up on the whole text).
+      { method: 'GET' as const, url: `/v1/inventory?psk%5Flive_${secret}%ZZ=1` },
+      { method: 'GET' as const, url: `/v1/inventory?a=1&psk%5flive%5F${secret}%E0` },
+      { method: 'GET' as const, url: `/v1/inventory#psk%5Flive_${secret}%ZZ` },
+      { method: 'GET' as const, url: `/v1/psk%255Flive_${secret}%ZZ` },
+      { method: 'GET' as const, url: `/v1/${'%70%73%6B'}_live_${secret}%E0` }
     ]
     for (const request of requests) await app.inject(request)
     // A server error, logged with its stack, for a request that carries the key in its query.
@@ -77,7 +84,7 @@ describe('logs', () => {
   test('when a 500 happens, then it is logged with the request id', async (t) => {
     const { app, store, lines } = await appWithLog(t)
     const key = await newKey(store)
-    store.listInventory = async () => { throw new Error('disk on fire') }
+    store.inventoryPages = async function * () { yield * []; throw new Error('disk on fire') }
     const res = await app.inject({ method: 'GET', url: '/v1/inventory', headers: { ...auth(key), 'x-request-id': 'trace-500' } })
     assert.equal(res.statusCode, 500)
     const entry = lines.map((line) => JSON.parse(line) as { level: number, requestId?: string, err?: { message: string } })
@@ -95,5 +102,37 @@ describe('logs', () => {
     assert.equal(ban?.keyId, record?.id)
     assert.equal(ban?.banSeconds, 900)
     assert.ok(!lines.join('\n').includes(key.slice(9)))
+  })
+  test('when requests write no log line (level warn), then no per-request child logger is made; a 500 still logs its request id', async (t) => {
+    const lines: string[] = []
+    const stream = new Writable({ write (chunk: Buffer, _encoding, done) { lines.push(...chunk.toString().split('\n').filter(Boolean)); done() } })
+    const logger = pino(loggerOptions('warn'), stream)
+    let children = 0
+    const child = logger.child.bind(logger)
+    logger.child = ((...args: Parameters<typeof child>) => { children++; return child(...args) }) as typeof logger.child
+    const store = await tempStore(t)
+    await importData(store, { pets: [pet(1)], orders: [] })
+    const app = await buildApp(loadConfig({ AUTH_CACHE_TTL_MS: '0' }), { store, logger })
+    t.after(() => app.close())
+    const key = await newKey(store)
+    await app.ready()
+    const before = children
+    for (let i = 0; i < 20; i++) assert.equal((await app.inject({ method: 'GET', url: '/v1/inventory', headers: auth(key) })).statusCode, 200)
+    assert.equal(children, before)
+    store.findApiKeyByHash = async () => { throw new Error('disk on fire') }
+    await sleep(10) // past the key cache's lifetime (AUTH_CACHE_TTL_MS=0 keeps a lookup 1 ms)
+    const res = await app.inject({ method: 'GET', url: '/v1/inventory', headers: { ...auth(key), 'x-request-id': 'trace-lazy' } })
+    assert.equal(res.statusCode, 500)
+    assert.equal(children, before + 1)
+    assert.equal(lines.map((line) => JSON.parse(line) as { requestId?: string }).find((e) => e.requestId === 'trace-lazy')?.requestId, 'trace-lazy')
+  })
+  test('when a URL is malformed, then the request is charged and leaves an access line with its request id', async (t) => {
+    const { app, store, lines } = await appWithLog(t)
+    const key = await newKey(store)
+    const res = await app.inject({ method: 'GET', url: '/v1/inventory%C0%AF', headers: { ...auth(key), 'x-request-id': 'probe-malformed-1' } })
+    assert.equal(res.statusCode, 400)
+    const line = lines.map((text) => JSON.parse(text) as { requestId?: string, status?: number, msg: string }).find((e) => e.requestId === 'probe-malformed-1')
+    assert.equal(line?.msg, 'request completed')
+    assert.equal(line?.status, 400)
   })
 })

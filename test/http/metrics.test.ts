@@ -215,7 +215,7 @@ describe('GET /metrics: store', () => {
     await request(get('/v1/store/orders', key))
 
     const text = await scrape(request)
-    for (const operation of ['listInventory', 'findApiKeyByHash', 'listOrders']) {
+    for (const operation of ['inventoryPages', 'findApiKeyByHash', 'listOrders']) {
       assert.ok((value(text, 'petstore_store_operation_duration_seconds_count', { operation }) ?? 0) >= 1, operation)
       assert.equal(value(text, 'petstore_store_errors_total', { operation }), 0)
     }
@@ -224,12 +224,12 @@ describe('GET /metrics: store', () => {
 
   test('when a store call fails, then it is counted as a store error and still timed', async (t) => {
     const { request, key, store } = await testApp(t, {}, { pets: [pet(1)] })
-    store.listInventory = async () => { throw new Error('boom') }
+    store.inventoryPages = async function * () { yield * []; throw new Error('boom') }
     assert.equal((await request(get('/v1/inventory', key))).statusCode, 500)
 
     const text = await scrape(request)
-    assert.equal(value(text, 'petstore_store_errors_total', { operation: 'listInventory' }), 1)
-    assert.equal(value(text, 'petstore_store_operation_duration_seconds_count', { operation: 'listInventory' }), 1)
+    assert.equal(value(text, 'petstore_store_errors_total', { operation: 'inventoryPages' }), 1)
+    assert.equal(value(text, 'petstore_store_operation_duration_seconds_count', { operation: 'inventoryPages' }), 1)
   })
 
   test('when the store is SQLite, then there are no pool samples', async (t) => {
@@ -269,7 +269,7 @@ if (await requirePostgres('the pool gauges with PostgreSQL')) {
       assert.ok((pool('total') ?? 0) >= 1 && (pool('total') ?? 0) <= 4)
       assert.equal(pool('idle'), pool('total'), 'no request in flight')
       assert.equal(pool('waiting'), 0)
-      assert.ok((value(res.body, 'petstore_store_operation_duration_seconds_count', { operation: 'listInventory' }) ?? 0) >= 1)
+      assert.ok((value(res.body, 'petstore_store_operation_duration_seconds_count', { operation: 'inventoryPages' }) ?? 0) >= 1)
     })
   })
 }

@@ -58,8 +58,8 @@ describe('rate-limit headers', () => {
     ['410', 410, async ({ request, key, clock }) => { clock.now = Date.parse('2030-01-01T00:00:00Z'); return request(get(key, '/v1/pets/1')) }],
     ['413', 413, ({ request, key }) => request({ method: 'PATCH', url: '/v1/inventory/1', headers: { ...auth(key), 'content-type': 'application/json' }, payload: 'x'.repeat(20_000) })],
     ['415', 415, ({ request, key }) => request({ method: 'PATCH', url: '/v1/inventory/1', headers: { ...auth(key), 'content-type': 'text/plain' }, payload: 'x' })],
-    ['500', 500, async ({ request, key, store }) => { store.listInventory = async () => { throw new Error('boom') }; return request(get(key)) }],
-    ['503', 503, async ({ request, key, store }) => { store.listInventory = async () => { throw new StoreUnavailableError('down') }; return request(get(key)) }],
+    ['500', 500, async ({ request, key, store }) => { store.inventoryPages = async function * () { yield * []; throw new Error('boom') }; return request(get(key)) }],
+    ['503', 503, async ({ request, key, store }) => { store.inventoryPages = async function * () { yield * []; throw new StoreUnavailableError('down') }; return request(get(key)) }],
     ['503 (store down while authenticating)', 503, async ({ request, key, store }) => { store.findApiKeyByHash = async () => { throw new StoreUnavailableError('down') }; return request(get(key)) }]
   ]
   for (const [name, status, send] of statuses) {

@@ -283,5 +283,24 @@ export function limiterContract (name: string, open: (t: TestContext) => Promise
       assert.equal(minuteOf(await opened.limiter.peek(key('{a}'), limits)).remaining, 3)
       assert.equal(minuteOf(await opened.limiter.peek(key('a'), limits)).remaining, 2)
     })
+    test('a limiter that announces changes reports the count in every decision, consume and peek alike; one that does not reports none', async (t) => {
+      const opened = await open(t)
+      const limits = { perMinute: 100, perDay: 1000 }
+      const { limiter } = opened
+      if (limiter.announceChange === undefined) {
+        assert.equal((await limiter.consume(key('changes'), limits)).changes, undefined)
+        assert.equal((await limiter.peek(key('changes'), limits)).changes, undefined)
+        return
+      }
+      const before = (await limiter.consume(key('changes'), limits)).changes
+      assert.equal(typeof before, 'number')
+      await limiter.announceChange()
+      await limiter.announceChange()
+      assert.equal((await limiter.consume(key('changes'), limits)).changes, (before as number) + 2)
+      assert.equal((await limiter.peek(ip('someone else'), limits)).changes, (before as number) + 2, 'the count is the same for every subject')
+      const refused = await limiter.consume(key('changes-refused'), { perMinute: 0, perDay: 0 })
+      assert.equal(refused.allowed, false)
+      assert.equal(refused.changes, (before as number) + 2, 'a refusal carries it too')
+    })
   })
 }

@@ -50,9 +50,9 @@ describe('half-closed connections', () => {
       get (target, property) {
         const value: unknown = Reflect.get(target, property, target)
         if (typeof value !== 'function') return value
-        return async (...args: unknown[]) => {
-          await sleep(20)
-          return await (value as (...a: unknown[]) => Promise<unknown>).apply(target, args)
+        return (...args: unknown[]) => {
+          const result = (value as (...a: unknown[]) => unknown).apply(target, args)
+          return result instanceof Promise ? sleep(20).then(async () => await result) : result
         }
       }
     }) as Store

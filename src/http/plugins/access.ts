@@ -4,6 +4,7 @@
  * framework resolved: the gate is registered inside the scope it guards, so it runs for exactly the routes,
  * the 404 and the 405s of that scope, however the request target was spelled.
  */
+import ipaddr from 'ipaddr.js'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { KEY_OPTIONAL, KEY_REQUIRED, type Admission, type Gatekeeper, type OperationNeeds, type QuotaView } from '../../access/admission.js'
 import type { CredentialProblem, Credentials } from '../../access/authenticator.js'
@@ -11,7 +12,7 @@ import { KEY_PREFIXES } from '../../access/keys.js'
 import type { Environment } from '../../config.js'
 import type { ApiKeyRecord } from '../../domain/model.js'
 import { AppError } from '../../errors.js'
-import { holdsTag, noneMatch } from '../preconditions.js'
+import { holdsOnlyTag, noneMatch } from '../preconditions.js'
 import { handleError } from './errors.js'
 
 declare module 'fastify' {
@@ -101,12 +102,20 @@ export interface AccessOptions {
   environment: Environment
 }
 
+/**
+ * The client's address: the one proxy-addr resolved when it is an IP address. A trusted proxy's forwarded header
+ * may hold any text (proxy-addr does not check it); then the connection's peer, the proxy itself, is the client.
+ */
+function clientAddress (request: FastifyRequest): string {
+  return ipaddr.isValid(request.ip) ? request.ip : (request.socket?.remoteAddress ?? request.ip)
+}
+
 /** Asks the gatekeeper about a request, records the answer on the request and sets the rate-limit fields. */
 async function ask (options: AccessOptions, request: FastifyRequest, reply: FastifyReply, needs: OperationNeeds,
   holdsCurrent?: () => Promise<boolean>): Promise<Admission> {
   const admission = await options.gatekeeper.admit({
     credentials: credentialsOf(request.headers.authorization),
-    client: request.ip,
+    client: clientAddress(request),
     needs,
     ...(holdsCurrent === undefined ? {} : { holdsCurrent })
   })
@@ -145,7 +154,7 @@ export function registerGate (scope: FastifyInstance, options: AccessOptions): v
       ? undefined
       : async () => {
         const etag = await conditional.current()
-        return etag !== null && holdsTag(conditional.header, etag)
+        return etag !== null && holdsOnlyTag(conditional.header, etag)
       }
     const admission = await ask(options, request, reply, KEY_REQUIRED, holdsCurrent)
     const error = refusal(admission, options.environment)

@@ -1,11 +1,15 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import fastJson from 'fast-json-stringify'
 import { Type } from 'typebox'
-import { getStockEntry, StaleEntryError, updateQuantity } from '../../domain/inventory.js'
+import { Readable } from 'node:stream'
+import { decodeCursor, encodeCursor, InvalidCursorError } from '../../domain/cursor.js'
+import {
+  DEFAULT_INVENTORY_LIMIT, getStockEntry, INVENTORY_CURSOR_PREFIX, MAX_INVENTORY_LIMIT, StaleEntryError, updateQuantity
+} from '../../domain/inventory.js'
 import type { InventoryItem as Item, StockEntry } from '../../domain/model.js'
 import { parseInt64 } from '../../int64.js'
 import type { Store } from '../../store/types.js'
-import { InventoryCache } from '../inventory-cache.js'
+import { InventoryCache, type ChangeWatch, type InventoryView } from '../inventory-cache.js'
 import { BODY_LIMIT_BYTES } from '../limits.js'
 import { AppError } from '../../errors.js'
 import { entryTag, ifMatchTags, revisionOf } from '../preconditions.js'
@@ -18,8 +22,21 @@ const ENTRY_ETAG_HEADER = {
 }
 
 const InventoryList = Type.Array(InventoryItem, {
-  description: 'All stock entries, ordered by petId',
-  headers: { ...RESPONSE_HEADERS, ...ETAG_HEADER }
+  description: 'All stock entries, ordered by petId; with `limit` or `cursor`, one page of them',
+  headers: {
+    ...RESPONSE_HEADERS,
+    ETag: Type.String({ description: 'Strong validator of the whole inventory (not sent with a page); send it back in If-None-Match' }),
+    Link: Type.String({ description: 'With `limit` or `cursor`: rel="next" link while more entries remain' })
+  }
+})
+
+const InventoryQuery = Type.Object({
+  limit: Type.Optional(Type.Integer({
+    minimum: 1,
+    maximum: MAX_INVENTORY_LIMIT,
+    description: `Page size (default ${DEFAULT_INVENTORY_LIMIT} once paging). Without limit and cursor the whole listing is answered.`
+  })),
+  cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'Opaque cursor from a rel="next" link' }))
 })
 
 const Entry = (description: string) =>
@@ -46,20 +63,43 @@ function preconditionFailed (error: unknown): never {
     `The inventory entry of pet ${error.current.petId} has changed since the ETag sent in If-Match; its current ETag is ${etag}.`, { ETag: etag })
 }
 
-export const inventoryRoutes: FastifyPluginAsyncTypebox<{ store: Store, clock: () => number }> = async (app, { store, clock }) => {
+/** The body of a whole listing: one buffer as it is, or its pieces streamed in order without copying. */
+function listingBody (view: InventoryView): Buffer | Readable {
+  return Buffer.isBuffer(view.body) ? view.body : Readable.from(view.body, { objectMode: false })
+}
+
+export interface InventoryRouteOptions {
+  store: Store
+  clock: () => number
+  /** The change counter the shared limiter's decisions carry (signal freshness); absent without one. */
+  watch?: ChangeWatch
+  /** Tells every instance of an acknowledged change (the shared limiter's announceChange). */
+  announceChange?: () => Promise<void>
+}
+
+export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> = async (app, { store, clock, watch, announceChange }) => {
   // The same schema as the 200 response, compiled once: the cached bytes are what Fastify would have sent.
-  const cache = new InventoryCache(store, fastJson(InventoryList))
+  const serialize = fastJson(InventoryList)
+  const cache = new InventoryCache({ store, serialize: (items) => serialize(items), ...(watch === undefined ? {} : { watch }) })
+  app.addHook('onClose', async () => { cache.close() })
+  const paged = (query: unknown): boolean => {
+    const q = query as { limit?: unknown, cursor?: unknown } | undefined
+    return q?.limit !== undefined || q?.cursor !== undefined
+  }
 
   app.get('/inventory', {
     // Lets the rate-limit hook answer a matching If-None-Match with 304 before anything is counted.
-    config: { currentETag: () => cache.etag() },
+    // A page carries no ETag: only the whole listing is revalidated.
+    config: { currentETag: async (request) => paged(request.query) ? null : await cache.etag() },
     schema: {
       operationId: 'listInventory',
       summary: 'List the stock entries of all pets',
       description: 'Returns current stock levels for all pets in the store, ordered by petId. The response carries a ' +
         'strong ETag; a request with a matching If-None-Match gets 304 without a body, and (as on GitHub) a 304 does ' +
-        'not count against the rate limit.',
+        'not count against the rate limit. With `limit` or `cursor` (an addition to the specification, beta) the answer is ' +
+        'one page, ordered by petId, with `Link: <...>; rel="next"` while more remain; pages carry no ETag.',
       tags: ['inventory'],
+      querystring: InventoryQuery,
       headers: Type.Object({
         'if-none-match': Type.Optional(Type.String({ description: 'ETag of a representation the client holds' }))
       }),
@@ -69,10 +109,27 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<{ store: Store, clock: (
         ...COMMON_ERRORS
       }
     }
-  }, async (_request, reply) => {
-    const { etag, body } = await cache.current()
-    // Already-serialized bytes: Fastify sends a Buffer as it is (the type provider expects the object form).
-    return reply.header('ETag', etag).type('application/json; charset=utf-8').send(body as never)
+  }, async (request, reply) => {
+    reply.type('application/json; charset=utf-8')
+    const { limit, cursor } = request.query
+    if (limit === undefined && cursor === undefined) {
+      const view = await cache.current()
+      // Already-serialized bytes: Fastify sends them as they are (the type provider expects the object form).
+      return reply.header('ETag', view.etag).header('Content-Length', view.length).send(listingBody(view) as never)
+    }
+    const size = limit ?? DEFAULT_INVENTORY_LIMIT
+    let after: bigint | null
+    try {
+      after = cursor === undefined ? null : decodeCursor(INVENTORY_CURSOR_PREFIX, cursor)
+    } catch (error) {
+      throw error instanceof InvalidCursorError ? new AppError('invalid_request', 'The cursor is not valid; use the one from the Link header.') : error
+    }
+    const page = await cache.page(after, size)
+    if (page.more && page.last !== null) {
+      const next = new URLSearchParams({ limit: String(size), cursor: encodeCursor(INVENTORY_CURSOR_PREFIX, page.last) })
+      reply.header('Link', `</v1/inventory?${next.toString()}>; rel="next"`)
+    }
+    return reply.send(page.body as never)
   })
 
   app.get('/inventory/:petId', {
@@ -137,9 +194,12 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<{ store: Store, clock: (
     }
   }, async (request, reply) => {
     const { quantity, reason = 'adjustment', note = null } = request.body
-    const entry = await updateQuantity(store, BigInt(request.params.petId),
+    const { entry, version } = await updateQuantity(store, BigInt(request.params.petId),
       { quantity, reason, note, expectedRevisions: expectedRevisions(request.headers['if-match']) },
       { keyId: request.apiKey?.id ?? null, requestId: request.id }, clock).catch(preconditionFailed)
+    // Before the answer: a GET that starts after it, on any instance, sees the change.
+    cache.applied(entry, version)
+    await announceChange?.()
     reply.header('ETag', entryTag(entry))
     return item(entry)
   })

@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
-import { DEFAULT_ORDER_LIMIT, InvalidCursorError, MAX_ORDER_LIMIT, listOrders } from '../../domain/orders.js'
+import { InvalidCursorError } from '../../domain/cursor.js'
+import { DEFAULT_ORDER_LIMIT, MAX_ORDER_LIMIT, listOrders } from '../../domain/orders.js'
 import { AppError } from '../../errors.js'
 import type { Store } from '../../store/types.js'
 import { COMMON_ERRORS, INVALID_REQUEST, RESPONSE_HEADERS } from '../schemas/common.js'

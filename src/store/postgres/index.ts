@@ -7,7 +7,7 @@ import {
   toInventoryItem, toKey, toLedgerEntry, toOrder, toPet, toStockEntry,
   type EntryRow, type InventoryRow, type KeyRow, type LedgerRow, type OrderRow, type PetRow
 } from '../rows.js'
-import type { ImportedStockRule, ImportOptions, ImportResult, NewApiKey, OrderPage, PoolStats, StockChange, StockChangeResult, Store } from '../types.js'
+import type { ImportedStockRule, ImportOptions, ImportResult, InventoryPage, NewApiKey, OrderPage, PoolStats, StockChange, StockChangeResult, Store } from '../types.js'
 import { aheadError, appliedChecksum, checksum, schemaStatus, type AppliedMigration, type SchemaStatus } from '../migrations.js'
 import { PLAN } from './migrations.js'
 
@@ -197,6 +197,41 @@ export class PostgresStore implements Store {
   async inventoryVersion (): Promise<bigint> {
     const { rows } = await this.#query<{ v: bigint }>('SELECT v FROM inventory_version WHERE id = 1')
     return rows[0]?.v ?? 0n
+  }
+
+  /** Pages of the listing from one REPEATABLE READ transaction: every page sees the same snapshot. */
+  async * inventoryPages (size: number): AsyncGenerator<InventoryPage> {
+    let client: pg.PoolClient
+    try {
+      client = await this.#pool.connect()
+    } catch (error) {
+      throw new StoreUnavailableError('PostgreSQL is unavailable', { cause: error })
+    }
+    let open = false
+    try {
+      await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY')
+      open = true
+      const { rows: [row] } = await client.query<{ v: bigint }>('SELECT v FROM inventory_version WHERE id = 1')
+      const version = row?.v ?? 0n
+      let after: bigint | null = null
+      for (;;) {
+        const { rows }: pg.QueryResult<InventoryRow> = await client.query<InventoryRow>(
+          `SELECT ${INVENTORY_COLUMNS} FROM inventory i JOIN pets p ON p.id = i.pet_id
+           WHERE $1::bigint IS NULL OR i.pet_id > $1 ORDER BY i.pet_id LIMIT $2`, [after, size])
+        // An empty page only when the whole listing is empty.
+        if (rows.length > 0 || after === null) yield { version, items: rows.map(toInventoryItem) }
+        if (rows.length < size) break
+        after = (rows.at(-1) as InventoryRow).pet_id
+      }
+      await client.query('COMMIT')
+      open = false
+    } catch (error) {
+      throw isUnavailable(error) ? new StoreUnavailableError('PostgreSQL is unavailable', { cause: error }) : error
+    } finally {
+      // After a failure, or a consumer that stopped early: end the transaction before the client goes back.
+      if (open) await client.query('ROLLBACK').catch(() => {})
+      client.release()
+    }
   }
 
   async setQuantity (change: StockChange): Promise<StockChangeResult> {

@@ -3,7 +3,7 @@ import { mkdirSync } from 'node:fs'
 import { dirname } from 'node:path'
 import type { ApiKeyRecord, Ban, InventoryItem, LedgerEntry, Order, OrderStatus, Pet, PetImport, StockEntry } from '../../domain/model.js'
 import { StoreUnavailableError } from '../../errors.js'
-import type { ImportOptions, ImportResult, NewApiKey, OrderPage, StockChange, StockChangeResult, Store } from '../types.js'
+import type { ImportOptions, ImportResult, InventoryPage, NewApiKey, OrderPage, StockChange, StockChangeResult, Store } from '../types.js'
 import { aheadError, appliedChecksum, checksum, detectQueries, schemaStatus, type AppliedMigration, type SchemaStatus } from '../migrations.js'
 import { PLAN } from './migrations.js'
 import {
@@ -63,12 +63,15 @@ interface PendingUpdate {
 export class SqliteStore implements Store {
   readonly kind = 'sqlite'
   readonly #db: Database.Database
+  readonly #path: string
+  #dataVersion = 0
   readonly #statements = new Map<string, Database.Statement>()
   /** Stock updates waiting for the next group commit. */
   #pending: PendingUpdate[] = []
 
   constructor (path: string, options: { busyTimeoutMs?: number } = {}) {
     if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true })
+    this.#path = path
     this.#db = new Database(path)
     this.#db.defaultSafeIntegers(true)
     // Small pages for a new database: a group commit of stock updates writes every page it touched to the WAL,
@@ -185,6 +188,52 @@ export class SqliteStore implements Store {
   }
 
   /**
+   * Pages of the listing from one read transaction on a read-only connection of its own: WAL gives it a snapshot
+   * that writes on the main connection do not disturb, and it may stay open between pages while the server goes
+   * on serving. (An in-memory database has no second connection: it is read in one go.)
+   */
+  async * inventoryPages (size: number): AsyncGenerator<InventoryPage> {
+    const db = this.#path === ':memory:' ? this.#db : guard(() => new Database(this.#path, { readonly: true }))
+    if (db !== this.#db) db.defaultSafeIntegers(true)
+    const list = `SELECT ${INVENTORY_COLUMNS} FROM inventory i JOIN pets p ON p.id = i.pet_id ORDER BY i.pet_id`
+    if (db === this.#db) {
+      const [version, rows] = guard(() => db.transaction(() => [
+        (db.prepare('SELECT v FROM inventory_version WHERE id = 1').get() as { v: bigint }).v,
+        db.prepare(list).all() as InventoryRow[]
+      ] as const)())
+      for (let i = 0; i < rows.length || i === 0; i += size) yield { version, items: rows.slice(i, i + size).map(toInventoryItem) }
+      return
+    }
+    guard(() => db.exec('BEGIN'))
+    try {
+      const version = guard(() => (db.prepare('SELECT v FROM inventory_version WHERE id = 1').get() as { v: bigint }).v)
+      const rows = db.prepare(list).iterate() as IterableIterator<InventoryRow>
+      let page: InventoryItem[] = []
+      let pages = 0
+      for (const row of rows) {
+        page.push(toInventoryItem(row))
+        if (page.length === size) {
+          pages++
+          yield { version, items: page }
+          page = []
+        }
+      }
+      if (page.length > 0 || pages === 0) yield { version, items: page }
+    } catch (error) {
+      throw translate(error)
+    } finally {
+      db.close()
+    }
+  }
+
+  changedElsewhere (): boolean {
+    const version = Number(this.#db.pragma('data_version', { simple: true }))
+    const changed = version !== this.#dataVersion
+    this.#dataVersion = version
+    return changed
+  }
+
+  /**
    * Group commit: updates that arrive while the event loop is busy are applied together in one transaction,
    * so they share one fsync (synchronous=FULL); each caller is answered only after that commit. Each update
    * (read, compare, write, ledger row) runs in its own savepoint, so one failing update does not fail the others.
@@ -223,6 +272,7 @@ export class SqliteStore implements Store {
     const read = this.#prepare(ENTRY_SQL)
     const update = this.#prepare('UPDATE inventory SET quantity = ?, revision = revision + 1, ledger_head = ? WHERE pet_id = ?')
     const record = this.#prepare(LEDGER_INSERT_SQL)
+    const readVersion = this.#prepare('SELECT v FROM inventory_version WHERE id = 1')
     const one = this.#db.transaction((change: StockChange): StockChangeResult => {
       const row = read.get(change.petId) as ChainedEntryRow | undefined
       if (row === undefined) return { status: 'not_found' }
@@ -231,7 +281,8 @@ export class SqliteStore implements Store {
       const { lastInsertRowid } = record.run(change.petId, row.ledger_head, current.quantity, change.quantity, change.reason, change.note,
         change.keyId, change.requestId, change.at.toISOString())
       update.run(change.quantity, lastInsertRowid, change.petId)
-      return { status: 'updated', entry: { ...current, quantity: change.quantity, revision: current.revision + 1n } }
+      const version = (readVersion.get() as { v: bigint }).v
+      return { status: 'updated', entry: { ...current, quantity: change.quantity, revision: current.revision + 1n }, version }
     })
     return this.#db.transaction(() => batch.map((item) => {
       try {

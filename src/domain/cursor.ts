@@ -1,0 +1,27 @@
+import { AppError } from '../errors.js'
+import { parseInt64 } from '../int64.js'
+
+/** A cursor this service did not issue (or one that was changed). */
+export class InvalidCursorError extends AppError {
+  constructor () {
+    super('invalid_request', 'The cursor is not valid.')
+  }
+}
+
+/**
+ * Cursors are opaque to clients: base64url of a versioned "after this id" marker, the version naming the listing
+ * (`o1:` orders, `i1:` inventory), so a cursor of one listing is refused by another.
+ */
+export function encodeCursor (prefix: string, afterId: bigint): string {
+  return Buffer.from(prefix + afterId.toString()).toString('base64url')
+}
+
+/** The id a cursor of this listing points after; throws InvalidCursorError for anything else. */
+export function decodeCursor (prefix: string, cursor: string): bigint {
+  const text = Buffer.from(cursor, 'base64url').toString('utf8')
+  const id = text.startsWith(prefix) ? parseInt64(text.slice(prefix.length)) : null
+  if (id === null || encodeCursor(prefix, id) !== cursor) {
+    throw new InvalidCursorError()
+  }
+  return id
+}
