@@ -1,0 +1,155 @@
+/**
+ * `npm run bench:profile`: where a GET /v1/inventory spends its time. Runs the service (and the bare node:http
+ * ceiling, for comparison) under wrk with V8's CPU profiler on, keeps the samples taken while the load ran, sorts
+ * each sample's function into a part of the request path, and prints microseconds per request for each part.
+ *
+ * BENCH_PROFILE_ROOT=/path/to/another/checkout profiles that build instead (built, with node_modules), so a
+ * before/after pair can be measured in one run on one machine: `git worktree add /tmp/before <commit>`.
+ * BENCH_DURATION (default 10) sets the seconds of load per server. Needs wrk; pins as bench/run.ts does.
+ */
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { Cleanup, cleanupOnSignals, freePort, PINNING, ROOT, runCommand, runNode, startNode, stop, waitHttp, waitOutput } from './support.js'
+
+const TARGET = process.env.BENCH_PROFILE_ROOT ?? ROOT
+const SECONDS = Number(process.env.BENCH_DURATION ?? 10)
+const CONNECTIONS = 50
+
+interface CpuProfile {
+  nodes: Array<{ id: number, callFrame: { functionName: string, url: string } }>
+  startTime: number
+  samples: number[]
+  timeDeltas: number[]
+}
+
+/** Parts of the path, in the order of a request; the first rule that matches a sample's function wins. */
+const PARTS: Array<[string, (fn: string, url: string) => boolean]> = [
+  ['idle (waiting for the socket)', (fn) => fn === '(idle)'],
+  ['garbage collection', (fn) => fn === '(garbage collector)'],
+  ['write (writev, streams)', (fn, url) => /^(writev|writeGeneric|writevGeneric|createWriteWrap|writeUtf8String|writeBuffer)$/.test(fn) ||
+    /node:internal\/stream_base_commons|node:internal\/streams\/writable|node:net$/.test(url)],
+  ['headers (set, validate, render)', (fn) => /header|Header/.test(fn) || /^RegExp: /.test(fn) && /\\x20|\\t/.test(fn)],
+  ['parse (HTTP parser, request objects)', (_fn, url) => /node:_http_common|node:_http_incoming|node:internal\/streams\/readable/.test(url)],
+  ['route (find-my-way)', (_fn, url) => url.includes('find-my-way')],
+  ['auth (credentials, key cache)', (fn, url) => /access\/authenticator|access\/keys|lru-cache/.test(url) || fn === 'credentialsOf'],
+  ['limiter', (_fn, url) => /dist\/ratelimit\//.test(url)],
+  ['admission (gate, quota fields)', (_fn, url) => /dist\/access\/|dist\/http\/plugins\/access/.test(url)],
+  ['body (listing cache, handler)', (_fn, url) => /dist\/http\/(inventory-cache|routes)|fast-json-stringify/.test(url)],
+  ['logging', (_fn, url) => /pino|dist\/logger/.test(url)],
+  ['metrics', (_fn, url) => /dist\/metrics|prom-client/.test(url)],
+  ['promise and tick hops', (fn, url) => /^(runMicrotasks|processTicksAndRejections|nextTick)$/.test(fn) || url.includes('task_queues')],
+  ['framework (fastify hooks, reply)', (_fn, url) => /node_modules\/(fastify|@fastify|avvio|light-my-request)/.test(url) || /dist\/(app|http)\//.test(url)],
+  ['node:http server and response', (_fn, url) => /node:_http_server|node:_http_outgoing|node:events|node:internal\/timers/.test(url)],
+  ['other', () => true]
+]
+
+function partOf (fn: string, url: string): string {
+  return (PARTS.find(([, matches]) => matches(fn, url)) as [string, unknown])[0]
+}
+
+const DETAIL = process.env.BENCH_PROFILE_DETAIL === '1'
+
+/** Microseconds of main-thread time per part, from samples taken within [fromUs, toUs] (monotonic clock). */
+function parts (profile: CpuProfile, fromUs: number, toUs: number): Map<string, number> {
+  const nodes = new Map(profile.nodes.map((node) => [node.id, node.callFrame]))
+  const totals = new Map<string, number>()
+  const functions = new Map<string, number>()
+  let at = profile.startTime
+  profile.samples.forEach((id, i) => {
+    const delta = profile.timeDeltas[i] ?? 0
+    at += delta
+    if (at < fromUs || at > toUs) return
+    const frame = nodes.get(id)
+    const part = partOf(frame?.functionName ?? '', frame?.url ?? '')
+    totals.set(part, (totals.get(part) ?? 0) + delta)
+    if (DETAIL) {
+      const name = `${part}: ${frame?.functionName ?? ''} ${(frame?.url ?? '').replace(/.*node_modules\//, '')}`
+      functions.set(name, (functions.get(name) ?? 0) + delta)
+    }
+  })
+  // BENCH_PROFILE_DETAIL=1: the heaviest functions, to see what a part holds.
+  if (DETAIL) for (const [name, us] of [...functions].sort((a, b) => b[1] - a[1]).slice(0, 40)) console.error(`${(us / 1000).toFixed(0).padStart(6)} ms  ${name}`)
+  return totals
+}
+
+const monotonicUs = (): number => Number(process.hrtime.bigint() / 1000n)
+
+async function wrk (url: string, headers: Record<string, string>, seconds: number): Promise<number> {
+  const args = ['wrk', '-t1', `-c${CONNECTIONS}`, `-d${seconds}s`]
+  for (const [name, value] of Object.entries(headers)) args.push('-H', `${name}: ${value}`)
+  const { stdout } = await runCommand([...args, url], {}, 'load', (seconds + 60) * 1000)
+  const match = /(\d+) requests in/.exec(stdout)
+  if (match === null) throw new Error(`wrk printed no count: ${stdout}`)
+  return Number(match[1])
+}
+
+/** Loads a server started with --cpu-prof for SECONDS after a warm-up; returns the parts per request. */
+async function profileUnderLoad (start: (dir: string) => Promise<{ url: string, headers: Record<string, string>, stopServer: () => Promise<void> }>,
+  work: string, name: string): Promise<{ requests: number, perRequest: Map<string, number> }> {
+  const dir = mkdtempSync(join(work, `${name}-`))
+  const server = await start(dir)
+  await wrk(server.url, server.headers, 3)
+  const from = monotonicUs()
+  const requests = await wrk(server.url, server.headers, SECONDS)
+  const to = monotonicUs()
+  await server.stopServer()
+  const file = readdirSync(dir).find((f) => f.endsWith('.cpuprofile'))
+  if (file === undefined) throw new Error(`${name}: no CPU profile was written`)
+  const totals = parts(JSON.parse(readFileSync(join(dir, file), 'utf8')) as CpuProfile, from, to)
+  return { requests, perRequest: new Map([...totals].map(([part, us]) => [part, us / requests])) }
+}
+
+async function main (): Promise<void> {
+  cleanupOnSignals()
+  const cleanup = new Cleanup()
+  const work = mkdtempSync(join(tmpdir(), 'petstore-profile-'))
+  cleanup.defer(() => rmSync(work, { recursive: true, force: true }))
+  try {
+    const bin = join(TARGET, 'bin/petstore.js')
+    const env = { DATABASE_URL: join(work, 'store.db'), LOG_LEVEL: 'warn' }
+    await runNode([bin, 'migrate'], env)
+    const pets = Array.from({ length: 10 }, (_, i) => ({ id: i + 1, name: `Pet ${i + 1}`, status: 'available', quantity: i }))
+    writeFileSync(join(work, 'pets.json'), JSON.stringify({ pets, orders: [] }))
+    await runNode([bin, 'import', join(work, 'pets.json')], env)
+    const key = (await runNode([bin, 'keys', 'create', '--plan', 'enterprise', '--name', 'profile', '--per-minute', '1000000000', '--per-day', '1000000000'], env)).trim()
+    const headers = { authorization: `Bearer ${key}` }
+    let body = Buffer.alloc(0)
+
+    const service = await profileUnderLoad(async (dir) => {
+      const port = await freePort()
+      const proc = startNode(['--cpu-prof', `--cpu-prof-dir=${dir}`, bin, 'serve'], { ...env, PORT: String(port), HOST: '127.0.0.1' }, 'server')
+      cleanup.defer(() => stop(proc))
+      const url = `http://127.0.0.1:${port}/v1/inventory`
+      await waitHttp(`http://127.0.0.1:${port}/healthz`, proc)
+      body = Buffer.from(await (await fetch(url, { headers })).arrayBuffer())
+      return { url, headers, stopServer: () => stop(proc, 20_000) }
+    }, work, 'service')
+
+    const ceiling = await profileUnderLoad(async (dir) => {
+      const file = join(dir, 'body')
+      writeFileSync(file, body)
+      const proc = startNode(['--cpu-prof', `--cpu-prof-dir=${dir}`, join(ROOT, 'bench/bare-server.js'), file, 'application/json; charset=utf-8'], {}, 'server')
+      cleanup.defer(() => stop(proc))
+      const port = await waitOutput(proc, /listening (\d+)/)
+      return { url: `http://127.0.0.1:${port}/v1/inventory`, headers: {}, stopServer: () => stop(proc, 20_000) }
+    }, work, 'ceiling')
+
+    const rows = PARTS.map(([part]) => part)
+    const fmt = (us: number | undefined): string => (us ?? 0).toFixed(1)
+    const sum = (m: Map<string, number>): number => [...m.values()].reduce((a, b) => a + b, 0)
+    console.log(`GET /v1/inventory, 10 entries, ${CONNECTIONS} connections, ${SECONDS} s; build: ${TARGET}; pinned: ${PINNING === null ? 'no' : 'yes'}`)
+    console.log(`service ${service.requests} requests (${(service.requests / SECONDS).toFixed(0)}/s), ceiling ${ceiling.requests} (${(ceiling.requests / SECONDS).toFixed(0)}/s)\n`)
+    console.log('| part | service µs/request | ceiling µs/request |')
+    console.log('|---|---:|---:|')
+    for (const part of rows) {
+      if ((service.perRequest.get(part) ?? 0) < 0.05 && (ceiling.perRequest.get(part) ?? 0) < 0.05) continue
+      console.log(`| ${part} | ${fmt(service.perRequest.get(part))} | ${fmt(ceiling.perRequest.get(part))} |`)
+    }
+    console.log(`| **total (main thread)** | **${fmt(sum(service.perRequest))}** | **${fmt(sum(ceiling.perRequest))}** |`)
+  } finally {
+    await cleanup.run()
+  }
+}
+
+await main()
