@@ -21,8 +21,10 @@ const patchRaw = (key: string, body: Buffer | string, contentType = 'application
 describe('hardening', () => {
   test('when a trusted proxy forwards text that is not an address, then every such request shares the proxy\'s subject and memory stays bounded', async (t) => {
     const store = await tempStore(t)
-    const limiter = new MemoryLimiter()
-    const app = await buildApp(loadConfig({ TRUST_PROXY: 'true', RATE_LIMIT_ANONYMOUS: '5/100' }), { store, limiter, logger: false })
+    // A fixed clock: forty requests must not straddle a minute boundary and see a fresh window.
+    const clock = (): number => Date.parse('2026-11-22T12:00:00Z')
+    const limiter = new MemoryLimiter({ clock })
+    const app = await buildApp(loadConfig({ TRUST_PROXY: 'true', RATE_LIMIT_ANONYMOUS: '5/100' }), { store, limiter, logger: false, clock })
     t.after(() => app.close())
     const statuses: number[] = []
     for (let i = 0; i < 40; i++) {
