@@ -6,6 +6,8 @@
  * BENCH_PROFILE_ROOT=/path/to/another/checkout profiles that build instead (built, with node_modules), so a
  * before/after pair can be measured in one run on one machine: `git worktree add /tmp/before <commit>`.
  * BENCH_DURATION (default 10) sets the seconds of load per server. Needs wrk; pins as bench/run.ts does.
+ * BENCH_PROFILE_SCENARIO=patch profiles PATCH /v1/inventory/{petId} on 10,000 pets (durable SQLite, the bench's
+ * rotation) instead; the ceiling stays the bare server answering the GET's bytes, as in `npm run bench`.
  */
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -14,6 +16,9 @@ import { Cleanup, cleanupOnSignals, freePort, PINNING, ROOT, runCommand, runNode
 
 const TARGET = process.env.BENCH_PROFILE_ROOT ?? ROOT
 const SECONDS = Number(process.env.BENCH_DURATION ?? 10)
+const PATCH = process.env.BENCH_PROFILE_SCENARIO === 'patch'
+const PATCH_PETS = 10_000
+const WRK_SCRIPT = join(ROOT, 'bench/wrk.lua')
 const CONNECTIONS = 50
 
 interface CpuProfile {
@@ -35,6 +40,8 @@ const PARTS: Array<[string, (fn: string, url: string) => boolean]> = [
   ['auth (credentials, key cache)', (fn, url) => /access\/authenticator|access\/keys|lru-cache/.test(url) || fn === 'credentialsOf'],
   ['limiter', (_fn, url) => /dist\/ratelimit\//.test(url)],
   ['admission (gate, quota fields)', (_fn, url) => /dist\/access\/|dist\/http\/plugins\/access/.test(url)],
+  ['store (SQLite statements, commit)', (_fn, url) => /dist\/store\/|better-sqlite3/.test(url)],
+  ['request body (JSON, validation)', (_fn, url) => /dist\/http\/(json-body|validation)|secure-json-parse|ajv/.test(url)],
   ['body (listing cache, handler)', (_fn, url) => /dist\/http\/(inventory-cache|routes)|fast-json-stringify/.test(url)],
   ['logging', (_fn, url) => /pino|dist\/logger/.test(url)],
   ['metrics', (_fn, url) => /dist\/metrics|prom-client/.test(url)],
@@ -75,23 +82,24 @@ function parts (profile: CpuProfile, fromUs: number, toUs: number): Map<string, 
 
 const monotonicUs = (): number => Number(process.hrtime.bigint() / 1000n)
 
-async function wrk (url: string, headers: Record<string, string>, seconds: number): Promise<number> {
+async function wrk (url: string, headers: Record<string, string>, seconds: number, patchPets = 0): Promise<number> {
   const args = ['wrk', '-t1', `-c${CONNECTIONS}`, `-d${seconds}s`]
   for (const [name, value] of Object.entries(headers)) args.push('-H', `${name}: ${value}`)
-  const { stdout } = await runCommand([...args, url], {}, 'load', (seconds + 60) * 1000)
+  const script = patchPets > 0 ? ['-s', WRK_SCRIPT, url, '--', String(patchPets)] : [url]
+  const { stdout } = await runCommand([...args, ...script], {}, 'load', (seconds + 60) * 1000)
   const match = /(\d+) requests in/.exec(stdout)
   if (match === null) throw new Error(`wrk printed no count: ${stdout}`)
   return Number(match[1])
 }
 
 /** Loads a server started with --cpu-prof for SECONDS after a warm-up; returns the parts per request. */
-async function profileUnderLoad (start: (dir: string) => Promise<{ url: string, headers: Record<string, string>, stopServer: () => Promise<void> }>,
+async function profileUnderLoad (start: (dir: string) => Promise<{ url: string, headers: Record<string, string>, stopServer: () => Promise<void>, patchPets?: number }>,
   work: string, name: string): Promise<{ requests: number, perRequest: Map<string, number> }> {
   const dir = mkdtempSync(join(work, `${name}-`))
   const server = await start(dir)
-  await wrk(server.url, server.headers, 3)
+  await wrk(server.url, server.headers, 3, server.patchPets)
   const from = monotonicUs()
-  const requests = await wrk(server.url, server.headers, SECONDS)
+  const requests = await wrk(server.url, server.headers, SECONDS, server.patchPets)
   const to = monotonicUs()
   await server.stopServer()
   const file = readdirSync(dir).find((f) => f.endsWith('.cpuprofile'))
@@ -111,19 +119,36 @@ async function main (): Promise<void> {
     await runNode([bin, 'migrate'], env)
     const pets = Array.from({ length: 10 }, (_, i) => ({ id: i + 1, name: `Pet ${i + 1}`, status: 'available', quantity: i }))
     writeFileSync(join(work, 'pets.json'), JSON.stringify({ pets, orders: [] }))
+    const patchEnv = { ...env, DATABASE_URL: join(work, 'patch.db') }
+    if (PATCH) {
+      await runNode([bin, 'migrate'], patchEnv)
+      const many = Array.from({ length: PATCH_PETS }, (_, i) => ({ id: i + 1, name: `Pet ${i + 1}`, status: 'available', quantity: i % 1000 }))
+      writeFileSync(join(work, 'many.json'), JSON.stringify({ pets: many, orders: [] }))
+      await runNode([bin, 'import', join(work, 'many.json')], patchEnv)
+    }
     await runNode([bin, 'import', join(work, 'pets.json')], env)
-    const key = (await runNode([bin, 'keys', 'create', '--plan', 'enterprise', '--name', 'profile', '--per-minute', '1000000000', '--per-day', '1000000000'], env)).trim()
-    const headers = { authorization: `Bearer ${key}` }
+    const createKey = async (keyEnv: Record<string, string>): Promise<string> =>
+      (await runNode([bin, 'keys', 'create', '--plan', 'enterprise', '--name', 'profile', '--per-minute', '1000000000', '--per-day', '1000000000'], keyEnv)).trim()
+    const headers = { authorization: `Bearer ${await createKey(env)}` }
+    const serviceEnv = PATCH ? patchEnv : env
+    const serviceHeaders = PATCH ? { authorization: `Bearer ${await createKey(patchEnv)}` } : headers
+
+    // The ceiling answers the bytes of the 10-entry GET in both scenarios, read from a server on that store.
     let body = Buffer.alloc(0)
+    {
+      const port = await freePort()
+      const proc = startNode([bin, 'serve'], { ...env, PORT: String(port), HOST: '127.0.0.1' }, 'server')
+      await waitHttp(`http://127.0.0.1:${port}/healthz`, proc)
+      body = Buffer.from(await (await fetch(`http://127.0.0.1:${port}/v1/inventory`, { headers })).arrayBuffer())
+      await stop(proc, 20_000)
+    }
 
     const service = await profileUnderLoad(async (dir) => {
       const port = await freePort()
-      const proc = startNode(['--cpu-prof', `--cpu-prof-dir=${dir}`, bin, 'serve'], { ...env, PORT: String(port), HOST: '127.0.0.1' }, 'server')
+      const proc = startNode(['--cpu-prof', `--cpu-prof-dir=${dir}`, bin, 'serve'], { ...serviceEnv, PORT: String(port), HOST: '127.0.0.1' }, 'server')
       cleanup.defer(() => stop(proc))
-      const url = `http://127.0.0.1:${port}/v1/inventory`
       await waitHttp(`http://127.0.0.1:${port}/healthz`, proc)
-      body = Buffer.from(await (await fetch(url, { headers })).arrayBuffer())
-      return { url, headers, stopServer: () => stop(proc, 20_000) }
+      return { url: `http://127.0.0.1:${port}/v1/inventory`, headers: serviceHeaders, stopServer: () => stop(proc, 20_000), ...(PATCH ? { patchPets: PATCH_PETS } : {}) }
     }, work, 'service')
 
     const ceiling = await profileUnderLoad(async (dir) => {
@@ -138,8 +163,9 @@ async function main (): Promise<void> {
     const rows = PARTS.map(([part]) => part)
     const fmt = (us: number | undefined): string => (us ?? 0).toFixed(1)
     const sum = (m: Map<string, number>): number => [...m.values()].reduce((a, b) => a + b, 0)
-    console.log(`GET /v1/inventory, 10 entries, ${CONNECTIONS} connections, ${SECONDS} s; build: ${TARGET}; pinned: ${PINNING === null ? 'no' : 'yes'}`)
-    console.log(`service ${service.requests} requests (${(service.requests / SECONDS).toFixed(0)}/s), ceiling ${ceiling.requests} (${(ceiling.requests / SECONDS).toFixed(0)}/s)\n`)
+    console.log(`${PATCH ? `PATCH /v1/inventory/{petId}, ${PATCH_PETS} pets, durable SQLite (ceiling: the GET's bytes)` : 'GET /v1/inventory, 10 entries'}, ${CONNECTIONS} connections, ${SECONDS} s; build: ${TARGET}; pinned: ${PINNING === null ? 'no' : 'yes'}`)
+    console.log(`service ${service.requests} requests (${(service.requests / SECONDS).toFixed(0)}/s), ceiling ${ceiling.requests} (${(ceiling.requests / SECONDS).toFixed(0)}/s), ` +
+      `ratio ${(service.requests / ceiling.requests).toFixed(3)} (under the profiler)\n`)
     console.log('| part | service µs/request | ceiling µs/request |')
     console.log('|---|---:|---:|')
     for (const part of rows) {

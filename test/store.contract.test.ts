@@ -131,5 +131,11 @@ describe('SqliteStore group commit', () => {
     assert.deepEqual(good, { status: 'fulfilled', value: { petId: 2n, quantity: 7, status: 'available' } })
     assert.deepEqual(missing, { status: 'fulfilled', value: null })
     assert.deepEqual((await store.listInventory()).map((item) => item.quantity), [1, 7])
+    // The commit ran again without the failing update: the ledger holds each applied change once, the refused none.
+    assert.deepEqual((await store.stockHistory(2n, 10)).map((row) => row.quantity), [1, 7])
+    assert.deepEqual((await store.stockHistory(1n, 10)).map((row) => row.quantity), [1])
+    const version = await store.inventoryVersion()
+    assert.equal((await setStock(store, 2n, 8))?.quantity, 8)
+    assert.equal(await store.inventoryVersion(), version + 1n, 'the version moved once per applied change')
   })
 })
