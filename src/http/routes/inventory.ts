@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import fastJson from 'fast-json-stringify'
 import { Type } from 'typebox'
 import { Readable } from 'node:stream'
-import { decodeCursor, encodeCursor, InvalidCursorError } from '../../domain/cursor.js'
+import { decodeCursor, encodeCursor } from '../../domain/cursor.js'
 import {
   DEFAULT_INVENTORY_LIMIT, getStockEntry, INVENTORY_CURSOR_PREFIX, MAX_INVENTORY_LIMIT, StaleEntryError, updateQuantity
 } from '../../domain/inventory.js'
@@ -12,6 +12,7 @@ import type { Store } from '../../store/types.js'
 import { InventoryCache, type ChangeWatch, type InventoryView } from '../inventory-cache.js'
 import { BODY_LIMIT_BYTES } from '../limits.js'
 import { AppError } from '../../errors.js'
+import { cursorRefused, linkNext } from '../paging.js'
 import { entryTag, ifMatchTags, revisionOf } from '../preconditions.js'
 import { COMMON_ERRORS, ErrorResponse, INVALID_REQUEST, Int64Text, NOT_FOUND, RESPONSE_HEADERS } from '../schemas/common.js'
 import { InventoryItem, InventoryUpdate } from '../../domain/entities.js'
@@ -122,12 +123,11 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
     try {
       after = cursor === undefined ? null : decodeCursor(INVENTORY_CURSOR_PREFIX, cursor)
     } catch (error) {
-      throw error instanceof InvalidCursorError ? new AppError('invalid_request', 'The cursor is not valid; use the one from the Link header.') : error
+      cursorRefused(error)
     }
     const page = await cache.page(after, size)
     if (page.more && page.last !== null) {
-      const next = new URLSearchParams({ limit: String(size), cursor: encodeCursor(INVENTORY_CURSOR_PREFIX, page.last) })
-      reply.header('Link', `</v1/inventory?${next.toString()}>; rel="next"`)
+      linkNext(reply, '/v1/inventory', { limit: String(size), cursor: encodeCursor(INVENTORY_CURSOR_PREFIX, page.last) })
     }
     return reply.send(page.body as never)
   })

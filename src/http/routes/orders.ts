@@ -1,8 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
-import { InvalidCursorError } from '../../domain/cursor.js'
 import { DEFAULT_ORDER_LIMIT, MAX_ORDER_LIMIT, listOrders } from '../../domain/orders.js'
-import { AppError } from '../../errors.js'
+import { cursorRefused, linkNext } from '../paging.js'
 import type { Store } from '../../store/types.js'
 import { COMMON_ERRORS, INVALID_REQUEST, RESPONSE_HEADERS } from '../schemas/common.js'
 import { Order, OrderStatus } from '../../domain/entities.js'
@@ -31,13 +30,9 @@ export const orderRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async (a
     }
   }, async (request, reply) => {
     const { limit = DEFAULT_ORDER_LIMIT, cursor, status } = request.query
-    const page = await listOrders(store, { limit, cursor: cursor ?? null, status: status ?? null }).catch((error: unknown) => {
-      throw error instanceof InvalidCursorError ? new AppError('invalid_request', 'The cursor is not valid; use the one from the Link header.') : error
-    })
+    const page = await listOrders(store, { limit, cursor: cursor ?? null, status: status ?? null }).catch(cursorRefused)
     if (page.nextCursor !== null) {
-      const next = new URLSearchParams({ limit: String(limit), cursor: page.nextCursor })
-      if (status !== undefined) next.set('status', status)
-      reply.header('Link', `</v1/store/orders?${next.toString()}>; rel="next"`)
+      linkNext(reply, '/v1/store/orders', { limit: String(limit), cursor: page.nextCursor, ...(status === undefined ? {} : { status }) })
     }
     return page.orders
   })

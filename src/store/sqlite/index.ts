@@ -23,6 +23,8 @@ interface ChainedEntryRow extends EntryRow { ledger_head: bigint | null }
  */
 const ENTRY_SQL = `SELECT i.pet_id, i.quantity, (SELECT status FROM pets WHERE id = i.pet_id) AS status, i.revision, i.ledger_head
   FROM inventory i WHERE i.pet_id = ? AND status IS NOT NULL`
+/** The inventory version (migration 3's triggers move it with every change to what the listing shows). */
+const VERSION_SQL = 'SELECT v FROM inventory_version WHERE id = 1'
 /** Appends a ledger row linked to the pet's previous one (the entry's ledger_head, which the caller then moves). */
 const LEDGER_INSERT_SQL = `INSERT INTO stock_ledger (pet_id, previous_id, previous_quantity, quantity, reason, note, key_id, request_id, created_at)
   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
@@ -54,6 +56,21 @@ function guard<T> (work: () => T): T {
   } catch (error) {
     throw translate(error)
   }
+}
+
+/** Rows as pages of `size` items; an empty listing is one empty page. */
+function * pagesOf (version: bigint, rows: Iterable<InventoryRow>, size: number): Generator<InventoryPage> {
+  let page: InventoryItem[] = []
+  let pages = 0
+  for (const row of rows) {
+    page.push(toInventoryItem(row))
+    if (page.length === size) {
+      pages++
+      yield { version, items: page }
+      page = []
+    }
+  }
+  if (page.length > 0 || pages === 0) yield { version, items: page }
 }
 
 interface PendingUpdate {
@@ -191,7 +208,7 @@ export class SqliteStore implements Store {
   }
 
   async inventoryVersion (): Promise<bigint> {
-    return guard(() => (this.#prepare('SELECT v FROM inventory_version WHERE id = 1').get() as { v: bigint }).v)
+    return guard(() => (this.#prepare(VERSION_SQL).get() as { v: bigint }).v)
   }
 
   /**
@@ -205,27 +222,16 @@ export class SqliteStore implements Store {
     const list = `SELECT ${INVENTORY_COLUMNS} FROM inventory i JOIN pets p ON p.id = i.pet_id ORDER BY i.pet_id`
     if (db === this.#db) {
       const [version, rows] = guard(() => db.transaction(() => [
-        (db.prepare('SELECT v FROM inventory_version WHERE id = 1').get() as { v: bigint }).v,
+        (db.prepare(VERSION_SQL).get() as { v: bigint }).v,
         db.prepare(list).all() as InventoryRow[]
       ] as const)())
-      for (let i = 0; i < rows.length || i === 0; i += size) yield { version, items: rows.slice(i, i + size).map(toInventoryItem) }
+      yield * pagesOf(version, rows, size)
       return
     }
     guard(() => db.exec('BEGIN'))
     try {
-      const version = guard(() => (db.prepare('SELECT v FROM inventory_version WHERE id = 1').get() as { v: bigint }).v)
-      const rows = db.prepare(list).iterate() as IterableIterator<InventoryRow>
-      let page: InventoryItem[] = []
-      let pages = 0
-      for (const row of rows) {
-        page.push(toInventoryItem(row))
-        if (page.length === size) {
-          pages++
-          yield { version, items: page }
-          page = []
-        }
-      }
-      if (page.length > 0 || pages === 0) yield { version, items: page }
+      const version = guard(() => (db.prepare(VERSION_SQL).get() as { v: bigint }).v)
+      yield * pagesOf(version, db.prepare(list).iterate() as IterableIterator<InventoryRow>, size)
     } catch (error) {
       throw translate(error)
     } finally {
@@ -302,7 +308,7 @@ export class SqliteStore implements Store {
     const read = this.#prepare(ENTRY_SQL)
     const update = this.#prepare('UPDATE inventory SET quantity = ?, revision = revision + 1, ledger_head = ? WHERE pet_id = ?')
     const record = this.#prepare(LEDGER_INSERT_SQL)
-    const readVersion = this.#prepare('SELECT v FROM inventory_version WHERE id = 1')
+    const readVersion = this.#prepare(VERSION_SQL)
     return (change) => {
       const row = read.get(change.petId) as ChainedEntryRow | undefined
       if (row === undefined) return { status: 'not_found' }
