@@ -179,16 +179,20 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
   })
   app.decorateRequest('apiKey', null)
   app.decorateRequest('admission', null)
-  app.addHook('onRequest', async (request, reply) => {
+  // A callback hook: nothing here waits, so no promise is made per request.
+  app.addHook('onRequest', (request, reply, done) => {
     reply.header('X-Request-Id', request.id)
     // Bodies are JSON only; no browser may sniff them into something else.
     reply.header('X-Content-Type-Options', 'nosniff')
     // Bounds that hold for every request. Raised here, before any scope's own hooks: a guarded scope's error
     // handler still counts the request and sends the rate-limit fields with the answer.
     if (request.raw.rawHeaders.length > 2 * MAX_HEADER_LINES) {
-      throw new AppError('headers_too_large', `The request has more than ${MAX_HEADER_LINES} header lines.`)
+      done(new AppError('headers_too_large', `The request has more than ${MAX_HEADER_LINES} header lines.`))
+    } else if (request.url.length > MAX_URL_LENGTH) {
+      done(new AppError('uri_too_long', `The request URL exceeds ${MAX_URL_LENGTH} characters.`))
+    } else {
+      done()
     }
-    if (request.url.length > MAX_URL_LENGTH) throw new AppError('uri_too_long', `The request URL exceeds ${MAX_URL_LENGTH} characters.`)
   })
   // The access log: request id (the logger's label), operation, status, latency and key id; never the key,
   // and no query values (a client may put anything there).

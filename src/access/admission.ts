@@ -24,7 +24,7 @@ import type { Environment, RateLimitConfig } from '../config.js'
 import { limitsOf, type ApiKeyRecord, type Ban } from '../domain/model.js'
 import { StoreUnavailableError } from '../errors.js'
 import { bindingWindow, violatedWindow } from '../ratelimit/decision.js'
-import type { Decision, RateLimiter, Subject, WindowLimits, WindowState } from '../ratelimit/types.js'
+import type { ConsumeOptions, Decision, RateLimiter, Subject, WindowLimits, WindowState } from '../ratelimit/types.js'
 import type { Store } from '../store/types.js'
 import { Authenticator, type CredentialProblem, type Credentials } from './authenticator.js'
 import { isBanned, nextBan, strikeThreshold } from './bans.js'
@@ -136,23 +136,34 @@ export class Gatekeeper {
     this.#events = options.events ?? NO_EVENTS
   }
 
-  async admit (request: AdmissionRequest): Promise<Admission> {
-    // A token the key cache does not know costs a store lookup. Lookups that find no key are counted per client
-    // address (the keyless limits, in a budget of their own); an address that has spent it gets no more lookups
-    // until its window has room: it is refused as a client, without asking the store (docs/decisions.md,
-    // "Admission"). A valid key never spends the budget.
-    const lookup = this.#authenticator.needsLookup(request.credentials) ? lookupSubject(request.client, this.#limits.ipv6PrefixLength) : null
-    if (lookup !== null) {
-      const budget = await this.#limiter.peek(lookup, this.#limits.anonymous)
-      if (!budget.allowed) {
-        this.#events.decided('ip', 'limited')
-        return this.#limited('ip', budget)
-      }
+  /**
+   * The admission of a request. Synchronous (no promise at all) when nothing needs I/O: a cached key or a
+   * refusal that needs no lookup, no conditional read, and a limiter that decides in process; a promise otherwise.
+   */
+  admit (request: AdmissionRequest): Admission | Promise<Admission> {
+    const identity = this.#authenticator.identifyNow(request.credentials)
+    if (identity === undefined) return this.#admitLookingUp(request)
+    if ('problem' in identity) return this.#admitClient(clientSubject(request.client, this.#limits.ipv6PrefixLength), request.needs, identity.problem)
+    return this.#admitKey(identity.key, identity.token, request.holdsCurrent)
+  }
+
+  /**
+   * A token the key cache does not know costs a store lookup. Lookups that find no key are counted per client
+   * address (the keyless limits, in a budget of their own); an address that has spent it gets no more lookups
+   * until its window has room: it is refused as a client, without asking the store (docs/decisions.md,
+   * "Admission"). A valid key never spends the budget.
+   */
+  async #admitLookingUp (request: AdmissionRequest): Promise<Admission> {
+    const lookup = lookupSubject(request.client, this.#limits.ipv6PrefixLength)
+    const budget = await this.#limiter.peek(lookup, this.#limits.anonymous)
+    if (!budget.allowed) {
+      this.#events.decided('ip', 'limited')
+      return this.#limited('ip', budget)
     }
     let identity
     try {
       identity = await this.#authenticator.identify(request.credentials)
-      if (lookup !== null && 'problem' in identity) await this.#limiter.consume(lookup, this.#limits.anonymous)
+      if ('problem' in identity) await this.#limiter.consume(lookup, this.#limits.anonymous)
     } catch (error) {
       if (!(error instanceof StoreUnavailableError)) throw error
       const client = clientSubject(request.client, this.#limits.ipv6PrefixLength)
@@ -163,15 +174,17 @@ export class Gatekeeper {
   }
 
   /** A request without a valid key: counted against its client address, never against a key. */
-  async #admitClient (client: Subject, needs: OperationNeeds, problem: CredentialProblem): Promise<Admission> {
-    const decision = await this.#limiter.consume(client, this.#limits.anonymous)
-    this.#events.decided('ip', decision.allowed ? 'allowed' : 'limited')
-    if (!decision.allowed) return this.#limited('ip', decision)
-    const quota = quotaOf(decision)
-    return needs.credential === 'optional' ? { outcome: 'admitted', key: null, quota } : { outcome: 'unauthenticated', problem, quota }
+  #admitClient (client: Subject, needs: OperationNeeds, problem: CredentialProblem): Admission | Promise<Admission> {
+    const settle = (decision: Decision): Admission => {
+      this.#events.decided('ip', decision.allowed ? 'allowed' : 'limited')
+      if (!decision.allowed) return this.#limited('ip', decision)
+      const quota = quotaOf(decision)
+      return needs.credential === 'optional' ? { outcome: 'admitted', key: null, quota } : { outcome: 'unauthenticated', problem, quota }
+    }
+    return this.#consume(client, this.#limits.anonymous, {}, settle)
   }
 
-  async #admitKey (key: ApiKeyRecord, token: string, holdsCurrent: (() => Promise<boolean>) | undefined): Promise<Admission> {
+  #admitKey (key: ApiKeyRecord, token: string, holdsCurrent: (() => Promise<boolean>) | undefined): Admission | Promise<Admission> {
     const limits = limitsOf(key, this.#limits.plans) ?? this.#limits.anonymous
     const now = this.#clock()
     if (isBanned(key.ban, now)) {
@@ -179,29 +192,39 @@ export class Gatekeeper {
       return this.#banned(key, key.ban.until, limits, now)
     }
     const subject: Subject = { kind: 'key', id: key.id }
-    if (holdsCurrent !== undefined) {
-      const peeked = await this.#limiter.peek(subject, limits)
-      if (peeked.allowed && await holdsCurrent().catch(() => false)) {
-        this.#events.decided('key', 'not_modified')
-        return { outcome: 'not_modified', key, quota: quotaOf(peeked) }
-      }
-    }
+    return holdsCurrent === undefined ? this.#chargeKey(key, token, subject, limits) : this.#admitConditional(key, token, subject, limits, holdsCurrent)
+  }
 
+  /** A conditional read: free while the key has quota and the client holds the current representation. */
+  async #admitConditional (key: ApiKeyRecord, token: string, subject: Subject, limits: WindowLimits, holdsCurrent: () => Promise<boolean>): Promise<Admission> {
+    const peeked = await this.#limiter.peek(subject, limits)
+    if (peeked.allowed && await holdsCurrent().catch(() => false)) {
+      this.#events.decided('key', 'not_modified')
+      return { outcome: 'not_modified', key, quota: quotaOf(peeked) }
+    }
+    return await this.#chargeKey(key, token, subject, limits)
+  }
+
+  /** Counts a key's request: admitted, limited, or (at the strike threshold) banned. */
+  #chargeKey (key: ApiKeyRecord, token: string, subject: Subject, limits: WindowLimits): Admission | Promise<Admission> {
     const bans = this.#limits.bans
     const threshold = bans === null ? 0 : strikeThreshold(bans, limits.perMinute)
-    const decision = await this.#limiter.consume(subject, limits,
-      bans === null ? {} : { strikes: { windowSeconds: bans.strikeWindowSeconds, threshold } })
-    if (decision.allowed) {
-      this.#events.decided('key', 'allowed')
-      return { outcome: 'admitted', key, quota: quotaOf(decision) }
-    }
-    if (bans === null || decision.strikes < threshold) {
-      this.#events.decided('key', 'limited')
-      return this.#limited('key', decision)
-    }
+    const options: ConsumeOptions = bans === null ? {} : { strikes: { windowSeconds: bans.strikeWindowSeconds, threshold } }
+    return this.#consume(subject, limits, options, (decision) => {
+      if (decision.allowed) {
+        this.#events.decided('key', 'allowed')
+        return { outcome: 'admitted', key, quota: quotaOf(decision) }
+      }
+      if (bans === null || decision.strikes < threshold) {
+        this.#events.decided('key', 'limited')
+        return this.#limited('key', decision)
+      }
+      return this.#ban(key, token, limits, decision, nextBan(key.ban, this.#clock(), bans))
+    })
+  }
 
-    const banStart = this.#clock()
-    const ban = nextBan(key.ban, banStart, bans)
+  /** Records a ban the strikes call for; answers the refusal without it when it cannot be recorded. */
+  async #ban (key: ApiKeyRecord, token: string, limits: WindowLimits, decision: Decision, ban: Ban): Promise<Admission> {
     let recorded: boolean
     try {
       recorded = await this.#store.banApiKey(key.id, ban)
@@ -218,7 +241,14 @@ export class Gatekeeper {
     this.#authenticator.forget(token)
     this.#events.banned()
     this.#events.decided('key', 'banned')
-    return { ...this.#banned(key, ban.until, limits, banStart), imposed: { ban, strikes: decision.strikes } }
+    return { ...this.#banned(key, ban.until, limits, ban.since.getTime()), imposed: { ban, strikes: decision.strikes } }
+  }
+
+  /** One limiter decision, then `settle`: synchronously when the limiter decides in process. */
+  #consume (subject: Subject, limits: WindowLimits, options: ConsumeOptions,
+    settle: (decision: Decision) => Admission | Promise<Admission>): Admission | Promise<Admission> {
+    if (this.#limiter.consumeNow !== undefined) return settle(this.#limiter.consumeNow(subject, limits, options))
+    return this.#limiter.consume(subject, limits, options).then(settle)
   }
 
   #limited (subject: Subject['kind'], decision: Decision): Admission & { outcome: 'limited' } {

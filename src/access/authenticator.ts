@@ -39,6 +39,10 @@ const PROBLEM_OF_KIND = { none: 'missing', unsupported: 'unsupported', malformed
  * as it was in the request that carried it; the store and the logs never hold it. Concurrent misses for one
  * token share one store query. Throws what the store throws when it cannot be reached.
  */
+function identityOf (record: ApiKeyRecord | false | undefined, token: string): Identity {
+  return record === undefined || record === false || record.revokedAt !== null ? { problem: 'invalid' } : { key: record, token }
+}
+
 export class Authenticator {
   readonly #cache: LRUCache<string, ApiKeyRecord | false>
   readonly #prefix: string
@@ -54,13 +58,11 @@ export class Authenticator {
     })
   }
 
-  /** Whether identifying these credentials would ask the store: a well-formed token of this environment not in the cache. */
-  needsLookup (credentials: Credentials): boolean {
-    return credentials.kind === 'bearer' && credentials.token.startsWith(this.#prefix) &&
-      credentials.token.length <= MAX_TOKEN_LENGTH && !this.#cache.has(credentials.token)
-  }
-
-  async identify (credentials: Credentials): Promise<Identity> {
+  /**
+   * The identity, when it is known without asking the store: every problem, and a token whose lookup is cached.
+   * Undefined when identifying would ask the store: a well-formed token of this environment not in the cache.
+   */
+  identifyNow (credentials: Credentials): Identity | undefined {
     if (credentials.kind !== 'bearer') return { problem: PROBLEM_OF_KIND[credentials.kind] }
     const token = credentials.token
     // Every key this service issues carries its environment's prefix: anything else needs no lookup.
@@ -68,9 +70,16 @@ export class Authenticator {
       return { problem: this.#otherPrefixes.some((prefix) => token.startsWith(prefix)) ? 'wrong_environment' : 'invalid' }
     }
     if (token.length > MAX_TOKEN_LENGTH) return { problem: 'invalid' }
-    // get() first: a hit costs no promise machinery; fetch() only on a miss (and shares concurrent misses).
-    const record = this.#cache.get(token) ?? await this.#cache.fetch(token)
-    return record === undefined || record === false || record.revokedAt !== null ? { problem: 'invalid' } : { key: record, token }
+    const record = this.#cache.get(token)
+    return record === undefined ? undefined : identityOf(record, token)
+  }
+
+  async identify (credentials: Credentials): Promise<Identity> {
+    const known = this.identifyNow(credentials)
+    if (known !== undefined) return known
+    // A miss: fetch() shares concurrent misses of one token.
+    const token = (credentials as { token: string }).token
+    return identityOf(await this.#cache.fetch(token), token)
   }
 
   /** Drops a token's cached lookup, so the next request reads the key afresh (after a ban, say). */

@@ -155,6 +155,12 @@ export class InventoryCache {
     return view(await this.#fresh())
   }
 
+  /** The current representation when it can be served without asking the store (no promise); else undefined. */
+  currentNow (): InventoryView | undefined {
+    const listing = this.#servable()
+    return listing === null ? undefined : view(listing)
+  }
+
   /** The current ETag. */
   async etag (): Promise<string> {
     return InventoryCache.etagOf((await this.#fresh()).version)
@@ -208,9 +214,9 @@ export class InventoryCache {
 
   /** The listing, fresh: checked against the store only when it may have changed, rebuilt when it has. */
   async #fresh (): Promise<Listing> {
-    const listing = this.#listing
+    const listing = this.#servable()
+    if (listing !== null) return listing
     const mark = this.#watch?.mark
-    if (listing !== null && this.#rebuilding === null && this.#trusted(mark)) return listing
     // What the store says now; the mark is taken before, so a change announced after this read is noticed.
     const at = this.#clock()
     this.#stale = false
@@ -223,6 +229,12 @@ export class InventoryCache {
     const rebuilt = await this.#rebuild(version)
     this.#checked = { mark, at }
     return rebuilt
+  }
+
+  /** The listing when it may be served without asking the store; else null. */
+  #servable (): Listing | null {
+    const listing = this.#listing
+    return listing !== null && this.#rebuilding === null && this.#trusted(this.#watch?.mark) ? listing : null
   }
 
   /** Whether the listing may be served without asking the store. */

@@ -103,6 +103,10 @@ export class MemoryLimiter implements RateLimiter {
   }
 
   async consume (subject: Subject, limits: WindowLimits, options: ConsumeOptions = {}): Promise<Decision> {
+    return this.consumeNow(subject, limits, options)
+  }
+
+  consumeNow (subject: Subject, limits: WindowLimits, options: ConsumeOptions = {}): Decision {
     const now = this.#now()
     const nowSec = Math.floor(now / 1000)
     const minute = windowIndex('minute', nowSec)

@@ -82,6 +82,12 @@ export interface RateLimiter {
    * `limit` requests pass per window, also under concurrency (and, for shared backends, across instances).
    */
   consume (subject: Subject, limits: WindowLimits, options?: ConsumeOptions): Promise<Decision>
+  /**
+   * The same decision as consume, made synchronously: offered only by a backend that decides without I/O (the
+   * in-process limiter), so the common request needs no promise at all. Callers use it when present and fall
+   * back to consume.
+   */
+  consumeNow?(subject: Subject, limits: WindowLimits, options?: ConsumeOptions): Decision
   /** The windows as they stand, without counting anything (for answers that must not consume quota). */
   peek (subject: Subject, limits: WindowLimits): Promise<Decision>
   /** Clears all state of a subject (windows, strikes and its pending retry time). */

@@ -3,7 +3,7 @@
  * clock the tests move.
  */
 import assert from 'node:assert/strict'
-import { describe, test } from 'node:test'
+import { beforeEach, describe, test } from 'node:test'
 import { Gatekeeper, KEY_OPTIONAL, KEY_REQUIRED, type Admission, type AdmissionRequest, type DecisionOutcome } from '../../src/access/admission.js'
 import { clientSubject } from '../../src/access/clients.js'
 import { hashKey } from '../../src/access/keys.js'
@@ -11,12 +11,32 @@ import { loadConfig } from '../../src/config.js'
 import type { ApiKeyRecord, Ban } from '../../src/domain/model.js'
 import { StoreUnavailableError } from '../../src/errors.js'
 import { MemoryLimiter } from '../../src/ratelimit/memory.js'
+import type { RateLimiter } from '../../src/ratelimit/types.js'
 
 // 12:00:00 UTC: the start of a minute, 12 hours into the day.
 const T0 = Date.parse('2026-11-22T12:00:00Z')
 
 function record (id: string, overrides: Partial<ApiKeyRecord> = {}): ApiKeyRecord {
   return { id, name: null, plan: 'free', perMinute: null, perDay: null, createdAt: new Date(T0), revokedAt: null, ban: null, ...overrides }
+}
+
+/**
+ * How the limiter answers: 'in process' decides synchronously (the in-process limiter's consumeNow, the path
+ * without promises); 'asynchronous' offers only the promise methods, as the Redis limiter does. Every rule
+ * below holds on both.
+ */
+type LimiterMode = 'in process' | 'asynchronous'
+let limiterMode: LimiterMode = 'in process'
+
+/** The in-process limiter seen only through its promise methods. */
+function asynchronous (limiter: MemoryLimiter): RateLimiter {
+  return {
+    kind: 'asynchronous',
+    consume: async (subject, limits, options) => await limiter.consume(subject, limits, options),
+    peek: async (subject, limits) => await limiter.peek(subject, limits),
+    reset: async (subject) => { await limiter.reset(subject) },
+    close: async () => { await limiter.close() }
+  }
 }
 
 /** A gatekeeper on a key table; `keys` maps a key text to its record. */
@@ -44,14 +64,14 @@ function gatekeeper (env: Record<string, string> = {}, keys: Record<string, ApiK
   const limiter = new MemoryLimiter({ clock: () => clock.now })
   const gate = new Gatekeeper({
     store,
-    limiter,
+    limiter: limiterMode === 'in process' ? limiter : asynchronous(limiter),
     limits: config.rateLimits,
     environment: config.environment,
     authCacheTtlMs: 0,
     clock: () => clock.now,
     events: { decided: (subject, outcome) => events.push([subject, outcome]), banned: () => events.push(['ban']) }
   })
-  const admit = (request: Partial<AdmissionRequest> & { token?: string }): Promise<Admission> => gate.admit({
+  const admit = async (request: Partial<AdmissionRequest> & { token?: string }): Promise<Admission> => await gate.admit({
     credentials: request.token === undefined ? { kind: 'none' } : { kind: 'bearer', token: request.token },
     client: '192.0.2.1',
     needs: KEY_REQUIRED,
@@ -62,179 +82,214 @@ function gatekeeper (env: Record<string, string> = {}, keys: Record<string, ApiK
 
 const LIVE = 'psk_live_abcdefghijklmnopqrstuvwxyz0123456789ABCDEFG'
 
-describe('admission: who may call', () => {
-  test('when no credentials are presented to an operation that needs a key, then it is unauthenticated and counted against the client address', async () => {
-    const { admit } = gatekeeper({ RATE_LIMIT_ANONYMOUS: '5/50' })
-    const first = await admit({})
-    assert.equal(first.outcome, 'unauthenticated')
-    assert.equal(first.outcome === 'unauthenticated' && first.problem, 'missing')
-    assert.deepEqual(first.quota.shown, { limit: 5, remaining: 4, resetAt: T0 / 1000 + 60 })
-    assert.equal((await admit({})).quota.shown.remaining, 3)
-  })
+for (const mode of ['in process', 'asynchronous'] as const) {
+  describe(`admission (${mode} limiter): who may call`, () => {
+    beforeEach(() => { limiterMode = mode })
 
-  test('when another scheme or a malformed token is presented, then the problem says so', async () => {
-    const { gate } = gatekeeper()
-    for (const [kind, problem] of [['unsupported', 'unsupported'], ['malformed', 'malformed']] as const) {
-      const admission = await gate.admit({ credentials: { kind }, client: '192.0.2.1', needs: KEY_REQUIRED })
-      assert.equal(admission.outcome === 'unauthenticated' && admission.problem, problem)
-    }
-  })
+    test('when no credentials are presented to an operation that needs a key, then it is unauthenticated and counted against the client address', async () => {
+      const { admit } = gatekeeper({ RATE_LIMIT_ANONYMOUS: '5/50' })
+      const first = await admit({})
+      assert.equal(first.outcome, 'unauthenticated')
+      assert.equal(first.outcome === 'unauthenticated' && first.problem, 'missing')
+      assert.deepEqual(first.quota.shown, { limit: 5, remaining: 4, resetAt: T0 / 1000 + 60 })
+      assert.equal((await admit({})).quota.shown.remaining, 3)
+    })
 
-  test('when a key of the other environment is presented, then it is refused without a store lookup', async () => {
-    const staging = 'psk_test_abcdefghijklmnopqrstuvwxyz0123456789ABCDEFG'
-    const { admit, calls } = gatekeeper({}, { [staging]: record('key_staging') })
-    const admission = await admit({ token: staging })
-    assert.equal(admission.outcome === 'unauthenticated' && admission.problem, 'wrong_environment')
-    assert.equal(calls.lookups, 0)
-  })
+    test('when another scheme or a malformed token is presented, then the problem says so', async () => {
+      const { gate } = gatekeeper()
+      for (const [kind, problem] of [['unsupported', 'unsupported'], ['malformed', 'malformed']] as const) {
+        const admission = await gate.admit({ credentials: { kind }, client: '192.0.2.1', needs: KEY_REQUIRED })
+        assert.equal(admission.outcome === 'unauthenticated' && admission.problem, problem)
+      }
+    })
 
-  test('when a staging server is presented a production key, then it is refused the same way', async () => {
-    const { admit } = gatekeeper({ PETSTORE_ENV: 'staging' }, { [LIVE]: record('key_live') })
-    const admission = await admit({ token: LIVE })
-    assert.equal(admission.outcome === 'unauthenticated' && admission.problem, 'wrong_environment')
-  })
+    test('when a key of the other environment is presented, then it is refused without a store lookup', async () => {
+      const staging = 'psk_test_abcdefghijklmnopqrstuvwxyz0123456789ABCDEFG'
+      const { admit, calls } = gatekeeper({}, { [staging]: record('key_staging') })
+      const admission = await admit({ token: staging })
+      assert.equal(admission.outcome === 'unauthenticated' && admission.problem, 'wrong_environment')
+      assert.equal(calls.lookups, 0)
+    })
 
-  test('when an unknown, revoked or prefix-less token is presented, then it is invalid', async () => {
-    const revoked = `${LIVE}R`
-    const { admit, calls } = gatekeeper({}, { [revoked]: record('key_revoked', { revokedAt: new Date(T0) }) })
-    for (const token of [`${LIVE}X`, revoked, 'not-a-key-at-all']) {
-      const admission = await admit({ token })
-      assert.equal(admission.outcome === 'unauthenticated' && admission.problem, 'invalid', token)
-    }
-    assert.equal(calls.lookups, 2, 'a token without this environment\'s prefix is not looked up')
-  })
-
-  test('when a valid key is presented, then it is admitted and counted against the key, not the client address', async () => {
-    const { admit } = gatekeeper({ RATE_LIMIT_FREE: '3/10', RATE_LIMIT_ANONYMOUS: '1/1' }, { [LIVE]: record('key_a') })
-    for (let i = 0; i < 3; i++) {
+    test('when a staging server is presented a production key, then it is refused the same way', async () => {
+      const { admit } = gatekeeper({ PETSTORE_ENV: 'staging' }, { [LIVE]: record('key_live') })
       const admission = await admit({ token: LIVE })
-      assert.equal(admission.outcome, 'admitted')
-      assert.equal(admission.outcome === 'admitted' && admission.key?.id, 'key_a')
-      assert.equal(admission.quota.shown.remaining, 2 - i)
-    }
-    assert.equal((await admit({})).outcome, 'unauthenticated', 'the client address still has its own quota')
-  })
+      assert.equal(admission.outcome === 'unauthenticated' && admission.problem, 'wrong_environment')
+    })
 
-  test('when the key is optional, then a valid key is charged and anyone else is charged by address', async () => {
-    const { admit } = gatekeeper({ RATE_LIMIT_FREE: '3/10', RATE_LIMIT_ANONYMOUS: '2/10' }, { [LIVE]: record('key_a') })
-    const keyed = await admit({ token: LIVE, needs: KEY_OPTIONAL })
-    assert.equal(keyed.outcome === 'admitted' && keyed.key?.id, 'key_a')
-    assert.equal(keyed.quota.shown.limit, 3)
-    const anonymous = await admit({ token: `${LIVE}X`, needs: KEY_OPTIONAL })
-    assert.equal(anonymous.outcome === 'admitted' && anonymous.key, null)
-    assert.equal(anonymous.quota.shown.remaining, 1)
-    await admit({ needs: KEY_OPTIONAL })
-    assert.equal((await admit({ needs: KEY_OPTIONAL })).outcome, 'limited')
-  })
+    test('when an unknown, revoked or prefix-less token is presented, then it is invalid', async () => {
+      const revoked = `${LIVE}R`
+      const { admit, calls } = gatekeeper({}, { [revoked]: record('key_revoked', { revokedAt: new Date(T0) }) })
+      for (const token of [`${LIVE}X`, revoked, 'not-a-key-at-all']) {
+        const admission = await admit({ token })
+        assert.equal(admission.outcome === 'unauthenticated' && admission.problem, 'invalid', token)
+      }
+      assert.equal(calls.lookups, 2, 'a token without this environment\'s prefix is not looked up')
+    })
 
-  test('when the store cannot be asked who the key is, then nobody is charged and the client address\'s quota is shown', async () => {
-    const { admit, store } = gatekeeper({ RATE_LIMIT_ANONYMOUS: '5/50' })
-    store.failLookups = true
-    const admission = await admit({ token: LIVE })
-    assert.equal(admission.outcome, 'unavailable')
-    assert.equal(admission.quota.shown.remaining, 5)
-  })
-})
+    test('when a valid key is presented, then it is admitted and counted against the key, not the client address', async () => {
+      const { admit } = gatekeeper({ RATE_LIMIT_FREE: '3/10', RATE_LIMIT_ANONYMOUS: '1/1' }, { [LIVE]: record('key_a') })
+      for (let i = 0; i < 3; i++) {
+        const admission = await admit({ token: LIVE })
+        assert.equal(admission.outcome, 'admitted')
+        assert.equal(admission.outcome === 'admitted' && admission.key?.id, 'key_a')
+        assert.equal(admission.quota.shown.remaining, 2 - i)
+      }
+      assert.equal((await admit({})).outcome, 'unauthenticated', 'the client address still has its own quota')
+    })
 
-describe('admission: how often', () => {
-  test('when a key\'s minute is spent, then it is limited with the window and a Retry-After that lands on the window\'s end', async () => {
-    const { admit, clock } = gatekeeper({ RATE_LIMIT_FREE: '2/10' }, { [LIVE]: record('key_a') })
-    await admit({ token: LIVE })
-    await admit({ token: LIVE })
-    clock.now += 19_500
-    const admission = await admit({ token: LIVE })
-    assert.equal(admission.outcome, 'limited')
-    if (admission.outcome !== 'limited') return
-    assert.equal(admission.window.name, 'minute')
-    assert.equal(admission.retryAfterSeconds, 41)
-    assert.equal(Math.floor(clock.now / 1000) + admission.retryAfterSeconds, admission.quota.shown.resetAt)
-    assert.equal(admission.quota.shown.remaining, 0)
-  })
+    test('when the key is optional, then a valid key is charged and anyone else is charged by address', async () => {
+      const { admit } = gatekeeper({ RATE_LIMIT_FREE: '3/10', RATE_LIMIT_ANONYMOUS: '2/10' }, { [LIVE]: record('key_a') })
+      const keyed = await admit({ token: LIVE, needs: KEY_OPTIONAL })
+      assert.equal(keyed.outcome === 'admitted' && keyed.key?.id, 'key_a')
+      assert.equal(keyed.quota.shown.limit, 3)
+      const anonymous = await admit({ token: `${LIVE}X`, needs: KEY_OPTIONAL })
+      assert.equal(anonymous.outcome === 'admitted' && anonymous.key, null)
+      assert.equal(anonymous.quota.shown.remaining, 1)
+      await admit({ needs: KEY_OPTIONAL })
+      assert.equal((await admit({ needs: KEY_OPTIONAL })).outcome, 'limited')
+    })
 
-  test('when an enterprise key has its own limits, then they apply', async () => {
-    const { admit } = gatekeeper({}, { [LIVE]: record('key_e', { plan: 'enterprise', perMinute: 7, perDay: 70 }) })
-    assert.deepEqual((await admit({ token: LIVE })).quota.windows.map((w) => w.limit), [7, 70])
-  })
-
-  test('when a key keeps sending before its Retry-After has passed, then the Nth strike bans it and records the ban', async () => {
-    const { admit, calls, events } = gatekeeper({ RATE_LIMIT_FREE: '2/100' }, { [LIVE]: record('key_a') })
-    const outcomes = []
-    for (let i = 0; i < 6; i++) outcomes.push((await admit({ token: LIVE })).outcome)
-    // Two admitted, the first refusal (no strike), two strikes (N = 2 per minute) of which the second bans, then banned.
-    assert.deepEqual(outcomes, ['admitted', 'admitted', 'limited', 'limited', 'banned', 'banned'])
-    assert.equal(calls.bans.length, 1)
-    assert.equal(calls.bans[0]?.[1].seconds, 900)
-    assert.deepEqual(events.filter((e) => e[0] === 'ban'), [['ban']])
-    assert.deepEqual(events.filter((e) => e[0] === 'key').map((e) => e[1]), ['allowed', 'allowed', 'limited', 'limited', 'banned', 'banned'])
-  })
-
-  test('when a key is banned, then every field of its quota names the ban\'s end and nothing is counted', async () => {
-    const { admit, clock, limiter } = gatekeeper({ RATE_LIMIT_FREE: '1/100' }, { [LIVE]: record('key_a') })
-    for (let i = 0; i < 3; i++) await admit({ token: LIVE })
-    clock.now += 120_400
-    const admission = await admit({ token: LIVE })
-    assert.equal(admission.outcome, 'banned')
-    if (admission.outcome !== 'banned') return
-    const end = T0 / 1000 + 900
-    assert.equal(admission.until.getTime(), end * 1000)
-    assert.deepEqual(admission.quota.shown, { limit: 1, remaining: 0, resetAt: end })
-    assert.deepEqual(admission.quota.windows.map((w) => [w.remaining, w.resetAt]), [[0, end], [0, end]])
-    assert.equal(Math.floor(clock.now / 1000) + admission.retryAfterSeconds, end)
-    assert.equal((await limiter.peek({ kind: 'key', id: 'key_a' }, { perMinute: 1, perDay: 100 })).windows[1].remaining, 99)
-  })
-
-  test('when a client always waits as long as it was told, then it is never banned, even with a threshold of one strike', async () => {
-    const { admit, clock, calls } = gatekeeper({ BAN_STRIKES: '1' }, { [LIVE]: record('key_e', { plan: 'enterprise', perMinute: 1, perDay: 2 }) })
-    for (let i = 0; i < 20; i++) {
+    test('when the store cannot be asked who the key is, then nobody is charged and the client address\'s quota is shown', async () => {
+      const { admit, store } = gatekeeper({ RATE_LIMIT_ANONYMOUS: '5/50' })
+      store.failLookups = true
       const admission = await admit({ token: LIVE })
-      assert.notEqual(admission.outcome, 'banned')
-      if (admission.outcome === 'limited') clock.now += admission.retryAfterSeconds * 1000
-    }
-    assert.equal(calls.bans.length, 0)
+      assert.equal(admission.outcome, 'unavailable')
+      assert.equal(admission.quota.shown.remaining, 5)
+    })
   })
 
-  test('when the ban cannot be recorded, then the answer is limited, and says why', async () => {
-    const { admit, store } = gatekeeper({ RATE_LIMIT_FREE: '1/100' }, { [LIVE]: record('key_a') })
-    store.failBans = true
-    const outcomes = []
-    for (let i = 0; i < 3; i++) outcomes.push(await admit({ token: LIVE }))
-    const last = outcomes[2]
-    assert.equal(last?.outcome, 'limited')
-    assert.equal(last?.outcome === 'limited' && last.banNotRecorded?.keyId, 'key_a')
+  describe(`admission (${mode} limiter): how often`, () => {
+    beforeEach(() => { limiterMode = mode })
+
+    test('when a key\'s minute is spent, then it is limited with the window and a Retry-After that lands on the window\'s end', async () => {
+      const { admit, clock } = gatekeeper({ RATE_LIMIT_FREE: '2/10' }, { [LIVE]: record('key_a') })
+      await admit({ token: LIVE })
+      await admit({ token: LIVE })
+      clock.now += 19_500
+      const admission = await admit({ token: LIVE })
+      assert.equal(admission.outcome, 'limited')
+      if (admission.outcome !== 'limited') return
+      assert.equal(admission.window.name, 'minute')
+      assert.equal(admission.retryAfterSeconds, 41)
+      assert.equal(Math.floor(clock.now / 1000) + admission.retryAfterSeconds, admission.quota.shown.resetAt)
+      assert.equal(admission.quota.shown.remaining, 0)
+    })
+
+    test('when an enterprise key has its own limits, then they apply', async () => {
+      const { admit } = gatekeeper({}, { [LIVE]: record('key_e', { plan: 'enterprise', perMinute: 7, perDay: 70 }) })
+      assert.deepEqual((await admit({ token: LIVE })).quota.windows.map((w) => w.limit), [7, 70])
+    })
+
+    test('when a key keeps sending before its Retry-After has passed, then the Nth strike bans it and records the ban', async () => {
+      const { admit, calls, events } = gatekeeper({ RATE_LIMIT_FREE: '2/100' }, { [LIVE]: record('key_a') })
+      const outcomes = []
+      for (let i = 0; i < 6; i++) outcomes.push((await admit({ token: LIVE })).outcome)
+      // Two admitted, the first refusal (no strike), two strikes (N = 2 per minute) of which the second bans, then banned.
+      assert.deepEqual(outcomes, ['admitted', 'admitted', 'limited', 'limited', 'banned', 'banned'])
+      assert.equal(calls.bans.length, 1)
+      assert.equal(calls.bans[0]?.[1].seconds, 900)
+      assert.deepEqual(events.filter((e) => e[0] === 'ban'), [['ban']])
+      assert.deepEqual(events.filter((e) => e[0] === 'key').map((e) => e[1]), ['allowed', 'allowed', 'limited', 'limited', 'banned', 'banned'])
+    })
+
+    test('when a key is banned, then every field of its quota names the ban\'s end and nothing is counted', async () => {
+      const { admit, clock, limiter } = gatekeeper({ RATE_LIMIT_FREE: '1/100' }, { [LIVE]: record('key_a') })
+      for (let i = 0; i < 3; i++) await admit({ token: LIVE })
+      clock.now += 120_400
+      const admission = await admit({ token: LIVE })
+      assert.equal(admission.outcome, 'banned')
+      if (admission.outcome !== 'banned') return
+      const end = T0 / 1000 + 900
+      assert.equal(admission.until.getTime(), end * 1000)
+      assert.deepEqual(admission.quota.shown, { limit: 1, remaining: 0, resetAt: end })
+      assert.deepEqual(admission.quota.windows.map((w) => [w.remaining, w.resetAt]), [[0, end], [0, end]])
+      assert.equal(Math.floor(clock.now / 1000) + admission.retryAfterSeconds, end)
+      assert.equal((await limiter.peek({ kind: 'key', id: 'key_a' }, { perMinute: 1, perDay: 100 })).windows[1].remaining, 99)
+    })
+
+    test('when a client always waits as long as it was told, then it is never banned, even with a threshold of one strike', async () => {
+      const { admit, clock, calls } = gatekeeper({ BAN_STRIKES: '1' }, { [LIVE]: record('key_e', { plan: 'enterprise', perMinute: 1, perDay: 2 }) })
+      for (let i = 0; i < 20; i++) {
+        const admission = await admit({ token: LIVE })
+        assert.notEqual(admission.outcome, 'banned')
+        if (admission.outcome === 'limited') clock.now += admission.retryAfterSeconds * 1000
+      }
+      assert.equal(calls.bans.length, 0)
+    })
+
+    test('when the ban cannot be recorded, then the answer is limited, and says why', async () => {
+      const { admit, store } = gatekeeper({ RATE_LIMIT_FREE: '1/100' }, { [LIVE]: record('key_a') })
+      store.failBans = true
+      const outcomes = []
+      for (let i = 0; i < 3; i++) outcomes.push(await admit({ token: LIVE }))
+      const last = outcomes[2]
+      assert.equal(last?.outcome, 'limited')
+      assert.equal(last?.outcome === 'limited' && last.banNotRecorded?.keyId, 'key_a')
+    })
+
+    test('when bans are switched off, then strikes never ban', async () => {
+      const { admit, calls } = gatekeeper({ RATE_LIMIT_FREE: '1/100', BAN_SECONDS: '0' }, { [LIVE]: record('key_a') })
+      for (let i = 0; i < 10; i++) await admit({ token: LIVE })
+      assert.equal(calls.bans.length, 0)
+    })
   })
 
-  test('when bans are switched off, then strikes never ban', async () => {
-    const { admit, calls } = gatekeeper({ RATE_LIMIT_FREE: '1/100', BAN_SECONDS: '0' }, { [LIVE]: record('key_a') })
-    for (let i = 0; i < 10; i++) await admit({ token: LIVE })
-    assert.equal(calls.bans.length, 0)
-  })
-})
+  describe(`admission (${mode} limiter): conditional reads`, () => {
+    beforeEach(() => { limiterMode = mode })
 
-describe('admission: conditional reads', () => {
-  test('when the client holds the current representation and the key has quota, then it is not modified and nothing is counted', async () => {
-    const { admit } = gatekeeper({ RATE_LIMIT_FREE: '2/10' }, { [LIVE]: record('key_a') })
-    for (let i = 0; i < 5; i++) {
-      const admission = await admit({ token: LIVE, holdsCurrent: async () => true })
-      assert.equal(admission.outcome, 'not_modified')
-      assert.equal(admission.quota.shown.remaining, 2)
-    }
-  })
+    test('when the client holds the current representation and the key has quota, then it is not modified and nothing is counted', async () => {
+      const { admit } = gatekeeper({ RATE_LIMIT_FREE: '2/10' }, { [LIVE]: record('key_a') })
+      for (let i = 0; i < 5; i++) {
+        const admission = await admit({ token: LIVE, holdsCurrent: async () => true })
+        assert.equal(admission.outcome, 'not_modified')
+        assert.equal(admission.quota.shown.remaining, 2)
+      }
+    })
 
-  test('when the key has spent its quota, then holding the current representation is no free pass', async () => {
-    const { admit } = gatekeeper({ RATE_LIMIT_FREE: '1/10' }, { [LIVE]: record('key_a') })
-    await admit({ token: LIVE })
-    let asked = 0
-    const admission = await admit({ token: LIVE, holdsCurrent: async () => { asked++; return true } })
-    assert.equal(admission.outcome, 'limited')
-    assert.equal(asked, 0)
-  })
+    test('when the key has spent its quota, then holding the current representation is no free pass', async () => {
+      const { admit } = gatekeeper({ RATE_LIMIT_FREE: '1/10' }, { [LIVE]: record('key_a') })
+      await admit({ token: LIVE })
+      let asked = 0
+      const admission = await admit({ token: LIVE, holdsCurrent: async () => { asked++; return true } })
+      assert.equal(admission.outcome, 'limited')
+      assert.equal(asked, 0)
+    })
 
-  test('when the client does not hold it, or asking fails, then the request is counted like any other', async () => {
-    const { admit } = gatekeeper({ RATE_LIMIT_FREE: '5/10' }, { [LIVE]: record('key_a') })
-    assert.equal((await admit({ token: LIVE, holdsCurrent: async () => false })).quota.shown.remaining, 4)
-    const failing = await admit({ token: LIVE, holdsCurrent: async () => { throw new Error('store down') } })
-    assert.equal(failing.outcome, 'admitted')
-    assert.equal(failing.quota.shown.remaining, 3)
+    test('when the client does not hold it, or asking fails, then the request is counted like any other', async () => {
+      const { admit } = gatekeeper({ RATE_LIMIT_FREE: '5/10' }, { [LIVE]: record('key_a') })
+      assert.equal((await admit({ token: LIVE, holdsCurrent: async () => false })).quota.shown.remaining, 4)
+      const failing = await admit({ token: LIVE, holdsCurrent: async () => { throw new Error('store down') } })
+      assert.equal(failing.outcome, 'admitted')
+      assert.equal(failing.quota.shown.remaining, 3)
+    })
+  })
+}
+
+describe('admission without promises', () => {
+  test('when a warm key is admitted by the in-process limiter, then the answer comes without a promise and counts once', async () => {
+    limiterMode = 'in process'
+    const config = loadConfig({ AUTH_CACHE_TTL_MS: '60000', RATE_LIMIT_FREE: '5/50' })
+    const key = record('key_a')
+    const gate = new Gatekeeper({
+      store: { findApiKeyByHash: async (hash) => hash === hashKey(LIVE) ? key : null, banApiKey: async () => true },
+      limiter: new MemoryLimiter({ clock: () => T0 }),
+      limits: config.rateLimits,
+      environment: config.environment,
+      authCacheTtlMs: config.authCacheTtlMs,
+      clock: () => T0
+    })
+    const request: AdmissionRequest = { credentials: { kind: 'bearer', token: LIVE }, client: '192.0.2.1', needs: KEY_REQUIRED }
+    const cold = gate.admit(request)
+    assert.ok(cold instanceof Promise, 'the first request looks the key up in the store')
+    assert.equal((await cold).quota.shown.remaining, 4)
+    const warm = gate.admit(request)
+    assert.ok(!(warm instanceof Promise))
+    assert.equal(warm.outcome, 'admitted')
+    assert.equal(warm.quota.shown.remaining, 3)
+    const keyless = gate.admit({ ...request, credentials: { kind: 'none' } })
+    assert.ok(!(keyless instanceof Promise))
+    assert.equal(keyless.outcome, 'unauthenticated')
   })
 })
 

@@ -16,13 +16,13 @@ import { newKey, pet, tempStore } from '../helpers/app.js'
 import { parseResponse, raw } from '../helpers/raw-http.js'
 import { importData } from '../../src/domain/import.js'
 
-/** Counts what the limiter charges to keys. */
+/** Counts what the limiter charges to keys (consume decides through consumeNow, so both are counted here). */
 class CountingLimiter extends MemoryLimiter {
   keyCharges = 0
 
-  override async consume (subject: Subject, limits: WindowLimits, options?: ConsumeOptions): Promise<Decision> {
+  override consumeNow (subject: Subject, limits: WindowLimits, options?: ConsumeOptions): Decision {
     if (subject.kind === 'key') this.keyCharges++
-    return await super.consume(subject, limits, options)
+    return super.consumeNow(subject, limits, options)
   }
 }
 

@@ -37,10 +37,11 @@ const BEARER = /^Bearer[ ]+([A-Za-z0-9._~+/=-]+)[ ]*$/i
 
 /** The credentials an Authorization header presents. */
 function credentialsOf (header: string | undefined): Credentials {
-  if (header === undefined || header.trim() === '') return { kind: 'none' }
-  if (!/^bearer(\s|$)/i.test(header)) return { kind: 'unsupported' }
+  if (header === undefined) return { kind: 'none' }
   const match = BEARER.exec(header)
-  return match === null ? { kind: 'malformed' } : { kind: 'bearer', token: match[1] as string }
+  if (match !== null) return { kind: 'bearer', token: match[1] as string }
+  if (header.trim() === '') return { kind: 'none' }
+  return /^bearer(\s|$)/i.test(header) ? { kind: 'malformed' } : { kind: 'unsupported' }
 }
 
 function invalidToken (description: string): AppError {
@@ -107,18 +108,28 @@ export interface AccessOptions {
  * may hold any text (proxy-addr does not check it); then the connection's peer, the proxy itself, is the client.
  */
 function clientAddress (request: FastifyRequest): string {
-  return ipaddr.isValid(request.ip) ? request.ip : (request.socket?.remoteAddress ?? request.ip)
+  const peer = request.socket?.remoteAddress
+  // The connection's own address (no proxy trusted, or none in front) is an address by construction.
+  if (request.ip === peer) return peer
+  return ipaddr.isValid(request.ip) ? request.ip : (peer ?? request.ip)
 }
 
-/** Asks the gatekeeper about a request, records the answer on the request and sets the rate-limit fields. */
-async function ask (options: AccessOptions, request: FastifyRequest, reply: FastifyReply, needs: OperationNeeds,
-  holdsCurrent?: () => Promise<boolean>): Promise<Admission> {
-  const admission = await options.gatekeeper.admit({
+/**
+ * Asks the gatekeeper about a request, records the answer on the request and sets the rate-limit fields;
+ * synchronously when the gatekeeper answers without I/O.
+ */
+function ask (options: AccessOptions, request: FastifyRequest, reply: FastifyReply, needs: OperationNeeds,
+  holdsCurrent?: () => Promise<boolean>): Admission | Promise<Admission> {
+  const admission = options.gatekeeper.admit({
     credentials: credentialsOf(request.headers.authorization),
     client: clientAddress(request),
     needs,
     ...(holdsCurrent === undefined ? {} : { holdsCurrent })
   })
+  return admission instanceof Promise ? admission.then((answer) => noted(request, reply, answer)) : noted(request, reply, admission)
+}
+
+function noted (request: FastifyRequest, reply: FastifyReply, admission: Admission): Admission {
   request.admission = admission
   setQuotaHeaders(reply, admission.quota)
   if (admission.outcome === 'banned' && admission.imposed !== undefined) {
@@ -132,6 +143,13 @@ async function ask (options: AccessOptions, request: FastifyRequest, reply: Fast
   return admission
 }
 
+/** Lets an admitted request through (its key on the request), or returns the error to answer with. */
+function pass (options: AccessOptions, request: FastifyRequest, admission: Admission): Error | null {
+  const error = refusal(admission, options.environment)
+  if (error === null) request.apiKey = (admission as Admission & { outcome: 'admitted' | 'not_modified' }).key
+  return error
+}
+
 /** A conditional GET/HEAD on a route that knows its current ETag. */
 function conditionalRead (request: FastifyRequest): { header: string, current: () => Promise<string | null> } | null {
   const currentETag = request.routeOptions.config.currentETag
@@ -142,28 +160,50 @@ function conditionalRead (request: FastifyRequest): { header: string, current: (
 }
 
 /**
+ * A conditional read: free (304, nothing counted) when the client holds the current tag alone, else counted
+ * like any request, and 304 when If-None-Match matches (`*` matches any current representation).
+ */
+async function guardConditional (options: AccessOptions, request: FastifyRequest, reply: FastifyReply,
+  conditional: { header: string, current: () => Promise<string | null> }): Promise<void> {
+  const holdsCurrent = async (): Promise<boolean> => {
+    const etag = await conditional.current()
+    return etag !== null && holdsOnlyTag(conditional.header, etag)
+  }
+  const admission = await ask(options, request, reply, KEY_REQUIRED, holdsCurrent)
+  const error = pass(options, request, admission)
+  if (error !== null) throw error
+  const etag = await conditional.current()
+  if (etag !== null && (admission.outcome === 'not_modified' || noneMatch(conditional.header, etag))) {
+    await reply.code(304).header('ETag', etag).send()
+  }
+}
+
+/**
  * Guards the scope it is registered in: every route of the scope, its 404, its 405s and the errors raised before
  * the gate ran. A request reaches a handler of the scope only when admitted.
  */
 export function registerGate (scope: FastifyInstance, options: AccessOptions): void {
-  scope.addHook('onRequest', async (request, reply) => {
+  // A callback hook, not an async one: a request the gatekeeper admits without I/O (a warm key, the in-process
+  // limiter) goes on to its handler without a promise in between.
+  scope.addHook('onRequest', (request, reply, done) => {
     // Authenticated data is per key and changes: no cache may keep it (clients revalidate with If-None-Match).
     reply.header('Cache-Control', 'no-store')
     const conditional = conditionalRead(request)
-    const holdsCurrent = conditional === null
-      ? undefined
-      : async () => {
-        const etag = await conditional.current()
-        return etag !== null && holdsOnlyTag(conditional.header, etag)
-      }
-    const admission = await ask(options, request, reply, KEY_REQUIRED, holdsCurrent)
-    const error = refusal(admission, options.environment)
-    if (error !== null) throw error
-    request.apiKey = (admission as Admission & { outcome: 'admitted' | 'not_modified' }).key
-    // Free (not_modified), or counted like any request: `If-None-Match: *` matches any current representation.
-    const etag = conditional === null ? null : await conditional.current()
-    if (etag !== null && (admission.outcome === 'not_modified' || noneMatch(conditional?.header, etag))) {
-      return reply.code(304).header('ETag', etag).send()
+    if (conditional !== null) {
+      guardConditional(options, request, reply, conditional).then(() => { if (!reply.sent) done() }, done)
+      return
+    }
+    let admission
+    try {
+      admission = ask(options, request, reply, KEY_REQUIRED)
+    } catch (error) {
+      done(error as Error)
+      return
+    }
+    if (admission instanceof Promise) {
+      admission.then((answer) => { done(pass(options, request, answer) ?? undefined) }, done)
+    } else {
+      done(pass(options, request, admission) ?? undefined)
     }
   })
   scope.setNotFoundHandler(async () => {

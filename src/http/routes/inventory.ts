@@ -1,4 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type { FastifyReply } from 'fastify'
 import fastJson from 'fast-json-stringify'
 import { Type } from 'typebox'
 import { Readable } from 'node:stream'
@@ -69,6 +70,11 @@ function listingBody (view: InventoryView): Buffer | Readable {
   return Buffer.isBuffer(view.body) ? view.body : Readable.from(view.body, { objectMode: false })
 }
 
+/** Sends the whole listing: already-serialized bytes, which Fastify sends as they are. */
+function sendListing (reply: FastifyReply, view: InventoryView): void {
+  reply.header('ETag', view.etag).header('Content-Length', view.length).send(listingBody(view) as never)
+}
+
 export interface InventoryRouteOptions {
   store: Store
   clock: () => number
@@ -110,14 +116,27 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
         ...COMMON_ERRORS
       }
     }
-  }, async (request, reply) => {
+  }, (request, reply) => {
     reply.type('application/json; charset=utf-8')
     const { limit, cursor } = request.query
     if (limit === undefined && cursor === undefined) {
-      const view = await cache.current()
-      // Already-serialized bytes: Fastify sends them as they are (the type provider expects the object form).
-      return reply.header('ETag', view.etag).header('Content-Length', view.length).send(listingBody(view) as never)
+      // Not an async handler: a listing that needs no store check is sent without a promise.
+      const view = cache.currentNow()
+      if (view === undefined) {
+        // Awaiting the reply resolves once the answer is sent: Fastify must not take the handler's end for an
+        // empty answer while a streamed listing has not started writing.
+        return cache.current().then(async (fresh) => {
+          sendListing(reply, fresh)
+          await reply
+        })
+      }
+      sendListing(reply, view)
+      return
     }
+    return sendPage(request.query, reply)
+  })
+
+  async function sendPage ({ limit, cursor }: { limit?: number, cursor?: string }, reply: FastifyReply): Promise<void> {
     const size = limit ?? DEFAULT_INVENTORY_LIMIT
     let after: bigint | null
     try {
@@ -129,8 +148,8 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
     if (page.more && page.last !== null) {
       linkNext(reply, '/v1/inventory', { limit: String(size), cursor: encodeCursor(INVENTORY_CURSOR_PREFIX, page.last) })
     }
-    return reply.send(page.body as never)
-  })
+    reply.send(page.body as never)
+  }
 
   app.get('/inventory/:petId', {
     config: {
