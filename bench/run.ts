@@ -480,16 +480,19 @@ async function peerScenario (result: ScenarioResult, fromGet10: PeerRounds | nul
  * The framework floors (bench/peer/floor.js): Fastify 5 sending fixed bytes, bare or with the response fields the
  * service sends, alternating with a bare server sending the same bytes. References, no target.
  */
-async function floorScenario (result: ScenarioResult, kind: 'floor' | 'fastify'): Promise<void> {
+async function floorScenario (result: ScenarioResult, kind: 'floor' | 'fastify' | 'gate'): Promise<void> {
   await installPeer()
   await Cleanup.scope(async (cleanup) => {
     const dir = scenarioDir(result.id)
     const pets = Array.from({ length: 10 }, (_, i) => ({ petId: i + 1, quantity: i + 1, status: 'available' }))
     writeFileSync(join(dir, 'body.json'), JSON.stringify(pets))
-    const proc = startNode([join(PEER_DIR, 'floor.js'), join(dir, 'body.json'), ...(kind === 'fastify' ? ['bare'] : [])], {}, 'server')
+    const key = 'psk_live_floorgatefloorgatefloorgate00'
+    const mode = kind === 'fastify' ? ['bare'] : kind === 'gate' ? ['gate'] : []
+    const proc = startNode([join(PEER_DIR, 'floor.js'), join(dir, 'body.json'), ...mode], { BENCH_KEY: key }, 'server')
     cleanup.defer(() => stop(proc))
     const port = await waitOutput(proc, /listening (\d+)/)
-    const floor: Target = { name: kind, url: `http://127.0.0.1:${port}/v1/inventory`, headers: {}, proc }
+    const headers: Record<string, string> = kind === 'gate' ? { Authorization: `Bearer ${key}` } : {}
+    const floor: Target = { name: kind, url: `http://127.0.0.1:${port}/v1/inventory`, headers, proc }
     const { target: ceiling, bytes } = await startCeiling(floor, dir, cleanup)
     await measure(ceiling, settings.warmup)
     await measure(floor, settings.warmup)
@@ -891,6 +894,7 @@ async function main (): Promise<number> {
       { id: 'peer', title: 'GET /v1/inventory, 10 entries: the peer (Fastify + bearer-auth + rate-limit + SQLite WAL)', target: null, run: (r) => peerScenario(r, peerRounds) },
       { id: 'floor-fastify', title: 'Reference: Fastify 5 alone sending fixed bytes (no auth, limiter, store, extra fields)', target: null, run: (r) => floorScenario(r, 'fastify') },
       { id: 'floor-fields', title: 'Reference: Fastify 5 sending fixed bytes with the service\'s response fields', target: null, run: (r) => floorScenario(r, 'floor') },
+      { id: 'floor-gate', title: 'Reference: the same with the least gate: a synchronous hook, a token Map, two window counters', target: null, run: (r) => floorScenario(r, 'gate') },
       { id: 'listing-1m', title: 'A client alternating PATCH and GET on 1,000,000 pets, /healthz probed every 10 ms', target: null, run: listingMillion },
       { id: 'get-10-redis', title: 'GET /v1/inventory, 10 entries, Redis limiter', target: null, run: (r) => redisScenario(r, get10Ceiling()) },
       { id: 'get-10-pg-2x', title: 'GET /v1/inventory, 10 entries, 2 instances on PostgreSQL + Redis', target: null, run: (r) => scaleOutScenario(r, get10Ceiling()) }
