@@ -154,3 +154,35 @@ describe('the gate decides on the matched route', () => {
     }), { numRuns: 250 })
   })
 })
+
+describe('the gate fails closed', () => {
+  test('when admission fails with something that is not an Error, then the request is answered 500 and no handler runs', async (t) => {
+    const store = await tempStore(t)
+    await importData(store, { pets: [pet(1, { quantity: 5 })], orders: [] })
+    const key = await newKey(store, 'enterprise')
+    const memory = new MemoryLimiter()
+    let listed = 0
+    const watched = new Proxy(store, {
+      get (target, property) {
+        const value: unknown = Reflect.get(target, property, target)
+        if (property === 'listInventory' || property === 'inventoryPages') listed++
+        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value
+      }
+    }) as Store
+    // A limiter without consumeNow whose decisions reject with nothing at all.
+    const limiter = {
+      kind: 'broken',
+      consume: async () => await Promise.reject(undefined),
+      peek: async (subject: Subject, limits: WindowLimits) => await memory.peek(subject, limits),
+      reset: async () => {},
+      close: async () => {}
+    }
+    const app = await buildApp(loadConfig({ AUTH_CACHE_TTL_MS: '60000' }), { store: watched, limiter, logger: false })
+    t.after(() => app.close())
+    const res = await app.inject({ method: 'GET', url: '/v1/inventory', headers: { authorization: `Bearer ${key}` } })
+    assert.equal(res.statusCode, 500)
+    assert.deepEqual(Object.keys(res.json()).sort(), ['code', 'message', 'status'])
+    assert.equal(res.json().code, 'internal_error')
+    assert.equal(listed, 0, 'the listing was never read')
+  })
+})

@@ -186,22 +186,24 @@ export function registerGate (scope: FastifyInstance, options: AccessOptions): v
   // A callback hook, not an async one: a request the gatekeeper admits without I/O (a warm key, the in-process
   // limiter) goes on to its handler without a promise in between.
   scope.addHook('onRequest', (request, reply, done) => {
+    // Fails closed: a failure that is not an Error (a rejection with nothing) must not read as "go on".
+    const failed = (error: unknown): void => { done(error instanceof Error ? error : new Error(`admission failed: ${String(error)}`)) }
     // Authenticated data is per key and changes: no cache may keep it (clients revalidate with If-None-Match).
     reply.header('Cache-Control', 'no-store')
     const conditional = conditionalRead(request)
     if (conditional !== null) {
-      guardConditional(options, request, reply, conditional).then(() => { if (!reply.sent) done() }, done)
+      guardConditional(options, request, reply, conditional).then(() => { if (!reply.sent) done() }, failed)
       return
     }
     let admission
     try {
       admission = ask(options, request, reply, KEY_REQUIRED)
     } catch (error) {
-      done(error as Error)
+      failed(error)
       return
     }
     if (admission instanceof Promise) {
-      admission.then((answer) => { done(pass(options, request, answer) ?? undefined) }, done)
+      admission.then((answer) => { done(pass(options, request, answer) ?? undefined) }, failed)
     } else {
       done(pass(options, request, admission) ?? undefined)
     }

@@ -149,6 +149,8 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
       linkNext(reply, '/v1/inventory', { limit: String(size), cursor: encodeCursor(INVENTORY_CURSOR_PREFIX, page.last) })
     }
     reply.send(page.body as never)
+    // Resolves once the answer is sent, so Fastify never takes the handler's end for an answer still to send.
+    await reply
   }
 
   app.get('/inventory/:petId', {
