@@ -31,6 +31,11 @@ const MAX_TOKEN_LENGTH = 256
 
 const PROBLEM_OF_KIND = { none: 'missing', unsupported: 'unsupported', malformed: 'malformed' } as const
 
+/** A lookup's answer as an identity: unknown and revoked keys are invalid. */
+function identityOf (record: ApiKeyRecord | false | undefined, token: string): Identity {
+  return record === undefined || record === false || record.revokedAt !== null ? { problem: 'invalid' } : { key: record, token }
+}
+
 /**
  * Resolves credentials to active keys. Lookups (found, unknown or revoked) are cached for `ttlMs`, so a request
  * costs no store round trip while its key is warm, and a revocation takes effect within `ttlMs`. The cache is
@@ -39,10 +44,6 @@ const PROBLEM_OF_KIND = { none: 'missing', unsupported: 'unsupported', malformed
  * as it was in the request that carried it; the store and the logs never hold it. Concurrent misses for one
  * token share one store query. Throws what the store throws when it cannot be reached.
  */
-function identityOf (record: ApiKeyRecord | false | undefined, token: string): Identity {
-  return record === undefined || record === false || record.revokedAt !== null ? { problem: 'invalid' } : { key: record, token }
-}
-
 export class Authenticator {
   readonly #cache: LRUCache<string, ApiKeyRecord | false>
   readonly #prefix: string

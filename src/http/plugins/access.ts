@@ -5,7 +5,7 @@
  * the 404 and the 405s of that scope, however the request target was spelled.
  */
 import ipaddr from 'ipaddr.js'
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
 import { KEY_OPTIONAL, KEY_REQUIRED, type Admission, type Gatekeeper, type OperationNeeds, type QuotaView } from '../../access/admission.js'
 import type { CredentialProblem, Credentials } from '../../access/authenticator.js'
 import { KEY_PREFIXES } from '../../access/keys.js'
@@ -178,6 +178,11 @@ async function guardConditional (options: AccessOptions, request: FastifyRequest
   }
 }
 
+/** Ends a gate hook with a failure. Fails closed: a failure that is not an Error must not read as "go on". */
+function failClosed (done: HookHandlerDoneFunction, error: unknown): void {
+  done(error instanceof Error ? error : new Error(`admission failed: ${String(error)}`))
+}
+
 /**
  * Guards the scope it is registered in: every route of the scope, its 404, its 405s and the errors raised before
  * the gate ran. A request reaches a handler of the scope only when admitted.
@@ -186,24 +191,22 @@ export function registerGate (scope: FastifyInstance, options: AccessOptions): v
   // A callback hook, not an async one: a request the gatekeeper admits without I/O (a warm key, the in-process
   // limiter) goes on to its handler without a promise in between.
   scope.addHook('onRequest', (request, reply, done) => {
-    // Fails closed: a failure that is not an Error (a rejection with nothing) must not read as "go on".
-    const failed = (error: unknown): void => { done(error instanceof Error ? error : new Error(`admission failed: ${String(error)}`)) }
     // Authenticated data is per key and changes: no cache may keep it (clients revalidate with If-None-Match).
     reply.header('Cache-Control', 'no-store')
     const conditional = conditionalRead(request)
     if (conditional !== null) {
-      guardConditional(options, request, reply, conditional).then(() => { if (!reply.sent) done() }, failed)
+      guardConditional(options, request, reply, conditional).then(() => { if (!reply.sent) done() }, (error: unknown) => { failClosed(done, error) })
       return
     }
     let admission
     try {
       admission = ask(options, request, reply, KEY_REQUIRED)
     } catch (error) {
-      failed(error)
+      failClosed(done, error)
       return
     }
     if (admission instanceof Promise) {
-      admission.then((answer) => { done(pass(options, request, answer) ?? undefined) }, failed)
+      admission.then((answer) => { done(pass(options, request, answer) ?? undefined) }, (error: unknown) => { failClosed(done, error) })
     } else {
       done(pass(options, request, admission) ?? undefined)
     }
