@@ -8,6 +8,7 @@ export const ERROR_CATALOGUE = {
   not_found: { status: 404, message: 'The requested resource could not be found.' },
   method_not_allowed: { status: 405, message: 'The method is not allowed for this resource.' },
   request_timeout: { status: 408, message: 'The request was not received in time.' },
+  stock_out_of_range: { status: 409, message: 'The change would take the stock quantity outside 0 to 1,000,000,000.' },
   gone: { status: 410, message: 'This resource is no longer available.' },
   precondition_failed: { status: 412, message: 'The resource has changed since the ETag sent in If-Match.' },
   payload_too_large: { status: 413, message: 'The request body is too large.' },

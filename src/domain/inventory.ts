@@ -1,6 +1,6 @@
 import { AppError } from '../errors.js'
-import type { Store } from '../store/types.js'
-import type { LedgerEntry, PetImport, StockEntry, StockReason } from './model.js'
+import type { StockAdjustmentResult, Store } from '../store/types.js'
+import { MAX_QUANTITY, type LedgerEntry, type PetImport, type StockEntry, type StockReason } from './model.js'
 
 /** What a stock update asks for; the quantity and note are already validated at the edge. */
 export interface StockUpdate {
@@ -41,7 +41,11 @@ export class StaleEntryError extends AppError {
  * A quantity change never changes the pet's status (docs/decisions.md: status is the pet's, not the stock's).
  */
 export async function updateQuantity (store: Store, petId: bigint, update: StockUpdate, actor: Actor, clock: () => number): Promise<AppliedChange> {
-  const result = await store.setQuantity({ petId, ...update, ...actor, at: new Date(clock()) })
+  return appliedOrThrow(petId, await store.setQuantity({ petId, ...update, ...actor, at: new Date(clock()) }))
+}
+
+/** The change a store applied, or the error that says why it applied nothing. */
+function appliedOrThrow (petId: bigint, result: StockAdjustmentResult, outOfRange?: (current: StockEntry) => AppError): AppliedChange {
   switch (result.status) {
     case 'updated':
       return result.version === undefined ? { entry: result.entry } : { entry: result.entry, version: result.version }
@@ -49,7 +53,29 @@ export async function updateQuantity (store: Store, petId: bigint, update: Stock
       throw new AppError('not_found', `No inventory entry exists for pet ${petId}.`)
     case 'stale':
       throw new StaleEntryError(result.current)
+    case 'out_of_range':
+      throw outOfRange?.(result.current) ?? new AppError('stock_out_of_range')
   }
+}
+
+/** What a relative stock change asks for: a non-zero delta, already validated at the edge. */
+export interface StockAdjustmentRequest {
+  delta: number
+  reason: StockReason
+  note: string | null
+  /** Compare-and-set, as for updateQuantity; null: unconditional. */
+  expectedRevisions: readonly bigint[] | null
+}
+
+/**
+ * Adds `delta` to the stock of one pet and records the change in the ledger, atomically: the quantity it adds to
+ * is the committed one (no lost update under concurrency). The result must stay within 0..MAX_QUANTITY, else
+ * nothing changes (stock_out_of_range, naming the current quantity).
+ */
+export async function adjustQuantity (store: Store, petId: bigint, adjustment: StockAdjustmentRequest, actor: Actor, clock: () => number): Promise<AppliedChange> {
+  const result = await store.adjustQuantity({ petId, ...adjustment, ...actor, at: new Date(clock()), allowed: { min: 0, max: MAX_QUANTITY } })
+  return appliedOrThrow(petId, result, (current) => new AppError('stock_out_of_range', `Adding ${adjustment.delta} to the stock of pet ` +
+    `${petId} (now ${current.quantity}) would leave ${current.quantity + adjustment.delta}, outside 0 to ${MAX_QUANTITY}; nothing was changed.`))
 }
 
 /** One stock entry; throws not_found when the pet has none. */

@@ -51,12 +51,22 @@ export interface StockChange {
   at: Date
 }
 
+/** One relative stock change through the API: add `delta` (negative to remove) to the entry's quantity. */
+export type StockAdjustment = Omit<StockChange, 'quantity'> & {
+  delta: number
+  /** The quantities the result may have (the domain's rule); outside them nothing changes. */
+  allowed: { min: number, max: number }
+}
+
 export type StockChangeResult =
   /** `version`: the inventory version right after this change, where the store can tell (SQLite). */
   | { status: 'updated', entry: StockEntry, version?: bigint }
   | { status: 'not_found' }
   /** The entry's revision is not one of expectedRevisions: nothing was changed. */
   | { status: 'stale', current: StockEntry }
+
+/** What an adjustment can also meet: a result outside the allowed quantities, so nothing was changed. */
+export type StockAdjustmentResult = StockChangeResult | { status: 'out_of_range', current: StockEntry }
 
 /** A page of a consistent listing. */
 export interface InventoryPage {
@@ -118,6 +128,12 @@ export interface Store {
    * either both are durable or neither. The entry's revision grows by one.
    */
   setQuantity (change: StockChange): Promise<StockChangeResult>
+  /**
+   * Adds `delta` to the quantity of an existing entry and records the change in the stock ledger, atomically: the
+   * quantity it adds to is the committed one at that moment, so concurrent adjustments never lose one another.
+   * A result outside `allowed` changes nothing (out_of_range); a stale revision changes nothing (stale).
+   */
+  adjustQuantity (change: StockAdjustment): Promise<StockAdjustmentResult>
   /** One stock entry with its revision; null when there is no entry for petId. */
   getStockEntry (petId: bigint): Promise<StockEntry | null>
   /** The newest `limit` ledger entries of a pet, oldest first. */

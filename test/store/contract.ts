@@ -5,8 +5,8 @@
  */
 import assert from 'node:assert/strict'
 import { describe, test, type TestContext } from 'node:test'
-import type { ApiKeyRecord, InventoryItem, Order, OrderStatus, Pet, PetImport } from '../../src/domain/model.js'
-import type { NewApiKey, StockChange, Store } from '../../src/store/types.js'
+import { MAX_QUANTITY, type ApiKeyRecord, type InventoryItem, type Order, type OrderStatus, type Pet, type PetImport } from '../../src/domain/model.js'
+import type { NewApiKey, StockAdjustment, StockChange, Store } from '../../src/store/types.js'
 import { importData } from '../../src/domain/import.js'
 
 const INT64_MAX = 2n ** 63n - 1n
@@ -52,6 +52,14 @@ const CHANGED_AT = new Date('2026-11-22T12:00:00.250Z')
 /** A stock change as a plain PATCH makes it (no If-Match, reason adjustment), with overrides. */
 export function stockChange (petId: bigint, quantity: number, overrides: Partial<StockChange> = {}): StockChange {
   return { petId, quantity, expectedRevisions: null, reason: 'adjustment', note: null, keyId: 'key_test', requestId: 'req-test', at: CHANGED_AT, ...overrides }
+}
+
+/** A relative stock change as a plain adjustment makes it (no If-Match, reason adjustment, 0..MAX_QUANTITY), with overrides. */
+export function stockAdjustment (petId: bigint, delta: number, overrides: Partial<StockAdjustment> = {}): StockAdjustment {
+  return {
+    petId, delta, expectedRevisions: null, reason: 'adjustment', note: null, keyId: 'key_test', requestId: 'req-test', at: CHANGED_AT,
+    allowed: { min: 0, max: MAX_QUANTITY }, ...overrides
+  }
 }
 
 /** An unconditional stock change: the updated item (without its revision), or null when the store answers not_found. */
@@ -319,6 +327,67 @@ export function storeContract (name: string, open: (t: TestContext) => Promise<S
         const results = await Promise.all(ids.map((id) => setStock(store, id, Number(id) * 10)))
         assert.deepEqual(results, ids.map((id) => ({ petId: id, quantity: Number(id) * 10, status: 'available' })))
         assert.deepEqual(await store.listInventory(), results)
+      })
+    })
+
+    describe('relative stock changes (adjustQuantity)', () => {
+      test('an adjustment adds its delta to the quantity, grows the revision and records previous and new quantity in the ledger', async (t) => {
+        const store = await open(t)
+        await importData(store, { pets: [pet(ABOVE_2_53, { quantity: 4, status: 'pending' })], orders: [] })
+        const before = await store.getStockEntry(ABOVE_2_53)
+        assert.ok(before !== null)
+        const added = await store.adjustQuantity(stockAdjustment(ABOVE_2_53, 3, { reason: 'arrival', note: 'Three more', keyId: 'key_a', requestId: 'req-1' }))
+        assert.deepEqual(added.status === 'updated' && added.entry, { petId: ABOVE_2_53, quantity: 7, status: 'pending', revision: before.revision + 1n })
+        const taken = await store.adjustQuantity(stockAdjustment(ABOVE_2_53, -7))
+        assert.equal(taken.status === 'updated' && taken.entry.quantity, 0)
+        const history = await store.stockHistory(ABOVE_2_53, 10)
+        assert.deepEqual(history.slice(1).map((e) => [e.previousQuantity, e.quantity, e.reason, e.note, e.keyId, e.requestId]),
+          [[4, 7, 'arrival', 'Three more', 'key_a', 'req-1'], [7, 0, 'adjustment', null, 'key_test', 'req-test']])
+        assert.equal((await store.listInventory())[0]?.quantity, 0)
+      })
+
+      test('an adjustment whose result leaves the allowed quantities changes nothing and returns the current entry', async (t) => {
+        const store = await open(t)
+        await importData(store, { pets: [pet(1n, { quantity: 2 }), pet(2n, { quantity: MAX_QUANTITY - 1 })], orders: [] })
+        const before = await snapshot(store, [1n, 2n])
+        const below = await store.adjustQuantity(stockAdjustment(1n, -3))
+        assert.equal(below.status, 'out_of_range')
+        assert.equal(below.status === 'out_of_range' && below.current.quantity, 2)
+        const above = await store.adjustQuantity(stockAdjustment(2n, 2))
+        assert.equal(above.status, 'out_of_range')
+        assert.equal(above.status === 'out_of_range' && above.current.quantity, MAX_QUANTITY - 1)
+        assert.deepEqual(await snapshot(store, [1n, 2n]), before)
+        const edge = await store.adjustQuantity(stockAdjustment(2n, 1))
+        assert.equal(edge.status === 'updated' && edge.entry.quantity, MAX_QUANTITY, 'the bound itself is allowed')
+      })
+
+      test('an adjustment with a stale expected revision changes nothing; an unknown pet is not_found', async (t) => {
+        const store = await open(t)
+        await importData(store, { pets: [pet(1n, { quantity: 3 })], orders: [] })
+        const current = await store.getStockEntry(1n)
+        assert.ok(current !== null)
+        const before = await snapshot(store, [1n])
+        const stale = await store.adjustQuantity(stockAdjustment(1n, 1, { expectedRevisions: [current.revision + 5n] }))
+        assert.deepEqual(stale, { status: 'stale', current })
+        // Stale wins over out of range: the client learns to read the entry again first.
+        assert.equal((await store.adjustQuantity(stockAdjustment(1n, -10, { expectedRevisions: [current.revision + 5n] }))).status, 'stale')
+        assert.deepEqual(await snapshot(store, [1n]), before)
+        const fresh = await store.adjustQuantity(stockAdjustment(1n, 1, { expectedRevisions: [current.revision] }))
+        assert.equal(fresh.status === 'updated' && fresh.entry.quantity, 4)
+        assert.deepEqual(await store.adjustQuantity(stockAdjustment(INT64_MAX, 1)), { status: 'not_found' })
+      })
+
+      test('concurrent adjustments and absolute changes of one entry never lose one another', async (t) => {
+        const store = await open(t)
+        await importData(store, { pets: [pet(1n, { quantity: 100 })], orders: [] })
+        const results = await Promise.all(Array.from({ length: 60 }, (_, i) =>
+          i % 20 === 19 ? store.setQuantity(stockChange(1n, 100)) : store.adjustQuantity(stockAdjustment(1n, i % 2 === 0 ? 2 : -1))))
+        assert.ok(results.every((r) => r.status === 'updated'))
+        // Every ledger row starts from the quantity the previous row left: each change saw the one before it.
+        const history = (await store.stockHistory(1n, 100)).slice(1)
+        assert.equal(history.length, 60)
+        for (let i = 1; i < history.length; i++) assert.equal(history[i]?.previousQuantity, history[i - 1]?.quantity)
+        assert.equal((await store.getStockEntry(1n))?.quantity, history.at(-1)?.quantity)
       })
     })
 

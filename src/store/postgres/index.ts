@@ -7,7 +7,10 @@ import {
   toInventoryItem, toKey, toLedgerEntry, toOrder, toPet, toStockEntry,
   type EntryRow, type InventoryRow, type KeyRow, type LedgerRow, type OrderRow, type PetRow
 } from '../rows.js'
-import type { ImportedStockRule, ImportOptions, ImportResult, InventoryPage, NewApiKey, OrderPage, PoolStats, StockChange, StockChangeResult, Store } from '../types.js'
+import type {
+  ImportedStockRule, ImportOptions, ImportResult, InventoryPage, NewApiKey, OrderPage, PoolStats, StockAdjustment, StockAdjustmentResult, StockChange,
+  StockChangeResult, Store
+} from '../types.js'
 import { aheadError, appliedChecksum, checksum, schemaStatus, type AppliedMigration, type SchemaStatus } from '../migrations.js'
 import { PLAN } from './migrations.js'
 
@@ -33,12 +36,13 @@ interface ChangeRow { pet_id: bigint, old_quantity: number, old_revision: bigint
  * it, and record the ledger row. FOR UPDATE makes a concurrent change wait and then read the committed
  * quantity, so each ledger row's previous quantity is the one the change replaced.
  */
-const CHANGE_SQL = `
+function changeSql (quantity: string, condition: string): string {
+  return `
   WITH old AS (
     SELECT pet_id, quantity, revision FROM inventory WHERE pet_id = $1 FOR UPDATE
   ), updated AS (
-    UPDATE inventory i SET quantity = $2, revision = old.revision + 1 FROM old
-    WHERE i.pet_id = old.pet_id AND ($3::bigint[] IS NULL OR old.revision = ANY ($3::bigint[]))
+    UPDATE inventory i SET quantity = ${quantity}, revision = old.revision + 1 FROM old
+    WHERE i.pet_id = old.pet_id AND ($3::bigint[] IS NULL OR old.revision = ANY ($3::bigint[]))${condition}
     RETURNING i.pet_id, i.quantity, i.revision, old.quantity AS previous
   ), recorded AS (
     INSERT INTO stock_ledger (pet_id, previous_quantity, quantity, reason, note, key_id, request_id, created_at)
@@ -47,6 +51,24 @@ const CHANGE_SQL = `
   SELECT old.pet_id, old.quantity AS old_quantity, old.revision AS old_revision, updated.quantity, updated.revision,
     (SELECT status FROM pets WHERE pets.id = old.pet_id) AS status
   FROM old LEFT JOIN updated ON true`
+}
+/** Sets the quantity ($2). */
+const CHANGE_SQL = changeSql('$2', '')
+/** Adds $2 to the locked, committed quantity, only when the result lies within $9..$10. */
+const ADJUST_SQL = changeSql('old.quantity + $2::bigint', ' AND old.quantity + $2::bigint BETWEEN $9::bigint AND $10::bigint')
+
+/**
+ * What a change statement's row says: no row, no entry; no new quantity, nothing was changed, because the revision
+ * was stale or else because the result fell outside the allowed quantities (adjustments only).
+ */
+function changeResult (row: ChangeRow | undefined, expectedRevisions: readonly bigint[] | null): StockAdjustmentResult {
+  if (row === undefined) return { status: 'not_found' }
+  if (row.quantity === null || row.revision === null) {
+    const current = { petId: row.pet_id, quantity: row.old_quantity, status: row.status, revision: row.old_revision }
+    return expectedRevisions !== null && !expectedRevisions.includes(current.revision) ? { status: 'stale', current } : { status: 'out_of_range', current }
+  }
+  return { status: 'updated', entry: { petId: row.pet_id, quantity: row.quantity, status: row.status, revision: row.revision } }
+}
 
 // Errors that mean "the database cannot serve right now": connection failures, timeouts, shutdowns, overload.
 const UNAVAILABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENOTFOUND', 'EPIPE', 'EAI_AGAIN'])
@@ -237,12 +259,13 @@ export class PostgresStore implements Store {
   async setQuantity (change: StockChange): Promise<StockChangeResult> {
     const { rows } = await this.#query<ChangeRow>(CHANGE_SQL, [change.petId, change.quantity, change.expectedRevisions,
       change.reason, change.note, change.keyId, change.requestId, change.at])
-    const row = rows[0]
-    if (row === undefined) return { status: 'not_found' }
-    if (row.quantity === null || row.revision === null) {
-      return { status: 'stale', current: { petId: row.pet_id, quantity: row.old_quantity, status: row.status, revision: row.old_revision } }
-    }
-    return { status: 'updated', entry: { petId: row.pet_id, quantity: row.quantity, status: row.status, revision: row.revision } }
+    return changeResult(rows[0], change.expectedRevisions) as StockChangeResult
+  }
+
+  async adjustQuantity (change: StockAdjustment): Promise<StockAdjustmentResult> {
+    const { rows } = await this.#query<ChangeRow>(ADJUST_SQL, [change.petId, change.delta, change.expectedRevisions,
+      change.reason, change.note, change.keyId, change.requestId, change.at, change.allowed.min, change.allowed.max])
+    return changeResult(rows[0], change.expectedRevisions)
   }
 
   async getStockEntry (petId: bigint): Promise<StockEntry | null> {

@@ -3,7 +3,9 @@ import { mkdirSync } from 'node:fs'
 import { dirname } from 'node:path'
 import type { ApiKeyRecord, Ban, InventoryItem, LedgerEntry, Order, OrderStatus, Pet, PetImport, StockEntry } from '../../domain/model.js'
 import { StoreUnavailableError } from '../../errors.js'
-import type { ImportOptions, ImportResult, InventoryPage, NewApiKey, OrderPage, StockChange, StockChangeResult, Store } from '../types.js'
+import type {
+  ImportOptions, ImportResult, InventoryPage, NewApiKey, OrderPage, StockAdjustment, StockAdjustmentResult, StockChange, StockChangeResult, Store
+} from '../types.js'
 import { aheadError, appliedChecksum, checksum, detectQueries, schemaStatus, type AppliedMigration, type SchemaStatus } from '../migrations.js'
 import { PLAN } from './migrations.js'
 import {
@@ -74,8 +76,9 @@ function * pagesOf (version: bigint, rows: Iterable<InventoryRow>, size: number)
 }
 
 interface PendingUpdate {
-  change: StockChange
-  resolve: (result: StockChangeResult) => void
+  /** An absolute change (quantity) or a relative one (delta). */
+  change: StockChange | StockAdjustment
+  resolve: (result: StockAdjustmentResult) => void
   reject: (error: unknown) => void
 }
 
@@ -252,6 +255,15 @@ export class SqliteStore implements Store {
    * (read, compare, write, ledger row) runs in its own savepoint, so one failing update does not fail the others.
    */
   setQuantity (change: StockChange): Promise<StockChangeResult> {
+    return this.#enqueue(change) as Promise<StockChangeResult>
+  }
+
+  /** Joins the same group commit: the quantity it adds to is read inside the commit's write transaction. */
+  adjustQuantity (change: StockAdjustment): Promise<StockAdjustmentResult> {
+    return this.#enqueue(change)
+  }
+
+  #enqueue (change: StockChange | StockAdjustment): Promise<StockAdjustmentResult> {
     return new Promise((resolve, reject) => {
       this.#pending.push({ change, resolve, reject })
       if (this.#pending.length === 1) setImmediate(() => this.#commitPending())
@@ -266,7 +278,7 @@ export class SqliteStore implements Store {
   #commitPending (): void {
     const batch = this.#pending
     this.#pending = []
-    let outcomes: Array<{ result: StockChangeResult } | { error: unknown }>
+    let outcomes: Array<{ result: StockAdjustmentResult } | { error: unknown }>
     try {
       outcomes = this.#applyBatch(batch)
     } catch (error) {
@@ -286,7 +298,7 @@ export class SqliteStore implements Store {
    * costs a tenth of the write. If any update throws, the whole transaction has been rolled back and the batch runs
    * again with each update in its own savepoint, so that one failing update fails only its own request.
    */
-  #applyBatch (batch: PendingUpdate[]): Array<{ result: StockChangeResult } | { error: unknown }> {
+  #applyBatch (batch: PendingUpdate[]): Array<{ result: StockAdjustmentResult } | { error: unknown }> {
     const apply = this.#updateStatements()
     try {
       return this.#db.transaction(() => batch.map((item) => ({ result: apply(item.change) }))).immediate()
@@ -304,7 +316,7 @@ export class SqliteStore implements Store {
   }
 
   /** One update (read, compare, write, ledger row), to be run inside a transaction. */
-  #updateStatements (): (change: StockChange) => StockChangeResult {
+  #updateStatements (): (change: StockChange | StockAdjustment) => StockAdjustmentResult {
     const read = this.#prepare(ENTRY_SQL)
     const update = this.#prepare('UPDATE inventory SET quantity = ?, revision = revision + 1, ledger_head = ? WHERE pet_id = ?')
     const record = this.#prepare(LEDGER_INSERT_SQL)
@@ -314,11 +326,13 @@ export class SqliteStore implements Store {
       if (row === undefined) return { status: 'not_found' }
       const current = toStockEntry(row)
       if (change.expectedRevisions !== null && !change.expectedRevisions.includes(current.revision)) return { status: 'stale', current }
-      const { lastInsertRowid } = record.run(change.petId, row.ledger_head, current.quantity, change.quantity, change.reason, change.note,
+      const quantity = 'delta' in change ? current.quantity + change.delta : change.quantity
+      if ('delta' in change && (quantity < change.allowed.min || quantity > change.allowed.max)) return { status: 'out_of_range', current }
+      const { lastInsertRowid } = record.run(change.petId, row.ledger_head, current.quantity, quantity, change.reason, change.note,
         change.keyId, change.requestId, change.at.toISOString())
-      update.run(change.quantity, lastInsertRowid, change.petId)
+      update.run(quantity, lastInsertRowid, change.petId)
       const version = (readVersion.get() as { v: bigint }).v
-      return { status: 'updated', entry: { ...current, quantity: change.quantity, revision: current.revision + 1n }, version }
+      return { status: 'updated', entry: { ...current, quantity, revision: current.revision + 1n }, version }
     }
   }
 
