@@ -18,6 +18,8 @@ type Operation<P extends keyof paths, M extends keyof paths[P]> = paths[P][M]
 export type InventoryItem = JsonOf<ResponsesOf<Operation<'/inventory', 'get'>>[200]>[number]
 /** The body of updateInventory: the new absolute quantity and, optionally, why. */
 export type InventoryUpdate = JsonOf<NonNullable<Operation<'/inventory/{petId}', 'patch'>['requestBody']>>
+/** The body of adjustInventory: what to add to the quantity (negative to take away) and, optionally, why. */
+export type InventoryAdjustment = JsonOf<NonNullable<Operation<'/inventory/{petId}/adjustments', 'post'>['requestBody']>>
 /** A pet (deprecated operation); ids are exact int64. */
 export type Pet = JsonOf<ResponsesOf<Operation<'/pets/{petId}', 'get'>>[200]>
 /** A store order; `id` and `petId` are exact int64. */
@@ -112,6 +114,12 @@ export interface PetstoreClient {
    * update) the update applies only if the entry is unchanged, else 412 `precondition_failed`.
    */
   updateInventory (petId: Int64Input, update: InventoryUpdate, options?: { ifMatch?: string }): Promise<ResponseMeta & { data: InventoryItem }>
+  /**
+   * Adds `delta` to one pet's stock (negative to take away), atomically, without reading it first; 409
+   * `stock_out_of_range` when the result would leave 0..1,000,000,000. With `ifMatch` it applies only to an unchanged
+   * entry. Never retried after a network error, a timeout or a 5xx (it might have been applied): only after 429.
+   */
+  adjustInventory (petId: Int64Input, adjustment: InventoryAdjustment, options?: { ifMatch?: string }): Promise<ResponseMeta & { data: InventoryItem }>
   /** A pet by id (deprecated operation: look at `deprecation`); 410 `gone` after the sunset. */
   getPet (petId: Int64Input): Promise<ResponseMeta & { data: Pet, deprecation: DeprecationInfo }>
   /** One page of orders. */
@@ -252,7 +260,12 @@ const RETRIED_STATUSES = new Set([502, 503, 504])
 
 interface Call {
   operationId: string
-  method: 'GET' | 'PATCH'
+  method: 'GET' | 'PATCH' | 'POST'
+  /**
+   * Whether sending the call twice may apply it twice (a relative change): then only an answer that shows it was not
+   * applied (429 rate_limited, refused before any handler) is retried, never a network error, a timeout or a 5xx.
+   */
+  notRepeatable?: boolean
   url: string
   headers?: Record<string, string | undefined>
   body?: unknown
@@ -416,7 +429,7 @@ export function createClient (options: ClientOptions): PetstoreClient {
         if (failure.retryAfterSeconds !== undefined) bannedUntil = now() + failure.retryAfterSeconds * 1000
         throw failure
       }
-      const delay = delayAfter(failure, attempt)
+      const delay = call.notRepeatable === true && failure.code !== 'rate_limited' ? null : delayAfter(failure, attempt)
       if (delay === null || attempt >= maxAttempts) throw failure
       await sleep(delay)
     }
@@ -445,6 +458,14 @@ export function createClient (options: ClientOptions): PetstoreClient {
       const path = `/inventory/${int64Text(petId, 'petId')}`
       const { meta, body } = await send({
         operationId: 'updateInventory', method: 'PATCH', url: url(path), headers: { 'if-match': ifMatch }, body: update
+      })
+      return { ...meta, data: body as InventoryItem }
+    },
+
+    async adjustInventory (petId, adjustment, { ifMatch } = {}) {
+      const path = `/inventory/${int64Text(petId, 'petId')}/adjustments`
+      const { meta, body } = await send({
+        operationId: 'adjustInventory', method: 'POST', notRepeatable: true, url: url(path), headers: { 'if-match': ifMatch }, body: adjustment
       })
       return { ...meta, data: body as InventoryItem }
     },

@@ -7,6 +7,9 @@
  * into a JavaScript number.
  */
 export const INT64_PATHS: Readonly<Record<string, Readonly<Record<string, readonly (readonly string[])[]>>>> = {
+  adjustInventory: {
+    '200': [['petId']]
+  },
   getInventoryItem: {
     '200': [['petId']]
   },

@@ -236,7 +236,7 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
     // Before any scope: preflights carry no key and are answered here, uncounted.
     await app.register(cors, {
       origin: [...config.corsOrigins],
-      methods: ['GET', 'HEAD', 'PATCH'],
+      methods: ['GET', 'HEAD', 'PATCH', 'POST'],
       allowedHeaders: ['Authorization', 'Content-Type', 'If-Match', 'If-None-Match', 'X-Request-Id'],
       // The headers on every /v1 answer, plus those of some answers.
       exposedHeaders: [...Object.keys(RESPONSE_HEADERS), 'ETag', 'Link', 'Retry-After', 'Deprecation', 'Sunset'],

@@ -48,6 +48,19 @@ export const InventoryUpdate = Type.Object({
 }, { additionalProperties: false, description: 'Sets the stock quantity of one pet; reason and note are recorded in the stock ledger' })
 export type InventoryUpdate = Static<typeof InventoryUpdate>
 
+export const InventoryAdjustment = Type.Object({
+  delta: Type.Integer({
+    minimum: -MAX_QUANTITY,
+    maximum: MAX_QUANTITY,
+    not: { const: 0 },
+    description: 'What to add to the stock count: positive for arrivals and returns, negative for what left; not 0, at most 1,000,000,000 either way',
+    examples: [3, -1]
+  }),
+  reason: Type.Optional(StockReason),
+  note: InventoryUpdate.properties.note
+}, { additionalProperties: false, description: 'Adds to (or, negative, takes from) the stock quantity of one pet; reason and note are recorded in the stock ledger' })
+export type InventoryAdjustment = Static<typeof InventoryAdjustment>
+
 const IdName = (what: string) => Type.Object({
   id: Int64,
   name: Name()

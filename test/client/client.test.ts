@@ -333,3 +333,44 @@ describe('typed client: If-Match', () => {
     assert.equal(error.code, 'not_found')
   })
 })
+
+describe('client: relative stock changes', () => {
+  test('when adjusting, then the delta is applied once and the entry with its ETag is answered; out of range is a typed 409', async (t) => {
+    const { baseUrl, key } = await served(t, {}, { pets: [pet(BIG, { quantity: 2 })] })
+    const { client, requests } = clientFor(baseUrl, key)
+    const result = await client.adjustInventory(BIG, { delta: 3, reason: 'arrival' })
+    assert.deepEqual(result.data, { petId: BIG, quantity: 5, status: 'available' })
+    assert.match(result.etag ?? '', /^"r\d+"$/)
+    const refused = await rejection(client.adjustInventory(BIG, { delta: -6 }))
+    assert.equal(refused.status, 409)
+    assert.equal(refused.code, 'stock_out_of_range')
+    assert.equal(refused.attempts, 1)
+    assert.deepEqual(requests, [`POST ${baseUrl}/v1/inventory/${BIG}/adjustments`, `POST ${baseUrl}/v1/inventory/${BIG}/adjustments`])
+  })
+
+  test('when an adjustment meets a 503 or no server at all, then it is not retried: it might have been applied', async (t) => {
+    const { baseUrl, key, store } = await served(t, {}, { pets: [pet(1, { quantity: 2 })] })
+    store.adjustQuantity = async () => { throw new StoreUnavailableError('injected outage') }
+    const { client, requests } = clientFor(baseUrl, key)
+    const unavailable = await rejection(client.adjustInventory(1, { delta: 1 }))
+    assert.equal(unavailable.code, 'service_unavailable')
+    assert.equal(requests.length, 1)
+    const port = await freePort()
+    const offline = clientFor(`http://127.0.0.1:${port}`, 'psk_live_unused')
+    const network = await rejection(offline.client.adjustInventory(1, { delta: 1 }))
+    assert.equal(network.code, 'network_error')
+    assert.equal(offline.requests.length, 1)
+  })
+
+  test('when an adjustment is refused with 429 rate_limited, then it is retried after Retry-After: the refusal applied nothing', async (t) => {
+    const ctx = await served(t, { RATE_LIMIT_FREE: '1/100' }, { pets: [pet(1, { quantity: 2 })] })
+    const { sleep, delays } = recordingSleep(ctx.clock)
+    const { client, requests } = clientFor(ctx.baseUrl, ctx.key, { sleep })
+    await client.adjustInventory(1, { delta: 1 })
+    const second = await client.adjustInventory(1, { delta: 1 })
+    assert.equal(second.data.quantity, 4)
+    assert.equal(requests.length, 3)
+    assert.equal(delays.length, 1)
+    assert.equal((await ctx.store.stockHistory(1n, 10)).length, 3, 'the import and two adjustments')
+  })
+})

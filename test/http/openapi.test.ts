@@ -33,9 +33,11 @@ describe('GET /v1/openapi.json', () => {
     assert.deepEqual(doc.servers.map((s) => s.url), ['https://api.example.test/v1', 'https://staging.example.test/v1'])
   })
 
-  test('when read, then it lists the four operations of the spec, the entry lookup, and nothing internal', async (t) => {
+  test('when read, then it lists the four operations of the spec, the entry lookup, adjustments, and nothing internal', async (t) => {
     const doc = await document(t)
-    assert.deepEqual(Object.keys(doc.paths).sort(), ['/inventory', '/inventory/{petId}', '/pets/{petId}', '/store/orders'])
+    assert.deepEqual(Object.keys(doc.paths).sort(), ['/inventory', '/inventory/{petId}', '/inventory/{petId}/adjustments', '/pets/{petId}', '/store/orders'])
+    assert.equal(doc.paths['/inventory/{petId}/adjustments']?.post?.operationId, 'adjustInventory')
+    assert.equal(doc.paths['/inventory/{petId}/adjustments']?.post?.['x-stability'], 'beta')
     assert.equal(doc.paths['/inventory']?.get?.operationId, 'listInventory')
     assert.equal(doc.paths['/inventory/{petId}']?.patch?.operationId, 'updateInventory')
     assert.equal(doc.paths['/inventory/{petId}']?.get?.operationId, 'getInventoryItem')

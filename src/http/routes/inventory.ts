@@ -5,7 +5,7 @@ import { Type } from 'typebox'
 import { Readable } from 'node:stream'
 import { decodeCursor, encodeCursor } from '../../domain/cursor.js'
 import {
-  DEFAULT_INVENTORY_LIMIT, getStockEntry, INVENTORY_CURSOR_PREFIX, MAX_INVENTORY_LIMIT, StaleEntryError, updateQuantity
+  adjustQuantity, DEFAULT_INVENTORY_LIMIT, getStockEntry, INVENTORY_CURSOR_PREFIX, MAX_INVENTORY_LIMIT, StaleEntryError, updateQuantity
 } from '../../domain/inventory.js'
 import type { InventoryItem as Item, StockEntry } from '../../domain/model.js'
 import { parseInt64 } from '../../int64.js'
@@ -16,7 +16,7 @@ import { AppError } from '../../errors.js'
 import { cursorRefused, linkNext } from '../paging.js'
 import { entryTag, ifMatchTags, revisionOf } from '../preconditions.js'
 import { COMMON_ERRORS, ErrorResponse, INVALID_REQUEST, Int64Text, NOT_FOUND, RESPONSE_HEADERS } from '../schemas/common.js'
-import { InventoryItem, InventoryUpdate } from '../../domain/entities.js'
+import { InventoryAdjustment, InventoryItem, InventoryUpdate } from '../../domain/entities.js'
 
 const ETAG_HEADER = { ETag: Type.String({ description: 'Strong validator of the whole inventory; send it back in If-None-Match' }) }
 const ENTRY_ETAG_HEADER = {
@@ -45,6 +45,12 @@ const Entry = (description: string) =>
   Type.Object(InventoryItem.properties, { additionalProperties: false, description, headers: { ...RESPONSE_HEADERS, ...ENTRY_ETAG_HEADER } })
 
 const PetIdParams = Type.Object({ petId: Int64Text('The pet whose stock entry is meant') })
+
+// The errors of the stock writes.
+const PRECONDITION_FAILED = ErrorResponse(['precondition_failed'], 'The entry has changed since the ETag sent in If-Match; nothing was changed. ' +
+  'The ETag header carries the entry\'s current ETag.', ENTRY_ETAG_HEADER)
+const PAYLOAD_TOO_LARGE = ErrorResponse(['payload_too_large'], `The body exceeds ${BODY_LIMIT_BYTES / 1024} KiB.`)
+const UNSUPPORTED_MEDIA_TYPE = ErrorResponse(['unsupported_media_type'], 'The body is not application/json.')
 
 /** The wire form of an entry: the revision travels as the ETag, not in the body. */
 const item = (entry: StockEntry): Item => ({ petId: entry.petId, quantity: entry.quantity, status: entry.status })
@@ -206,10 +212,9 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
         200: Entry('The updated stock entry'),
         400: INVALID_REQUEST,
         404: NOT_FOUND,
-        412: ErrorResponse(['precondition_failed'], 'The entry has changed since the ETag sent in If-Match; nothing was changed. ' +
-          'The ETag header carries the entry\'s current ETag.', ENTRY_ETAG_HEADER),
-        413: ErrorResponse(['payload_too_large'], `The body exceeds ${BODY_LIMIT_BYTES / 1024} KiB.`),
-        415: ErrorResponse(['unsupported_media_type'], 'The body is not application/json.'),
+        412: PRECONDITION_FAILED,
+        413: PAYLOAD_TOO_LARGE,
+        415: UNSUPPORTED_MEDIA_TYPE,
         ...COMMON_ERRORS
       }
     }
@@ -218,10 +223,51 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
     const { entry, version } = await updateQuantity(store, BigInt(request.params.petId),
       { quantity, reason, note, expectedRevisions: expectedRevisions(request.headers['if-match']) },
       { keyId: request.apiKey?.id ?? null, requestId: request.id }, clock).catch(preconditionFailed)
+    return await answerChange(reply, entry, version)
+  })
+
+  app.post('/inventory/:petId/adjustments', {
+    schema: {
+      operationId: 'adjustInventory',
+      summary: 'Add to or take from the stock of one pet',
+      description: 'Adds `delta` to the stock quantity of one pet (positive for arrivals and returns, negative for what left), ' +
+        'atomically: concurrent adjustments never lose one another, with no read and If-Match needed. The change and its ' +
+        'reason and note are recorded in the stock ledger in the same transaction. A result outside 0 to 1,000,000,000 is ' +
+        'refused with 409 `stock_out_of_range` and changes nothing. With If-Match the change applies only if the entry is ' +
+        'unchanged since that ETag (412 otherwise). Answers the updated entry and its ETag. ' +
+        'Beta: an addition to the specification (docs/decisions.md).',
+      tags: ['inventory'],
+      'x-stability': 'beta',
+      params: PetIdParams,
+      headers: Type.Object({
+        'if-match': Type.Optional(Type.String({ description: 'ETag(s) of the entry as the client last saw it (strong comparison), or *' }))
+      }),
+      body: InventoryAdjustment,
+      response: {
+        200: Entry('The updated stock entry'),
+        400: INVALID_REQUEST,
+        404: NOT_FOUND,
+        409: ErrorResponse(['stock_out_of_range'], 'The result would be below 0 or above 1,000,000,000; nothing was changed.'),
+        412: PRECONDITION_FAILED,
+        413: PAYLOAD_TOO_LARGE,
+        415: UNSUPPORTED_MEDIA_TYPE,
+        ...COMMON_ERRORS
+      }
+    }
+  }, async (request, reply) => {
+    const { delta, reason = 'adjustment', note = null } = request.body
+    const { entry, version } = await adjustQuantity(store, BigInt(request.params.petId),
+      { delta, reason, note, expectedRevisions: expectedRevisions(request.headers['if-match']) },
+      { keyId: request.apiKey?.id ?? null, requestId: request.id }, clock).catch(preconditionFailed)
+    return await answerChange(reply, entry, version)
+  })
+
+  /** The answer to an applied change: the listing and every instance learn of it first, then the entry and its ETag. */
+  async function answerChange (reply: FastifyReply, entry: StockEntry, version: bigint | undefined): Promise<Item> {
     // Before the answer: a GET that starts after it, on any instance, sees the change.
     cache.applied(entry, version)
     await announceChange?.()
     reply.header('ETag', entryTag(entry))
     return item(entry)
-  })
+  }
 }
