@@ -429,7 +429,7 @@ export function createClient (options: ClientOptions): PetstoreClient {
         if (failure.retryAfterSeconds !== undefined) bannedUntil = now() + failure.retryAfterSeconds * 1000
         throw failure
       }
-      const delay = call.notRepeatable === true && failure.code !== 'rate_limited' ? null : delayAfter(failure, attempt)
+      const delay = call.notRepeatable === true && !(failure.status === 429 && failure.code === 'rate_limited') ? null : delayAfter(failure, attempt)
       if (delay === null || attempt >= maxAttempts) throw failure
       await sleep(delay)
     }

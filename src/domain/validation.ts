@@ -57,6 +57,11 @@ export function describeValidationError (where: string, error: ErrorObject | und
       return `${at} must be an integer within int64.`
     case 'enum':
       return `${at} must be one of ${(params.allowedValues as unknown[]).join(', ')}.`
+    case 'not': {
+      const excluded = error.schema as { const?: unknown, enum?: unknown[] } | undefined
+      const values = excluded?.enum ?? (excluded !== undefined && 'const' in excluded ? [excluded.const] : undefined)
+      return values === undefined ? `${at} is not allowed.` : `${at} must not be ${values.join(' or ')}.`
+    }
     default:
       return `${at} ${error.message ?? 'is invalid'}.`
   }

@@ -3,6 +3,7 @@
  * entity-tags. An entity-tag's opaque part may hold commas, so the list is scanned tag by tag, not split.
  */
 import { AppError } from '../errors.js'
+import { isInt64 } from '../int64.js'
 
 const ENTITY_TAG = /[ \t]*(W\/)?("[\x21\x23-\x7E\x80-\xFF]*")[ \t]*(?:,|$)/y
 
@@ -77,8 +78,13 @@ export function entryTag (entry: { revision: bigint }): string {
   return `"r${entry.revision}"`
 }
 
-/** The revision named by an entity tag; null for a tag this service never issued (it can match nothing). */
+/**
+ * The revision named by an entity tag; null for a tag this service never issued (it can match nothing): only the
+ * exact spelling entryTag writes (no leading zeros) of a revision within int64, as a strong comparison requires.
+ */
 export function revisionOf (tag: string): bigint | null {
-  const match = /^"r([0-9]{1,19})"$/.exec(tag)
-  return match === null ? null : BigInt(match[1] as string)
+  const match = /^"r(0|[1-9][0-9]{0,18})"$/.exec(tag)
+  if (match === null) return null
+  const revision = BigInt(match[1] as string)
+  return isInt64(revision) ? revision : null
 }

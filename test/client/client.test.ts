@@ -374,3 +374,17 @@ describe('client: relative stock changes', () => {
     assert.equal((await ctx.store.stockHistory(1n, 10)).length, 3, 'the import and two adjustments')
   })
 })
+
+describe('client: what counts as a refusal that applied nothing', () => {
+  test('when a 503 carries a body saying rate_limited (a gateway, say), then an adjustment is still not repeated', async () => {
+    let calls = 0
+    const gateway: typeof fetch = async () => {
+      calls++
+      return new Response('{"code":"rate_limited","message":"slow down","status":503}', { status: 503, headers: { 'content-type': 'application/json', 'retry-after': '1' } })
+    }
+    const client = createClient({ baseUrl: 'http://127.0.0.1:9', apiKey: 'psk_live_unused', fetch: gateway, sleep: async () => {} })
+    const error = await rejection(client.adjustInventory(1, { delta: 1 }))
+    assert.equal(error.status, 503)
+    assert.equal(calls, 1)
+  })
+})

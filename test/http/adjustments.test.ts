@@ -97,6 +97,23 @@ describe('POST /v1/inventory/{petId}/adjustments', () => {
     })
   }
 
+  test('when the delta is 0, then the message says it must not be 0', async (t) => {
+    const app = await testApp(t, {}, { pets: [pet(1, { quantity: 5 })] })
+    assert.equal((await adjust(app, 1, { delta: 0 })).json().message, 'body.delta must not be 0.')
+  })
+
+  test('when If-Match names a revision spelled with leading zeros or beyond int64, then it matches nothing: 412, nothing changes', async (t) => {
+    const app = await testApp(t, {}, { pets: [pet(1, { quantity: 5 })] })
+    const current = (await app.request({ method: 'GET', url: '/v1/inventory/1', headers: auth(app.key) })).headers.etag as string
+    const padded = current.replace('"r', '"r000')
+    for (const tag of [padded, '"r9999999999999999999"', `"r12345", "r9999999999999999999"`]) {
+      const res = await adjust(app, 1, { delta: 1 }, { 'if-match': tag })
+      assert.equal(res.statusCode, 412, tag)
+      assert.equal(res.json().code, 'precondition_failed')
+    }
+    assert.equal((await app.store.getStockEntry(1n))?.quantity, 5)
+  })
+
   test('when the pet has no stock entry, then it answers 404 and records nothing; without a key it answers 401', async (t) => {
     const app = await testApp(t, {}, { pets: [pet(1, { quantity: 5 })] })
     const missing = await adjust(app, 404, { delta: 1 })

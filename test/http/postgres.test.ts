@@ -37,6 +37,21 @@ if (await requirePostgres('API tests on PostgreSQL')) {
       assert.equal(history[1]?.requestId, winner?.headers['x-request-id'])
     })
 
+    test('when If-Match names a revision beyond int64, then PATCH and adjustments answer 412, not a database error', async (t) => {
+      const store = await tempPostgresStore(t)
+      await importData(store, { pets: [pet(1, { quantity: 10 })], orders: [] })
+      const key = await newKey(store)
+      const app = await buildApp(loadConfig({ AUTH_CACHE_TTL_MS: '0' }), { store, logger: false })
+      t.after(() => app.close())
+      const headers = { ...auth(key), 'content-type': 'application/json', 'if-match': '"r12345", "r9999999999999999999"' }
+      for (const [method, url, payload] of [['PATCH', '/v1/inventory/1', { quantity: 3 }], ['POST', '/v1/inventory/1/adjustments', { delta: 3 }]] as const) {
+        const res = await app.inject({ method, url, headers, payload })
+        assert.equal(res.statusCode, 412, `${method} ${url}: ${res.body}`)
+        assert.equal(res.json().code, 'precondition_failed')
+      }
+      assert.equal((await store.getStockEntry(1n))?.quantity, 10)
+    })
+
     test('when PostgreSQL goes away and comes back, then requests get 503 with Retry-After meanwhile and 200 after', async (t) => {
       const target = new URL(POSTGRES_URL)
       const proxy = new KillableProxy({ host: target.hostname, port: Number(target.port || 5432) })
