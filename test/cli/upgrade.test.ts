@@ -45,7 +45,7 @@ describe('upgrading a SQLite store', () => {
     buildSqlite(cli.db, PREVIOUS_RELEASE)
     const res = await cli.run(['migrate'])
     assert.equal(res.code, 0, res.stderr)
-    assert.equal(res.stderr, `Applied 1 migration(s): version 4 to ${LATEST}. The file as it was is at ${cli.db}.backup-v4.\n`)
+    assert.equal(res.stderr, `Applied ${LATEST - 4} migration(s): version 4 to ${LATEST}. The file as it was is at ${cli.db}.backup-v4.\n`)
     assert.ok(existsSync(`${cli.db}.backup-v4`))
     assert.equal(schemaVersion(`${cli.db}.backup-v4`), 4, 'the copy is the store before the migration')
     assert.equal(schemaVersion(cli.db), LATEST)
@@ -130,7 +130,7 @@ if (await requirePostgres('upgrading a PostgreSQL store')) {
 
       const migrated = await cli.run(['migrate'])
       assert.equal(migrated.code, 0, migrated.stderr)
-      assert.equal(migrated.stderr, `Applied 1 migration(s): version 4 to ${LATEST}.\n`)
+      assert.equal(migrated.stderr, `Applied ${LATEST - 4} migration(s): version 4 to ${LATEST}.\n`)
       const created = await cli.run(['keys', 'create', '--plan', 'free'])
       assert.equal(created.code, 0, created.stderr)
       const key = created.stdout.trim()

@@ -377,6 +377,22 @@ export function storeContract (name: string, open: (t: TestContext) => Promise<S
         assert.deepEqual(await store.adjustQuantity(stockAdjustment(INT64_MAX, 1)), { status: 'not_found' })
       })
 
+      test('a refused change (stale, out of range, unknown pet) and a re-import of the same catalogue leave the inventory version as it is', async (t) => {
+        const store = await open(t)
+        const catalogue = { pets: [pet(1n, { quantity: 3, status: 'pending' }), pet(2n, { quantity: 4 })], orders: [] }
+        await importData(store, catalogue)
+        const version = await store.inventoryVersion()
+        assert.equal((await store.setQuantity(stockChange(1n, 9, { expectedRevisions: [12345n] }))).status, 'stale')
+        assert.equal((await store.adjustQuantity(stockAdjustment(1n, 9, { expectedRevisions: [12345n] }))).status, 'stale')
+        assert.equal((await store.adjustQuantity(stockAdjustment(1n, -4))).status, 'out_of_range')
+        assert.equal((await store.setQuantity(stockChange(INT64_MAX, 1))).status, 'not_found')
+        assert.equal((await store.adjustQuantity(stockAdjustment(INT64_MAX, 1))).status, 'not_found')
+        await importData(store, catalogue)
+        assert.equal(await store.inventoryVersion(), version)
+        await importData(store, { pets: [pet(1n, { quantity: 3, status: 'sold' })], orders: [] })
+        assert.ok(await store.inventoryVersion() > version, 'a status that changes moves it')
+      })
+
       test('concurrent adjustments and absolute changes of one entry never lose one another', async (t) => {
         const store = await open(t)
         await importData(store, { pets: [pet(1n, { quantity: 100 })], orders: [] })

@@ -131,6 +131,43 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE TRIGGER pet_status_revision AFTER UPDATE OF status ON pets
         FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status) EXECUTE FUNCTION bump_stock_revision();
     `
+  },
+  {
+    version: 6,
+    name: 'the inventory version moves only with a change',
+    // Migration 3's statement-level triggers bumped the version once per statement, also for a statement that
+    // wrote no row (a refused change: stale If-Match, out of range, unknown pet) or wrote a status a pet already
+    // had, and so changed the listing's ETag with nothing changed. They now look at the statement's transition
+    // tables (one trigger per event: a trigger with transition tables has one event) and bump once, only when a
+    // row changed.
+    sql: `
+      DROP TRIGGER IF EXISTS inventory_changed ON inventory;
+      DROP TRIGGER IF EXISTS pet_status_changed ON pets;
+      CREATE FUNCTION bump_inventory_version_if_rows() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          IF EXISTS (SELECT 1 FROM changed_rows) THEN
+            UPDATE inventory_version SET v = v + 1 WHERE id = 1;
+          END IF;
+          RETURN NULL;
+        END
+      $$;
+      CREATE TRIGGER inventory_inserted AFTER INSERT ON inventory REFERENCING NEW TABLE AS changed_rows
+        FOR EACH STATEMENT EXECUTE FUNCTION bump_inventory_version_if_rows();
+      CREATE TRIGGER inventory_updated AFTER UPDATE ON inventory REFERENCING NEW TABLE AS changed_rows
+        FOR EACH STATEMENT EXECUTE FUNCTION bump_inventory_version_if_rows();
+      CREATE TRIGGER inventory_deleted AFTER DELETE ON inventory REFERENCING OLD TABLE AS changed_rows
+        FOR EACH STATEMENT EXECUTE FUNCTION bump_inventory_version_if_rows();
+      CREATE FUNCTION bump_inventory_version_if_status() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          IF EXISTS (SELECT 1 FROM old_pets o JOIN new_pets n ON n.id = o.id WHERE o.status IS DISTINCT FROM n.status) THEN
+            UPDATE inventory_version SET v = v + 1 WHERE id = 1;
+          END IF;
+          RETURN NULL;
+        END
+      $$;
+      CREATE TRIGGER pet_status_changed AFTER UPDATE ON pets REFERENCING OLD TABLE AS old_pets NEW TABLE AS new_pets
+        FOR EACH STATEMENT EXECUTE FUNCTION bump_inventory_version_if_status();
+    `
   }
 ]
 

@@ -138,6 +138,18 @@ export const MIGRATIONS: readonly Migration[] = [
         BEGIN UPDATE inventory SET revision = revision + 1 WHERE pet_id = NEW.id; END;`,
       'DROP INDEX IF EXISTS stock_ledger_pet;'
     ]
+  },
+  {
+    version: 6,
+    name: 'the inventory version moves only with a change',
+    // Migration 3 bumped the version for every UPDATE OF status on pets, also one that wrote the status a pet
+    // already had (a re-import of an unchanged catalogue), and so changed the listing's ETag with nothing changed.
+    // Changes to inventory rows fire per row already: a refused change (no row written) never bumps.
+    sql: `
+      DROP TRIGGER IF EXISTS pet_status_updated;
+      CREATE TRIGGER pet_status_updated AFTER UPDATE OF status ON pets WHEN OLD.status IS NOT NEW.status
+        BEGIN UPDATE inventory_version SET v = v + 1 WHERE id = 1; END;
+    `
   }
 ]
 
