@@ -26,7 +26,7 @@ import { StoreUnavailableError } from '../errors.js'
 import { bindingWindow, violatedWindow } from '../ratelimit/decision.js'
 import type { ConsumeOptions, Decision, RateLimiter, Subject, WindowLimits, WindowState } from '../ratelimit/types.js'
 import type { Store } from '../store/types.js'
-import { Authenticator, type CredentialProblem, type Credentials } from './authenticator.js'
+import { Authenticator, type CredentialProblem, type Credentials, type Identity } from './authenticator.js'
 import { isBanned, nextBan, strikeThreshold } from './bans.js'
 import { clientSubject } from './clients.js'
 
@@ -142,7 +142,11 @@ export class Gatekeeper {
    */
   admit (request: AdmissionRequest): Admission | Promise<Admission> {
     const identity = this.#authenticator.identifyNow(request.credentials)
-    if (identity === undefined) return this.#admitLookingUp(request)
+    return identity === undefined ? this.#admitLookingUp(request) : this.#admitIdentified(identity, request)
+  }
+
+  /** A request whose caller is known: a valid key is charged as the key, anyone else by client address. */
+  #admitIdentified (identity: Identity, request: AdmissionRequest): Admission | Promise<Admission> {
     if ('problem' in identity) return this.#admitClient(clientSubject(request.client, this.#limits.ipv6PrefixLength), request.needs, identity.problem)
     return this.#admitKey(identity.key, identity.token, request.holdsCurrent)
   }
@@ -169,8 +173,7 @@ export class Gatekeeper {
       const client = clientSubject(request.client, this.#limits.ipv6PrefixLength)
       return { outcome: 'unavailable', error, quota: quotaOf(await this.#limiter.peek(client, this.#limits.anonymous)) }
     }
-    if ('problem' in identity) return await this.#admitClient(clientSubject(request.client, this.#limits.ipv6PrefixLength), request.needs, identity.problem)
-    return await this.#admitKey(identity.key, identity.token, request.holdsCurrent)
+    return await this.#admitIdentified(identity, request)
   }
 
   /** A request without a valid key: counted against its client address, never against a key. */
