@@ -39,7 +39,7 @@ export interface paths {
         head?: never;
         /**
          * Set the stock quantity of one pet
-         * @description Sets the stock quantity of one pet (arrivals, returns, manual adjustments) and records the change, with its reason and note, in the stock ledger in the same transaction. With If-Match the change applies only if the entry is unchanged since that ETag (412 otherwise); without it the change applies unconditionally. Experimental: the request shape may change before it becomes stable. The pet's status is not changed.
+         * @description Sets the stock quantity of one pet (arrivals, returns, manual adjustments) and records the change, with its reason and note, in the stock ledger in the same transaction. With If-Match the change applies only if the entry is unchanged since that ETag (412 otherwise); without it the change applies unconditionally. Experimental: the request shape may change before it becomes stable. The pet's status is not changed. With an Idempotency-Key a retry is safe: the same key with the same request within 24 hours is answered what the first request was, with `Idempotent-Replayed: true`, and applies nothing again (a replay counts against the rate limit); the key with another request is 422 `idempotency_key_reused`, and while the first request is still processed, 409 `idempotency_key_in_flight`. Only a change that applied is recorded.
          */
         patch: operations["updateInventory"];
         trace?: never;
@@ -55,7 +55,7 @@ export interface paths {
         put?: never;
         /**
          * Add to or take from the stock of one pet
-         * @description Adds `delta` to the stock quantity of one pet (positive for arrivals and returns, negative for what left), atomically: concurrent adjustments never lose one another, with no read and If-Match needed. The change and its reason and note are recorded in the stock ledger in the same transaction. A result outside 0 to 1,000,000,000 is refused with 409 `stock_out_of_range` and changes nothing. With If-Match the change applies only if the entry is unchanged since that ETag (412 otherwise). Answers the updated entry and its ETag. Beta: an addition to the specification (docs/decisions.md).
+         * @description Adds `delta` to the stock quantity of one pet (positive for arrivals and returns, negative for what left), atomically: concurrent adjustments never lose one another, with no read and If-Match needed. The change and its reason and note are recorded in the stock ledger in the same transaction. A result outside 0 to 1,000,000,000 is refused with 409 `stock_out_of_range` and changes nothing. With If-Match the change applies only if the entry is unchanged since that ETag (412 otherwise). Answers the updated entry and its ETag. Beta: an addition to the specification (docs/decisions.md). With an Idempotency-Key a retry is safe: the same key with the same request within 24 hours is answered what the first request was, with `Idempotent-Replayed: true`, and applies nothing again (a replay counts against the rate limit); the key with another request is 422 `idempotency_key_reused`, and while the first request is still processed, 409 `idempotency_key_in_flight`. Only a change that applied is recorded.
          */
         post: operations["adjustInventory"];
         delete?: never;
@@ -698,6 +698,8 @@ export interface operations {
             header?: {
                 /** @description ETag(s) of the entry as the client last saw it (strong comparison), or * */
                 "if-match"?: string;
+                /** @description A key the client makes for this write, 1 to 255 printable ASCII characters (a UUID v4 is a good one), sent bare or as a quoted string. A retry with the same key and the same request is answered what the first one was, with Idempotent-Replayed: true, and applies nothing again. */
+                "idempotency-key"?: string;
             };
             path: {
                 /**
@@ -746,6 +748,8 @@ export interface operations {
                     RateLimit?: string;
                     /** @description Strong validator of this stock entry (e.g. "r7"); send it in If-Match to update only an unchanged entry, or in If-None-Match to revalidate */
                     ETag?: string;
+                    /** @description Sent when this answer replays an earlier request with the same Idempotency-Key: nothing was applied now */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -869,434 +873,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The entry has changed since the ETag sent in If-Match; nothing was changed. The ETag header carries the entry's current ETag. Error codes: `precondition_failed`. */
-            412: {
-                headers: {
-                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
-                    "X-Request-Id"?: string;
-                    /** @description Quota of the binding window (the one with the fewest requests left) */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Requests left in that window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Unix time in seconds at which that window resets */
-                    "X-RateLimit-Reset"?: number;
-                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
-                    "RateLimit-Policy"?: string;
-                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
-                    RateLimit?: string;
-                    /** @description Strong validator of this stock entry (e.g. "r7"); send it in If-Match to update only an unchanged entry, or in If-None-Match to revalidate */
-                    ETag?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /**
-                         * @description Machine-readable error code
-                         * @enum {string}
-                         */
-                        code: "precondition_failed";
-                        /** @description Human-readable description */
-                        message: string;
-                        /**
-                         * @description The HTTP status code
-                         * @example 412
-                         */
-                        status: number;
-                    };
-                };
-            };
-            /** @description The body exceeds 16 KiB. Error codes: `payload_too_large`. */
-            413: {
-                headers: {
-                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
-                    "X-Request-Id"?: string;
-                    /** @description Quota of the binding window (the one with the fewest requests left) */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Requests left in that window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Unix time in seconds at which that window resets */
-                    "X-RateLimit-Reset"?: number;
-                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
-                    "RateLimit-Policy"?: string;
-                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
-                    RateLimit?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /**
-                         * @description Machine-readable error code
-                         * @enum {string}
-                         */
-                        code: "payload_too_large";
-                        /** @description Human-readable description */
-                        message: string;
-                        /**
-                         * @description The HTTP status code
-                         * @example 413
-                         */
-                        status: number;
-                    };
-                };
-            };
-            /** @description The request URL (path and query) is longer than 2048 characters. Error codes: `uri_too_long`. */
-            414: {
-                headers: {
-                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
-                    "X-Request-Id"?: string;
-                    /** @description Quota of the binding window (the one with the fewest requests left) */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Requests left in that window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Unix time in seconds at which that window resets */
-                    "X-RateLimit-Reset"?: number;
-                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
-                    "RateLimit-Policy"?: string;
-                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
-                    RateLimit?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /**
-                         * @description Machine-readable error code
-                         * @enum {string}
-                         */
-                        code: "uri_too_long";
-                        /** @description Human-readable description */
-                        message: string;
-                        /**
-                         * @description The HTTP status code
-                         * @example 414
-                         */
-                        status: number;
-                    };
-                };
-            };
-            /** @description The body is not application/json. Error codes: `unsupported_media_type`. */
-            415: {
-                headers: {
-                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
-                    "X-Request-Id"?: string;
-                    /** @description Quota of the binding window (the one with the fewest requests left) */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Requests left in that window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Unix time in seconds at which that window resets */
-                    "X-RateLimit-Reset"?: number;
-                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
-                    "RateLimit-Policy"?: string;
-                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
-                    RateLimit?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /**
-                         * @description Machine-readable error code
-                         * @enum {string}
-                         */
-                        code: "unsupported_media_type";
-                        /** @description Human-readable description */
-                        message: string;
-                        /**
-                         * @description The HTTP status code
-                         * @example 415
-                         */
-                        status: number;
-                    };
-                };
-            };
-            /** @description Rate limit exceeded (the X-RateLimit-* fields describe the violated window), or the key is temporarily banned for sending requests after 429. Error codes: `rate_limited`, `key_banned`. */
-            429: {
-                headers: {
-                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
-                    "X-Request-Id"?: string;
-                    /** @description Quota of the binding window (the one with the fewest requests left) */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Requests left in that window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Unix time in seconds at which that window resets */
-                    "X-RateLimit-Reset"?: number;
-                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
-                    "RateLimit-Policy"?: string;
-                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
-                    RateLimit?: string;
-                    /** @description Seconds until the violated window admits again, or until the ban ends */
-                    "Retry-After"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /**
-                         * @description Machine-readable error code
-                         * @enum {string}
-                         */
-                        code: "rate_limited" | "key_banned";
-                        /** @description Human-readable description */
-                        message: string;
-                        /**
-                         * @description The HTTP status code
-                         * @example 429
-                         */
-                        status: number;
-                    };
-                };
-            };
-            /** @description Unexpected server error; the body never carries internals. Error codes: `internal_error`. */
-            500: {
-                headers: {
-                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
-                    "X-Request-Id"?: string;
-                    /** @description Quota of the binding window (the one with the fewest requests left) */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Requests left in that window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Unix time in seconds at which that window resets */
-                    "X-RateLimit-Reset"?: number;
-                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
-                    "RateLimit-Policy"?: string;
-                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
-                    RateLimit?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /**
-                         * @description Machine-readable error code
-                         * @enum {string}
-                         */
-                        code: "internal_error";
-                        /** @description Human-readable description */
-                        message: string;
-                        /**
-                         * @description The HTTP status code
-                         * @example 500
-                         */
-                        status: number;
-                    };
-                };
-            };
-            /** @description The store cannot be reached right now. Error codes: `service_unavailable`. */
-            503: {
-                headers: {
-                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
-                    "X-Request-Id"?: string;
-                    /** @description Quota of the binding window (the one with the fewest requests left) */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Requests left in that window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Unix time in seconds at which that window resets */
-                    "X-RateLimit-Reset"?: number;
-                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
-                    "RateLimit-Policy"?: string;
-                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
-                    RateLimit?: string;
-                    /** @description Seconds to wait before retrying */
-                    "Retry-After"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /**
-                         * @description Machine-readable error code
-                         * @enum {string}
-                         */
-                        code: "service_unavailable";
-                        /** @description Human-readable description */
-                        message: string;
-                        /**
-                         * @description The HTTP status code
-                         * @example 503
-                         */
-                        status: number;
-                    };
-                };
-            };
-        };
-    };
-    adjustInventory: {
-        parameters: {
-            query?: never;
-            header?: {
-                /** @description ETag(s) of the entry as the client last saw it (strong comparison), or * */
-                "if-match"?: string;
-            };
-            path: {
-                /**
-                 * @description The pet whose stock entry is meant; any int64, exact also above 2^53
-                 * @example 12
-                 */
-                petId: bigint;
-            };
-            cookie?: never;
-        };
-        /** @description Adds to (or, negative, takes from) the stock quantity of one pet; reason and note are recorded in the stock ledger */
-        requestBody: {
-            content: {
-                "application/json": {
-                    /**
-                     * @description What to add to the stock count: positive for arrivals and returns, negative for what left; not 0, at most 1,000,000,000 either way
-                     * @example 3
-                     * @example -1
-                     */
-                    delta: number;
-                    /**
-                     * @description Why the stock changes: a new arrival, a return, or a manual adjustment (the default). Recorded in the stock ledger.
-                     * @default adjustment
-                     * @enum {string}
-                     */
-                    reason?: "arrival" | "return" | "adjustment";
-                    /**
-                     * @description A short free-text note recorded in the stock ledger (1 to 500 characters; no control characters, line separators or bidirectional formatting characters, and no unpaired surrogates)
-                     * @example Delivery 2026-11-22 from the breeder
-                     */
-                    note?: string;
-                };
-            };
-        };
-        responses: {
-            /** @description The updated stock entry */
-            200: {
-                headers: {
-                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
-                    "X-Request-Id"?: string;
-                    /** @description Quota of the binding window (the one with the fewest requests left) */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Requests left in that window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Unix time in seconds at which that window resets */
-                    "X-RateLimit-Reset"?: number;
-                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
-                    "RateLimit-Policy"?: string;
-                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
-                    RateLimit?: string;
-                    /** @description Strong validator of this stock entry (e.g. "r7"); send it in If-Match to update only an unchanged entry, or in If-None-Match to revalidate */
-                    ETag?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /**
-                         * Format: int64
-                         * @description Identifier of the animal the entry tracks
-                         */
-                        petId: bigint;
-                        /** @description Current stock count */
-                        quantity: number;
-                        /**
-                         * @description Status of the pet
-                         * @enum {string}
-                         */
-                        status: "available" | "pending" | "sold";
-                    };
-                };
-            };
-            /** @description The request has invalid parameters or body. Error codes: `invalid_request`. */
-            400: {
-                headers: {
-                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
-                    "X-Request-Id"?: string;
-                    /** @description Quota of the binding window (the one with the fewest requests left) */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Requests left in that window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Unix time in seconds at which that window resets */
-                    "X-RateLimit-Reset"?: number;
-                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
-                    "RateLimit-Policy"?: string;
-                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
-                    RateLimit?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /**
-                         * @description Machine-readable error code
-                         * @enum {string}
-                         */
-                        code: "invalid_request";
-                        /** @description Human-readable description */
-                        message: string;
-                        /**
-                         * @description The HTTP status code
-                         * @example 400
-                         */
-                        status: number;
-                    };
-                };
-            };
-            /** @description Missing, malformed, unknown or revoked API key. Error codes: `unauthorized`. */
-            401: {
-                headers: {
-                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
-                    "X-Request-Id"?: string;
-                    /** @description Quota of the binding window (the one with the fewest requests left) */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Requests left in that window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Unix time in seconds at which that window resets */
-                    "X-RateLimit-Reset"?: number;
-                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
-                    "RateLimit-Policy"?: string;
-                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
-                    RateLimit?: string;
-                    /** @description Bearer challenge (RFC 6750), e.g. Bearer realm="petstore", error="invalid_token" */
-                    "WWW-Authenticate"?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /**
-                         * @description Machine-readable error code
-                         * @enum {string}
-                         */
-                        code: "unauthorized";
-                        /** @description Human-readable description */
-                        message: string;
-                        /**
-                         * @description The HTTP status code
-                         * @example 401
-                         */
-                        status: number;
-                    };
-                };
-            };
-            /** @description The requested resource could not be found. Error codes: `not_found`. */
-            404: {
-                headers: {
-                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
-                    "X-Request-Id"?: string;
-                    /** @description Quota of the binding window (the one with the fewest requests left) */
-                    "X-RateLimit-Limit"?: number;
-                    /** @description Requests left in that window */
-                    "X-RateLimit-Remaining"?: number;
-                    /** @description Unix time in seconds at which that window resets */
-                    "X-RateLimit-Reset"?: number;
-                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
-                    "RateLimit-Policy"?: string;
-                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
-                    RateLimit?: string;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /**
-                         * @description Machine-readable error code
-                         * @enum {string}
-                         */
-                        code: "not_found";
-                        /** @description Human-readable description */
-                        message: string;
-                        /**
-                         * @description The HTTP status code
-                         * @example 404
-                         */
-                        status: number;
-                    };
-                };
-            };
-            /** @description The result would be below 0 or above 1,000,000,000; nothing was changed. Error codes: `stock_out_of_range`. */
+            /** @description Conflict: an earlier request with the same Idempotency-Key is still being processed (retry later; nothing was changed). Error codes: `idempotency_key_in_flight`. */
             409: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -1319,7 +896,7 @@ export interface operations {
                          * @description Machine-readable error code
                          * @enum {string}
                          */
-                        code: "stock_out_of_range";
+                        code: "idempotency_key_in_flight";
                         /** @description Human-readable description */
                         message: string;
                         /**
@@ -1463,6 +1040,539 @@ export interface operations {
                         /**
                          * @description The HTTP status code
                          * @example 415
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The Idempotency-Key was used for a different request (operation, pet, body or If-Match) within its retention; nothing was changed. Error codes: `idempotency_key_reused`. */
+            422: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "idempotency_key_reused";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 422
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Rate limit exceeded (the X-RateLimit-* fields describe the violated window), or the key is temporarily banned for sending requests after 429. Error codes: `rate_limited`, `key_banned`. */
+            429: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Seconds until the violated window admits again, or until the ban ends */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "rate_limited" | "key_banned";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 429
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Unexpected server error; the body never carries internals. Error codes: `internal_error`. */
+            500: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "internal_error";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 500
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The store cannot be reached right now. Error codes: `service_unavailable`. */
+            503: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "service_unavailable";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 503
+                         */
+                        status: number;
+                    };
+                };
+            };
+        };
+    };
+    adjustInventory: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description ETag(s) of the entry as the client last saw it (strong comparison), or * */
+                "if-match"?: string;
+                /** @description A key the client makes for this write, 1 to 255 printable ASCII characters (a UUID v4 is a good one), sent bare or as a quoted string. A retry with the same key and the same request is answered what the first one was, with Idempotent-Replayed: true, and applies nothing again. */
+                "idempotency-key"?: string;
+            };
+            path: {
+                /**
+                 * @description The pet whose stock entry is meant; any int64, exact also above 2^53
+                 * @example 12
+                 */
+                petId: bigint;
+            };
+            cookie?: never;
+        };
+        /** @description Adds to (or, negative, takes from) the stock quantity of one pet; reason and note are recorded in the stock ledger */
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * @description What to add to the stock count: positive for arrivals and returns, negative for what left; not 0, at most 1,000,000,000 either way
+                     * @example 3
+                     * @example -1
+                     */
+                    delta: number;
+                    /**
+                     * @description Why the stock changes: a new arrival, a return, or a manual adjustment (the default). Recorded in the stock ledger.
+                     * @default adjustment
+                     * @enum {string}
+                     */
+                    reason?: "arrival" | "return" | "adjustment";
+                    /**
+                     * @description A short free-text note recorded in the stock ledger (1 to 500 characters; no control characters, line separators or bidirectional formatting characters, and no unpaired surrogates)
+                     * @example Delivery 2026-11-22 from the breeder
+                     */
+                    note?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The updated stock entry */
+            200: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Strong validator of this stock entry (e.g. "r7"); send it in If-Match to update only an unchanged entry, or in If-None-Match to revalidate */
+                    ETag?: string;
+                    /** @description Sent when this answer replays an earlier request with the same Idempotency-Key: nothing was applied now */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * Format: int64
+                         * @description Identifier of the animal the entry tracks
+                         */
+                        petId: bigint;
+                        /** @description Current stock count */
+                        quantity: number;
+                        /**
+                         * @description Status of the pet
+                         * @enum {string}
+                         */
+                        status: "available" | "pending" | "sold";
+                    };
+                };
+            };
+            /** @description The request has invalid parameters or body. Error codes: `invalid_request`. */
+            400: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "invalid_request";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 400
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked API key. Error codes: `unauthorized`. */
+            401: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Bearer challenge (RFC 6750), e.g. Bearer realm="petstore", error="invalid_token" */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "unauthorized";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 401
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The requested resource could not be found. Error codes: `not_found`. */
+            404: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "not_found";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 404
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Conflict: the result would be below 0 or above 1,000,000,000, or an earlier request with the same Idempotency-Key is still being processed (retry later; nothing was changed); nothing was changed. Error codes: `stock_out_of_range`, `idempotency_key_in_flight`. */
+            409: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "stock_out_of_range" | "idempotency_key_in_flight";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 409
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The entry has changed since the ETag sent in If-Match; nothing was changed. The ETag header carries the entry's current ETag. Error codes: `precondition_failed`. */
+            412: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Strong validator of this stock entry (e.g. "r7"); send it in If-Match to update only an unchanged entry, or in If-None-Match to revalidate */
+                    ETag?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "precondition_failed";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 412
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The body exceeds 16 KiB. Error codes: `payload_too_large`. */
+            413: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "payload_too_large";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 413
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The request URL (path and query) is longer than 2048 characters. Error codes: `uri_too_long`. */
+            414: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "uri_too_long";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 414
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The body is not application/json. Error codes: `unsupported_media_type`. */
+            415: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "unsupported_media_type";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 415
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The Idempotency-Key was used for a different request (operation, pet, body or If-Match) within its retention; nothing was changed. Error codes: `idempotency_key_reused`. */
+            422: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "idempotency_key_reused";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 422
                          */
                         status: number;
                     };

@@ -9,6 +9,7 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, t
 import { randomUUID } from 'node:crypto'
 import type { IncomingMessage, Server } from 'node:http'
 import { Gatekeeper } from './access/admission.js'
+import { IdempotencyKeys, purgeExpiredKeys } from './domain/idempotency.js'
 import { mentionsKey } from './access/keys.js'
 import type { Config } from './config.js'
 import { AppError } from './errors.js'
@@ -75,6 +76,29 @@ function accessLog (request: FastifyRequest, reply: FastifyReply): void {
   }, 'request completed')
 }
 
+/** How often expired idempotency records are deleted: a minute's worth at a time keeps each purge short. */
+const IDEMPOTENCY_PURGE_INTERVAL_MS = 60_000
+
+/**
+ * Deletes expired idempotency records once the app is ready and then every `intervalMs`, off the request path (a
+ * timer that does not keep the process alive); a failed purge is logged and tried again at the next tick.
+ */
+function purgeExpiredKeysEvery (app: FastifyInstance, intervalMs: number, store: Store, clock: () => number): void {
+  let timer: NodeJS.Timeout | undefined
+  let running: Promise<unknown> = Promise.resolve()
+  const purge = (): void => {
+    running = purgeExpiredKeys(store, clock).catch((error: unknown) => { app.log.warn({ err: error }, 'could not purge expired idempotency keys') })
+  }
+  app.addHook('onReady', async () => {
+    purge()
+    timer = setInterval(purge, intervalMs).unref()
+  })
+  app.addHook('onClose', async () => {
+    clearInterval(timer)
+    await running
+  })
+}
+
 const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
 
 export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyInstance> {
@@ -105,6 +129,9 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
       events: { decided: (subject, outcome) => metrics.recordDecision(subject, outcome), banned: () => metrics.recordBan() }
     })
   }
+
+  // Idempotency keys of stock writes: records in the store, purged once expired (below).
+  const idempotency = new IdempotencyKeys({ store, clock, ttlSeconds: config.idempotencyTtlSeconds })
 
   const app = Fastify({
     ...(isInstance ? { loggerInstance: logger as FastifyBaseLogger } : { logger: logger as FastifyServerOptions['logger'] }),
@@ -194,6 +221,7 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
       done()
     }
   })
+  purgeExpiredKeysEvery(app, IDEMPOTENCY_PURGE_INTERVAL_MS, store, clock)
   // The access log: request id (the logger's label), operation, status, latency and key id; never the key,
   // and no query values (a client may put anything there).
   // Registered only when info lines are written at all (pino would drop them, after the work of building them).
@@ -237,9 +265,9 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
     await app.register(cors, {
       origin: [...config.corsOrigins],
       methods: ['GET', 'HEAD', 'PATCH', 'POST'],
-      allowedHeaders: ['Authorization', 'Content-Type', 'If-Match', 'If-None-Match', 'X-Request-Id'],
+      allowedHeaders: ['Authorization', 'Content-Type', 'Idempotency-Key', 'If-Match', 'If-None-Match', 'X-Request-Id'],
       // The headers on every /v1 answer, plus those of some answers.
-      exposedHeaders: [...Object.keys(RESPONSE_HEADERS), 'ETag', 'Link', 'Retry-After', 'Deprecation', 'Sunset'],
+      exposedHeaders: [...Object.keys(RESPONSE_HEADERS), 'ETag', 'Idempotent-Replayed', 'Link', 'Retry-After', 'Deprecation', 'Sunset'],
       maxAge: 600,
       // An OPTIONS without Origin or Access-Control-Request-Method is answered like a preflight (204, no CORS
       // fields) rather than with the plugin's text/plain 400, which is not the Error body every 4xx must carry.
@@ -267,7 +295,7 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
   await app.register(async (v1) => {
     registerGate(v1, access)
     const claimOtherMethods = trackRoutesForMethodNotAllowed(v1, { claimOptions })
-    await v1.register(inventoryRoutes, { store, clock, ...(watch === undefined ? {} : { watch }), ...(announceChange === undefined ? {} : { announceChange }) })
+    await v1.register(inventoryRoutes, { store, clock, idempotency, ...(watch === undefined ? {} : { watch }), ...(announceChange === undefined ? {} : { announceChange }) })
     await v1.register(orderRoutes, { store })
     await v1.register(petRoutes, {
       store,

@@ -5,6 +5,7 @@
 import { isIP } from 'node:net'
 import { isAbsolute, resolve } from 'node:path'
 import { isRfc3339DateTime } from './datetime.js'
+import { DEFAULT_IDEMPOTENCY_TTL_SECONDS } from './domain/idempotency.js'
 import { PLAN_LIMITS, type Limits, type PlanTable } from './domain/model.js'
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const
@@ -33,6 +34,8 @@ export interface Config {
   readonly pets: { readonly deprecatedAt: Date, readonly sunset: Date }
   /** How long an authenticated key is trusted without asking the store: the bound on revocation delay. */
   readonly authCacheTtlMs: number
+  /** How long the record of a write's idempotency key is kept (a retry within it is replayed). */
+  readonly idempotencyTtlSeconds: number
   /** Slow clients: time to send the headers, the whole request, and how long an idle keep-alive lasts. */
   readonly timeouts: { readonly headersMs: number, readonly requestMs: number, readonly keepAliveMs: number }
   /** Browser origins allowed to call the API (CORS); empty: CORS is off. */
@@ -101,6 +104,7 @@ export const DEFAULTS = {
   PETS_DEPRECATED_AT: '2026-06-01T00:00:00Z',
   PETS_SUNSET: '2027-12-31T23:59:59Z',
   AUTH_CACHE_TTL_MS: '5000',
+  IDEMPOTENCY_TTL_SECONDS: String(DEFAULT_IDEMPOTENCY_TTL_SECONDS),
   HEADERS_TIMEOUT_MS: '10000',
   REQUEST_TIMEOUT_MS: '30000',
   KEEP_ALIVE_TIMEOUT_MS: '72000',
@@ -276,6 +280,7 @@ export function loadConfig (env: Env, cwd: string = process.cwd()): Config {
     docsUrl: httpUrl(env, 'DOCS_URL'),
     pets: Object.freeze(pets),
     authCacheTtlMs: integer(env, 'AUTH_CACHE_TTL_MS', 0, 60_000),
+    idempotencyTtlSeconds: integer(env, 'IDEMPOTENCY_TTL_SECONDS', 60, 30 * 86_400),
     timeouts: Object.freeze({
       headersMs: integer(env, 'HEADERS_TIMEOUT_MS', 100, 600_000),
       requestMs: integer(env, 'REQUEST_TIMEOUT_MS', 100, 600_000),

@@ -26,6 +26,34 @@ if (await requirePostgres('PostgreSQL store tests')) {
       assert.equal(await stores[0]!.migrate(), 0)
     })
 
+    test('when another instance is committing the same idempotency key, then a change waits for it and applies nothing if it commits', async (t) => {
+      const schema = await tempSchema(t)
+      const store = new PostgresStore(POSTGRES_URL, { schema })
+      t.after(() => store.close())
+      await store.migrate()
+      await importData(store, { pets: [{ id: 1n, name: 'a', status: 'available', quantity: 5 }], orders: [] })
+      const other = new pg.Client({ connectionString: POSTGRES_URL, options: `-c search_path=${schema}` })
+      await other.connect()
+      t.after(() => other.end())
+      const at = new Date('2026-11-23T12:00:00Z')
+      const claim = { scope: 'key_a', key: 'k', fingerprint: 'fp', expiresAt: new Date(at.getTime() + 60_000) }
+      const insert = `INSERT INTO idempotency_keys (scope, idempotency_key, fingerprint, entries, created_at, expires_at)
+        VALUES ('key_a', 'k', 'fp', '[]', $1, $2)`
+      for (const [end, expected, quantity] of [['COMMIT', 'recorded', 5], ['ROLLBACK', 'updated', 6]] as const) {
+        await other.query('DELETE FROM idempotency_keys')
+        await other.query('BEGIN')
+        await other.query(insert, [at, claim.expiresAt])
+        let settled = false
+        const change = store.adjustQuantity({ petId: 1n, delta: 1, expectedRevisions: null, reason: 'arrival', note: null, keyId: 'key_a',
+          requestId: 'r', at, allowed: { min: 0, max: 1_000_000_000 }, idempotency: claim }).finally(() => { settled = true })
+        await new Promise((resolve) => setTimeout(resolve, 300))
+        assert.equal(settled, false, 'the change waits for the transaction holding the key')
+        await other.query(end)
+        assert.equal((await change).status, expected, end)
+        assert.equal((await store.getStockEntry(1n))?.quantity, quantity, end)
+      }
+    })
+
     test('when the server cannot be reached, then calls fail fast with StoreUnavailableError', async (t) => {
       const port = await freePort()
       const store = new PostgresStore(`postgres://postgres@127.0.0.1:${port}/test`, { connectTimeoutMs: 500 })

@@ -1,5 +1,6 @@
 import { AppError } from '../errors.js'
-import type { StockAdjustmentResult, Store } from '../store/types.js'
+import type { IdempotencyClaim, StockAdjustment, StockAdjustmentResult, StockChange, Store } from '../store/types.js'
+import type { IdempotencyKeys, KeyedResult } from './idempotency.js'
 import { MAX_QUANTITY, type LedgerEntry, type PetImport, type StockEntry, type StockReason } from './model.js'
 
 /** What a stock update asks for; the quantity and note are already validated at the edge. */
@@ -23,10 +24,20 @@ export const MAX_INVENTORY_LIMIT = 1000
 /** The version of the inventory listing's cursors. */
 export const INVENTORY_CURSOR_PREFIX = 'i1:'
 
-/** An applied stock change: the entry as it is now and, where the store tells, the inventory version it made. */
+/**
+ * An applied stock change: the entry as it is now and, where the store tells, the inventory version it made; or,
+ * `replayed`, the entry as an earlier request with the same idempotency key left it (nothing was applied now).
+ */
 export interface AppliedChange {
   entry: StockEntry
   version?: bigint
+  replayed: boolean
+}
+
+/** A write sent with an idempotency key: the process's keys, and the key the caller sent. */
+export interface IdempotentRequest {
+  keys: IdempotencyKeys
+  key: string
 }
 
 /** The entry changed since the revision a conditional update was based on; nothing was changed. */
@@ -40,15 +51,33 @@ export class StaleEntryError extends AppError {
  * Sets the stock of one pet and records the change in the ledger, atomically.
  * A quantity change never changes the pet's status (docs/decisions.md: status is the pet's, not the stock's).
  */
-export async function updateQuantity (store: Store, petId: bigint, update: StockUpdate, actor: Actor, clock: () => number): Promise<AppliedChange> {
-  return appliedOrThrow(petId, await store.setQuantity({ petId, ...update, ...actor, at: new Date(clock()) }))
+export async function updateQuantity (store: Store, petId: bigint, update: StockUpdate, actor: Actor, clock: () => number,
+  idempotency?: IdempotentRequest): Promise<AppliedChange> {
+  const change: StockChange = { petId, ...update, ...actor, at: new Date(clock()) }
+  const request = ['set', petId, update.quantity, update.reason, update.note, conditionOf(update.expectedRevisions)]
+  return appliedOrThrow(petId, await keyed(actor, idempotency, request, (claim) => store.setQuantity(claim === undefined ? change : { ...change, idempotency: claim })))
 }
 
-/** The change a store applied, or the error that says why it applied nothing. */
-function appliedOrThrow (petId: bigint, result: StockAdjustmentResult, outOfRange?: (current: StockEntry) => AppError): AppliedChange {
+/** A write through its idempotency key, when it has one. */
+async function keyed (actor: Actor, idempotency: IdempotentRequest | undefined, request: readonly unknown[],
+  write: (claim?: IdempotencyClaim) => Promise<StockAdjustmentResult>): Promise<KeyedResult> {
+  if (idempotency === undefined) return await write() as KeyedResult
+  // Keys are the caller's own: the same key sent with two API keys names two requests.
+  if (actor.keyId === null) throw new Error('An idempotency key needs the API key it belongs to')
+  return await idempotency.keys.once(actor.keyId, idempotency.key, request, write)
+}
+
+/** A compare-and-set condition in one spelling, whatever order the revisions came in. */
+const conditionOf = (revisions: readonly bigint[] | null): string[] | null =>
+  revisions === null ? null : [...new Set(revisions)].sort((a, b) => a < b ? -1 : a > b ? 1 : 0).map(String)
+
+/** The change a store applied or an earlier request with the key left, or the error that says why it applied nothing. */
+function appliedOrThrow (petId: bigint, result: KeyedResult, outOfRange?: (current: StockEntry) => AppError): AppliedChange {
   switch (result.status) {
     case 'updated':
-      return result.version === undefined ? { entry: result.entry } : { entry: result.entry, version: result.version }
+      return result.version === undefined ? { entry: result.entry, replayed: false } : { entry: result.entry, version: result.version, replayed: false }
+    case 'replayed':
+      return { entry: result.entries[0] as StockEntry, replayed: true }
     case 'not_found':
       throw new AppError('not_found', `No inventory entry exists for pet ${petId}.`)
     case 'stale':
@@ -72,8 +101,11 @@ export interface StockAdjustmentRequest {
  * is the committed one (no lost update under concurrency). The result must stay within 0..MAX_QUANTITY, else
  * nothing changes (stock_out_of_range, naming the current quantity).
  */
-export async function adjustQuantity (store: Store, petId: bigint, adjustment: StockAdjustmentRequest, actor: Actor, clock: () => number): Promise<AppliedChange> {
-  const result = await store.adjustQuantity({ petId, ...adjustment, ...actor, at: new Date(clock()), allowed: { min: 0, max: MAX_QUANTITY } })
+export async function adjustQuantity (store: Store, petId: bigint, adjustment: StockAdjustmentRequest, actor: Actor, clock: () => number,
+  idempotency?: IdempotentRequest): Promise<AppliedChange> {
+  const change: StockAdjustment = { petId, ...adjustment, ...actor, at: new Date(clock()), allowed: { min: 0, max: MAX_QUANTITY } }
+  const request = ['adjust', petId, adjustment.delta, adjustment.reason, adjustment.note, conditionOf(adjustment.expectedRevisions)]
+  const result = await keyed(actor, idempotency, request, (claim) => store.adjustQuantity(claim === undefined ? change : { ...change, idempotency: claim }))
   return appliedOrThrow(petId, result, (current) => new AppError('stock_out_of_range', `Adding ${adjustment.delta} to the stock of pet ` +
     `${petId} (now ${current.quantity}) would leave ${current.quantity + adjustment.delta}, outside 0 to ${MAX_QUANTITY}; nothing was changed.`))
 }

@@ -3,6 +3,7 @@
  * drivers differ only in how a column arrives (SQLite: every integer a bigint, times as ISO text, booleans as 0/1;
  * PostgreSQL: int4 a number, int8 a bigint, timestamptz a Date, boolean a boolean); the mappers take either.
  */
+import type { IdempotencyRecord } from './types.js'
 import type { ApiKeyRecord, InventoryItem, LedgerEntry, LedgerReason, Order, OrderStatus, Pet, PetImport, PetStatus, Plan, StockEntry, Tag } from '../domain/model.js'
 
 type Int = bigint | number
@@ -36,6 +37,24 @@ export const PET_COLUMNS = 'id, name, status, category_id, category_name, photo_
 export const toInventoryItem = (row: InventoryRow): InventoryItem => ({ petId: row.pet_id, quantity: num(row.quantity), status: row.status })
 
 export const toStockEntry = (row: EntryRow): StockEntry => ({ ...toInventoryItem(row), revision: row.revision })
+
+export interface IdempotencyRow { fingerprint: string, entries: string, created_at: Time, expires_at: Time }
+export const IDEMPOTENCY_COLUMNS = 'fingerprint, entries, created_at, expires_at'
+
+/**
+ * The entries an idempotency record keeps, as JSON text with int64 values as decimal strings. The PostgreSQL store
+ * writes the same shape in SQL (json_build_object), so the two must agree: test/store/contract.ts reads both back.
+ */
+export const entriesText = (entries: readonly StockEntry[]): string => JSON.stringify(entries.map((entry) =>
+  ({ petId: String(entry.petId), quantity: entry.quantity, status: entry.status, revision: String(entry.revision) })))
+
+export const toIdempotencyRecord = (row: IdempotencyRow): IdempotencyRecord => ({
+  fingerprint: row.fingerprint,
+  entries: (JSON.parse(row.entries) as Array<{ petId: string, quantity: number, status: PetStatus, revision: string }>).map((entry) =>
+    ({ petId: BigInt(entry.petId), quantity: entry.quantity, status: entry.status, revision: BigInt(entry.revision) })),
+  createdAt: time(row.created_at),
+  expiresAt: time(row.expires_at)
+})
 
 export const toLedgerEntry = (row: LedgerRow): LedgerEntry => ({
   id: row.id,

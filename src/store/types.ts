@@ -49,6 +49,31 @@ export interface StockChange {
   keyId: string | null
   requestId: string | null
   at: Date
+  /**
+   * The idempotency key the change is sent with: the change applies only when no unexpired record of that key
+   * exists (else `recorded`, nothing changed), and its record is written in the change's own transaction.
+   */
+  idempotency?: IdempotencyClaim
+}
+
+/** What a write sent with an idempotency key records with its change, in the same transaction. */
+export interface IdempotencyClaim {
+  /** Whose key it is: keys of different API keys never meet. */
+  scope: string
+  key: string
+  /** The request's fingerprint, to tell a retry from another request reusing the key. */
+  fingerprint: string
+  /** When the record expires: from then on the key is free again. */
+  expiresAt: Date
+}
+
+/** The record of a write applied with an idempotency key. */
+export interface IdempotencyRecord {
+  fingerprint: string
+  /** The entries as the write left them: what a retry is answered. */
+  entries: StockEntry[]
+  createdAt: Date
+  expiresAt: Date
 }
 
 /** One relative stock change through the API: add `delta` (negative to remove) to the entry's quantity. */
@@ -64,6 +89,8 @@ export type StockChangeResult =
   | { status: 'not_found' }
   /** The entry's revision is not one of expectedRevisions: nothing was changed. */
   | { status: 'stale', current: StockEntry }
+  /** An unexpired record of the change's idempotency key exists: nothing was changed. */
+  | { status: 'recorded' }
 
 /** What an adjustment can also meet: a result outside the allowed quantities, so nothing was changed. */
 export type StockAdjustmentResult = StockChangeResult | { status: 'out_of_range', current: StockEntry }
@@ -134,6 +161,10 @@ export interface Store {
    * A result outside `allowed` changes nothing (out_of_range); a stale revision changes nothing (stale).
    */
   adjustQuantity (change: StockAdjustment): Promise<StockAdjustmentResult>
+  /** The record of an idempotency key, if one exists that has not expired at `at`. */
+  findIdempotencyRecord (scope: string, key: string, at: Date): Promise<IdempotencyRecord | null>
+  /** Deletes at most `limit` records that expired at `before` or earlier; returns how many it deleted. */
+  purgeIdempotencyRecords (before: Date, limit: number): Promise<number>
   /** One stock entry with its revision; null when there is no entry for petId. */
   getStockEntry (petId: bigint): Promise<StockEntry | null>
   /** The newest `limit` ledger entries of a pet, oldest first. */

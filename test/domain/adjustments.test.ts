@@ -23,7 +23,7 @@ describe('adjustQuantity', () => {
   test('when the store applies it, then the change is what the store answered, and the store was asked to keep 0..MAX_QUANTITY', async () => {
     const { store, asked } = storeAnswering({ status: 'updated', entry: { ...ENTRY, quantity: 8, revision: 4n }, version: 9n })
     const applied = await adjustQuantity(store, 7n, { delta: 3, reason: 'arrival', note: null, expectedRevisions: null }, ACTOR, clock)
-    assert.deepEqual(applied, { entry: { ...ENTRY, quantity: 8, revision: 4n }, version: 9n })
+    assert.deepEqual(applied, { entry: { ...ENTRY, quantity: 8, revision: 4n }, version: 9n, replayed: false })
     assert.deepEqual(asked, [{
       petId: 7n, delta: 3, reason: 'arrival', note: null, expectedRevisions: null, keyId: 'key_a', requestId: 'req-1',
       at: new Date(clock()), allowed: { min: 0, max: MAX_QUANTITY }

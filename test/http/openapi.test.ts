@@ -6,7 +6,8 @@ interface Operation {
   operationId: string
   deprecated?: boolean
   'x-stability'?: string
-  parameters?: Array<{ name: string, in: string, schema: { type: string, format?: string } }>
+  description?: string
+  parameters?: Array<{ name: string, in: string, description?: string, schema: { type: string, format?: string } }>
   responses: Record<string, { description: string, content?: Record<string, { schema: { properties?: Record<string, { enum?: string[] }> } }> }>
 }
 
@@ -68,6 +69,18 @@ describe('GET /v1/openapi.json', () => {
     }
   })
 
+  test('when read, then every stock write takes an Idempotency-Key, states the retention, and documents Idempotent-Replayed', async (t) => {
+    const doc = await document(t)
+    for (const operation of [doc.paths['/inventory/{petId}']?.patch, doc.paths['/inventory/{petId}/adjustments']?.post]) {
+      const key = operation?.parameters?.find((p) => p.name === 'idempotency-key')
+      assert.equal(key?.in, 'header')
+      assert.match(String(key?.description), /1 to 255 printable ASCII/)
+      assert.match(String(operation?.description), /within 24 hours is answered what the first request was/)
+      const replayed = (operation?.responses['200'] as { headers?: Record<string, unknown> } | undefined)?.headers?.['Idempotent-Replayed']
+      assert.ok(replayed, 'the 200 answer documents Idempotent-Replayed')
+    }
+  })
+
   test('when read, then every response each operation can give is listed with its error codes', async (t) => {
     const doc = await document(t)
     const LIMITED = ['rate_limited', 'key_banned']
@@ -75,8 +88,14 @@ describe('GET /v1/openapi.json', () => {
       '/inventory get': { 200: null, 304: null, 401: ['unauthorized'], 414: ['uri_too_long'], 429: LIMITED, 500: ['internal_error'], 503: ['service_unavailable'] },
       '/inventory/{petId} get': { 200: null, 304: null, 400: ['invalid_request'], 401: ['unauthorized'], 404: ['not_found'], 414: ['uri_too_long'], 429: LIMITED, 500: ['internal_error'], 503: ['service_unavailable'] },
       '/inventory/{petId} patch': {
-        200: null, 400: ['invalid_request'], 401: ['unauthorized'], 404: ['not_found'], 412: ['precondition_failed'], 413: ['payload_too_large'],
-        415: ['unsupported_media_type'], 414: ['uri_too_long'], 429: LIMITED, 500: ['internal_error'], 503: ['service_unavailable']
+        200: null, 400: ['invalid_request'], 401: ['unauthorized'], 404: ['not_found'], 409: ['idempotency_key_in_flight'], 412: ['precondition_failed'],
+        413: ['payload_too_large'], 415: ['unsupported_media_type'], 414: ['uri_too_long'], 422: ['idempotency_key_reused'], 429: LIMITED,
+        500: ['internal_error'], 503: ['service_unavailable']
+      },
+      '/inventory/{petId}/adjustments post': {
+        200: null, 400: ['invalid_request'], 401: ['unauthorized'], 404: ['not_found'], 409: ['stock_out_of_range', 'idempotency_key_in_flight'],
+        412: ['precondition_failed'], 413: ['payload_too_large'], 415: ['unsupported_media_type'], 414: ['uri_too_long'], 422: ['idempotency_key_reused'],
+        429: LIMITED, 500: ['internal_error'], 503: ['service_unavailable']
       },
       '/pets/{petId} get': { 200: null, 400: ['invalid_request'], 401: ['unauthorized'], 404: ['not_found'], 410: ['gone'], 414: ['uri_too_long'], 429: LIMITED, 500: ['internal_error'], 503: ['service_unavailable'] },
       '/store/orders get': { 200: null, 400: ['invalid_request'], 401: ['unauthorized'], 414: ['uri_too_long'], 429: LIMITED, 500: ['internal_error'], 503: ['service_unavailable'] }

@@ -37,6 +37,33 @@ if (await requirePostgres('API tests on PostgreSQL')) {
       assert.equal(history[1]?.requestId, winner?.headers['x-request-id'])
     })
 
+    test('when instances get the same Idempotency-Key at once, then the write applies once and every instance answers it', async (t) => {
+      const schema = await tempSchema(t)
+      const stores = Array.from({ length: 3 }, () => new PostgresStore(POSTGRES_URL, { schema, poolSize: 4 }))
+      t.after(() => Promise.all(stores.map((s) => s.close())))
+      await stores[0]!.migrate()
+      await importData(stores[0]!, { pets: [pet(1, { quantity: 0 }), pet(2, { quantity: 0 })], orders: [] })
+      const key = await newKey(stores[0]!, 'enterprise')
+      const apps = await Promise.all(stores.map((store) => buildApp(loadConfig({ AUTH_CACHE_TTL_MS: '0' }), { store, logger: false })))
+      t.after(() => Promise.all(apps.map((app) => app.close())))
+      for (let round = 0; round < 10; round++) {
+        const answers = await Promise.all(apps.flatMap((app) => [1, 2].map(() => app.inject({
+          method: 'POST',
+          url: `/v1/inventory/${round % 2 + 1}/adjustments`,
+          headers: { ...auth(key), 'content-type': 'application/json', 'idempotency-key': `round-${round}` },
+          payload: { delta: 1 }
+        }))))
+        // Within an instance the second request meets the first in flight (409); across instances the later one
+        // waits for the first one's commit and replays it.
+        const applied = answers.filter((a) => a.statusCode === 200 && a.headers['idempotent-replayed'] === undefined)
+        assert.equal(applied.length, 1, `round ${round}: ${answers.map((a) => `${a.statusCode}${a.headers['idempotent-replayed'] === 'true' ? 'r' : ''}`).join(' ')}`)
+        assert.ok(answers.every((a) => a.statusCode === 200 || a.json().code === 'idempotency_key_in_flight'))
+        assert.ok(answers.filter((a) => a.statusCode === 200).every((a) => a.body === applied[0]?.body && a.headers.etag === applied[0]?.headers.etag))
+      }
+      assert.deepEqual(await Promise.all([1n, 2n].map(async (id) => (await stores[0]!.getStockEntry(id))?.quantity)), [5, 5])
+      assert.equal((await stores[0]!.stockHistory(1n, 100)).length + (await stores[0]!.stockHistory(2n, 100)).length, 12)
+    })
+
     test('when If-Match names a revision beyond int64, then PATCH and adjustments answer 412, not a database error', async (t) => {
       const store = await tempPostgresStore(t)
       await importData(store, { pets: [pet(1, { quantity: 10 })], orders: [] })

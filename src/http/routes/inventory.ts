@@ -2,15 +2,18 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply } from 'fastify'
 import fastJson from 'fast-json-stringify'
 import { Type } from 'typebox'
+import type { IncomingMessage } from 'node:http'
 import { Readable } from 'node:stream'
+import type { IdempotencyKeys } from '../../domain/idempotency.js'
 import { decodeCursor, encodeCursor } from '../../domain/cursor.js'
 import {
-  adjustQuantity, DEFAULT_INVENTORY_LIMIT, getStockEntry, INVENTORY_CURSOR_PREFIX, MAX_INVENTORY_LIMIT, StaleEntryError, updateQuantity
+  adjustQuantity, type AppliedChange, DEFAULT_INVENTORY_LIMIT, type IdempotentRequest, getStockEntry, INVENTORY_CURSOR_PREFIX, MAX_INVENTORY_LIMIT, StaleEntryError, updateQuantity
 } from '../../domain/inventory.js'
 import type { InventoryItem as Item, StockEntry } from '../../domain/model.js'
 import { parseInt64 } from '../../int64.js'
 import type { Store } from '../../store/types.js'
 import { InventoryCache, type ChangeWatch, type InventoryView } from '../inventory-cache.js'
+import { IDEMPOTENCY_KEY_DESCRIPTION, idempotencyKeyOf } from '../idempotency.js'
 import { BODY_LIMIT_BYTES } from '../limits.js'
 import { AppError } from '../../errors.js'
 import { cursorRefused, linkNext } from '../paging.js'
@@ -46,11 +49,37 @@ const Entry = (description: string) =>
 
 const PetIdParams = Type.Object({ petId: Int64Text('The pet whose stock entry is meant') })
 
+/** The request headers of a stock write: a precondition and an idempotency key. */
+const WriteHeaders = Type.Object({
+  'if-match': Type.Optional(Type.String({ description: 'ETag(s) of the entry as the client last saw it (strong comparison), or *' })),
+  'idempotency-key': Type.Optional(Type.String({ description: IDEMPOTENCY_KEY_DESCRIPTION }))
+})
+
+/** An applied write's answer: the entry, its ETag, and whether it is the replay of an earlier request with the key. */
+const Written = (description: string) => Type.Object(InventoryItem.properties, {
+  additionalProperties: false,
+  description,
+  headers: {
+    ...RESPONSE_HEADERS,
+    ...ENTRY_ETAG_HEADER,
+    'Idempotent-Replayed': Type.Literal('true', { description: 'Sent when this answer replays an earlier request with the same Idempotency-Key: nothing was applied now' })
+  }
+})
+
 // The errors of the stock writes.
 const PRECONDITION_FAILED = ErrorResponse(['precondition_failed'], 'The entry has changed since the ETag sent in If-Match; nothing was changed. ' +
   'The ETag header carries the entry\'s current ETag.', ENTRY_ETAG_HEADER)
 const PAYLOAD_TOO_LARGE = ErrorResponse(['payload_too_large'], `The body exceeds ${BODY_LIMIT_BYTES / 1024} KiB.`)
 const UNSUPPORTED_MEDIA_TYPE = ErrorResponse(['unsupported_media_type'], 'The body is not application/json.')
+const KEY_IN_FLIGHT = 'an earlier request with the same Idempotency-Key is still being processed (retry later; nothing was changed)'
+const KEY_REUSED = ErrorResponse(['idempotency_key_reused'], 'The Idempotency-Key was used for a different request (operation, pet, body or ' +
+  'If-Match) within its retention; nothing was changed.')
+
+/** A retention in the largest whole unit: "24 hours", "90 minutes". */
+function retention (seconds: number): string {
+  const [amount, unit] = seconds % 3600 === 0 ? [seconds / 3600, 'hour'] : seconds % 60 === 0 ? [seconds / 60, 'minute'] : [seconds, 'second']
+  return `${amount} ${unit}${amount === 1 ? '' : 's'}`
+}
 
 /** The wire form of an entry: the revision travels as the ETag, not in the body. */
 const item = (entry: StockEntry): Item => ({ petId: entry.petId, quantity: entry.quantity, status: entry.status })
@@ -84,13 +113,19 @@ function sendListing (reply: FastifyReply, view: InventoryView): void {
 export interface InventoryRouteOptions {
   store: Store
   clock: () => number
+  /** The idempotency keys of stock writes (their records live in the store). */
+  idempotency: IdempotencyKeys
   /** The change counter the shared limiter's decisions carry (signal freshness); absent without one. */
   watch?: ChangeWatch
   /** Tells every instance of an acknowledged change (the shared limiter's announceChange). */
   announceChange?: () => Promise<void>
 }
 
-export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> = async (app, { store, clock, watch, announceChange }) => {
+export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> = async (app, { store, clock, idempotency, watch, announceChange }) => {
+  const keyedWrites = ` With an Idempotency-Key a retry is safe: the same key with the same request within ${retention(idempotency.ttlSeconds)} ` +
+    'is answered what the first request was, with `Idempotent-Replayed: true`, and applies nothing again (a replay counts ' +
+    'against the rate limit); the key with another request is 422 `idempotency_key_reused`, and while the first request ' +
+    'is still processed, 409 `idempotency_key_in_flight`. Only a change that applied is recorded.'
   // The same schema as the 200 response, compiled once: the cached bytes are what Fastify would have sent.
   const serialize = fastJson(InventoryList)
   const cache = new InventoryCache({ store, serialize: (items) => serialize(items), ...(watch === undefined ? {} : { watch }) })
@@ -200,30 +235,30 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
       description: 'Sets the stock quantity of one pet (arrivals, returns, manual adjustments) and records the change, with ' +
         'its reason and note, in the stock ledger in the same transaction. With If-Match the change applies only if the entry ' +
         'is unchanged since that ETag (412 otherwise); without it the change applies unconditionally. ' +
-        'Experimental: the request shape may change before it becomes stable. The pet\'s status is not changed.',
+        'Experimental: the request shape may change before it becomes stable. The pet\'s status is not changed.' + keyedWrites,
       tags: ['inventory'],
       'x-stability': 'experimental',
       params: PetIdParams,
-      headers: Type.Object({
-        'if-match': Type.Optional(Type.String({ description: 'ETag(s) of the entry as the client last saw it (strong comparison), or *' }))
-      }),
+      headers: WriteHeaders,
       body: InventoryUpdate,
       response: {
-        200: Entry('The updated stock entry'),
+        200: Written('The updated stock entry'),
         400: INVALID_REQUEST,
         404: NOT_FOUND,
+        409: ErrorResponse(['idempotency_key_in_flight'], `Conflict: ${KEY_IN_FLIGHT}.`),
         412: PRECONDITION_FAILED,
         413: PAYLOAD_TOO_LARGE,
         415: UNSUPPORTED_MEDIA_TYPE,
+        422: KEY_REUSED,
         ...COMMON_ERRORS
       }
     }
   }, async (request, reply) => {
     const { quantity, reason = 'adjustment', note = null } = request.body
-    const { entry, version } = await updateQuantity(store, BigInt(request.params.petId),
+    const change = await updateQuantity(store, BigInt(request.params.petId),
       { quantity, reason, note, expectedRevisions: expectedRevisions(request.headers['if-match']) },
-      { keyId: request.apiKey?.id ?? null, requestId: request.id }, clock).catch(preconditionFailed)
-    return await answerChange(reply, entry, version)
+      { keyId: request.apiKey?.id ?? null, requestId: request.id }, clock, keyedBy(request.raw)).catch(preconditionFailed)
+    return await answerChange(reply, change)
   })
 
   app.post('/inventory/:petId/adjustments', {
@@ -235,38 +270,51 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
         'reason and note are recorded in the stock ledger in the same transaction. A result outside 0 to 1,000,000,000 is ' +
         'refused with 409 `stock_out_of_range` and changes nothing. With If-Match the change applies only if the entry is ' +
         'unchanged since that ETag (412 otherwise). Answers the updated entry and its ETag. ' +
-        'Beta: an addition to the specification (docs/decisions.md).',
+        'Beta: an addition to the specification (docs/decisions.md).' + keyedWrites,
       tags: ['inventory'],
       'x-stability': 'beta',
       params: PetIdParams,
-      headers: Type.Object({
-        'if-match': Type.Optional(Type.String({ description: 'ETag(s) of the entry as the client last saw it (strong comparison), or *' }))
-      }),
+      headers: WriteHeaders,
       body: InventoryAdjustment,
       response: {
-        200: Entry('The updated stock entry'),
+        200: Written('The updated stock entry'),
         400: INVALID_REQUEST,
         404: NOT_FOUND,
-        409: ErrorResponse(['stock_out_of_range'], 'The result would be below 0 or above 1,000,000,000; nothing was changed.'),
+        409: ErrorResponse(['stock_out_of_range', 'idempotency_key_in_flight'],
+          `Conflict: the result would be below 0 or above 1,000,000,000, or ${KEY_IN_FLIGHT}; nothing was changed.`),
         412: PRECONDITION_FAILED,
         413: PAYLOAD_TOO_LARGE,
         415: UNSUPPORTED_MEDIA_TYPE,
+        422: KEY_REUSED,
         ...COMMON_ERRORS
       }
     }
   }, async (request, reply) => {
     const { delta, reason = 'adjustment', note = null } = request.body
-    const { entry, version } = await adjustQuantity(store, BigInt(request.params.petId),
+    const change = await adjustQuantity(store, BigInt(request.params.petId),
       { delta, reason, note, expectedRevisions: expectedRevisions(request.headers['if-match']) },
-      { keyId: request.apiKey?.id ?? null, requestId: request.id }, clock).catch(preconditionFailed)
-    return await answerChange(reply, entry, version)
+      { keyId: request.apiKey?.id ?? null, requestId: request.id }, clock, keyedBy(request.raw)).catch(preconditionFailed)
+    return await answerChange(reply, change)
   })
 
-  /** The answer to an applied change: the listing and every instance learn of it first, then the entry and its ETag. */
-  async function answerChange (reply: FastifyReply, entry: StockEntry, version: bigint | undefined): Promise<Item> {
-    // Before the answer: a GET that starts after it, on any instance, sees the change.
-    cache.applied(entry, version)
-    await announceChange?.()
+  /** The request's idempotency key with the process's keys; undefined without one. */
+  function keyedBy (request: IncomingMessage): IdempotentRequest | undefined {
+    const key = idempotencyKeyOf(request)
+    return key === null ? undefined : { keys: idempotency, key }
+  }
+
+  /**
+   * The answer to an applied change: the listing and every instance learn of it first, then the entry and its ETag.
+   * A replay applied nothing now: it is answered as the first request was, and says so.
+   */
+  async function answerChange (reply: FastifyReply, { entry, version, replayed }: AppliedChange): Promise<Item> {
+    if (replayed) {
+      reply.header('Idempotent-Replayed', 'true')
+    } else {
+      // Before the answer: a GET that starts after it, on any instance, sees the change.
+      cache.applied(entry, version)
+      await announceChange?.()
+    }
     reply.header('ETag', entryTag(entry))
     return item(entry)
   }

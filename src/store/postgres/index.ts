@@ -3,12 +3,12 @@ import { DATABASE_DEFAULTS } from '../../config.js'
 import type { ApiKeyRecord, Ban, InventoryItem, LedgerEntry, Order, OrderStatus, Pet, PetImport, PetStatus, StockEntry } from '../../domain/model.js'
 import { StoreUnavailableError } from '../../errors.js'
 import {
-  ENTRY_COLUMNS, INVENTORY_COLUMNS, KEY_COLUMNS, LEDGER_COLUMNS, ORDER_COLUMNS, PET_COLUMNS, petColumns, progressReporter,
-  toInventoryItem, toKey, toLedgerEntry, toOrder, toPet, toStockEntry,
-  type EntryRow, type InventoryRow, type KeyRow, type LedgerRow, type OrderRow, type PetRow
+  ENTRY_COLUMNS, IDEMPOTENCY_COLUMNS, INVENTORY_COLUMNS, KEY_COLUMNS, LEDGER_COLUMNS, ORDER_COLUMNS, PET_COLUMNS, petColumns, progressReporter,
+  toIdempotencyRecord, toInventoryItem, toKey, toLedgerEntry, toOrder, toPet, toStockEntry,
+  type EntryRow, type IdempotencyRow, type InventoryRow, type KeyRow, type LedgerRow, type OrderRow, type PetRow
 } from '../rows.js'
 import type {
-  ImportedStockRule, ImportOptions, ImportResult, InventoryPage, NewApiKey, OrderPage, PoolStats, StockAdjustment, StockAdjustmentResult, StockChange,
+  IdempotencyClaim, IdempotencyRecord, ImportedStockRule, ImportOptions, ImportResult, InventoryPage, NewApiKey, OrderPage, PoolStats, StockAdjustment, StockAdjustmentResult, StockChange,
   StockChangeResult, Store
 } from '../types.js'
 import { aheadError, appliedChecksum, checksum, schemaStatus, type AppliedMigration, type SchemaStatus } from '../migrations.js'
@@ -35,11 +35,16 @@ interface ChangeRow { pet_id: bigint, old_quantity: number, old_revision: bigint
  * A stock change in one statement (one round trip, autocommit): lock the entry, compare its revision, update
  * it, and record the ledger row. FOR UPDATE makes a concurrent change wait and then read the committed
  * quantity, so each ledger row's previous quantity is the one the change replaced.
+ * With an idempotency key ($9 scope, $10 key, $11 fingerprint, $12 expiry), the entry is read only while no
+ * unexpired record of the key exists, and the key's record is inserted from the updated row: a concurrent insert of
+ * the same key (another instance) waits for this statement's commit and then fails, undoing its whole statement.
  */
 function changeSql (quantity: string, condition: string): string {
   return `
   WITH old AS (
-    SELECT pet_id, quantity, revision FROM inventory WHERE pet_id = $1 FOR UPDATE
+    SELECT pet_id, quantity, revision FROM inventory WHERE pet_id = $1
+      AND ($9::text IS NULL OR NOT EXISTS (SELECT 1 FROM idempotency_keys WHERE scope = $9 AND idempotency_key = $10::text AND expires_at > $8))
+    FOR UPDATE
   ), updated AS (
     UPDATE inventory i SET quantity = ${quantity}, revision = old.revision + 1 FROM old
     WHERE i.pet_id = old.pet_id AND ($3::bigint[] IS NULL OR old.revision = ANY ($3::bigint[]))${condition}
@@ -47,15 +52,32 @@ function changeSql (quantity: string, condition: string): string {
   ), recorded AS (
     INSERT INTO stock_ledger (pet_id, previous_quantity, quantity, reason, note, key_id, request_id, created_at)
     SELECT pet_id, previous, quantity, $4, $5, $6, $7, $8 FROM updated
+  ), keyed AS (
+    INSERT INTO idempotency_keys (scope, idempotency_key, fingerprint, entries, created_at, expires_at)
+    SELECT $9, $10, $11::text, ${ENTRIES_JSON}, $8, $12::timestamptz FROM updated u WHERE $9::text IS NOT NULL
   )
   SELECT old.pet_id, old.quantity AS old_quantity, old.revision AS old_revision, updated.quantity, updated.revision,
     (SELECT status FROM pets WHERE pets.id = old.pet_id) AS status
   FROM old LEFT JOIN updated ON true`
 }
+/** The updated row `u` as an idempotency record's entries: the shape rows.ts entriesText writes. */
+const ENTRIES_JSON = `json_build_array(json_build_object('petId', u.pet_id::text, 'quantity', u.quantity,
+  'status', (SELECT status FROM pets WHERE pets.id = u.pet_id), 'revision', u.revision::text))::text`
 /** Sets the quantity ($2). */
 const CHANGE_SQL = changeSql('$2', '')
-/** Adds $2 to the locked, committed quantity, only when the result lies within $9..$10. */
-const ADJUST_SQL = changeSql('old.quantity + $2::bigint', ' AND old.quantity + $2::bigint BETWEEN $9::bigint AND $10::bigint')
+/** Adds $2 to the locked, committed quantity, only when the result lies within $13..$14. */
+const ADJUST_SQL = changeSql('old.quantity + $2::bigint', ' AND old.quantity + $2::bigint BETWEEN $13::bigint AND $14::bigint')
+
+/** The change statement's values for an idempotency key ($9-$12): all null without one. */
+function claimValues (claim: IdempotencyClaim | undefined): unknown[] {
+  return claim === undefined ? [null, null, null, null] : [claim.scope, claim.key, claim.fingerprint, claim.expiresAt]
+}
+
+/** A unique violation on the idempotency key's record: another transaction committed the same key first. */
+function isKeyTaken (error: unknown): boolean {
+  const { code, constraint } = error as { code?: unknown, constraint?: unknown }
+  return code === '23505' && constraint === 'idempotency_keys_pkey'
+}
 
 /**
  * What a change statement's row says: no row, no entry; no new quantity, nothing was changed, because the revision
@@ -257,15 +279,52 @@ export class PostgresStore implements Store {
   }
 
   async setQuantity (change: StockChange): Promise<StockChangeResult> {
-    const { rows } = await this.#query<ChangeRow>(CHANGE_SQL, [change.petId, change.quantity, change.expectedRevisions,
-      change.reason, change.note, change.keyId, change.requestId, change.at])
-    return changeResult(rows[0], change.expectedRevisions) as StockChangeResult
+    return await this.#change(CHANGE_SQL, change, [change.quantity]) as StockChangeResult
   }
 
   async adjustQuantity (change: StockAdjustment): Promise<StockAdjustmentResult> {
-    const { rows } = await this.#query<ChangeRow>(ADJUST_SQL, [change.petId, change.delta, change.expectedRevisions,
-      change.reason, change.note, change.keyId, change.requestId, change.at, change.allowed.min, change.allowed.max])
-    return changeResult(rows[0], change.expectedRevisions)
+    return await this.#change(ADJUST_SQL, change, [change.delta], [change.allowed.min, change.allowed.max])
+  }
+
+  /** Runs a change statement; with an idempotency key, tells a key recorded by another transaction (`recorded`). */
+  async #change (sql: string, change: StockChange | StockAdjustment, amount: unknown[], more: unknown[] = []): Promise<StockAdjustmentResult> {
+    const claim = change.idempotency
+    const values = [change.petId, ...amount, change.expectedRevisions, change.reason, change.note, change.keyId, change.requestId, change.at,
+      ...claimValues(claim), ...more]
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const { rows } = await this.#query<ChangeRow>(sql, values)
+        const result = changeResult(rows[0], change.expectedRevisions)
+        // Nothing applied: because the key is recorded (the statement read no entry), or recorded meanwhile by a
+        // transaction this one waited for (a retry on another instance, whose change this one then saw as stale).
+        if (result.status !== 'updated' && claim !== undefined && await this.findIdempotencyRecord(claim.scope, claim.key, change.at) !== null) {
+          return { status: 'recorded' }
+        }
+        return result
+      } catch (error) {
+        if (claim === undefined || !isKeyTaken(error)) throw error
+        // The key's row exists: recorded by a transaction that committed while this statement ran, or expired and
+        // not purged yet, which is removed before the change is tried once more.
+        const { rowCount } = await this.#query('DELETE FROM idempotency_keys WHERE scope = $1 AND idempotency_key = $2 AND expires_at <= $3',
+          [claim.scope, claim.key, change.at])
+        if ((rowCount ?? 0) === 0 || attempt === 3) return { status: 'recorded' }
+      }
+    }
+  }
+
+  async findIdempotencyRecord (scope: string, key: string, at: Date): Promise<IdempotencyRecord | null> {
+    const { rows } = await this.#query<IdempotencyRow>(
+      `SELECT ${IDEMPOTENCY_COLUMNS} FROM idempotency_keys WHERE scope = $1 AND idempotency_key = $2 AND expires_at > $3`, [scope, key, at])
+    return rows[0] === undefined ? null : toIdempotencyRecord(rows[0])
+  }
+
+  /** Instances purging at once skip each other's rows instead of waiting for them. */
+  async purgeIdempotencyRecords (before: Date, limit: number): Promise<number> {
+    const { rowCount } = await this.#query(
+      `DELETE FROM idempotency_keys k USING (
+         SELECT scope, idempotency_key FROM idempotency_keys WHERE expires_at <= $1 ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED
+       ) expired WHERE k.scope = expired.scope AND k.idempotency_key = expired.idempotency_key`, [before, limit])
+    return rowCount ?? 0
   }
 
   async getStockEntry (petId: bigint): Promise<StockEntry | null> {

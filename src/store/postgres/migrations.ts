@@ -168,6 +168,24 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE TRIGGER pet_status_changed AFTER UPDATE ON pets REFERENCING OLD TABLE AS old_pets NEW TABLE AS new_pets
         FOR EACH STATEMENT EXECUTE FUNCTION bump_inventory_version_if_status();
     `
+  },
+  {
+    version: 7,
+    name: 'idempotency keys',
+    // See the SQLite migration. The primary key is what makes a key apply once across instances: a second
+    // instance inserting the same key waits for the first one's transaction and then fails with a unique violation.
+    sql: `
+      CREATE TABLE idempotency_keys (
+        scope text NOT NULL,
+        idempotency_key text NOT NULL,
+        fingerprint text NOT NULL,
+        entries text NOT NULL,
+        created_at timestamptz NOT NULL,
+        expires_at timestamptz NOT NULL,
+        PRIMARY KEY (scope, idempotency_key)
+      );
+      CREATE INDEX idempotency_keys_expiry ON idempotency_keys (expires_at);
+    `
   }
 ]
 

@@ -4,14 +4,14 @@ import { dirname } from 'node:path'
 import type { ApiKeyRecord, Ban, InventoryItem, LedgerEntry, Order, OrderStatus, Pet, PetImport, StockEntry } from '../../domain/model.js'
 import { StoreUnavailableError } from '../../errors.js'
 import type {
-  ImportOptions, ImportResult, InventoryPage, NewApiKey, OrderPage, StockAdjustment, StockAdjustmentResult, StockChange, StockChangeResult, Store
+  IdempotencyRecord, ImportOptions, ImportResult, InventoryPage, NewApiKey, OrderPage, StockAdjustment, StockAdjustmentResult, StockChange, StockChangeResult, Store
 } from '../types.js'
 import { aheadError, appliedChecksum, checksum, detectQueries, schemaStatus, type AppliedMigration, type SchemaStatus } from '../migrations.js'
 import { PLAN } from './migrations.js'
 import {
-  INVENTORY_COLUMNS, KEY_COLUMNS, LEDGER_COLUMNS, ORDER_COLUMNS, PET_COLUMNS, petColumns, progressReporter,
-  toInventoryItem, toKey, toLedgerEntry, toOrder, toPet, toStockEntry,
-  type EntryRow, type InventoryRow, type KeyRow, type LedgerRow, type OrderRow, type PetRow
+  entriesText, IDEMPOTENCY_COLUMNS, INVENTORY_COLUMNS, KEY_COLUMNS, LEDGER_COLUMNS, ORDER_COLUMNS, PET_COLUMNS, petColumns, progressReporter,
+  toIdempotencyRecord, toInventoryItem, toKey, toLedgerEntry, toOrder, toPet, toStockEntry,
+  type EntryRow, type IdempotencyRow, type InventoryRow, type KeyRow, type LedgerRow, type OrderRow, type PetRow
 } from '../rows.js'
 
 /** An entry with the id of its newest ledger row: the head of the pet's ledger chain (migration 4). */
@@ -321,7 +321,18 @@ export class SqliteStore implements Store {
     const update = this.#prepare('UPDATE inventory SET quantity = ?, revision = revision + 1, ledger_head = ? WHERE pet_id = ?')
     const record = this.#prepare(LEDGER_INSERT_SQL)
     const readVersion = this.#prepare(VERSION_SQL)
+    const findKey = this.#prepare('SELECT expires_at FROM idempotency_keys WHERE scope = ? AND idempotency_key = ?')
+    const dropKey = this.#prepare('DELETE FROM idempotency_keys WHERE scope = ? AND idempotency_key = ?')
+    const recordKey = this.#prepare(`INSERT INTO idempotency_keys (scope, idempotency_key, fingerprint, entries, created_at, expires_at)
+      VALUES (?, ?, ?, ?, ?, ?)`)
     return (change) => {
+      const claim = change.idempotency
+      if (claim !== undefined) {
+        // Inside the write transaction: no other connection can record the key between this look and the insert.
+        const held = findKey.get(claim.scope, claim.key) as { expires_at: string } | undefined
+        if (held !== undefined && held.expires_at > change.at.toISOString()) return { status: 'recorded' }
+        if (held !== undefined) dropKey.run(claim.scope, claim.key)
+      }
       const row = read.get(change.petId) as ChainedEntryRow | undefined
       if (row === undefined) return { status: 'not_found' }
       const current = toStockEntry(row)
@@ -332,8 +343,25 @@ export class SqliteStore implements Store {
         change.keyId, change.requestId, change.at.toISOString())
       update.run(quantity, lastInsertRowid, change.petId)
       const version = (readVersion.get() as { v: bigint }).v
-      return { status: 'updated', entry: { ...current, quantity, revision: current.revision + 1n }, version }
+      const entry = { ...current, quantity, revision: current.revision + 1n }
+      if (claim !== undefined) {
+        recordKey.run(claim.scope, claim.key, claim.fingerprint, entriesText([entry]), change.at.toISOString(), claim.expiresAt.toISOString())
+      }
+      return { status: 'updated', entry, version }
     }
+  }
+
+  async findIdempotencyRecord (scope: string, key: string, at: Date): Promise<IdempotencyRecord | null> {
+    return guard(() => {
+      const row = this.#prepare(`SELECT ${IDEMPOTENCY_COLUMNS} FROM idempotency_keys WHERE scope = ? AND idempotency_key = ? AND expires_at > ?`)
+        .get(scope, key, at.toISOString()) as IdempotencyRow | undefined
+      return row === undefined ? null : toIdempotencyRecord(row)
+    })
+  }
+
+  async purgeIdempotencyRecords (before: Date, limit: number): Promise<number> {
+    return guard(() => this.#prepare(`DELETE FROM idempotency_keys WHERE rowid IN
+      (SELECT rowid FROM idempotency_keys WHERE expires_at <= ? ORDER BY expires_at LIMIT ?)`).run(before.toISOString(), limit).changes)
   }
 
   async getStockEntry (petId: bigint): Promise<StockEntry | null> {

@@ -150,6 +150,25 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE TRIGGER pet_status_updated AFTER UPDATE OF status ON pets WHEN OLD.status IS NOT NEW.status
         BEGIN UPDATE inventory_version SET v = v + 1 WHERE id = 1; END;
     `
+  },
+  {
+    version: 7,
+    name: 'idempotency keys',
+    // One row per idempotency key a write applied with, per API key (scope), written in the write's transaction:
+    // the request's fingerprint, the entries the write left (replayed to a retry), and when the row expires.
+    // Times are ISO-8601 UTC text of one format, so they compare in time order.
+    sql: `
+      CREATE TABLE idempotency_keys (
+        scope TEXT NOT NULL,
+        idempotency_key TEXT NOT NULL,
+        fingerprint TEXT NOT NULL,
+        entries TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        expires_at TEXT NOT NULL,
+        PRIMARY KEY (scope, idempotency_key)
+      );
+      CREATE INDEX idempotency_keys_expiry ON idempotency_keys (expires_at);
+    `
   }
 ]
 
