@@ -5,6 +5,8 @@
  * parsed losslessly from the JSON (client/int64.ts, generated, says where they are). Retries follow the API's
  * client rules: on 429 `rate_limited` wait exactly `Retry-After`; on 502/503/504 and network errors back off
  * exponentially with full jitter; give up after `maxAttempts` tries; never retry `key_banned` or another 4xx.
+ * Every write carries an `Idempotency-Key`, made once per call and sent again with each of its retries, so a retried
+ * write never applies twice (a write whose first try is still running is retried after 409 `idempotency_key_in_flight`).
  */
 import { isLosslessNumber, parse, stringify } from 'lossless-json'
 import { INT64_PATHS } from './int64.js'
@@ -62,6 +64,24 @@ export interface ResponseMeta {
 /** The result of a conditional GET: the body, or `notModified` when the sent ETag still matches. */
 export type Conditional<T> = ResponseMeta & ({ notModified: false, data: T } | { notModified: true, data: null })
 
+/** What a stock write returns: the entry, and whether the answer replays an earlier try with the same key. */
+export interface WriteResult extends ResponseMeta {
+  data: InventoryItem
+  /** True when the service answered from its record of this call's Idempotency-Key: it applied the write once, earlier. */
+  replayed: boolean
+}
+
+/** Options of a stock write. */
+export interface WriteOptions {
+  /** An ETag: the write applies only to an entry unchanged since, else 412 `precondition_failed`. */
+  ifMatch?: string
+  /**
+   * The Idempotency-Key (1 to 255 printable ASCII characters); a new UUID per call by default. Pass your own to retry a
+   * write across process restarts (a job queue's id): within the service's retention it is applied at most once.
+   */
+  idempotencyKey?: string
+}
+
 /** The deprecation headers of getPet (RFC 9745 `Deprecation`, RFC 8594 `Sunset`, their `Link`). */
 export interface DeprecationInfo {
   deprecatedAt: Date | null
@@ -101,6 +121,8 @@ export interface ClientOptions {
   now?: () => number
   /** The User-Agent header. */
   userAgent?: string
+  /** Makes the Idempotency-Key of a write that was given none (a random UUID by default); injected by tests. */
+  newKey?: () => string
 }
 
 /** The client: one method per operation, plus an iterator over every order. */
@@ -113,13 +135,13 @@ export interface PetstoreClient {
    * Sets one pet's stock to an absolute quantity. With `ifMatch` (an ETag from getInventoryItem or a previous
    * update) the update applies only if the entry is unchanged, else 412 `precondition_failed`.
    */
-  updateInventory (petId: Int64Input, update: InventoryUpdate, options?: { ifMatch?: string }): Promise<ResponseMeta & { data: InventoryItem }>
+  updateInventory (petId: Int64Input, update: InventoryUpdate, options?: WriteOptions): Promise<WriteResult>
   /**
    * Adds `delta` to one pet's stock (negative to take away), atomically, without reading it first; 409
    * `stock_out_of_range` when the result would leave 0..1,000,000,000. With `ifMatch` it applies only to an unchanged
-   * entry. Never retried after a network error, a timeout or a 5xx (it might have been applied): only after 429.
+   * entry. Retried like every write: its Idempotency-Key makes a retry after a lost answer apply nothing twice.
    */
-  adjustInventory (petId: Int64Input, adjustment: InventoryAdjustment, options?: { ifMatch?: string }): Promise<ResponseMeta & { data: InventoryItem }>
+  adjustInventory (petId: Int64Input, adjustment: InventoryAdjustment, options?: WriteOptions): Promise<WriteResult>
   /** A pet by id (deprecated operation: look at `deprecation`); 410 `gone` after the sunset. */
   getPet (petId: Int64Input): Promise<ResponseMeta & { data: Pet, deprecation: DeprecationInfo }>
   /** One page of orders. */
@@ -257,15 +279,14 @@ function deprecationOf (headers: Headers, base: string): DeprecationInfo {
 }
 
 const RETRIED_STATUSES = new Set([502, 503, 504])
+/** An Idempotency-Key the service takes as it is when sent bare: no space at either end, no quote first. */
+const IDEMPOTENCY_KEY = /^[\x21\x23-\x7E](?:[\x20-\x7E]{0,253}[\x21-\x7E])?$/
 
 interface Call {
   operationId: string
   method: 'GET' | 'PATCH' | 'POST'
-  /**
-   * Whether sending the call twice may apply it twice (a relative change): then only an answer that shows it was not
-   * applied (429 rate_limited, refused before any handler) is retried, never a network error, a timeout or a 5xx.
-   */
-  notRepeatable?: boolean
+  /** A write's Idempotency-Key, the same on every try of the call. */
+  idempotencyKey?: string
   url: string
   headers?: Record<string, string | undefined>
   body?: unknown
@@ -293,7 +314,8 @@ export function createClient (options: ClientOptions): PetstoreClient {
     sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)),
     random = Math.random,
     now = Date.now,
-    userAgent = 'petstore-inventory-client/1.0.0'
+    userAgent = 'petstore-inventory-client/1.0.0',
+    newKey = () => globalThis.crypto.randomUUID()
   } = options
   if (!Number.isInteger(maxAttempts) || maxAttempts < 1) throw new RangeError('maxAttempts must be an integer >= 1')
   const base = new URL(options.baseUrl)
@@ -319,6 +341,8 @@ export function createClient (options: ClientOptions): PetstoreClient {
     // Waiting less than the server asked would only earn another refusal (and strikes towards a ban).
     if (asked !== undefined && asked > maxDelayMs) return null
     if (error.code === 'rate_limited') return asked ?? backoff(attempt)
+    // The same write's earlier try is still running on the service: its answer will be replayed to a later try.
+    if (error.code === 'idempotency_key_in_flight') return backoff(attempt)
     if (error.status === 0) return backoff(attempt)
     if (RETRIED_STATUSES.has(error.status)) {
       // Retry-After is the floor; the jitter on top keeps clients that failed together from returning together.
@@ -379,6 +403,7 @@ export function createClient (options: ClientOptions): PetstoreClient {
     for (const [name, value] of Object.entries(call.headers ?? {})) {
       if (value !== undefined) headers[name] = value
     }
+    if (call.idempotencyKey !== undefined) headers['idempotency-key'] = call.idempotencyKey
     let body: string | undefined
     if (call.body !== undefined) {
       // lossless-json writes bigint values as bare JSON numbers, digit for digit.
@@ -429,10 +454,22 @@ export function createClient (options: ClientOptions): PetstoreClient {
         if (failure.retryAfterSeconds !== undefined) bannedUntil = now() + failure.retryAfterSeconds * 1000
         throw failure
       }
-      const delay = call.notRepeatable === true && !(failure.status === 429 && failure.code === 'rate_limited') ? null : delayAfter(failure, attempt)
+      const delay = delayAfter(failure, attempt)
       if (delay === null || attempt >= maxAttempts) throw failure
       await sleep(delay)
     }
+  }
+
+  /** A write's call: its key made once here, so every try of the call sends the same one. */
+  function write (operationId: string, method: 'PATCH' | 'POST', path: string, body: unknown, { ifMatch, idempotencyKey }: WriteOptions): Call {
+    if (idempotencyKey !== undefined && !IDEMPOTENCY_KEY.test(idempotencyKey)) {
+      throw new RangeError('idempotencyKey must be 1 to 255 printable ASCII characters, without a space at either end or a quote first')
+    }
+    return { operationId, method, url: url(path), headers: { 'if-match': ifMatch }, idempotencyKey: idempotencyKey ?? newKey(), body }
+  }
+
+  function written ({ meta, body }: Answer): WriteResult {
+    return { ...meta, data: body as InventoryItem, replayed: meta.headers.get('idempotent-replayed') === 'true' }
   }
 
   function conditional<T> ({ meta, body }: Answer): Conditional<T> {
@@ -454,20 +491,12 @@ export function createClient (options: ClientOptions): PetstoreClient {
       return conditional(await send({ operationId: 'getInventoryItem', method: 'GET', url: url(path), headers: { 'if-none-match': ifNoneMatch } }))
     },
 
-    async updateInventory (petId, update, { ifMatch } = {}) {
-      const path = `/inventory/${int64Text(petId, 'petId')}`
-      const { meta, body } = await send({
-        operationId: 'updateInventory', method: 'PATCH', url: url(path), headers: { 'if-match': ifMatch }, body: update
-      })
-      return { ...meta, data: body as InventoryItem }
+    async updateInventory (petId, update, options = {}) {
+      return written(await send(write('updateInventory', 'PATCH', `/inventory/${int64Text(petId, 'petId')}`, update, options)))
     },
 
-    async adjustInventory (petId, adjustment, { ifMatch } = {}) {
-      const path = `/inventory/${int64Text(petId, 'petId')}/adjustments`
-      const { meta, body } = await send({
-        operationId: 'adjustInventory', method: 'POST', notRepeatable: true, url: url(path), headers: { 'if-match': ifMatch }, body: adjustment
-      })
-      return { ...meta, data: body as InventoryItem }
+    async adjustInventory (petId, adjustment, options = {}) {
+      return written(await send(write('adjustInventory', 'POST', `/inventory/${int64Text(petId, 'petId')}/adjustments`, adjustment, options)))
     },
 
     async getPet (petId) {

@@ -7,7 +7,7 @@ import { createServer, type Socket } from 'node:net'
 import type { AddressInfo } from 'node:net'
 import { describe, test, type TestContext } from 'node:test'
 import { inspect } from 'node:util'
-import { createClient, PetstoreError, type ClientOptions } from '../../client/index.js'
+import { createClient, PetstoreError, type ClientOptions, type PetstoreClient } from '../../client/index.js'
 import { StoreUnavailableError } from '../../src/errors.js'
 import type { Order, PetImport } from '../../src/domain/model.js'
 import { auth, order, pet, testApp } from '../helpers/app.js'
@@ -348,18 +348,80 @@ describe('client: relative stock changes', () => {
     assert.deepEqual(requests, [`POST ${baseUrl}/v1/inventory/${BIG}/adjustments`, `POST ${baseUrl}/v1/inventory/${BIG}/adjustments`])
   })
 
-  test('when an adjustment meets a 503 or no server at all, then it is not retried: it might have been applied', async (t) => {
+  test('when the answer to a write is lost after it applied, then the retry carries the same Idempotency-Key and nothing applies twice', async (t) => {
     const { baseUrl, key, store } = await served(t, {}, { pets: [pet(1, { quantity: 2 })] })
-    store.adjustQuantity = async () => { throw new StoreUnavailableError('injected outage') }
+    for (const [method, call] of [
+      ['POST', (c: PetstoreClient) => c.adjustInventory(1, { delta: 1 })],
+      ['PATCH', (c: PetstoreClient) => c.updateInventory(1, { quantity: 9 })]
+    ] as const) {
+      const keys: string[] = []
+      let tries = 0
+      // The service answers the first try, and the connection drops before the client reads it.
+      const lossy: typeof fetch = async (input, init) => {
+        keys.push(new Headers(init?.headers).get('idempotency-key') ?? '')
+        const response = await fetch(input, init)
+        if (++tries === 1) throw new TypeError('fetch failed: socket hang up')
+        return response
+      }
+      const { client } = clientFor(baseUrl, key, { fetch: lossy })
+      const before = (await store.stockHistory(1n, 100)).length
+      const result = await call(client)
+      assert.equal(result.replayed, true, method)
+      assert.equal(keys.length, 2)
+      assert.equal(keys[0], keys[1], 'every try of one call sends one key')
+      assert.match(keys[0] ?? '', /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/)
+      assert.equal((await store.stockHistory(1n, 100)).length, before + 1, `${method} applied once`)
+    }
+    assert.equal((await store.getStockEntry(1n))?.quantity, 9)
+  })
+
+  test('when writes are made, then each call has a key of its own, and a key given by the caller is the one sent', async (t) => {
+    const { baseUrl, key, store } = await served(t, {}, { pets: [pet(1, { quantity: 2 })] })
+    const sent: string[] = []
+    const watching: typeof fetch = async (input, init) => {
+      sent.push(new Headers(init?.headers).get('idempotency-key') ?? '')
+      return await fetch(input, init)
+    }
+    const { client } = clientFor(baseUrl, key, { fetch: watching })
+    const first = await client.adjustInventory(1, { delta: 1 })
+    const second = await client.adjustInventory(1, { delta: 1 })
+    assert.deepEqual([first.replayed, second.replayed, second.data.quantity], [false, false, 4])
+    assert.notEqual(sent[0], sent[1])
+    const mine = await client.adjustInventory(1, { delta: 1 }, { idempotencyKey: 'job-77' })
+    const again = await client.adjustInventory(1, { delta: 1 }, { idempotencyKey: 'job-77' })
+    assert.deepEqual([mine.replayed, again.replayed, again.data.quantity], [false, true, 5])
+    assert.deepEqual(sent.slice(2), ['job-77', 'job-77'])
+    assert.equal((await store.getStockEntry(1n))?.quantity, 5)
+    for (const bad of ['', ' x', 'x ', '"x"', 'caf\u00e9', 'k'.repeat(256)]) {
+      await assert.rejects(client.adjustInventory(1, { delta: 1 }, { idempotencyKey: bad }), RangeError)
+    }
+  })
+
+  test('when the first try of a write is still running on the service, then 409 idempotency_key_in_flight is retried and answered its replay', async () => {
+    const answers = [
+      new Response('{"code":"idempotency_key_in_flight","message":"busy","status":409}', { status: 409, headers: { 'content-type': 'application/json' } }),
+      new Response('{"petId":1,"quantity":3,"status":"available"}', { status: 200, headers: { 'content-type': 'application/json', 'idempotent-replayed': 'true', etag: '"r4"' } })
+    ]
+    const keys: string[] = []
+    const scripted: typeof fetch = async (_input, init) => {
+      keys.push(new Headers(init?.headers).get('idempotency-key') ?? '')
+      return answers.shift() ?? assert.fail('one try too many')
+    }
+    const { sleep, delays } = recordingSleep()
+    const client = createClient({ baseUrl: 'http://127.0.0.1:9', apiKey: 'psk_live_unused', fetch: scripted, sleep, random: () => 0.5, newKey: () => 'fixed-key' })
+    const result = await client.adjustInventory(1, { delta: 1 })
+    assert.deepEqual([result.replayed, result.etag, result.data.quantity], [true, '"r4"', 3])
+    assert.deepEqual(keys, ['fixed-key', 'fixed-key'])
+    assert.equal(delays.length, 1)
+  })
+
+  test('when a key is reused for another write, then 422 idempotency_key_reused is a typed error that is not retried', async (t) => {
+    const { baseUrl, key } = await served(t, {}, { pets: [pet(1, { quantity: 2 })] })
     const { client, requests } = clientFor(baseUrl, key)
-    const unavailable = await rejection(client.adjustInventory(1, { delta: 1 }))
-    assert.equal(unavailable.code, 'service_unavailable')
-    assert.equal(requests.length, 1)
-    const port = await freePort()
-    const offline = clientFor(`http://127.0.0.1:${port}`, 'psk_live_unused')
-    const network = await rejection(offline.client.adjustInventory(1, { delta: 1 }))
-    assert.equal(network.code, 'network_error')
-    assert.equal(offline.requests.length, 1)
+    await client.adjustInventory(1, { delta: 1 }, { idempotencyKey: 'k' })
+    const reused = await rejection(client.adjustInventory(1, { delta: 2 }, { idempotencyKey: 'k' }))
+    assert.deepEqual([reused.status, reused.code, reused.attempts], [422, 'idempotency_key_reused', 1])
+    assert.equal(requests.length, 2)
   })
 
   test('when an adjustment is refused with 429 rate_limited, then it is retried after Retry-After: the refusal applied nothing', async (t) => {
@@ -375,16 +437,3 @@ describe('client: relative stock changes', () => {
   })
 })
 
-describe('client: what counts as a refusal that applied nothing', () => {
-  test('when a 503 carries a body saying rate_limited (a gateway, say), then an adjustment is still not repeated', async () => {
-    let calls = 0
-    const gateway: typeof fetch = async () => {
-      calls++
-      return new Response('{"code":"rate_limited","message":"slow down","status":503}', { status: 503, headers: { 'content-type': 'application/json', 'retry-after': '1' } })
-    }
-    const client = createClient({ baseUrl: 'http://127.0.0.1:9', apiKey: 'psk_live_unused', fetch: gateway, sleep: async () => {} })
-    const error = await rejection(client.adjustInventory(1, { delta: 1 }))
-    assert.equal(error.status, 503)
-    assert.equal(calls, 1)
-  })
-})
