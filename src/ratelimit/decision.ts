@@ -42,10 +42,11 @@ export function bindingWindow (windows: readonly WindowState[]): WindowState {
 }
 
 /**
- * The window a refusal is reported against: an exhausted one; the later-resetting one if both are. Its resetAt
- * is the retry time the refusal names (Retry-After), and the time before which a new request is a strike.
+ * The window a refusal is reported against: one without room for the request's cost (an exhausted one, for a
+ * single request); the later-resetting one if both lack room. Its resetAt is the retry time the refusal names
+ * (Retry-After), and the time before which a new request is a strike.
  */
-export function violatedWindow (windows: readonly WindowState[]): WindowState {
-  const exhausted = windows.filter((w) => w.remaining === 0)
+export function violatedWindow (windows: readonly WindowState[], cost = 1): WindowState {
+  const exhausted = windows.filter((w) => w.remaining < cost)
   return exhausted.length === 0 ? bindingWindow(windows) : exhausted.reduce((a, b) => b.resetAt > a.resetAt ? b : a)
 }

@@ -115,7 +115,8 @@ export class MemoryLimiter implements RateLimiter {
     let entry = room.get(subject.id)
     let minuteCount = entry?.minuteWindow === minute ? entry.minuteCount : 0
     let dayCount = entry?.dayWindow === day ? entry.dayCount : 0
-    const allowed = minuteCount < limits.perMinute && dayCount < limits.perDay
+    const cost = options.cost ?? 1
+    const allowed = minuteCount + cost <= limits.perMinute && dayCount + cost <= limits.perDay
     const policy = options.strikes
     if (!allowed && policy === undefined) return buildDecision(false, limits, minuteCount, dayCount, now, 0)
 
@@ -124,8 +125,8 @@ export class MemoryLimiter implements RateLimiter {
       room.add(subject.id, entry, now)
     }
     if (allowed) {
-      minuteCount++
-      dayCount++
+      minuteCount += cost
+      dayCount += cost
       entry.minuteWindow = minute
       entry.minuteCount = minuteCount
       entry.dayWindow = day

@@ -34,7 +34,7 @@ local changes = tonumber(redis.call('GET', KEYS[#KEYS])) or 0
 
 /**
  * KEYS: minute, day, strikes, change counter. ARGV: perMinute, perDay, offset (ms), strike window (s, 0 = no
- * strikes), margin (s), strike threshold. Returns {allowed 0|1, minute count, day count, seconds, microseconds,
+ * strikes), margin (s), strike threshold, cost (requests this one counts as). Returns {allowed 0|1, minute count, day count, seconds, microseconds,
  * strikes, change counter}.
  *
  * The strikes hash is {t: strike window start (ms), c: count, r: retry time (ms)}: r is the end of the window
@@ -44,9 +44,11 @@ local changes = tonumber(redis.call('GET', KEYS[#KEYS])) or 0
  */
 const CONSUME_LUA = `${PRELUDE}
 local margin = tonumber(ARGV[5])
+local cost = tonumber(ARGV[7])
+allowed = mc + cost <= tonumber(ARGV[1]) and dc + cost <= tonumber(ARGV[2])
 if allowed then
-  mc = mc + 1
-  dc = dc + 1
+  mc = mc + cost
+  dc = dc + cost
   redis.call('HSET', KEYS[1], 'w', mw, 'c', mc)
   redis.call('EXPIRE', KEYS[1], (mw + 1) * 60 - sec + margin)
   redis.call('HSET', KEYS[2], 'w', dw, 'c', dc)
@@ -91,7 +93,7 @@ type ScriptReply = [number, number, number, number, number, number, number]
 interface LimiterCommands {
   petstoreRateLimitConsume (
     minuteKey: string, dayKey: string, strikeKey: string, changesKey: string, perMinute: number, perDay: number, offsetMs: number,
-    strikeWindowSeconds: number, marginSeconds: number, strikeThreshold: number
+    strikeWindowSeconds: number, marginSeconds: number, strikeThreshold: number, cost: number
   ): Promise<ScriptReply>
   petstoreRateLimitPeek (minuteKey: string, dayKey: string, changesKey: string, perMinute: number, perDay: number, offsetMs: number): Promise<ScriptReply>
 }
@@ -159,7 +161,7 @@ export class RedisLimiter implements RateLimiter {
     const strikes = options.strikes
     const reply = await this.#client.petstoreRateLimitConsume(
       keys.minute, keys.day, keys.strikes, this.#changesKey, limits.perMinute, limits.perDay, this.#offsetMs(),
-      Math.max(0, strikes?.windowSeconds ?? 0), EXPIRY_MARGIN_SECONDS, strikes?.threshold ?? 0
+      Math.max(0, strikes?.windowSeconds ?? 0), EXPIRY_MARGIN_SECONDS, strikes?.threshold ?? 0, options.cost ?? 1
     )
     return toDecision(reply, limits)
   }

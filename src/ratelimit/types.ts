@@ -72,14 +72,19 @@ export interface StrikePolicy {
 export interface ConsumeOptions {
   /** Count strikes (for bans) under this policy. Omit to count none. */
   strikes?: StrikePolicy
+  /**
+   * How many requests this one counts as (1 by default): it passes only if both windows have room for all of
+   * them, and then counts all of them; otherwise nothing (an operation worth several requests, such as a batch).
+   */
+  cost?: number
 }
 
 export interface RateLimiter {
   /** A short name for logs: "memory" or "redis". */
   readonly kind: string
   /**
-   * Checks both windows for `subject` and, only if both have room, counts the request in both. Exactly
-   * `limit` requests pass per window, also under concurrency (and, for shared backends, across instances).
+   * Checks both windows for `subject` and, only if both have room, counts the request in both (`cost` times).
+   * Exactly `limit` requests pass per window, also under concurrency (and, for shared backends, across instances).
    */
   consume (subject: Subject, limits: WindowLimits, options?: ConsumeOptions): Promise<Decision>
   /**

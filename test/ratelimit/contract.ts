@@ -60,6 +60,25 @@ export function limiterContract (name: string, open: (t: TestContext) => Promise
       assert.equal(dayOf(next).remaining, 995)
     })
 
+    test('a request that counts as several passes only while both windows have room for all of them, and counts all or none', async (t) => {
+      const opened = await open(t)
+      await toNextBoundary(opened, MINUTE_MS)
+      const limits = { perMinute: 10, perDay: 12 }
+      const first = await opened.limiter.consume(key('heavy'), limits, { cost: 6 })
+      assert.deepEqual([first.allowed, minuteOf(first).remaining, dayOf(first).remaining], [true, 4, 6])
+      const refused = await opened.limiter.consume(key('heavy'), limits, { cost: 5 })
+      assert.deepEqual([refused.allowed, minuteOf(refused).remaining, dayOf(refused).remaining], [false, 4, 6], 'refused whole: nothing counted')
+      assert.equal((await opened.limiter.consume(key('heavy'), limits, { cost: 4 })).allowed, true)
+      opened.advance(60)
+      // A new minute has room for 10, but the day has only 2 left.
+      assert.equal((await opened.limiter.consume(key('heavy'), limits, { cost: 3 })).allowed, false)
+      const last = await opened.limiter.consume(key('heavy'), limits, { cost: 2 })
+      assert.deepEqual([last.allowed, dayOf(last).remaining], [true, 0])
+      // Concurrent heavy requests never overspend a window.
+      const other = await Promise.all(Array.from({ length: 8 }, () => opened.limiter.consume(key('heavy-2'), { perMinute: 10, perDay: 100 }, { cost: 3 })))
+      assert.equal(allowedCount(other), 3)
+    })
+
     test('refused requests consume nothing', async (t) => {
       const opened = await open(t)
       await toNextBoundary(opened, MINUTE_MS)
