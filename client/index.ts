@@ -22,6 +22,12 @@ export type InventoryItem = JsonOf<ResponsesOf<Operation<'/inventory', 'get'>>[2
 export type InventoryUpdate = JsonOf<NonNullable<Operation<'/inventory/{petId}', 'patch'>['requestBody']>>
 /** The body of adjustInventory: what to add to the quantity (negative to take away) and, optionally, why. */
 export type InventoryAdjustment = JsonOf<NonNullable<Operation<'/inventory/{petId}/adjustments', 'post'>['requestBody']>>
+/** The body of batchUpdateInventory: 1 to 100 changes, each a quantity to set or a delta to add for one pet. */
+export type InventoryBatch = JsonOf<NonNullable<Operation<'/inventory/batch', 'post'>['requestBody']>>
+/** One entry a batch left, with its new ETag. */
+export type BatchEntry = JsonOf<ResponsesOf<Operation<'/inventory/batch', 'post'>>[200]>['entries'][number]
+/** Why one change of a refused batch cannot apply (`PetstoreError.failures`). */
+export type BatchFailure = JsonOf<ResponsesOf<Operation<'/inventory/batch', 'post'>>[409]>['failures'][number]
 /** A pet (deprecated operation); ids are exact int64. */
 export type Pet = JsonOf<ResponsesOf<Operation<'/pets/{petId}', 'get'>>[200]>
 /** A store order; `id` and `petId` are exact int64. */
@@ -69,6 +75,15 @@ export interface WriteResult extends ResponseMeta {
   data: InventoryItem
   /** True when the service answered from its record of this call's Idempotency-Key: it applied the write once, earlier. */
   replayed: boolean
+  /** The Idempotency-Key the write was sent with. */
+  idempotencyKey: string
+}
+
+/** What a batch returns: every entry it left, in its order, with their ETags. */
+export interface BatchResult extends ResponseMeta {
+  data: BatchEntry[]
+  replayed: boolean
+  idempotencyKey: string
 }
 
 /** Options of a stock write. */
@@ -142,6 +157,12 @@ export interface PetstoreClient {
    * entry. Retried like every write: its Idempotency-Key makes a retry after a lost answer apply nothing twice.
    */
   adjustInventory (petId: Int64Input, adjustment: InventoryAdjustment, options?: WriteOptions): Promise<WriteResult>
+  /**
+   * Changes the stock of several pets at once (1 to 100 changes), all or none: when any change cannot apply, it throws
+   * `batch_refused` (409) with `failures` listing each, and nothing changed. Costs one request of quota per change.
+   * Retried like every write, with its Idempotency-Key.
+   */
+  batchUpdateInventory (batch: InventoryBatch, options?: Pick<WriteOptions, 'idempotencyKey'>): Promise<BatchResult>
   /** A pet by id (deprecated operation: look at `deprecation`); 410 `gone` after the sunset. */
   getPet (petId: Int64Input): Promise<ResponseMeta & { data: Pet, deprecation: DeprecationInfo }>
   /** One page of orders. */
@@ -163,8 +184,15 @@ export class PetstoreError extends Error {
   readonly attempts: number
   /** The `ETag` of the answer: on 412 `precondition_failed`, the entry's current tag to retry with. */
   readonly etag: string | null
+  /**
+   * A write's Idempotency-Key. When a write gave up without an answer (network errors, timeouts, 5xx), it may or may
+   * not have applied: call it again with `{ idempotencyKey }` set to this, and it applies at most once.
+   */
+  idempotencyKey: string | null = null
+  /** On 409 `batch_refused`: every change of the batch that cannot apply (its index, petId, code and message). */
+  readonly failures: BatchFailure[] | null
 
-  constructor (init: { status: number, code: ApiErrorCode | ClientErrorCode, message: string, requestId?: string | null, retryAfterSeconds?: number | undefined, attempts: number, etag?: string | null, cause?: unknown }) {
+  constructor (init: { status: number, code: ApiErrorCode | ClientErrorCode, message: string, requestId?: string | null, retryAfterSeconds?: number | undefined, attempts: number, etag?: string | null, failures?: BatchFailure[] | null, cause?: unknown }) {
     super(init.message, init.cause === undefined ? undefined : { cause: init.cause })
     this.name = 'PetstoreError'
     this.status = init.status
@@ -173,6 +201,7 @@ export class PetstoreError extends Error {
     this.retryAfterSeconds = init.retryAfterSeconds
     this.attempts = init.attempts
     this.etag = init.etag ?? null
+    this.failures = init.failures ?? null
   }
 }
 
@@ -351,12 +380,13 @@ export function createClient (options: ClientOptions): PetstoreClient {
     return null
   }
 
-  async function errorOf (response: Response, attempt: number): Promise<PetstoreError> {
+  async function errorOf (response: Response, attempt: number, operationId: string): Promise<PetstoreError> {
     const requestId = response.headers.get('x-request-id')
     const retryAfter = retryAfterSeconds(response.headers.get('retry-after'), now())
     let body: unknown
     try {
-      body = JSON.parse(await response.text())
+      // Lossless, as for answers: ids in an error body (a refused batch's failures) stay exact.
+      body = parseBody(await response.text(), operationId, response.status)
     } catch {
       body = undefined
     }
@@ -369,7 +399,8 @@ export function createClient (options: ClientOptions): PetstoreClient {
       requestId,
       retryAfterSeconds: retryAfter,
       attempts: attempt,
-      etag: response.headers.get('etag')
+      etag: response.headers.get('etag'),
+      failures: isRecord(body) && Array.isArray(body.failures) ? body.failures as BatchFailure[] : null
     })
   }
 
@@ -445,11 +476,16 @@ export function createClient (options: ClientOptions): PetstoreClient {
           }
           return { meta, body: parsed, url: call.url }
         }
-        failure = await errorOf(response, attempt)
+        failure = await errorOf(response, attempt, call.operationId)
       } catch (error) {
-        if (error instanceof PetstoreError) throw error
+        if (error instanceof PetstoreError) {
+          // An answer the client could not read: the write may have applied.
+          error.idempotencyKey = call.idempotencyKey ?? null
+          throw error
+        }
         failure = failureOf(error, attempt)
       }
+      failure.idempotencyKey = call.idempotencyKey ?? null
       if (failure.code === 'key_banned') {
         if (failure.retryAfterSeconds !== undefined) bannedUntil = now() + failure.retryAfterSeconds * 1000
         throw failure
@@ -468,8 +504,8 @@ export function createClient (options: ClientOptions): PetstoreClient {
     return { operationId, method, url: url(path), headers: { 'if-match': ifMatch }, idempotencyKey: idempotencyKey ?? newKey(), body }
   }
 
-  function written ({ meta, body }: Answer): WriteResult {
-    return { ...meta, data: body as InventoryItem, replayed: meta.headers.get('idempotent-replayed') === 'true' }
+  function written ({ meta, body }: Answer, idempotencyKey: string): WriteResult {
+    return { ...meta, data: body as InventoryItem, replayed: meta.headers.get('idempotent-replayed') === 'true', idempotencyKey }
   }
 
   function conditional<T> ({ meta, body }: Answer): Conditional<T> {
@@ -492,11 +528,19 @@ export function createClient (options: ClientOptions): PetstoreClient {
     },
 
     async updateInventory (petId, update, options = {}) {
-      return written(await send(write('updateInventory', 'PATCH', `/inventory/${int64Text(petId, 'petId')}`, update, options)))
+      const call = write('updateInventory', 'PATCH', `/inventory/${int64Text(petId, 'petId')}`, update, options)
+      return written(await send(call), call.idempotencyKey as string)
     },
 
     async adjustInventory (petId, adjustment, options = {}) {
-      return written(await send(write('adjustInventory', 'POST', `/inventory/${int64Text(petId, 'petId')}/adjustments`, adjustment, options)))
+      const call = write('adjustInventory', 'POST', `/inventory/${int64Text(petId, 'petId')}/adjustments`, adjustment, options)
+      return written(await send(call), call.idempotencyKey as string)
+    },
+
+    async batchUpdateInventory (batch, options = {}) {
+      const call = write('batchUpdateInventory', 'POST', '/inventory/batch', batch, options)
+      const { meta, body } = await send(call)
+      return { ...meta, data: (body as { entries: BatchEntry[] }).entries, replayed: meta.headers.get('idempotent-replayed') === 'true', idempotencyKey: call.idempotencyKey as string }
     },
 
     async getPet (petId) {

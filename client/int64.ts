@@ -10,6 +10,10 @@ export const INT64_PATHS: Readonly<Record<string, Readonly<Record<string, readon
   adjustInventory: {
     '200': [['petId']]
   },
+  batchUpdateInventory: {
+    '200': [['entries', '[]', 'petId']],
+    '409': [['failures', '[]', 'petId']]
+  },
   getInventoryItem: {
     '200': [['petId']]
   },

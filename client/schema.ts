@@ -64,6 +64,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/inventory/batch": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Change the stock of several pets at once, all or nothing
+         * @description Applies 1 to 100 stock changes in one transaction: each sets a `quantity` (as PATCH) or adds a `delta` (as an adjustment) for one pet, optionally only if the entry still has the ETag in `ifMatch`. Either every change applies, or none: when any cannot (no entry, a stale `ifMatch`, a result outside 0 to 1,000,000,000), the answer is 409 `batch_refused` listing every failing change (`index`, `petId`, `code`, `message`, and the entry's current `etag` where it has one), and nothing is changed. A pet appears at most once per batch. The ledger rows of a batch share one batch id. A batch of N changes costs N requests of quota; when fewer remain it is refused whole with 429, and the rate-limit fields show what is left. Answers every resulting entry with its ETag, in the batch's order. Beta: an addition to the specification (docs/decisions.md). With an Idempotency-Key a retry is safe: the same key with the same request within 24 hours is answered what the first request was, with `Idempotent-Replayed: true`, and applies nothing again (a replay counts against the rate limit); the key with another request is 422 `idempotency_key_reused`, and while the first request is still processed, 409 `idempotency_key_in_flight`. Only a change that applied is recorded.
+         */
+        post: operations["batchUpdateInventory"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/store/orders": {
         parameters: {
             query?: never;
@@ -1439,6 +1459,466 @@ export interface operations {
                          * @example 412
                          */
                         status: number;
+                    };
+                };
+            };
+            /** @description The body exceeds 16 KiB. Error codes: `payload_too_large`. */
+            413: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "payload_too_large";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 413
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The request URL (path and query) is longer than 2048 characters. Error codes: `uri_too_long`. */
+            414: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "uri_too_long";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 414
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The body is not application/json. Error codes: `unsupported_media_type`. */
+            415: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "unsupported_media_type";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 415
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The Idempotency-Key was used for a different request (operation, pet, body or If-Match) within its retention; nothing was changed. Error codes: `idempotency_key_reused`. */
+            422: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "idempotency_key_reused";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 422
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Rate limit exceeded (the X-RateLimit-* fields describe the violated window), or the key is temporarily banned for sending requests after 429. Error codes: `rate_limited`, `key_banned`. */
+            429: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Seconds until the violated window admits again, or until the ban ends */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "rate_limited" | "key_banned";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 429
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Unexpected server error; the body never carries internals. Error codes: `internal_error`. */
+            500: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "internal_error";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 500
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The store cannot be reached right now. Error codes: `service_unavailable`. */
+            503: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "service_unavailable";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 503
+                         */
+                        status: number;
+                    };
+                };
+            };
+        };
+    };
+    batchUpdateInventory: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description A key the client makes for this write, 1 to 255 printable ASCII characters (a UUID v4 is a good one), sent bare or as a quoted string. A retry with the same key and the same request is answered what the first one was, with Idempotent-Replayed: true, and applies nothing again. */
+                "idempotency-key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description Stock changes of several pets, applied in one transaction */
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description 1 to 100 changes, applied together or not at all */
+                    changes: {
+                        /**
+                         * Format: int64
+                         * @description The pet whose stock entry changes; a pet appears at most once in a batch
+                         */
+                        petId: bigint;
+                        /** @description Sets the stock count (as PATCH); give quantity or delta */
+                        quantity?: number;
+                        /**
+                         * @description Adds to the stock count (as an adjustment); give quantity or delta
+                         * @example 3
+                         * @example -1
+                         */
+                        delta?: number;
+                        /**
+                         * @description The entry's ETag (e.g. "r7", quotes included): the change applies only to an unchanged entry
+                         * @example "r7"
+                         */
+                        ifMatch?: string;
+                        /**
+                         * @description Why the stock changes: a new arrival, a return, or a manual adjustment (the default). Recorded in the stock ledger.
+                         * @default adjustment
+                         * @enum {string}
+                         */
+                        reason?: "arrival" | "return" | "adjustment";
+                        /**
+                         * @description A short free-text note recorded in the stock ledger (1 to 500 characters; no control characters, line separators or bidirectional formatting characters, and no unpaired surrogates)
+                         * @example Delivery 2026-11-22 from the breeder
+                         */
+                        note?: string;
+                    }[];
+                };
+            };
+        };
+        responses: {
+            /** @description Every change applied */
+            200: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Sent when this answer replays an earlier request with the same Idempotency-Key: nothing was applied now */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description The entries as the batch left them, in its order */
+                        entries: {
+                            /**
+                             * Format: int64
+                             * @description Identifier of the animal the entry tracks
+                             */
+                            petId: bigint;
+                            /** @description Current stock count */
+                            quantity: number;
+                            /**
+                             * @description Status of the pet
+                             * @enum {string}
+                             */
+                            status: "available" | "pending" | "sold";
+                            /**
+                             * @description The entry's new ETag, for a later If-Match
+                             * @example "r8"
+                             */
+                            etag: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description The request has invalid parameters or body. Error codes: `invalid_request`. */
+            400: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "invalid_request";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 400
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Missing, malformed, unknown or revoked API key. Error codes: `unauthorized`. */
+            401: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Bearer challenge (RFC 6750), e.g. Bearer realm="petstore", error="invalid_token" */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "unauthorized";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 401
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Conflict: at least one change cannot apply, so none was applied. Error codes: `batch_refused`. */
+            409: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "batch_refused";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 409
+                         */
+                        status: number;
+                        /** @description Every change that cannot apply */
+                        failures: {
+                            /** @description The failing change's position in `changes`, from 0 */
+                            index: number;
+                            /**
+                             * Format: int64
+                             * @description Identifier of the animal the entry tracks
+                             */
+                            petId: bigint;
+                            /**
+                             * @description What a single change would have answered
+                             * @enum {string}
+                             */
+                            code: "not_found" | "precondition_failed" | "stock_out_of_range";
+                            message: string;
+                            /** @description The entry's current ETag (for precondition_failed and stock_out_of_range) */
+                            etag?: string;
+                        }[];
                     };
                 };
             };

@@ -12,8 +12,8 @@ import { Gatekeeper } from './access/admission.js'
 import { IdempotencyKeys, purgeExpiredKeys } from './domain/idempotency.js'
 import { mentionsKey } from './access/keys.js'
 import type { Config } from './config.js'
-import { AppError } from './errors.js'
-import { chargeErrorPath, registerGate, type AccessOptions } from './http/plugins/access.js'
+import { AppError, StoreReadOnlyError } from './errors.js'
+import { chargeErrorPath, chargeMore, registerGate, type AccessOptions } from './http/plugins/access.js'
 import { clientErrorHandler, handleError, registerErrorHandling } from './http/plugins/errors.js'
 import { registerDocs } from './http/plugins/docs.js'
 import { routeEveryMethod, trackRoutesForMethodNotAllowed } from './http/plugins/method-not-allowed.js'
@@ -87,7 +87,10 @@ function purgeExpiredKeysEvery (app: FastifyInstance, intervalMs: number, store:
   let timer: NodeJS.Timeout | undefined
   let running: Promise<unknown> = Promise.resolve()
   const purge = (): void => {
-    running = purgeExpiredKeys(store, clock).catch((error: unknown) => { app.log.warn({ err: error }, 'could not purge expired idempotency keys') })
+    running = purgeExpiredKeys(store, clock).catch((error: unknown) => {
+      // A store a newer release migrated is not ours to clean (the instance serves reads only).
+      if (!(error instanceof StoreReadOnlyError)) app.log.warn({ err: error }, 'could not purge expired idempotency keys')
+    })
   }
   app.addHook('onReady', async () => {
     purge()
@@ -295,7 +298,12 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
   await app.register(async (v1) => {
     registerGate(v1, access)
     const claimOtherMethods = trackRoutesForMethodNotAllowed(v1, { claimOptions })
-    await v1.register(inventoryRoutes, { store, clock, idempotency, ...(watch === undefined ? {} : { watch }), ...(announceChange === undefined ? {} : { announceChange }) })
+    await v1.register(inventoryRoutes, {
+      store,
+      clock,
+      idempotency,
+      chargeMore: (request, reply, extra, what) => chargeMore(access, request, reply, extra, what),
+      ...(watch === undefined ? {} : { watch }), ...(announceChange === undefined ? {} : { announceChange }) })
     await v1.register(orderRoutes, { store })
     await v1.register(petRoutes, {
       store,

@@ -10,6 +10,7 @@ export const ERROR_CATALOGUE = {
   request_timeout: { status: 408, message: 'The request was not received in time.' },
   stock_out_of_range: { status: 409, message: 'The change would take the stock quantity outside 0 to 1,000,000,000.' },
   idempotency_key_in_flight: { status: 409, message: 'A request with this Idempotency-Key is still being processed.' },
+  batch_refused: { status: 409, message: 'At least one change of the batch cannot be applied; nothing was changed.' },
   gone: { status: 410, message: 'This resource is no longer available.' },
   precondition_failed: { status: 412, message: 'The resource has changed since the ETag sent in If-Match.' },
   payload_too_large: { status: 413, message: 'The request body is too large.' },

@@ -22,7 +22,7 @@
  */
 import type { Environment, RateLimitConfig } from '../config.js'
 import { limitsOf, type ApiKeyRecord, type Ban } from '../domain/model.js'
-import { StoreUnavailableError } from '../errors.js'
+import { AppError, StoreUnavailableError } from '../errors.js'
 import { bindingWindow, violatedWindow } from '../ratelimit/decision.js'
 import type { ConsumeOptions, Decision, RateLimiter, Subject, WindowLimits, WindowState } from '../ratelimit/types.js'
 import type { Store } from '../store/types.js'
@@ -247,6 +247,25 @@ export class Gatekeeper {
     return { ...this.#banned(key, ban.until, limits, ban.since.getTime()), imposed: { ban, strikes: decision.strikes } }
   }
 
+  /**
+   * Charges an admitted key for what an operation is worth beyond the one request the gate counted (a batch of N
+   * changes costs N): all `extra` at once, or none, refused as `limited` with the window that lacks room. No strike
+   * is counted: the request itself was admitted. An operation that needs more than a window's whole limit can never
+   * pass: invalid_request, naming the limit, rather than a 429 that waiting would not cure.
+   */
+  async chargeMore (key: ApiKeyRecord, extra: number, what: string): Promise<Admission> {
+    const limits = limitsOf(key, this.#limits.plans) ?? this.#limits.anonymous
+    // perMinute <= perDay (config), so the minute's limit is the most any window holds.
+    if (extra + 1 > limits.perMinute) {
+      throw new AppError('invalid_request', `${what} counts as ${extra + 1} requests, more than this key's limit of ${limits.perMinute} per ` +
+        `minute; send at most ${limits.perMinute} at a time.`)
+    }
+    const decision = await this.#limiter.consume({ kind: 'key', id: key.id }, limits, { cost: extra })
+    if (decision.allowed) return { outcome: 'admitted', key, quota: quotaOf(decision) }
+    this.#events.decided('key', 'limited')
+    return this.#limited('key', decision, extra)
+  }
+
   /** One limiter decision, then `settle`: synchronously when the limiter decides in process. */
   #consume (subject: Subject, limits: WindowLimits, options: ConsumeOptions,
     settle: (decision: Decision) => Admission | Promise<Admission>): Admission | Promise<Admission> {
@@ -254,14 +273,15 @@ export class Gatekeeper {
     return this.#limiter.consume(subject, limits, options).then(settle)
   }
 
-  #limited (subject: Subject['kind'], decision: Decision): Admission & { outcome: 'limited' } {
-    const window = violatedWindow(decision.windows)
+  /** A refusal for want of room for `cost` requests; the quota shown is what remains (nothing, for one request). */
+  #limited (subject: Subject['kind'], decision: Decision, cost = 1): Admission & { outcome: 'limited' } {
+    const window = violatedWindow(decision.windows, cost)
     return {
       outcome: 'limited',
       subject,
       window,
       retryAfterSeconds: secondsUntil(window.resetAt, decision.now),
-      quota: quotaOf(decision, { ...window, remaining: 0 })
+      quota: quotaOf(decision, cost === 1 ? { ...window, remaining: 0 } : window)
     }
   }
 

@@ -61,6 +61,29 @@ export const InventoryAdjustment = Type.Object({
 }, { additionalProperties: false, description: 'Adds to (or, negative, takes from) the stock quantity of one pet; reason and note are recorded in the stock ledger' })
 export type InventoryAdjustment = Static<typeof InventoryAdjustment>
 
+/** The most changes one batch may hold. */
+export const MAX_BATCH_CHANGES = 100
+
+export const InventoryBatchChange = Type.Object({
+  petId: Type.Unsafe<bigint>({ ...Int64, description: 'The pet whose stock entry changes; a pet appears at most once in a batch' }),
+  quantity: Type.Optional(Type.Integer({ ...InventoryUpdate.properties.quantity, description: 'Sets the stock count (as PATCH); give quantity or delta' })),
+  delta: Type.Optional(Type.Integer({ ...InventoryAdjustment.properties.delta, description: 'Adds to the stock count (as an adjustment); give quantity or delta' })),
+  ifMatch: Type.Optional(Type.String({
+    minLength: 1,
+    maxLength: 64,
+    description: 'The entry\'s ETag (e.g. "r7", quotes included): the change applies only to an unchanged entry',
+    examples: ['"r7"']
+  })),
+  reason: Type.Optional(StockReason),
+  note: InventoryUpdate.properties.note
+}, { additionalProperties: false, description: 'One change of a batch: a quantity to set or a delta to add, for one pet' })
+export type InventoryBatchChange = Static<typeof InventoryBatchChange>
+
+export const InventoryBatch = Type.Object({
+  changes: Type.Array(InventoryBatchChange, { minItems: 1, maxItems: MAX_BATCH_CHANGES, description: `1 to ${MAX_BATCH_CHANGES} changes, applied together or not at all` })
+}, { additionalProperties: false, description: 'Stock changes of several pets, applied in one transaction' })
+export type InventoryBatch = Static<typeof InventoryBatch>
+
 const IdName = (what: string) => Type.Object({
   id: Int64,
   name: Name()

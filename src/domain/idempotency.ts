@@ -16,8 +16,12 @@ export const MAX_IDEMPOTENCY_KEY_LENGTH = 255
 /** How long a key's record is kept by default: 24 hours, as Stripe. */
 export const DEFAULT_IDEMPOTENCY_TTL_SECONDS = 86_400
 
+/** The replay of a write recorded under a key: the entries it left. */
+export interface Replayed { status: 'replayed', entries: StockEntry[] }
+
 /** A store's answer to a write, where a key recorded by an earlier write became the replay of that write. */
-export type KeyedResult = Exclude<StockAdjustmentResult, { status: 'recorded' }> | { status: 'replayed', entries: StockEntry[] }
+export type Keyed<R> = Exclude<R, { status: 'recorded' }> | Replayed
+export type KeyedResult = Keyed<StockAdjustmentResult>
 
 /**
  * The fingerprint of a request: what must be the same for a second request with the key to be a retry of the first
@@ -50,13 +54,15 @@ export class IdempotencyKeys {
   }
 
   /**
-   * Runs `write` once for this caller's key: the write gets the claim to record with its change. When the store
+   * Runs `write` once for this caller's key: the write gets the claim to record with its change, and takes its time
+   * when called (a second try must judge the record's expiry at its own time, not the first's). When the store
    * answers that the key is recorded (an earlier write, or one another instance committed meanwhile), the recorded
    * write is replayed if it was the same request, else the key's reuse is refused (422 idempotency_key_reused). A key
    * whose write is still running in this process is refused at once (409 idempotency_key_in_flight); on another
    * instance the store makes the second write wait for the first and then replays it.
    */
-  async once (scope: string, key: string, request: readonly unknown[], write: (claim: IdempotencyClaim) => Promise<StockAdjustmentResult>): Promise<KeyedResult> {
+  async once<R extends { status: string }> (scope: string, key: string, request: readonly unknown[],
+    write: (claim: IdempotencyClaim) => Promise<R>): Promise<Keyed<R>> {
     const id = `${scope}\n${key}`
     if (this.#inFlight.has(id)) {
       throw new AppError('idempotency_key_in_flight', 'A request with this Idempotency-Key is still being processed; send the retry after it has been answered.')
@@ -67,7 +73,7 @@ export class IdempotencyKeys {
       // Twice at most: a record seen by the write and gone when read again has expired in between, and the key is free.
       for (let attempt = 1; attempt <= 2; attempt++) {
         const result = await write({ scope, key, fingerprint, expiresAt: new Date(this.#clock() + this.ttlSeconds * 1000) })
-        if (result.status !== 'recorded') return result
+        if (result.status !== 'recorded') return result as Keyed<R>
         const record = await this.#store.findIdempotencyRecord(scope, key, new Date(this.#clock()))
         if (record !== null) return this.#replay(record, fingerprint)
       }
@@ -77,7 +83,7 @@ export class IdempotencyKeys {
     }
   }
 
-  #replay (record: IdempotencyRecord, fingerprint: string): KeyedResult {
+  #replay (record: IdempotencyRecord, fingerprint: string): Replayed {
     if (record.fingerprint !== fingerprint) {
       throw new AppError('idempotency_key_reused', `This Idempotency-Key was used for a different request (another operation, pet, body or ` +
         `If-Match) at ${record.createdAt.toISOString()}; a new request needs a new key. Nothing was changed.`)

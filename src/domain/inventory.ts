@@ -1,6 +1,7 @@
 import { AppError } from '../errors.js'
-import type { IdempotencyClaim, StockAdjustment, StockAdjustmentResult, StockChange, Store } from '../store/types.js'
-import type { IdempotencyKeys, KeyedResult } from './idempotency.js'
+import { randomUUID } from 'node:crypto'
+import type { BatchChange, IdempotencyClaim, StockAdjustment, StockBatch, StockChange, Store } from '../store/types.js'
+import type { IdempotencyKeys, Keyed, KeyedResult } from './idempotency.js'
 import { MAX_QUANTITY, type LedgerEntry, type PetImport, type StockEntry, type StockReason } from './model.js'
 
 /** What a stock update asks for; the quantity and note are already validated at the edge. */
@@ -55,13 +56,13 @@ export async function updateQuantity (store: Store, petId: bigint, update: Stock
   idempotency?: IdempotentRequest): Promise<AppliedChange> {
   const change: StockChange = { petId, ...update, ...actor, at: new Date(clock()) }
   const request = ['set', petId, update.quantity, update.reason, update.note, conditionOf(update.expectedRevisions)]
-  return appliedOrThrow(petId, await keyed(actor, idempotency, request, (claim) => store.setQuantity(claim === undefined ? change : { ...change, idempotency: claim })))
+  return appliedOrThrow(petId, await keyed(actor, idempotency, request, (claim) => store.setQuantity(claim === undefined ? change : { ...change, at: new Date(clock()), idempotency: claim })))
 }
 
 /** A write through its idempotency key, when it has one. */
-async function keyed (actor: Actor, idempotency: IdempotentRequest | undefined, request: readonly unknown[],
-  write: (claim?: IdempotencyClaim) => Promise<StockAdjustmentResult>): Promise<KeyedResult> {
-  if (idempotency === undefined) return await write() as KeyedResult
+async function keyed<R extends { status: string }> (actor: Actor, idempotency: IdempotentRequest | undefined, request: readonly unknown[],
+  write: (claim?: IdempotencyClaim) => Promise<R>): Promise<Keyed<R>> {
+  if (idempotency === undefined) return await write() as Keyed<R>
   // Keys are the caller's own: the same key sent with two API keys names two requests.
   if (actor.keyId === null) throw new Error('An idempotency key needs the API key it belongs to')
   return await idempotency.keys.once(actor.keyId, idempotency.key, request, write)
@@ -105,9 +106,85 @@ export async function adjustQuantity (store: Store, petId: bigint, adjustment: S
   idempotency?: IdempotentRequest): Promise<AppliedChange> {
   const change: StockAdjustment = { petId, ...adjustment, ...actor, at: new Date(clock()), allowed: { min: 0, max: MAX_QUANTITY } }
   const request = ['adjust', petId, adjustment.delta, adjustment.reason, adjustment.note, conditionOf(adjustment.expectedRevisions)]
-  const result = await keyed(actor, idempotency, request, (claim) => store.adjustQuantity(claim === undefined ? change : { ...change, idempotency: claim }))
+  const result = await keyed(actor, idempotency, request, (claim) => store.adjustQuantity(claim === undefined ? change : { ...change, at: new Date(clock()), idempotency: claim }))
   return appliedOrThrow(petId, result, (current) => new AppError('stock_out_of_range', `Adding ${adjustment.delta} to the stock of pet ` +
     `${petId} (now ${current.quantity}) would leave ${current.quantity + adjustment.delta}, outside 0 to ${MAX_QUANTITY}; nothing was changed.`))
+}
+
+/** One change of a batch as the domain takes it: validated at the edge, its If-Match already read as revisions. */
+export type BatchChangeRequest = BatchChange
+
+/** An applied batch: the entries as they are now, in the batch's order; or, `replayed`, as an earlier request left them. */
+export interface AppliedBatch {
+  entries: StockEntry[]
+  version?: bigint
+  replayed: boolean
+}
+
+/** Why one change of a refused batch cannot apply, with the catalogue code a single change would answer. */
+export interface BatchChangeFailure {
+  index: number
+  petId: bigint
+  code: 'not_found' | 'precondition_failed' | 'stock_out_of_range'
+  message: string
+  /** The entry as it is (absent for not_found). */
+  current?: StockEntry
+}
+
+/** A batch of which at least one change cannot apply: nothing was changed. */
+export class BatchRefusedError extends AppError {
+  constructor (readonly failures: BatchChangeFailure[], total: number) {
+    super('batch_refused', `${failures.length} of ${total} changes cannot be applied; nothing was changed.`)
+  }
+}
+
+/**
+ * Applies stock changes of several pets together, each an absolute quantity or a delta, optionally compare-and-set:
+ * all in one transaction, or none when any cannot apply (then every failing change is reported). A pet may appear
+ * once: a second change of the same pet would have to say whether its If-Match means before or after the first.
+ */
+export async function applyBatch (store: Store, changes: readonly BatchChangeRequest[], actor: Actor, clock: () => number,
+  idempotency?: IdempotentRequest): Promise<AppliedBatch> {
+  const seen = new Map<bigint, number>()
+  changes.forEach((change, index) => {
+    const earlier = seen.get(change.petId)
+    if (earlier !== undefined) {
+      throw new AppError('invalid_request', `body.changes[${index}] changes pet ${change.petId} again (body.changes[${earlier}] already does); ` +
+        'a batch changes each pet at most once.')
+    }
+    seen.set(change.petId, index)
+  })
+  const batch: StockBatch = { changes, allowed: { min: 0, max: MAX_QUANTITY }, batchId: randomUUID(), ...actor, at: new Date(clock()) }
+  const request = ['batch', changes.map((change) => ['delta' in change ? ['delta', change.delta] : ['quantity', change.quantity],
+    change.petId, change.reason, change.note, conditionOf(change.expectedRevisions)])]
+  const result = await keyed(actor, idempotency, request, (claim) => store.applyBatch(claim === undefined ? batch : { ...batch, at: new Date(clock()), idempotency: claim }))
+  switch (result.status) {
+    case 'updated':
+      return result.version === undefined ? { entries: result.entries, replayed: false } : { entries: result.entries, version: result.version, replayed: false }
+    case 'replayed':
+      return { entries: result.entries, replayed: true }
+    case 'refused':
+      throw new BatchRefusedError(result.failures.map((failure) => {
+        const change = changes[failure.index] as BatchChangeRequest
+        const { index, petId, current } = failure
+        switch (failure.reason) {
+          case 'not_found':
+            return { index, petId, code: 'not_found', message: `No inventory entry exists for pet ${petId}.` }
+          case 'stale':
+            return { index, petId, code: 'precondition_failed', message: `The inventory entry of pet ${petId} has changed since the revision the change was based on.`, current }
+          case 'out_of_range':
+            return {
+              index,
+              petId,
+              code: 'stock_out_of_range',
+              message: 'delta' in change
+                ? `Adding ${change.delta} to the stock of pet ${petId} (now ${current?.quantity}) would leave ${(current?.quantity ?? 0) + change.delta}, outside 0 to ${MAX_QUANTITY}.`
+                : `The quantity of pet ${petId} must stay within 0 to ${MAX_QUANTITY}.`,
+              current
+            }
+        }
+      }), changes.length)
+  }
 }
 
 /** One stock entry; throws not_found when the pet has none. */

@@ -56,6 +56,8 @@ export interface LedgerEntry {
   keyId: string | null
   /** The X-Request-Id of the API request that made the change; null for the operator CLI. */
   requestId: string | null
+  /** The batch the change was part of (all its changes share it); null for a change made alone. */
+  batchId: string | null
   at: Date
 }
 

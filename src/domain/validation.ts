@@ -27,7 +27,7 @@ export function describeValidationError (where: string, error: ErrorObject | und
   if (error === undefined) return `${where} is invalid.`
   const at = place(where, error.instancePath)
   const params = error.params as Record<string, unknown>
-  const node = (error.parentSchema ?? {}) as { type?: unknown, minimum?: number, maximum?: number, minLength?: number, maxLength?: number, pattern?: string }
+  const node = (error.parentSchema ?? {}) as { type?: unknown, minimum?: number, maximum?: number, minLength?: number, maxLength?: number, minItems?: number, maxItems?: number, pattern?: string }
   switch (error.keyword) {
     case 'additionalProperties':
       return `${at}.${String(params.additionalProperty)} is not a known field.`
@@ -43,6 +43,10 @@ export function describeValidationError (where: string, error: ErrorObject | und
     case 'maximum':
       if (node.minimum !== undefined && node.maximum !== undefined) return `${at} must be an integer from ${node.minimum} to ${node.maximum}.`
       return `${at} ${error.message ?? 'is out of range'}.`
+    case 'minItems':
+    case 'maxItems':
+      if (node.minItems !== undefined && node.maxItems !== undefined) return `${at} must hold ${node.minItems} to ${node.maxItems} items.`
+      return `${at} ${error.message ?? 'has the wrong number of items'}.`
     case 'minLength':
     case 'maxLength':
       if (node.minLength === 1 && node.maxLength !== undefined) return `${at} must be a non-empty string of at most ${node.maxLength} characters.`
@@ -70,13 +74,20 @@ export function describeValidationError (where: string, error: ErrorObject | und
 /** The keyword that checks an int64 of a record read from a file: a bigint (or a safe integer) in range. */
 const INT64 = 'x-int64'
 
-const recordAjv = createAjv({ coerceTypes: false, useDefaults: false })
-recordAjv.addKeyword({
-  keyword: INT64,
-  schemaType: 'boolean',
-  errors: false,
-  validate: (_enabled: boolean, data: unknown) => (typeof data === 'bigint' && isInt64(data)) || (typeof data === 'number' && Number.isSafeInteger(data))
-})
+/** An Ajv that checks int64 fields holding a bigint or a safe integer (the keyword below). */
+function exactAjv (options: Options): Ajv {
+  const ajv = createAjv({ coerceTypes: false, ...options })
+  ajv.addKeyword({
+    keyword: INT64,
+    schemaType: 'boolean',
+    errors: false,
+    validate: (_enabled: boolean, data: unknown) => (typeof data === 'bigint' && isInt64(data)) || (typeof data === 'number' && Number.isSafeInteger(data))
+  })
+  return ajv
+}
+
+const recordAjv = exactAjv({ useDefaults: false })
+const bodyAjv = exactAjv({})
 
 function isInt64Node (node: Record<string, unknown>): boolean {
   return node.type === 'integer' && node.format === 'int64'
@@ -123,6 +134,30 @@ function withBigints (schema: TSchema | Record<string, unknown>, value: unknown)
 }
 
 export class RecordError extends Error {}
+
+/** Whether a schema has an int64 node anywhere. */
+export function hasInt64 (schema: unknown): boolean {
+  if (Array.isArray(schema)) return schema.some(hasInt64)
+  if (typeof schema !== 'object' || schema === null) return false
+  return isInt64Node(schema as Record<string, unknown>) || Object.values(schema).some(hasInt64)
+}
+
+/**
+ * A validator of a request body whose int64 fields arrive exactly (a bigint beyond 2^53, see the body reader), in the
+ * shape Fastify's validator compiler takes: false with `errors`, or `{ value }`, the body with its int64 fields as
+ * bigint.
+ */
+export function exactBodyValidator (schema: TSchema): ((data: unknown) => false | { value: unknown }) & { errors: ErrorObject[] | null | undefined } {
+  const validate = bodyAjv.compile(int64AsBigint(schema) as object)
+  const check = (data: unknown): false | { value: unknown } => {
+    const candidate = forValidation(data)
+    const valid = validate(candidate)
+    check.errors = validate.errors
+    return valid ? { value: withBigints(schema, candidate) } : false
+  }
+  check.errors = null as ErrorObject[] | null | undefined
+  return check
+}
 
 /**
  * A number whose JSON text is not an integer literal (a fraction or an exponent: `5.0`, `1e3`, `1e-400`), with

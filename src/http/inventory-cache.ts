@@ -187,27 +187,36 @@ export class InventoryCache {
   }
 
   /**
-   * A change this process made (and the store acknowledged): the one chunk it touches is re-serialized, when the
-   * listing is exactly one version behind it; otherwise the next request checks the store.
+   * Changes this process made (and the store acknowledged; several for a batch): only the chunks they touch are
+   * re-serialized, when the listing is exactly as many versions behind (each changed entry moves the version once);
+   * otherwise the next request checks the store.
    */
-  applied (entry: StockEntry, version: bigint | undefined): void {
+  applied (changed: StockEntry | readonly StockEntry[], version: bigint | undefined): void {
+    const entries = Array.isArray(changed) ? changed as readonly StockEntry[] : [changed as StockEntry]
     const listing = this.#listing
-    if (listing === null || version === undefined || this.#rebuilding !== null || version !== listing.version + 1n) {
+    if (listing === null || version === undefined || this.#rebuilding !== null || version !== listing.version + BigInt(entries.length)) {
       this.#stale = true
       return
     }
-    const c = chunkIndex(listing.chunks, entry.petId)
-    const chunk = listing.chunks[c]
-    const j = chunk === undefined ? -1 : indexOf(chunk.ids, entry.petId)
-    if (chunk === undefined || j === -1) {
-      this.#stale = true
-      return
+    const touched = new Set<number>()
+    for (const entry of entries) {
+      const c = chunkIndex(listing.chunks, entry.petId)
+      const chunk = listing.chunks[c]
+      const j = chunk === undefined ? -1 : indexOf(chunk.ids, entry.petId)
+      if (chunk === undefined || j === -1) {
+        this.#stale = true
+        return
+      }
+      chunk.quantities[j] = entry.quantity
+      chunk.statuses[j] = STATUS_CODE.get(entry.status) ?? 0
+      touched.add(c)
     }
-    chunk.quantities[j] = entry.quantity
-    chunk.statuses[j] = STATUS_CODE.get(entry.status) ?? 0
-    const before = chunk.bytes.length
-    chunk.bytes = this.#chunkBytes(chunk)
-    listing.length += chunk.bytes.length - before
+    for (const c of touched) {
+      const chunk = listing.chunks[c] as (typeof listing.chunks)[number]
+      const before = chunk.bytes.length
+      chunk.bytes = this.#chunkBytes(chunk)
+      listing.length += chunk.bytes.length - before
+    }
     listing.version = version
     listing.single = single(listing)
   }

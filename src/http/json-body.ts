@@ -3,7 +3,7 @@
  * silently changes what a client sent: it rounds numbers (`4.9999999999999999` becomes 5, `1e-400` becomes 0)
  * and keeps the last of repeated members (`{"quantity":7,"quantity":2}` is 2, where another reader on the way,
  * a proxy or a log, may take 7). Here:
- * - an integer literal (`-?(0|[1-9][0-9]*)`) becomes a number; any other number (a fraction or an exponent)
+ * - an integer literal (`-?(0|[1-9][0-9]*)`) becomes a number, or a bigint beyond 2^53; any other number (a fraction or an exponent)
  *   becomes a NonIntegerNumber, which no integer schema accepts, so `quantity: 5.0` or `1e3` is a 400 naming
  *   the field;
  * - a member name repeated in an object, `__proto__`, or `constructor.prototype` is a 400;
@@ -69,7 +69,10 @@ export function parseJsonBody (text: string): unknown {
     const match = NUMBER.exec(text)
     if (match === null) fail(at >= text.length ? 'unexpected end' : 'unexpected character')
     at = NUMBER.lastIndex
-    return match[1] === undefined && match[2] === undefined ? Number(match[0]) : new NonIntegerNumber(match[0])
+    if (match[1] !== undefined || match[2] !== undefined) return new NonIntegerNumber(match[0])
+    // An integer beyond 2^53 is kept exactly: an int64 field takes it as it is (src/http/validation.ts).
+    const number = Number(match[0])
+    return Number.isSafeInteger(number) ? number : BigInt(match[0])
   }
 
   function object (depth: number): Record<string, unknown> {

@@ -8,7 +8,8 @@
  */
 import type { ValidateFunction } from 'ajv'
 import type { FastifySchemaCompiler } from 'fastify'
-import { createAjv } from '../domain/validation.js'
+import type { TSchema } from 'typebox'
+import { createAjv, exactBodyValidator, hasInt64 } from '../domain/validation.js'
 
 const bodyAjv = createAjv({ coerceTypes: false })
 const textAjv = createAjv({ coerceTypes: false })
@@ -32,8 +33,47 @@ function integerProperties (schema: unknown): string[] {
   return Object.entries(properties).filter(([, p]) => p.type === 'integer' && p.format !== 'int64').map(([name]) => name)
 }
 
+/** Whether a parsed body holds a bigint: an integer literal beyond 2^53 (src/http/json-body.ts). */
+function holdsBigint (value: unknown): boolean {
+  if (typeof value === 'bigint') return true
+  if (typeof value !== 'object' || value === null) return false
+  return Object.values(value).some(holdsBigint)
+}
+
+/** The body with every bigint as the number nearest to it: what a field that is no int64 is checked as. */
+function asNumbers (value: unknown): unknown {
+  if (typeof value === 'bigint') return Number(value)
+  if (Array.isArray(value)) return value.map(asNumbers)
+  if (typeof value !== 'object' || value === null) return value
+  const copy: Record<string, unknown> = {}
+  for (const [key, field] of Object.entries(value)) Object.defineProperty(copy, key, { value: asNumbers(field), enumerable: true, writable: true, configurable: true })
+  return copy
+}
+
+/**
+ * A body validator. A body schema with int64 fields takes them exactly (bigint); in any other, a huge integer is
+ * checked as the number it rounds to, so it fails its field's range with the range's message.
+ */
+function bodyValidator (schema: object): unknown {
+  if (hasInt64(schema)) return exactBodyValidator(schema as TSchema)
+  const validate = bodyAjv.compile(schema)
+  const check = (data: unknown): boolean | { value: unknown } => {
+    if (!holdsBigint(data)) {
+      const valid = validate(data)
+      check.errors = validate.errors
+      return valid
+    }
+    const numbers = asNumbers(data)
+    const valid = validate(numbers)
+    check.errors = validate.errors
+    return valid ? { value: numbers } : false
+  }
+  check.errors = null as ValidateFunction['errors']
+  return check
+}
+
 export const validatorCompiler: FastifySchemaCompiler<unknown> = ({ schema, httpPart }) => {
-  if (httpPart === 'body') return bodyAjv.compile(schema as object)
+  if (httpPart === 'body') return bodyValidator(schema as object) as ReturnType<FastifySchemaCompiler<unknown>>
   const validate: ValidateFunction = textAjv.compile(int64AsText(schema) as object)
   const integers = integerProperties(schema)
   if (integers.length === 0) return validate

@@ -95,6 +95,46 @@ export type StockChangeResult =
 /** What an adjustment can also meet: a result outside the allowed quantities, so nothing was changed. */
 export type StockAdjustmentResult = StockChangeResult | { status: 'out_of_range', current: StockEntry }
 
+/** One change of a batch: an absolute quantity or a delta for one pet, optionally compare-and-set. */
+export type BatchChange = ({ quantity: number } | { delta: number }) & {
+  petId: bigint
+  /** The revisions the entry may have for the change to apply; null: unconditional. */
+  expectedRevisions: readonly bigint[] | null
+  reason: StockReason
+  note: string | null
+}
+
+/** Changes applied together: all of them in one transaction, or none. No pet appears twice. */
+export interface StockBatch {
+  changes: readonly BatchChange[]
+  /** The quantities a result may have (the domain's rule), for absolute and relative changes alike. */
+  allowed: { min: number, max: number }
+  /** Shared by the ledger rows of the batch. */
+  batchId: string
+  keyId: string | null
+  requestId: string | null
+  at: Date
+  idempotency?: IdempotencyClaim
+}
+
+/** Why one change of a batch cannot apply. */
+export interface BatchFailure {
+  /** The change's position in the batch, from 0. */
+  index: number
+  petId: bigint
+  reason: 'not_found' | 'stale' | 'out_of_range'
+  /** The entry as it is (absent for not_found). */
+  current?: StockEntry
+}
+
+export type StockBatchResult =
+  /** Every change applied: the entries as they are now, in the batch's order. */
+  | { status: 'updated', entries: StockEntry[], version?: bigint }
+  /** At least one change cannot apply: nothing was changed; every failing change is listed. */
+  | { status: 'refused', failures: BatchFailure[] }
+  /** An unexpired record of the batch's idempotency key exists: nothing was changed. */
+  | { status: 'recorded' }
+
 /** A page of a consistent listing. */
 export interface InventoryPage {
   /** The inventory version of the snapshot the page comes from: the same on every page of one listing. */
@@ -161,6 +201,12 @@ export interface Store {
    * A result outside `allowed` changes nothing (out_of_range); a stale revision changes nothing (stale).
    */
   adjustQuantity (change: StockAdjustment): Promise<StockAdjustmentResult>
+  /**
+   * Applies every change of the batch and records each in the ledger with the batch id, in one transaction; when
+   * any change cannot apply (no entry, stale revision, a result outside `allowed`), nothing is changed and every
+   * failing change is reported. The quantities a relative change adds to are the committed ones.
+   */
+  applyBatch (batch: StockBatch): Promise<StockBatchResult>
   /** The record of an idempotency key, if one exists that has not expired at `at`. */
   findIdempotencyRecord (scope: string, key: string, at: Date): Promise<IdempotencyRecord | null>
   /** Deletes at most `limit` records that expired at `before` or earlier; returns how many it deleted. */

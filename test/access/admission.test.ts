@@ -176,6 +176,22 @@ for (const mode of ['in process', 'asynchronous'] as const) {
       assert.equal(admission.quota.shown.remaining, 0)
     })
 
+    test('when an admitted operation is worth several requests, then the rest is charged all at once or refused whole, naming what is left', async () => {
+      const key = record('key_a')
+      const { admit, gate, clock } = gatekeeper({ RATE_LIMIT_FREE: '10/100' }, { [LIVE]: key })
+      assert.equal((await admit({ token: LIVE })).outcome, 'admitted')
+      const charged = await gate.chargeMore(key, 5, 'This batch of 6 changes')
+      assert.deepEqual([charged.outcome, charged.quota.shown.remaining], ['admitted', 4])
+      assert.equal((await admit({ token: LIVE })).outcome, 'admitted')
+      clock.now += 20_000
+      const refused = await gate.chargeMore(key, 5, 'This batch of 6 changes')
+      assert.equal(refused.outcome, 'limited')
+      if (refused.outcome !== 'limited') return
+      assert.deepEqual([refused.window.name, refused.quota.shown.remaining, refused.retryAfterSeconds], ['minute', 3, 40], 'what is left, not 0')
+      assert.equal((await gate.chargeMore(key, 3, 'This batch of 4 changes')).outcome, 'admitted', 'the refusal took nothing')
+      await assert.rejects(gate.chargeMore(key, 10, 'This batch of 11 changes'), /counts as 11 requests, more than this key's limit of 10 per minute/)
+    })
+
     test('when an enterprise key has its own limits, then they apply', async () => {
       const { admit } = gatekeeper({}, { [LIVE]: record('key_e', { plan: 'enterprise', perMinute: 7, perDay: 70 }) })
       assert.deepEqual((await admit({ token: LIVE })).quota.windows.map((w) => w.limit), [7, 70])

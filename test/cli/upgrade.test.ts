@@ -98,9 +98,19 @@ describe('upgrading a SQLite store', () => {
     const write = await fetch(`${base}/v1/inventory/1`, { method: 'PATCH', headers, body: '{"quantity":2}' })
     assert.equal(write.status, 503)
     assert.equal((await write.json() as { message: string }).message, 'This instance serves reads only: the store was migrated by a newer release. Writes are refused.')
+    // Every other write too, whatever the operation (a list of writes once missed the adjustments).
+    for (const [url, body] of [['/v1/inventory/1/adjustments', '{"delta":5}'], ['/v1/inventory/batch', '{"changes":[{"petId":1,"delta":5}]}']] as const) {
+      const res = await fetch(`${base}${url}`, { method: 'POST', headers: { ...headers, 'idempotency-key': `ro-${url}` }, body })
+      assert.equal(res.status, 503, url)
+    }
     server.child.kill('SIGTERM')
     await within(5000, server.exited, 'exit')
     assert.match(server.output().stdout, /newer than this release.*Serving reads only/)
+    const after = new Database(cli.db, { readonly: true })
+    t.after(() => after.close())
+    assert.equal(after.prepare('SELECT quantity FROM inventory WHERE pet_id = 1').pluck().get(), 1)
+    assert.equal(after.prepare('SELECT count(*) FROM idempotency_keys').pluck().get(), 0)
+    assert.equal(after.prepare('SELECT count(*) FROM stock_ledger').pluck().get(), 1, 'the import only')
   })
 
   test('when the store ran an edited migration, then serve and every command exit 2 naming it', async (t) => {

@@ -334,6 +334,25 @@ describe('typed client: If-Match', () => {
   })
 })
 
+describe('client: batches', () => {
+  test('when a batch applies, then every entry comes back with its ETag, ids exact; a refused batch throws batch_refused with its failures', async (t) => {
+    const { baseUrl, key, store } = await served(t, {}, { pets: [pet(BIG, { quantity: 2 }), pet(1, { quantity: 0 })] })
+    const { client, requests } = clientFor(baseUrl, key)
+    const result = await client.batchUpdateInventory({ changes: [{ petId: BIG, delta: 3, reason: 'arrival' }, { petId: 1n, quantity: 4 }] })
+    assert.deepEqual(result.data.map((e) => [e.petId, e.quantity]), [[BIG, 5], [1n, 4]])
+    assert.match(result.data[0]?.etag ?? '', /^"r\d+"$/)
+    assert.equal(result.replayed, false)
+    const refused = await rejection(client.batchUpdateInventory({ changes: [{ petId: 1n, delta: 1 }, { petId: BIG, delta: -100 }] }))
+    assert.deepEqual([refused.status, refused.code, refused.attempts], [409, 'batch_refused', 1])
+    assert.deepEqual(refused.failures?.map((f) => [f.index, f.petId, f.code]), [[1, BIG, 'stock_out_of_range']])
+    assert.deepEqual([(await store.getStockEntry(1n))?.quantity, (await store.getStockEntry(BIG))?.quantity], [4, 5])
+    assert.equal(requests.length, 2)
+    const again = await client.batchUpdateInventory({ changes: [{ petId: 1n, delta: 1 }] }, { idempotencyKey: 'b-1' })
+    const replay = await client.batchUpdateInventory({ changes: [{ petId: 1n, delta: 1 }] }, { idempotencyKey: 'b-1' })
+    assert.deepEqual([again.replayed, replay.replayed, replay.data[0]?.quantity], [false, true, 5])
+  })
+})
+
 describe('client: relative stock changes', () => {
   test('when adjusting, then the delta is applied once and the entry with its ETag is answered; out of range is a typed 409', async (t) => {
     const { baseUrl, key } = await served(t, {}, { pets: [pet(BIG, { quantity: 2 })] })
@@ -373,6 +392,22 @@ describe('client: relative stock changes', () => {
       assert.equal((await store.stockHistory(1n, 100)).length, before + 1, `${method} applied once`)
     }
     assert.equal((await store.getStockEntry(1n))?.quantity, 9)
+  })
+
+  test('when a write gives up without an answer, then the error carries its key, and a call with that key applies nothing twice', async (t) => {
+    const { baseUrl, key, store } = await served(t, {}, { pets: [pet(1, { quantity: 1 })] })
+    // Every try reaches the service, and every answer is lost.
+    const lossy: typeof fetch = async (input, init) => {
+      await (await fetch(input, init)).arrayBuffer()
+      throw new TypeError('fetch failed: socket hang up')
+    }
+    const { client } = clientFor(baseUrl, key, { fetch: lossy })
+    const failed = await rejection(client.adjustInventory(1, { delta: 1 }))
+    assert.deepEqual([failed.code, failed.attempts], ['network_error', 4])
+    assert.match(failed.idempotencyKey ?? '', /^[0-9a-f-]{36}$/)
+    const again = await clientFor(baseUrl, key).client.adjustInventory(1, { delta: 1 }, { idempotencyKey: failed.idempotencyKey ?? '' })
+    assert.deepEqual([again.replayed, again.data.quantity, again.idempotencyKey], [true, 2, failed.idempotencyKey])
+    assert.equal((await store.getStockEntry(1n))?.quantity, 2, 'applied once in five tries')
   })
 
   test('when writes are made, then each call has a key of its own, and a key given by the caller is the one sent', async (t) => {

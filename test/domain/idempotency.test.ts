@@ -101,6 +101,34 @@ describe('idempotency keys', () => {
     assert.equal(applied.length, 2)
   })
 
+  test('when the record expires while a retry is being written, then the retry is tried again at its own time and applies', async () => {
+    const time = { now: NOW }
+    const ticking = (): number => time.now
+    const records = new Map<string, { fingerprint: string, expiresAt: Date, entries: StockEntry[], createdAt: Date }>()
+    let applied = 0
+    const store = {
+      adjustQuantity: async (change: StockAdjustment) => {
+        const claim = change.idempotency as IdempotencyClaim
+        const held = records.get(claim.key)
+        time.now += 2 // the write takes a little while
+        if (held !== undefined && held.expiresAt > change.at) return { status: 'recorded' }
+        applied++
+        records.set(claim.key, { fingerprint: claim.fingerprint, expiresAt: claim.expiresAt, entries: [ENTRY], createdAt: change.at })
+        return { status: 'updated', entry: ENTRY }
+      },
+      findIdempotencyRecord: async (_scope: string, key: string, at: Date) => {
+        const held = records.get(key)
+        return held !== undefined && held.expiresAt > at ? held : null
+      }
+    } as unknown as Store
+    const keys = new IdempotencyKeys({ store, clock: ticking, ttlSeconds: 60 })
+    await adjustQuantity(store, 7n, adjust(1), ACTOR, ticking, { keys, key: 'k' })
+    time.now = NOW + 60_000 - 1
+    const retry = await adjustQuantity(store, 7n, adjust(1), ACTOR, ticking, { keys, key: 'k' })
+    assert.equal(retry.replayed, false, 'the key had expired: the write applies anew')
+    assert.equal(applied, 2)
+  })
+
   test('when a keyed write fails, then the key is free again in this process', async () => {
     const { store } = recordingStore()
     const keys = new IdempotencyKeys({ store, clock, ttlSeconds: 3600 })

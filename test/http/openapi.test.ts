@@ -34,9 +34,12 @@ describe('GET /v1/openapi.json', () => {
     assert.deepEqual(doc.servers.map((s) => s.url), ['https://api.example.test/v1', 'https://staging.example.test/v1'])
   })
 
-  test('when read, then it lists the four operations of the spec, the entry lookup, adjustments, and nothing internal', async (t) => {
+  test('when read, then it lists the four operations of the spec, the entry lookup, adjustments, batches, and nothing internal', async (t) => {
     const doc = await document(t)
-    assert.deepEqual(Object.keys(doc.paths).sort(), ['/inventory', '/inventory/{petId}', '/inventory/{petId}/adjustments', '/pets/{petId}', '/store/orders'])
+    assert.deepEqual(Object.keys(doc.paths).sort(),
+      ['/inventory', '/inventory/batch', '/inventory/{petId}', '/inventory/{petId}/adjustments', '/pets/{petId}', '/store/orders'])
+    assert.equal(doc.paths['/inventory/batch']?.post?.operationId, 'batchUpdateInventory')
+    assert.equal(doc.paths['/inventory/batch']?.post?.['x-stability'], 'beta')
     assert.equal(doc.paths['/inventory/{petId}/adjustments']?.post?.operationId, 'adjustInventory')
     assert.equal(doc.paths['/inventory/{petId}/adjustments']?.post?.['x-stability'], 'beta')
     assert.equal(doc.paths['/inventory']?.get?.operationId, 'listInventory')
@@ -71,7 +74,7 @@ describe('GET /v1/openapi.json', () => {
 
   test('when read, then every stock write takes an Idempotency-Key, states the retention, and documents Idempotent-Replayed', async (t) => {
     const doc = await document(t)
-    for (const operation of [doc.paths['/inventory/{petId}']?.patch, doc.paths['/inventory/{petId}/adjustments']?.post]) {
+    for (const operation of [doc.paths['/inventory/{petId}']?.patch, doc.paths['/inventory/{petId}/adjustments']?.post, doc.paths['/inventory/batch']?.post]) {
       const key = operation?.parameters?.find((p) => p.name === 'idempotency-key')
       assert.equal(key?.in, 'header')
       assert.match(String(key?.description), /1 to 255 printable ASCII/)
@@ -96,6 +99,10 @@ describe('GET /v1/openapi.json', () => {
         200: null, 400: ['invalid_request'], 401: ['unauthorized'], 404: ['not_found'], 409: ['stock_out_of_range', 'idempotency_key_in_flight'],
         412: ['precondition_failed'], 413: ['payload_too_large'], 415: ['unsupported_media_type'], 414: ['uri_too_long'], 422: ['idempotency_key_reused'],
         429: LIMITED, 500: ['internal_error'], 503: ['service_unavailable']
+      },
+      '/inventory/batch post': {
+        200: null, 400: ['invalid_request'], 401: ['unauthorized'], 409: ['batch_refused'], 413: ['payload_too_large'], 414: ['uri_too_long'],
+        415: ['unsupported_media_type'], 422: ['idempotency_key_reused'], 429: LIMITED, 500: ['internal_error'], 503: ['service_unavailable']
       },
       '/pets/{petId} get': { 200: null, 400: ['invalid_request'], 401: ['unauthorized'], 404: ['not_found'], 410: ['gone'], 414: ['uri_too_long'], 429: LIMITED, 500: ['internal_error'], 503: ['service_unavailable'] },
       '/store/orders get': { 200: null, 400: ['invalid_request'], 401: ['unauthorized'], 414: ['uri_too_long'], 429: LIMITED, 500: ['internal_error'], 503: ['service_unavailable'] }

@@ -42,6 +42,7 @@ describe('PATCH /v1/inventory/{petId}: the stock ledger', () => {
       note: 'Litter of 12 from the breeder',
       keyId: await keyId(app),
       requestId: 'delivery-0042',
+      batchId: null,
       at: new Date(app.clock.now)
     })
   })

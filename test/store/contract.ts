@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict'
 import { describe, test, type TestContext } from 'node:test'
 import { MAX_QUANTITY, type ApiKeyRecord, type InventoryItem, type Order, type OrderStatus, type Pet, type PetImport } from '../../src/domain/model.js'
-import type { IdempotencyClaim, NewApiKey, StockAdjustment, StockChange, Store } from '../../src/store/types.js'
+import type { BatchChange, IdempotencyClaim, NewApiKey, StockAdjustment, StockBatch, StockChange, Store } from '../../src/store/types.js'
 import { importData } from '../../src/domain/import.js'
 
 const INT64_MAX = 2n ** 63n - 1n
@@ -492,6 +492,86 @@ export function storeContract (name: string, open: (t: TestContext) => Promise<S
       })
     })
 
+    describe('batches of changes (applyBatch)', () => {
+      const batchOf = (changes: StockBatch['changes'], overrides: Partial<StockBatch> = {}): StockBatch => ({
+        changes, allowed: { min: 0, max: MAX_QUANTITY }, batchId: 'batch-1', keyId: 'key_a', requestId: 'req-b', at: CHANGED_AT, ...overrides
+      })
+      const set = (petId: bigint, quantity: number, more: Partial<BatchChange> = {}): BatchChange =>
+        ({ petId, quantity, expectedRevisions: null, reason: 'arrival', note: null, ...more }) as BatchChange
+      const add = (petId: bigint, delta: number, more: Partial<BatchChange> = {}): BatchChange =>
+        ({ petId, delta, expectedRevisions: null, reason: 'adjustment', note: null, ...more }) as BatchChange
+
+      test('a batch applies every change, answers the entries in its order, and its ledger rows share the batch id', async (t) => {
+        const store = await open(t)
+        await importData(store, { pets: [pet(1n, { quantity: 5 }), pet(ABOVE_2_53, { quantity: 2, status: 'sold' }), pet(3n, { quantity: 9 })], orders: [] })
+        const before = await store.getStockEntry(3n)
+        assert.ok(before !== null)
+        const version = await store.inventoryVersion()
+        const result = await store.applyBatch(batchOf([add(ABOVE_2_53, 3), set(1n, 0, { note: 'sold out' }), add(3n, -4, { expectedRevisions: [before.revision] })]))
+        assert.equal(result.status, 'updated')
+        const entries = result.status === 'updated' ? result.entries : []
+        assert.deepEqual(entries.map((e) => [e.petId, e.quantity, e.status]), [[ABOVE_2_53, 5, 'sold'], [1n, 0, 'available'], [3n, 5, 'available']])
+        assert.deepEqual(await Promise.all(entries.map((e) => store.getStockEntry(e.petId))), entries)
+        assert.ok(await store.inventoryVersion() > version)
+        const rows = (await Promise.all([ABOVE_2_53, 1n, 3n].map((id) => store.stockHistory(id, 10)))).map((h) => h.at(-1))
+        assert.deepEqual(rows.map((r) => [r?.previousQuantity, r?.quantity, r?.reason, r?.note, r?.keyId, r?.requestId, r?.batchId]), [
+          [2, 5, 'adjustment', null, 'key_a', 'req-b', 'batch-1'],
+          [5, 0, 'arrival', 'sold out', 'key_a', 'req-b', 'batch-1'],
+          [9, 5, 'adjustment', null, 'key_a', 'req-b', 'batch-1']
+        ])
+        assert.equal((await store.stockHistory(1n, 10))[0]?.batchId, null, 'a change made alone has no batch')
+      })
+
+      test('when any change cannot apply, then nothing changes and every failing change is listed with why', async (t) => {
+        const store = await open(t)
+        await importData(store, { pets: [pet(1n, { quantity: 5 }), pet(2n, { quantity: 1 }), pet(3n, { quantity: 9 })], orders: [] })
+        const current2 = await store.getStockEntry(2n)
+        const current3 = await store.getStockEntry(3n)
+        const before = await snapshot(store, [1n, 2n, 3n])
+        const result = await store.applyBatch(batchOf([add(1n, 1), add(2n, -2), set(INT64_MAX, 1), add(3n, 1, { expectedRevisions: [999n] }), set(1n + 10n, 1)]))
+        assert.deepEqual(result, {
+          status: 'refused',
+          failures: [
+            { index: 1, petId: 2n, reason: 'out_of_range', current: current2 },
+            { index: 2, petId: INT64_MAX, reason: 'not_found' },
+            { index: 3, petId: 3n, reason: 'stale', current: current3 },
+            { index: 4, petId: 11n, reason: 'not_found' }
+          ]
+        })
+        assert.deepEqual(await snapshot(store, [1n, 2n, 3n]), before)
+      })
+
+      test('a batch with an idempotency key records all its entries, and the same key again changes nothing', async (t) => {
+        const store = await open(t)
+        await importData(store, { pets: [pet(1n, { quantity: 5 }), pet(2n, { quantity: 1 })], orders: [] })
+        const idempotency = { scope: 'key_a', key: 'b1', fingerprint: 'fp', expiresAt: new Date(CHANGED_AT.getTime() + 60_000) }
+        const first = await store.applyBatch(batchOf([add(1n, 1), add(2n, 1)], { idempotency }))
+        assert.equal(first.status, 'updated')
+        assert.deepEqual((await store.findIdempotencyRecord('key_a', 'b1', CHANGED_AT))?.entries, first.status === 'updated' ? first.entries : null)
+        const before = await snapshot(store, [1n, 2n])
+        assert.deepEqual(await store.applyBatch(batchOf([add(1n, 1), add(2n, 1)], { idempotency })), { status: 'recorded' })
+        assert.deepEqual(await store.adjustQuantity(stockAdjustment(1n, 1, { idempotency })), { status: 'recorded' }, 'one key, whatever the write')
+        assert.deepEqual(await snapshot(store, [1n, 2n]), before)
+        const refused = await store.applyBatch(batchOf([add(1n, -100)], { idempotency: { ...idempotency, key: 'b2' } }))
+        assert.equal(refused.status, 'refused')
+        assert.equal(await store.findIdempotencyRecord('key_a', 'b2', CHANGED_AT), null, 'a refused batch records nothing')
+      })
+
+      test('concurrent batches over the same pets in different orders all apply, none lost, without deadlock', async (t) => {
+        const store = await open(t)
+        await importData(store, { pets: [pet(1n, { quantity: 0 }), pet(2n, { quantity: 0 }), pet(3n, { quantity: 0 })], orders: [] })
+        const orders = [[1n, 2n, 3n], [3n, 2n, 1n], [2n, 3n, 1n]]
+        const results = await Promise.all(Array.from({ length: 24 }, (_, i) =>
+          store.applyBatch(batchOf((orders[i % 3] as bigint[]).map((id) => add(id, 1)), { batchId: `b${i}` }))))
+        assert.ok(results.every((r) => r.status === 'updated'))
+        for (const id of [1n, 2n, 3n]) {
+          assert.equal((await store.getStockEntry(id))?.quantity, 24)
+          const history = (await store.stockHistory(id, 100)).slice(1)
+          for (let i = 1; i < history.length; i++) assert.equal(history[i]?.previousQuantity, history[i - 1]?.quantity)
+        }
+      })
+    })
+
     describe('stock ledger and revisions', () => {
       test('setQuantity records the change in the ledger with previous and new quantity, reason, note, key, request and time', async (t) => {
         const store = await open(t)
@@ -505,10 +585,10 @@ export function storeContract (name: string, open: (t: TestContext) => Promise<S
         assert.equal(history.length, 2)
         const [imported, arrival] = history
         assert.deepEqual({ ...imported, id: 0n }, {
-          id: 0n, petId: ABOVE_2_53, previousQuantity: null, quantity: 4, reason: 'import', note: null, keyId: null, requestId: null, at: new Date('2026-11-22T11:00:00Z')
+          id: 0n, petId: ABOVE_2_53, previousQuantity: null, quantity: 4, reason: 'import', note: null, keyId: null, requestId: null, batchId: null, at: new Date('2026-11-22T11:00:00Z')
         })
         assert.deepEqual({ ...arrival, id: 0n }, {
-          id: 0n, petId: ABOVE_2_53, previousQuantity: 4, quantity: 15, reason: 'arrival', note: 'Truck 42 — 11 puppies', keyId: 'key_a', requestId: 'req-1', at: CHANGED_AT
+          id: 0n, petId: ABOVE_2_53, previousQuantity: 4, quantity: 15, reason: 'arrival', note: 'Truck 42 — 11 puppies', keyId: 'key_a', requestId: 'req-1', batchId: null, at: CHANGED_AT
         })
         assert.ok((arrival?.id ?? 0n) > (imported?.id ?? 0n))
         assert.equal(typeof arrival?.petId, 'bigint')

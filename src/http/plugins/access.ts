@@ -218,6 +218,22 @@ export function registerGate (scope: FastifyInstance, options: AccessOptions): v
 }
 
 /**
+ * Charges the caller of an admitted request for the `extra` requests its operation is worth beyond the one the gate
+ * counted (a batch of N changes costs N), all at once or none: when the key lacks the room, a 429 that names what is
+ * left, with the rate-limit fields showing it. `what` names the operation in messages ("This batch of 5 changes").
+ */
+export async function chargeMore (options: AccessOptions, request: FastifyRequest, reply: FastifyReply, extra: number, what: string): Promise<void> {
+  const key = request.apiKey
+  if (key === null || extra <= 0) return
+  const admission = await options.gatekeeper.chargeMore(key, extra, what)
+  setQuotaHeaders(reply, admission.quota)
+  if (admission.outcome !== 'limited') return
+  const { window, retryAfterSeconds: wait } = admission
+  throw new AppError('rate_limited', `${what} counts as ${extra + 1} requests, and this key has ${window.remaining + 1} left this ${window.name} ` +
+    `(this request included); nothing was changed; retry in ${wait} s.`, { 'Retry-After': String(wait) })
+}
+
+/**
  * For an error answered without the gate having asked (a malformed URL, an unknown path outside the guarded
  * scope, a request refused by a check that runs first): the caller is charged like any request, a valid key
  * or else the client address, and the error keeps its answer, unless the caller is over its limit or banned,

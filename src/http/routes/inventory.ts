@@ -1,5 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import type { FastifyReply } from 'fastify'
+import type { FastifyReply, FastifyRequest } from 'fastify'
 import fastJson from 'fast-json-stringify'
 import { Type } from 'typebox'
 import type { IncomingMessage } from 'node:http'
@@ -7,7 +7,7 @@ import { Readable } from 'node:stream'
 import type { IdempotencyKeys } from '../../domain/idempotency.js'
 import { decodeCursor, encodeCursor } from '../../domain/cursor.js'
 import {
-  adjustQuantity, type AppliedChange, DEFAULT_INVENTORY_LIMIT, type IdempotentRequest, getStockEntry, INVENTORY_CURSOR_PREFIX, MAX_INVENTORY_LIMIT, StaleEntryError, updateQuantity
+  adjustQuantity, applyBatch, type AppliedChange, BatchRefusedError, type BatchChangeRequest, DEFAULT_INVENTORY_LIMIT, type IdempotentRequest, getStockEntry, INVENTORY_CURSOR_PREFIX, MAX_INVENTORY_LIMIT, StaleEntryError, updateQuantity
 } from '../../domain/inventory.js'
 import type { InventoryItem as Item, StockEntry } from '../../domain/model.js'
 import { parseInt64 } from '../../int64.js'
@@ -15,11 +15,13 @@ import type { Store } from '../../store/types.js'
 import { InventoryCache, type ChangeWatch, type InventoryView } from '../inventory-cache.js'
 import { IDEMPOTENCY_KEY_DESCRIPTION, idempotencyKeyOf } from '../idempotency.js'
 import { BODY_LIMIT_BYTES } from '../limits.js'
-import { AppError } from '../../errors.js'
+import { AppError, errorBody } from '../../errors.js'
 import { cursorRefused, linkNext } from '../paging.js'
 import { entryTag, ifMatchTags, revisionOf } from '../preconditions.js'
 import { COMMON_ERRORS, ErrorResponse, INVALID_REQUEST, Int64Text, NOT_FOUND, RESPONSE_HEADERS } from '../schemas/common.js'
-import { InventoryAdjustment, InventoryItem, InventoryUpdate } from '../../domain/entities.js'
+import {
+  InventoryAdjustment, InventoryBatch, type InventoryBatchChange, InventoryItem, InventoryUpdate, MAX_BATCH_CHANGES
+} from '../../domain/entities.js'
 
 const ETAG_HEADER = { ETag: Type.String({ description: 'Strong validator of the whole inventory; send it back in If-None-Match' }) }
 const ENTRY_ETAG_HEADER = {
@@ -55,15 +57,15 @@ const WriteHeaders = Type.Object({
   'idempotency-key': Type.Optional(Type.String({ description: IDEMPOTENCY_KEY_DESCRIPTION }))
 })
 
+const REPLAYED_HEADER = {
+  'Idempotent-Replayed': Type.Literal('true', { description: 'Sent when this answer replays an earlier request with the same Idempotency-Key: nothing was applied now' })
+}
+
 /** An applied write's answer: the entry, its ETag, and whether it is the replay of an earlier request with the key. */
 const Written = (description: string) => Type.Object(InventoryItem.properties, {
   additionalProperties: false,
   description,
-  headers: {
-    ...RESPONSE_HEADERS,
-    ...ENTRY_ETAG_HEADER,
-    'Idempotent-Replayed': Type.Literal('true', { description: 'Sent when this answer replays an earlier request with the same Idempotency-Key: nothing was applied now' })
-  }
+  headers: { ...RESPONSE_HEADERS, ...ENTRY_ETAG_HEADER, ...REPLAYED_HEADER }
 })
 
 // The errors of the stock writes.
@@ -74,6 +76,37 @@ const UNSUPPORTED_MEDIA_TYPE = ErrorResponse(['unsupported_media_type'], 'The bo
 const KEY_IN_FLIGHT = 'an earlier request with the same Idempotency-Key is still being processed (retry later; nothing was changed)'
 const KEY_REUSED = ErrorResponse(['idempotency_key_reused'], 'The Idempotency-Key was used for a different request (operation, pet, body or ' +
   'If-Match) within its retention; nothing was changed.')
+
+const BATCH_REFUSED = Type.Object({
+  ...ErrorResponse(['batch_refused'], '').properties,
+  failures: Type.Array(Type.Object({
+    index: Type.Integer({ minimum: 0, description: 'The failing change\'s position in `changes`, from 0' }),
+    petId: InventoryItem.properties.petId,
+    code: Type.Enum(['not_found', 'precondition_failed', 'stock_out_of_range'], { type: 'string', description: 'What a single change would have answered' }),
+    message: Type.String(),
+    etag: Type.Optional(Type.String({ description: 'The entry\'s current ETag (for precondition_failed and stock_out_of_range)' }))
+  }, { additionalProperties: false }), { description: 'Every change that cannot apply' })
+}, {
+  additionalProperties: false,
+  description: 'Conflict: at least one change cannot apply, so none was applied. Error codes: `batch_refused`.',
+  headers: RESPONSE_HEADERS
+})
+
+/** One change of a batch body as the domain takes it; its ifMatch read as revisions, or a 400 naming the change. */
+function batchChange (change: InventoryBatchChange, index: number): BatchChangeRequest {
+  const { petId, quantity, delta, ifMatch, reason = 'adjustment', note = null } = change
+  if ((quantity === undefined) === (delta === undefined)) {
+    throw new AppError('invalid_request', `body.changes[${index}] must have either quantity (to set the stock) or delta (to add to it), not ${quantity === undefined ? 'neither' : 'both'}.`)
+  }
+  let revisions: bigint[] | null
+  try {
+    revisions = expectedRevisions(ifMatch)
+  } catch {
+    throw new AppError('invalid_request', `body.changes[${index}].ifMatch must be * or an entity tag such as "r3" (quotes included).`)
+  }
+  const common = { petId, reason, note, expectedRevisions: revisions }
+  return delta === undefined ? { ...common, quantity: quantity as number } : { ...common, delta }
+}
 
 /** A retention in the largest whole unit: "24 hours", "90 minutes". */
 function retention (seconds: number): string {
@@ -119,9 +152,11 @@ export interface InventoryRouteOptions {
   watch?: ChangeWatch
   /** Tells every instance of an acknowledged change (the shared limiter's announceChange). */
   announceChange?: () => Promise<void>
+  /** Charges the caller for what an operation is worth beyond one request (src/http/plugins/access.ts chargeMore). */
+  chargeMore: (request: FastifyRequest, reply: FastifyReply, extra: number, what: string) => Promise<void>
 }
 
-export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> = async (app, { store, clock, idempotency, watch, announceChange }) => {
+export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> = async (app, { store, clock, idempotency, watch, announceChange, chargeMore }) => {
   const keyedWrites = ` With an Idempotency-Key a retry is safe: the same key with the same request within ${retention(idempotency.ttlSeconds)} ` +
     'is answered what the first request was, with `Idempotent-Replayed: true`, and applies nothing again (a replay counts ' +
     'against the rate limit); the key with another request is 422 `idempotency_key_reused`, and while the first request ' +
@@ -295,6 +330,64 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
       { delta, reason, note, expectedRevisions: expectedRevisions(request.headers['if-match']) },
       { keyId: request.apiKey?.id ?? null, requestId: request.id }, clock, keyedBy(request.raw)).catch(preconditionFailed)
     return await answerChange(reply, change)
+  })
+
+  app.post('/inventory/batch', {
+    schema: {
+      operationId: 'batchUpdateInventory',
+      summary: 'Change the stock of several pets at once, all or nothing',
+      description: `Applies 1 to ${MAX_BATCH_CHANGES} stock changes in one transaction: each sets a \`quantity\` (as PATCH) or adds a ` +
+        '`delta` (as an adjustment) for one pet, optionally only if the entry still has the ETag in `ifMatch`. Either every ' +
+        'change applies, or none: when any cannot (no entry, a stale `ifMatch`, a result outside 0 to 1,000,000,000), the ' +
+        'answer is 409 `batch_refused` listing every failing change (`index`, `petId`, `code`, `message`, and the entry\'s ' +
+        'current `etag` where it has one), and nothing is changed. A pet appears at most once per batch. The ledger rows of a ' +
+        'batch share one batch id. A batch of N changes costs N requests of quota; when fewer remain it is refused whole ' +
+        'with 429, and the rate-limit fields show what is left. Answers every resulting entry with its ETag, in the ' +
+        'batch\'s order. Beta: an addition to the specification (docs/decisions.md).' + keyedWrites,
+      tags: ['inventory'],
+      'x-stability': 'beta',
+      headers: Type.Object({ 'idempotency-key': WriteHeaders.properties['idempotency-key'] }),
+      body: InventoryBatch,
+      response: {
+        200: Type.Object({
+          entries: Type.Array(Type.Object({
+            ...InventoryItem.properties,
+            etag: Type.String({ description: 'The entry\'s new ETag, for a later If-Match', examples: ['"r8"'] })
+          }, { additionalProperties: false }), { description: 'The entries as the batch left them, in its order' })
+        }, {
+          additionalProperties: false,
+          description: 'Every change applied',
+          headers: { ...RESPONSE_HEADERS, ...REPLAYED_HEADER }
+        }),
+        400: INVALID_REQUEST,
+        409: BATCH_REFUSED,
+        413: PAYLOAD_TOO_LARGE,
+        415: UNSUPPORTED_MEDIA_TYPE,
+        422: KEY_REUSED,
+        ...COMMON_ERRORS
+      }
+    }
+  }, async (request, reply) => {
+    const changes = request.body.changes.map((change, index) => batchChange(change, index))
+    await chargeMore(request, reply, changes.length - 1, `This batch of ${changes.length} changes`)
+    try {
+      const { entries, version, replayed } = await applyBatch(store, changes, { keyId: request.apiKey?.id ?? null, requestId: request.id }, clock, keyedBy(request.raw))
+      if (replayed) {
+        reply.header('Idempotent-Replayed', 'true')
+      } else {
+        // Before the answer: a GET that starts after it, on any instance, sees the changes.
+        cache.applied(entries, version)
+        await announceChange?.()
+      }
+      return { entries: entries.map((entry) => ({ ...item(entry), etag: entryTag(entry) })) }
+    } catch (error) {
+      if (!(error instanceof BatchRefusedError)) throw error
+      // The Error body, with the failing changes: what a client needs to fix and resend the batch.
+      return await reply.code(409).send({
+        ...errorBody('batch_refused', error.message),
+        failures: error.failures.map(({ index, petId, code, message, current }) => ({ index, petId, code, message, ...(current === undefined ? {} : { etag: entryTag(current) }) }))
+      })
+    }
   })
 
   /** The request's idempotency key with the process's keys; undefined without one. */

@@ -4,14 +4,15 @@ import type { ApiKeyRecord, Ban, InventoryItem, LedgerEntry, Order, OrderStatus,
 import { StoreUnavailableError } from '../../errors.js'
 import {
   ENTRY_COLUMNS, IDEMPOTENCY_COLUMNS, INVENTORY_COLUMNS, KEY_COLUMNS, LEDGER_COLUMNS, ORDER_COLUMNS, PET_COLUMNS, petColumns, progressReporter,
-  toIdempotencyRecord, toInventoryItem, toKey, toLedgerEntry, toOrder, toPet, toStockEntry,
+  entriesText, toIdempotencyRecord, toInventoryItem, toKey, toLedgerEntry, toOrder, toPet, toStockEntry,
   type EntryRow, type IdempotencyRow, type InventoryRow, type KeyRow, type LedgerRow, type OrderRow, type PetRow
 } from '../rows.js'
 import type {
   IdempotencyClaim, IdempotencyRecord, ImportedStockRule, ImportOptions, ImportResult, InventoryPage, NewApiKey, OrderPage, PoolStats, StockAdjustment, StockAdjustmentResult, StockChange,
-  StockChangeResult, Store
+  StockBatch, StockBatchResult, StockChangeResult, Store
 } from '../types.js'
 import { aheadError, appliedChecksum, checksum, schemaStatus, type AppliedMigration, type SchemaStatus } from '../migrations.js'
+import { planBatch } from '../batch.js'
 import { PLAN } from './migrations.js'
 
 const INT8_OID = 20
@@ -309,6 +310,51 @@ export class PostgresStore implements Store {
           [claim.scope, claim.key, change.at])
         if ((rowCount ?? 0) === 0 || attempt === 3) return { status: 'recorded' }
       }
+    }
+  }
+
+  /**
+   * A batch in one transaction: the key's record looked up, the entries locked in pet order (two batches over the
+   * same pets never deadlock), every change checked, and only then all written, with the ledger rows and the key's
+   * record. A same key committed meanwhile by another instance makes the record's insert fail and undoes it all.
+   */
+  async applyBatch (batch: StockBatch): Promise<StockBatchResult> {
+    const claim = batch.idempotency
+    try {
+      return await this.#transaction(async (client): Promise<StockBatchResult> => {
+        if (claim !== undefined) {
+          const { rows: live } = await client.query('SELECT 1 FROM idempotency_keys WHERE scope = $1 AND idempotency_key = $2 AND expires_at > $3',
+            [claim.scope, claim.key, batch.at])
+          if (live.length > 0) return { status: 'recorded' }
+          await client.query('DELETE FROM idempotency_keys WHERE scope = $1 AND idempotency_key = $2', [claim.scope, claim.key])
+        }
+        const ids = batch.changes.map((change) => change.petId)
+        const { rows } = await client.query<EntryRow>(
+          `SELECT ${ENTRY_COLUMNS} FROM inventory i JOIN pets p ON p.id = i.pet_id WHERE i.pet_id = ANY ($1::bigint[]) ORDER BY i.pet_id FOR UPDATE OF i`, [ids])
+        const entries = new Map(rows.map((row) => [row.pet_id, toStockEntry(row)]))
+        const { failures, planned } = planBatch(batch, (petId) => entries.get(petId))
+        if (failures.length > 0) return { status: 'refused', failures }
+        await client.query(
+          `UPDATE inventory i SET quantity = v.quantity, revision = i.revision + 1
+           FROM unnest($1::bigint[], $2::integer[]) AS v (pet_id, quantity) WHERE i.pet_id = v.pet_id`,
+          [planned.map((p) => p.change.petId), planned.map((p) => p.quantity)])
+        await client.query(
+          `INSERT INTO stock_ledger (pet_id, previous_quantity, quantity, reason, note, key_id, request_id, batch_id, created_at)
+           SELECT pet_id, previous, quantity, reason, note, $6, $7, $8, $9
+           FROM unnest($1::bigint[], $2::integer[], $3::integer[], $4::text[], $5::text[]) WITH ORDINALITY AS t (pet_id, previous, quantity, reason, note, n)
+           ORDER BY n`,
+          [planned.map((p) => p.change.petId), planned.map((p) => p.current.quantity), planned.map((p) => p.quantity),
+            planned.map((p) => p.change.reason), planned.map((p) => p.change.note), batch.keyId, batch.requestId, batch.batchId, batch.at])
+        const applied = planned.map(({ current, quantity }) => ({ ...current, quantity, revision: current.revision + 1n }))
+        if (claim !== undefined) {
+          await client.query(`INSERT INTO idempotency_keys (scope, idempotency_key, fingerprint, entries, created_at, expires_at)
+            VALUES ($1, $2, $3, $4, $5, $6)`, [claim.scope, claim.key, claim.fingerprint, entriesText(applied), batch.at, claim.expiresAt])
+        }
+        return { status: 'updated', entries: applied }
+      })
+    } catch (error) {
+      if (claim !== undefined && isKeyTaken(error)) return { status: 'recorded' }
+      throw error
     }
   }
 

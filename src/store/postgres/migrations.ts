@@ -171,10 +171,11 @@ export const MIGRATIONS: readonly Migration[] = [
   },
   {
     version: 7,
-    name: 'idempotency keys',
+    name: 'idempotency keys and batch ids',
     // See the SQLite migration. The primary key is what makes a key apply once across instances: a second
     // instance inserting the same key waits for the first one's transaction and then fails with a unique violation.
     sql: `
+      ALTER TABLE stock_ledger ADD COLUMN batch_id text;
       CREATE TABLE idempotency_keys (
         scope text NOT NULL,
         idempotency_key text NOT NULL,

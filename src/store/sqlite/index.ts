@@ -4,9 +4,11 @@ import { dirname } from 'node:path'
 import type { ApiKeyRecord, Ban, InventoryItem, LedgerEntry, Order, OrderStatus, Pet, PetImport, StockEntry } from '../../domain/model.js'
 import { StoreUnavailableError } from '../../errors.js'
 import type {
-  IdempotencyRecord, ImportOptions, ImportResult, InventoryPage, NewApiKey, OrderPage, StockAdjustment, StockAdjustmentResult, StockChange, StockChangeResult, Store
+  BatchFailure, IdempotencyRecord, ImportOptions, ImportResult, InventoryPage, NewApiKey, OrderPage, StockAdjustment, StockAdjustmentResult, StockBatch,
+  StockBatchResult, StockChange, StockChangeResult, Store
 } from '../types.js'
 import { aheadError, appliedChecksum, checksum, detectQueries, schemaStatus, type AppliedMigration, type SchemaStatus } from '../migrations.js'
+import { planBatch } from '../batch.js'
 import { PLAN } from './migrations.js'
 import {
   entriesText, IDEMPOTENCY_COLUMNS, INVENTORY_COLUMNS, KEY_COLUMNS, LEDGER_COLUMNS, ORDER_COLUMNS, PET_COLUMNS, petColumns, progressReporter,
@@ -28,8 +30,8 @@ const ENTRY_SQL = `SELECT i.pet_id, i.quantity, (SELECT status FROM pets WHERE i
 /** The inventory version (migration 3's triggers move it with every change to what the listing shows). */
 const VERSION_SQL = 'SELECT v FROM inventory_version WHERE id = 1'
 /** Appends a ledger row linked to the pet's previous one (the entry's ledger_head, which the caller then moves). */
-const LEDGER_INSERT_SQL = `INSERT INTO stock_ledger (pet_id, previous_id, previous_quantity, quantity, reason, note, key_id, request_id, created_at)
-  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
+const LEDGER_INSERT_SQL = `INSERT INTO stock_ledger (pet_id, previous_id, previous_quantity, quantity, reason, note, key_id, request_id, batch_id, created_at)
+  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 /** The newest `limit` ledger rows of a pet, following its chain from the head; oldest first. */
 const HISTORY_SQL = `
   WITH RECURSIVE chain (id, depth) AS (
@@ -60,6 +62,20 @@ function guard<T> (work: () => T): T {
   }
 }
 
+/** A batch of one as the answer to the single change it holds. */
+function singleResult (result: StockBatchResult): StockAdjustmentResult {
+  switch (result.status) {
+    case 'updated':
+      return { status: 'updated', entry: result.entries[0] as StockEntry, ...(result.version === undefined ? {} : { version: result.version }) }
+    case 'recorded':
+      return result
+    case 'refused': {
+      const [failure] = result.failures as [BatchFailure]
+      return failure.reason === 'not_found' ? { status: 'not_found' } : { status: failure.reason, current: failure.current as StockEntry }
+    }
+  }
+}
+
 /** Rows as pages of `size` items; an empty listing is one empty page. */
 function * pagesOf (version: bigint, rows: Iterable<InventoryRow>, size: number): Generator<InventoryPage> {
   let page: InventoryItem[] = []
@@ -75,10 +91,13 @@ function * pagesOf (version: bigint, rows: Iterable<InventoryRow>, size: number)
   if (page.length > 0 || pages === 0) yield { version, items: page }
 }
 
+/** What the group commit applies: an absolute change (quantity), a relative one (delta), or a batch of them. */
+type Write = StockChange | StockAdjustment | StockBatch
+type WriteResult = StockAdjustmentResult | StockBatchResult
+
 interface PendingUpdate {
-  /** An absolute change (quantity) or a relative one (delta). */
-  change: StockChange | StockAdjustment
-  resolve: (result: StockAdjustmentResult) => void
+  change: Write
+  resolve: (result: WriteResult) => void
   reject: (error: unknown) => void
 }
 
@@ -260,10 +279,15 @@ export class SqliteStore implements Store {
 
   /** Joins the same group commit: the quantity it adds to is read inside the commit's write transaction. */
   adjustQuantity (change: StockAdjustment): Promise<StockAdjustmentResult> {
-    return this.#enqueue(change)
+    return this.#enqueue(change) as Promise<StockAdjustmentResult>
   }
 
-  #enqueue (change: StockChange | StockAdjustment): Promise<StockAdjustmentResult> {
+  /** Joins the same group commit, in a savepoint of its own: its changes apply together or not at all. */
+  applyBatch (batch: StockBatch): Promise<StockBatchResult> {
+    return this.#enqueue(batch) as Promise<StockBatchResult>
+  }
+
+  #enqueue (change: Write): Promise<WriteResult> {
     return new Promise((resolve, reject) => {
       this.#pending.push({ change, resolve, reject })
       if (this.#pending.length === 1) setImmediate(() => this.#commitPending())
@@ -278,7 +302,7 @@ export class SqliteStore implements Store {
   #commitPending (): void {
     const batch = this.#pending
     this.#pending = []
-    let outcomes: Array<{ result: StockAdjustmentResult } | { error: unknown }>
+    let outcomes: Array<{ result: WriteResult } | { error: unknown }>
     try {
       outcomes = this.#applyBatch(batch)
     } catch (error) {
@@ -298,7 +322,7 @@ export class SqliteStore implements Store {
    * costs a tenth of the write. If any update throws, the whole transaction has been rolled back and the batch runs
    * again with each update in its own savepoint, so that one failing update fails only its own request.
    */
-  #applyBatch (batch: PendingUpdate[]): Array<{ result: StockAdjustmentResult } | { error: unknown }> {
+  #applyBatch (batch: PendingUpdate[]): Array<{ result: WriteResult } | { error: unknown }> {
     const apply = this.#updateStatements()
     try {
       return this.#db.transaction(() => batch.map((item) => ({ result: apply(item.change) }))).immediate()
@@ -315,8 +339,11 @@ export class SqliteStore implements Store {
     })).immediate()
   }
 
-  /** One update (read, compare, write, ledger row), to be run inside a transaction. */
-  #updateStatements (): (change: StockChange | StockAdjustment) => StockAdjustmentResult {
+  /**
+   * One write (read, compare, write, ledger rows, the idempotency key's record), to be run inside a transaction. A
+   * single change is a batch of one without a batch id: the same checks, the same writes.
+   */
+  #updateStatements (): (change: Write) => WriteResult {
     const read = this.#prepare(ENTRY_SQL)
     const update = this.#prepare('UPDATE inventory SET quantity = ?, revision = revision + 1, ledger_head = ? WHERE pet_id = ?')
     const record = this.#prepare(LEDGER_INSERT_SQL)
@@ -325,29 +352,43 @@ export class SqliteStore implements Store {
     const dropKey = this.#prepare('DELETE FROM idempotency_keys WHERE scope = ? AND idempotency_key = ?')
     const recordKey = this.#prepare(`INSERT INTO idempotency_keys (scope, idempotency_key, fingerprint, entries, created_at, expires_at)
       VALUES (?, ?, ?, ?, ?, ?)`)
-    return (change) => {
-      const claim = change.idempotency
+    const apply = (batch: StockBatch | (Omit<StockBatch, 'batchId'> & { batchId: null })): StockBatchResult => {
+      const claim = batch.idempotency
       if (claim !== undefined) {
         // Inside the write transaction: no other connection can record the key between this look and the insert.
         const held = findKey.get(claim.scope, claim.key) as { expires_at: string } | undefined
-        if (held !== undefined && held.expires_at > change.at.toISOString()) return { status: 'recorded' }
+        if (held !== undefined && held.expires_at > batch.at.toISOString()) return { status: 'recorded' }
         if (held !== undefined) dropKey.run(claim.scope, claim.key)
       }
-      const row = read.get(change.petId) as ChainedEntryRow | undefined
-      if (row === undefined) return { status: 'not_found' }
-      const current = toStockEntry(row)
-      if (change.expectedRevisions !== null && !change.expectedRevisions.includes(current.revision)) return { status: 'stale', current }
-      const quantity = 'delta' in change ? current.quantity + change.delta : change.quantity
-      if ('delta' in change && (quantity < change.allowed.min || quantity > change.allowed.max)) return { status: 'out_of_range', current }
-      const { lastInsertRowid } = record.run(change.petId, row.ledger_head, current.quantity, quantity, change.reason, change.note,
-        change.keyId, change.requestId, change.at.toISOString())
-      update.run(quantity, lastInsertRowid, change.petId)
+      const heads = new Map<bigint, bigint | null>()
+      const { failures, planned } = planBatch(batch, (petId) => {
+        const row = read.get(petId) as ChainedEntryRow | undefined
+        if (row === undefined) return undefined
+        heads.set(petId, row.ledger_head)
+        return toStockEntry(row)
+      })
+      if (failures.length > 0) return { status: 'refused', failures }
+      // No pet appears twice in a batch, so every change was checked against the entry it now writes.
+      const at = batch.at.toISOString()
+      const entries = planned.map(({ change, current, quantity }) => {
+        const { lastInsertRowid } = record.run(change.petId, heads.get(change.petId) ?? null, current.quantity, quantity, change.reason, change.note,
+          batch.keyId, batch.requestId, batch.batchId, at)
+        update.run(quantity, lastInsertRowid, change.petId)
+        return { ...current, quantity, revision: current.revision + 1n }
+      })
       const version = (readVersion.get() as { v: bigint }).v
-      const entry = { ...current, quantity, revision: current.revision + 1n }
-      if (claim !== undefined) {
-        recordKey.run(claim.scope, claim.key, claim.fingerprint, entriesText([entry]), change.at.toISOString(), claim.expiresAt.toISOString())
-      }
-      return { status: 'updated', entry, version }
+      if (claim !== undefined) recordKey.run(claim.scope, claim.key, claim.fingerprint, entriesText(entries), at, claim.expiresAt.toISOString())
+      return { status: 'updated', entries, version }
+    }
+    return (change) => {
+      if ('changes' in change) return apply(change)
+      const { petId, expectedRevisions, reason, note } = change
+      const one = 'delta' in change
+        ? { petId, expectedRevisions, reason, note, delta: change.delta }
+        : { petId, expectedRevisions, reason, note, quantity: change.quantity }
+      const allowed = 'delta' in change ? change.allowed : { min: Number.NEGATIVE_INFINITY, max: Number.POSITIVE_INFINITY }
+      const result = apply({ ...change, changes: [one], allowed, batchId: null })
+      return singleResult(result)
     }
   }
 
@@ -435,7 +476,7 @@ export class SqliteStore implements Store {
             const entry = readStock.get(pet.id) as { quantity: bigint, ledger_head: bigint | null } | undefined
             const change = options.stockChange(pet, entry === undefined ? null : Number(entry.quantity))
             if (change !== null) {
-              const { lastInsertRowid } = record.run(pet.id, entry?.ledger_head ?? null, change.previous, change.quantity, 'import', null, null, null, at)
+              const { lastInsertRowid } = record.run(pet.id, entry?.ledger_head ?? null, change.previous, change.quantity, 'import', null, null, null, null, at)
               upsertStock.run(pet.id, change.quantity, lastInsertRowid)
             }
           }

@@ -153,11 +153,13 @@ export const MIGRATIONS: readonly Migration[] = [
   },
   {
     version: 7,
-    name: 'idempotency keys',
+    name: 'idempotency keys and batch ids',
     // One row per idempotency key a write applied with, per API key (scope), written in the write's transaction:
     // the request's fingerprint, the entries the write left (replayed to a retry), and when the row expires.
-    // Times are ISO-8601 UTC text of one format, so they compare in time order.
+    // Times are ISO-8601 UTC text of one format, so they compare in time order. The ledger rows of one batch of
+    // changes share its batch id.
     sql: `
+      ALTER TABLE stock_ledger ADD COLUMN batch_id TEXT;
       CREATE TABLE idempotency_keys (
         scope TEXT NOT NULL,
         idempotency_key TEXT NOT NULL,
