@@ -27,7 +27,9 @@ export type InventoryBatch = JsonOf<NonNullable<Operation<'/inventory/batch', 'p
 /** One entry a batch left, with its new ETag. */
 export type BatchEntry = JsonOf<ResponsesOf<Operation<'/inventory/batch', 'post'>>[200]>['entries'][number]
 /** Why one change of a refused batch cannot apply (`PetstoreError.failures`). */
-export type BatchFailure = JsonOf<ResponsesOf<Operation<'/inventory/batch', 'post'>>[409]>['failures'][number]
+export type BatchFailure = NonNullable<JsonOf<ResponsesOf<Operation<'/inventory/batch', 'post'>>[409]>['failures']>[number]
+/** One stock change from the feed; `cursor` is where the feed resumes after it. */
+export type InventoryChange = JsonOf<ResponsesOf<Operation<'/inventory/changes', 'get'>>[200]>[number]
 /** A pet (deprecated operation); ids are exact int64. */
 export type Pet = JsonOf<ResponsesOf<Operation<'/pets/{petId}', 'get'>>[200]>
 /** A store order; `id` and `petId` are exact int64. */
@@ -77,6 +79,12 @@ export interface WriteResult extends ResponseMeta {
   replayed: boolean
   /** The Idempotency-Key the write was sent with. */
   idempotencyKey: string
+}
+
+/** One page of the change feed and where the next starts (an empty page: caught up; ask again later from `nextCursor`). */
+export interface ChangePage extends ResponseMeta {
+  data: InventoryChange[]
+  nextCursor: string | null
 }
 
 /** What a batch returns: every entry it left, in its order, with their ETags. */
@@ -163,6 +171,13 @@ export interface PetstoreClient {
    * Retried like every write, with its Idempotency-Key.
    */
   batchUpdateInventory (batch: InventoryBatch, options?: Pick<WriteOptions, 'idempotencyKey'>): Promise<BatchResult>
+  /** One page of the change feed after `after` (a change's `cursor`; from the first change without it). */
+  listInventoryChanges (query?: { after?: string, limit?: number }): Promise<ChangePage>
+  /**
+   * Every change after `after`, oldest first, page after page, until the feed is caught up; store the `cursor` of the
+   * last change you processed and start there next time. Never misses or repeats a change.
+   */
+  inventoryChanges (query?: { after?: string, limit?: number }): AsyncGenerator<InventoryChange, void, undefined>
   /** A pet by id (deprecated operation: look at `deprecation`); 410 `gone` after the sunset. */
   getPet (petId: Int64Input): Promise<ResponseMeta & { data: Pet, deprecation: DeprecationInfo }>
   /** One page of orders. */
@@ -508,6 +523,11 @@ export function createClient (options: ClientOptions): PetstoreClient {
     return { ...meta, data: body as InventoryItem, replayed: meta.headers.get('idempotent-replayed') === 'true', idempotencyKey }
   }
 
+  function changePage ({ meta, body, url: requested }: Answer): ChangePage {
+    const nextUrl = linkTarget(meta.headers.get('link'), 'next', requested)
+    return { ...meta, data: body as InventoryChange[], nextCursor: nextUrl === null ? null : new URL(nextUrl).searchParams.get('after') }
+  }
+
   function conditional<T> ({ meta, body }: Answer): Conditional<T> {
     return meta.status === 304 ? { ...meta, notModified: true, data: null } : { ...meta, notModified: false, data: body as T }
   }
@@ -538,9 +558,26 @@ export function createClient (options: ClientOptions): PetstoreClient {
     },
 
     async batchUpdateInventory (batch, options = {}) {
-      const call = write('batchUpdateInventory', 'POST', '/inventory/batch', batch, options)
+      // Every id checked as the single-pet methods check theirs: a number above 2^53 may already be another pet.
+      const changes = batch.changes.map((change, i) => ({ ...change, petId: BigInt(int64Text(change.petId as Int64Input, `changes[${i}].petId`)) }))
+      const call = write('batchUpdateInventory', 'POST', '/inventory/batch', { ...batch, changes }, options)
       const { meta, body } = await send(call)
       return { ...meta, data: (body as { entries: BatchEntry[] }).entries, replayed: meta.headers.get('idempotent-replayed') === 'true', idempotencyKey: call.idempotencyKey as string }
+    },
+
+    async listInventoryChanges ({ after, limit } = {}) {
+      return changePage(await send({ operationId: 'listInventoryChanges', method: 'GET', url: url('/inventory/changes', { after, limit }) }))
+    },
+
+    async * inventoryChanges ({ after, limit } = {}) {
+      let next: string = url('/inventory/changes', { after, limit })
+      for (;;) {
+        const current: ChangePage = changePage(await send({ operationId: 'listInventoryChanges', method: 'GET', url: next }))
+        yield * current.data
+        const link = linkTarget(current.headers.get('link'), 'next', next)
+        if (current.data.length === 0 || link === null) return
+        next = link
+      }
     },
 
     async getPet (petId) {

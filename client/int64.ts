@@ -23,6 +23,9 @@ export const INT64_PATHS: Readonly<Record<string, Readonly<Record<string, readon
   listInventory: {
     '200': [['[]', 'petId']]
   },
+  listInventoryChanges: {
+    '200': [['[]', 'changeId'], ['[]', 'petId']]
+  },
   listOrders: {
     '200': [['[]', 'id'], ['[]', 'petId']]
   },

@@ -22,6 +22,7 @@ import { BODY_LIMIT_BYTES, MAX_HEADER_LINES, MAX_URL_LENGTH } from './http/limit
 import { loggedUrl } from './http/log-url.js'
 import { healthRoutes } from './http/routes/health.js'
 import { ChangeWatch } from './http/inventory-cache.js'
+import { changeRoutes } from './http/routes/changes.js'
 import { inventoryRoutes } from './http/routes/inventory.js'
 import { orderRoutes } from './http/routes/orders.js'
 import { petRoutes } from './http/routes/pets.js'
@@ -304,6 +305,7 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
       idempotency,
       chargeMore: (request, reply, extra, what) => chargeMore(access, request, reply, extra, what),
       ...(watch === undefined ? {} : { watch }), ...(announceChange === undefined ? {} : { announceChange }) })
+    await v1.register(changeRoutes, { store })
     await v1.register(orderRoutes, { store })
     await v1.register(petRoutes, {
       store,

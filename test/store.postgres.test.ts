@@ -5,7 +5,9 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 import pg from 'pg'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { StoreUnavailableError } from '../src/errors.js'
+import type { FeedPosition } from '../src/store/types.js'
 import { PostgresStore } from '../src/store/postgres/index.js'
 import { MIGRATIONS } from '../src/store/postgres/migrations.js'
 import { freePort } from './cli/run.js'
@@ -52,6 +54,64 @@ if (await requirePostgres('PostgreSQL store tests')) {
         assert.equal((await change).status, expected, end)
         assert.equal((await store.getStockEntry(1n))?.quantity, quantity, end)
       }
+    })
+
+    test('when a transaction that wrote the ledger is still open, then the feed serves nothing after it until it ends: nothing is overtaken', async (t) => {
+      const schema = await tempSchema(t)
+      const store = new PostgresStore(POSTGRES_URL, { schema })
+      t.after(() => store.close())
+      await store.migrate()
+      await importData(store, { pets: [1, 2].map((id) => ({ id: BigInt(id), name: `p${id}`, status: 'available' as const, quantity: 5 })), orders: [] })
+      // Transactions of other tests on this server hold the feed back too, briefly: wait for what is expected.
+      const changesAfter = async (position: FeedPosition | null, count: number) => {
+        for (let tries = 0; ; tries++) {
+          const page = await store.listChanges(position, 100)
+          if (page.length >= count || tries === 200) return page
+          await sleep(25)
+        }
+      }
+      const before = await changesAfter(null, 2)
+      assert.equal(before.length, 2)
+      const slow = new pg.Client({ connectionString: POSTGRES_URL, options: `-c search_path=${schema}` })
+      await slow.connect()
+      t.after(() => slow.end())
+      // A writer that took its ledger row (and its identity value) first, and commits last.
+      await slow.query('BEGIN')
+      await slow.query(`INSERT INTO stock_ledger (pet_id, previous_quantity, quantity, reason, created_at) VALUES (1, 5, 6, 'arrival', now())`)
+      await setStock(store, 2n, 9)
+      const after = before.at(-1)?.position ?? null
+      assert.deepEqual(await store.listChanges(after, 100), [], 'the later, committed change waits behind the open one')
+      await slow.query('COMMIT')
+      const served = await changesAfter(after, 2)
+      assert.deepEqual(served.map((c) => [c.petId, c.quantity]), [[1n, 6], [2n, 9]])
+    })
+
+    test('when a second instance waited for the first one\'s write of the same batch key, then it answers recorded, not refused', async (t) => {
+      const schema = await tempSchema(t)
+      const [a, b] = [0, 1].map(() => new PostgresStore(POSTGRES_URL, { schema })) as [PostgresStore, PostgresStore]
+      t.after(() => Promise.all([a.close(), b.close()]))
+      await a.migrate()
+      await importData(a, { pets: [1, 2].map((id) => ({ id: BigInt(id), name: `p${id}`, status: 'available' as const, quantity: 10 })), orders: [] })
+      const revision = (await a.getStockEntry(1n))?.revision ?? 0n
+      const locker = new pg.Client({ connectionString: POSTGRES_URL, options: `-c search_path=${schema}` })
+      await locker.connect()
+      t.after(() => locker.end())
+      await locker.query('BEGIN')
+      await locker.query('SELECT 1 FROM inventory WHERE pet_id = 1 FOR UPDATE')
+      const at = new Date('2026-11-23T12:00:00Z')
+      const batch = {
+        changes: [{ petId: 1n, delta: 1, expectedRevisions: [revision], reason: 'arrival' as const, note: null }, { petId: 2n, delta: 1, expectedRevisions: null, reason: 'arrival' as const, note: null }],
+        allowed: { min: 0, max: 1_000_000_000 }, keyId: 'key_a', requestId: 'r', at,
+        idempotency: { scope: 'key_a', key: 'same', fingerprint: 'fp', expiresAt: new Date(at.getTime() + 60_000) }
+      }
+      const first = a.applyBatch({ ...batch, batchId: 'b-a' })
+      await sleep(150)
+      const second = b.applyBatch({ ...batch, batchId: 'b-b' })
+      await sleep(150)
+      await locker.query('COMMIT')
+      assert.equal((await first).status, 'updated')
+      assert.deepEqual(await second, { status: 'recorded' }, 'its own batch applied, through the first instance')
+      assert.equal((await a.getStockEntry(1n))?.quantity, 11)
     })
 
     test('when the server cannot be reached, then calls fail fast with StoreUnavailableError', async (t) => {

@@ -16,6 +16,21 @@ export function encodeCursor (prefix: string, afterId: bigint): string {
   return Buffer.from(prefix + afterId.toString()).toString('base64url')
 }
 
+/** A cursor of two int64 parts (the change feed's place: its order, then the id). */
+export function encodePairCursor (prefix: string, first: bigint, second: bigint): string {
+  return Buffer.from(`${prefix}${first}.${second}`).toString('base64url')
+}
+
+/** The two parts a cursor of this listing holds; throws InvalidCursorError for anything else. */
+export function decodePairCursor (prefix: string, cursor: string): [bigint, bigint] {
+  const text = Buffer.from(cursor, 'base64url').toString('utf8')
+  const [first, second, ...rest] = text.startsWith(prefix) ? text.slice(prefix.length).split('.') : []
+  const a = first === undefined ? null : parseInt64(first)
+  const b = second === undefined ? null : parseInt64(second)
+  if (a === null || b === null || rest.length > 0 || encodePairCursor(prefix, a, b) !== cursor) throw new InvalidCursorError()
+  return [a, b]
+}
+
 /** The id a cursor of this listing points after; throws InvalidCursorError for anything else. */
 export function decodeCursor (prefix: string, cursor: string): bigint {
   const text = Buffer.from(cursor, 'base64url').toString('utf8')

@@ -84,6 +84,19 @@ export const InventoryBatch = Type.Object({
 }, { additionalProperties: false, description: 'Stock changes of several pets, applied in one transaction' })
 export type InventoryBatch = Static<typeof InventoryBatch>
 
+export const InventoryChange = Type.Object({
+  changeId: Type.Unsafe<bigint>({ ...Int64, description: 'The change\'s id: unique, but on PostgreSQL not increasing in feed order; page with `cursor`' }),
+  petId: Type.Unsafe<bigint>({ ...Int64, description: 'The pet whose stock changed' }),
+  previousQuantity: Type.Union([Type.Integer(), Type.Null()], { description: 'The quantity before; null when the change created the entry (an import)' }),
+  quantity: Type.Integer({ description: 'The quantity after' }),
+  reason: Type.Enum(['arrival', 'return', 'adjustment', 'import'], { type: 'string', description: 'Why, as recorded; `import` for the operator\'s imports' }),
+  note: Type.Union([Type.String(), Type.Null()], { description: 'The note sent with the change' }),
+  at: Type.String({ format: 'date-time', description: 'When the change was made' }),
+  batchId: Type.Union([Type.String(), Type.Null()], { description: 'Shared by the changes of one batch; null for a change made alone' }),
+  requestId: Type.Union([Type.String(), Type.Null()], { description: 'The X-Request-Id of the request that made it, for changes made with your own key; null for others\'' }),
+  cursor: Type.String({ description: 'Where the feed resumes after this change: store it, and send it as `after`' })
+}, { additionalProperties: false, description: 'One stock change' })
+
 const IdName = (what: string) => Type.Object({
   id: Int64,
   name: Name()

@@ -138,13 +138,8 @@ export class BatchRefusedError extends AppError {
   }
 }
 
-/**
- * Applies stock changes of several pets together, each an absolute quantity or a delta, optionally compare-and-set:
- * all in one transaction, or none when any cannot apply (then every failing change is reported). A pet may appear
- * once: a second change of the same pet would have to say whether its If-Match means before or after the first.
- */
-export async function applyBatch (store: Store, changes: readonly BatchChangeRequest[], actor: Actor, clock: () => number,
-  idempotency?: IdempotentRequest): Promise<AppliedBatch> {
+/** A batch changes each pet at most once; invalid_request naming both changes otherwise. */
+export function requireDistinctPets (changes: readonly BatchChangeRequest[]): void {
   const seen = new Map<bigint, number>()
   changes.forEach((change, index) => {
     const earlier = seen.get(change.petId)
@@ -154,6 +149,16 @@ export async function applyBatch (store: Store, changes: readonly BatchChangeReq
     }
     seen.set(change.petId, index)
   })
+}
+
+/**
+ * Applies stock changes of several pets together, each an absolute quantity or a delta, optionally compare-and-set:
+ * all in one transaction, or none when any cannot apply (then every failing change is reported). A pet may appear
+ * once: a second change of the same pet would have to say whether its If-Match means before or after the first.
+ */
+export async function applyBatch (store: Store, changes: readonly BatchChangeRequest[], actor: Actor, clock: () => number,
+  idempotency?: IdempotentRequest): Promise<AppliedBatch> {
+  requireDistinctPets(changes)
   const batch: StockBatch = { changes, allowed: { min: 0, max: MAX_QUANTITY }, batchId: randomUUID(), ...actor, at: new Date(clock()) }
   const request = ['batch', changes.map((change) => ['delta' in change ? ['delta', change.delta] : ['quantity', change.quantity],
     change.petId, change.reason, change.note, conditionOf(change.expectedRevisions)])]

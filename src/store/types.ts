@@ -135,6 +135,20 @@ export type StockBatchResult =
   /** An unexpired record of the batch's idempotency key exists: nothing was changed. */
   | { status: 'recorded' }
 
+/**
+ * A place in the change feed: after the change at (order, id). The order is the store's: 0 for SQLite (one writer at a
+ * time commits ledger rows in id order), the writing transaction's id for PostgreSQL.
+ */
+export interface FeedPosition {
+  order: bigint
+  id: bigint
+}
+
+/** A ledger entry as the change feed serves it, with its place. */
+export interface FeedChange extends LedgerEntry {
+  position: FeedPosition
+}
+
 /** A page of a consistent listing. */
 export interface InventoryPage {
   /** The inventory version of the snapshot the page comes from: the same on every page of one listing. */
@@ -213,6 +227,12 @@ export interface Store {
   purgeIdempotencyRecords (before: Date, limit: number): Promise<number>
   /** One stock entry with its revision; null when there is no entry for petId. */
   getStockEntry (petId: bigint): Promise<StockEntry | null>
+  /**
+   * The change feed: ledger entries after `after` (from the start when null), at most `limit`, in an order in which
+   * no entry the feed has not served yet can ever come before one it has (PostgreSQL: only entries of transactions
+   * older than every transaction still running). Paging by the last position never skips or repeats an entry.
+   */
+  listChanges (after: FeedPosition | null, limit: number): Promise<FeedChange[]>
   /** The newest `limit` ledger entries of a pet, oldest first. */
   stockHistory (petId: bigint, limit: number): Promise<LedgerEntry[]>
 

@@ -347,9 +347,29 @@ describe('client: batches', () => {
     assert.deepEqual(refused.failures?.map((f) => [f.index, f.petId, f.code]), [[1, BIG, 'stock_out_of_range']])
     assert.deepEqual([(await store.getStockEntry(1n))?.quantity, (await store.getStockEntry(BIG))?.quantity], [4, 5])
     assert.equal(requests.length, 2)
+    const unsafe = Number('9007199254740993') as unknown as bigint
+    await assert.rejects(client.batchUpdateInventory({ changes: [{ petId: unsafe, delta: 1 }] }), /changes\[0\].petId 9007199254740992 is not a safe integer/)
     const again = await client.batchUpdateInventory({ changes: [{ petId: 1n, delta: 1 }] }, { idempotencyKey: 'b-1' })
     const replay = await client.batchUpdateInventory({ changes: [{ petId: 1n, delta: 1 }] }, { idempotencyKey: 'b-1' })
     assert.deepEqual([again.replayed, replay.replayed, replay.data[0]?.quantity], [false, true, 5])
+  })
+})
+
+describe('client: the change feed', () => {
+  test('when iterating the feed, then every change comes once, ids exact; resuming from a stored cursor gives only what came after', async (t) => {
+    const { baseUrl, key } = await served(t, {}, { pets: [pet(BIG, { quantity: 2 }), pet(1, { quantity: 0 })] })
+    const { client } = clientFor(baseUrl, key)
+    for (let i = 0; i < 5; i++) await client.adjustInventory(1, { delta: 1 })
+    const seen = []
+    for await (const change of client.inventoryChanges({ limit: 2 })) seen.push(change)
+    assert.deepEqual(seen.map((c) => [c.petId, c.quantity]), [[BIG, 2], [1n, 0], [1n, 1], [1n, 2], [1n, 3], [1n, 4], [1n, 5]])
+    const stored = seen.at(-1)?.cursor
+    await client.batchUpdateInventory({ changes: [{ petId: BIG, delta: 1 }, { petId: 1n, delta: -1 }] })
+    const later = []
+    for await (const change of client.inventoryChanges({ after: stored })) later.push(change)
+    assert.deepEqual(later.map((c) => [c.petId, c.quantity, typeof c.batchId]), [[BIG, 3, 'string'], [1n, 4, 'string']])
+    const page = await client.listInventoryChanges({ after: later.at(-1)?.cursor })
+    assert.deepEqual([page.data, page.nextCursor], [[], later.at(-1)?.cursor], 'caught up: the same place to poll from')
   })
 })
 

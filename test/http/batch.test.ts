@@ -134,6 +134,28 @@ describe('POST /v1/inventory/batch', () => {
     assert.equal(other.json().code, 'idempotency_key_reused')
   })
 
+  test('when the same batch is sent again with its key while the first is still running, then 409 idempotency_key_in_flight, and later its replay', async (t) => {
+    const app = await testApp(t, {}, { pets: [pet(1, { quantity: 0 }), pet(2, { quantity: 0 })] })
+    const body = { changes: [{ petId: 1, delta: 1 }, { petId: 2, delta: 1 }] }
+    const answers = await Promise.all([batch(app, body, { 'idempotency-key': 'k' }), batch(app, body, { 'idempotency-key': 'k' })])
+    assert.deepEqual(answers.map((a) => a.statusCode).sort(), [200, 409])
+    const refused = answers.find((a) => a.statusCode === 409)
+    assert.deepEqual([refused?.json().code, refused?.json().failures], ['idempotency_key_in_flight', undefined])
+    assert.equal((await batch(app, body, { 'idempotency-key': 'k' })).headers['idempotent-replayed'], 'true')
+    assert.deepEqual(await quantities(app, [1n, 2n]), [1, 1])
+  })
+
+  test('when a batch is refused for its body (a pet twice) or carries If-Match, then it answers 400 and costs one request, not N', async (t) => {
+    const app = await testApp(t, { RATE_LIMIT_FREE: '10/1000' }, { pets: [pet(1, { quantity: 0 }), pet(2, { quantity: 0 })] })
+    const twice = await batch(app, { changes: [{ petId: 1, delta: 1 }, { petId: 2, delta: 1 }, { petId: 1, delta: 1 }] })
+    assert.equal(twice.statusCode, 400)
+    assert.equal(twice.headers['x-ratelimit-remaining'], '9')
+    const conditional = await batch(app, { changes: [{ petId: 1, delta: 1 }] }, { 'if-match': '"r1"' })
+    assert.equal(conditional.statusCode, 400)
+    assert.match(conditional.json().message, /If-Match does not apply to a batch: put each change's ETag in its ifMatch/)
+    assert.deepEqual(await quantities(app, [1n, 2n]), [0, 0])
+  })
+
   test('when many batches over the same pets arrive at once, then all apply and none is lost', async (t) => {
     const app = await testApp(t, { RATE_LIMIT_FREE: '1000/10000' }, { pets: [pet(1, { quantity: 0 }), pet(2, { quantity: 0 }), pet(3, { quantity: 0 })] })
     const orders = [[1, 2, 3], [3, 2, 1], [2, 1, 3]]

@@ -34,10 +34,12 @@ describe('GET /v1/openapi.json', () => {
     assert.deepEqual(doc.servers.map((s) => s.url), ['https://api.example.test/v1', 'https://staging.example.test/v1'])
   })
 
-  test('when read, then it lists the four operations of the spec, the entry lookup, adjustments, batches, and nothing internal', async (t) => {
+  test('when read, then it lists the four operations of the spec, the entry lookup, adjustments, batches, the change feed, and nothing internal', async (t) => {
     const doc = await document(t)
     assert.deepEqual(Object.keys(doc.paths).sort(),
-      ['/inventory', '/inventory/batch', '/inventory/{petId}', '/inventory/{petId}/adjustments', '/pets/{petId}', '/store/orders'])
+      ['/inventory', '/inventory/batch', '/inventory/changes', '/inventory/{petId}', '/inventory/{petId}/adjustments', '/pets/{petId}', '/store/orders'])
+    assert.equal(doc.paths['/inventory/changes']?.get?.operationId, 'listInventoryChanges')
+    assert.equal(doc.paths['/inventory/changes']?.get?.['x-stability'], 'beta')
     assert.equal(doc.paths['/inventory/batch']?.post?.operationId, 'batchUpdateInventory')
     assert.equal(doc.paths['/inventory/batch']?.post?.['x-stability'], 'beta')
     assert.equal(doc.paths['/inventory/{petId}/adjustments']?.post?.operationId, 'adjustInventory')
@@ -101,9 +103,10 @@ describe('GET /v1/openapi.json', () => {
         429: LIMITED, 500: ['internal_error'], 503: ['service_unavailable']
       },
       '/inventory/batch post': {
-        200: null, 400: ['invalid_request'], 401: ['unauthorized'], 409: ['batch_refused'], 413: ['payload_too_large'], 414: ['uri_too_long'],
+        200: null, 400: ['invalid_request'], 401: ['unauthorized'], 409: ['batch_refused', 'idempotency_key_in_flight'], 413: ['payload_too_large'], 414: ['uri_too_long'],
         415: ['unsupported_media_type'], 422: ['idempotency_key_reused'], 429: LIMITED, 500: ['internal_error'], 503: ['service_unavailable']
       },
+      '/inventory/changes get': { 200: null, 400: ['invalid_request'], 401: ['unauthorized'], 414: ['uri_too_long'], 429: LIMITED, 500: ['internal_error'], 503: ['service_unavailable'] },
       '/pets/{petId} get': { 200: null, 400: ['invalid_request'], 401: ['unauthorized'], 404: ['not_found'], 410: ['gone'], 414: ['uri_too_long'], 429: LIMITED, 500: ['internal_error'], 503: ['service_unavailable'] },
       '/store/orders get': { 200: null, 400: ['invalid_request'], 401: ['unauthorized'], 414: ['uri_too_long'], 429: LIMITED, 500: ['internal_error'], 503: ['service_unavailable'] }
     }

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict'
 import { describe, test, type TestContext } from 'node:test'
 import { MAX_QUANTITY, type ApiKeyRecord, type InventoryItem, type Order, type OrderStatus, type Pet, type PetImport } from '../../src/domain/model.js'
-import type { BatchChange, IdempotencyClaim, NewApiKey, StockAdjustment, StockBatch, StockChange, Store } from '../../src/store/types.js'
+import type { BatchChange, FeedChange, FeedPosition, IdempotencyClaim, NewApiKey, StockAdjustment, StockBatch, StockChange, Store } from '../../src/store/types.js'
 import { importData } from '../../src/domain/import.js'
 
 const INT64_MAX = 2n ** 63n - 1n
@@ -569,6 +569,82 @@ export function storeContract (name: string, open: (t: TestContext) => Promise<S
           const history = (await store.stockHistory(id, 100)).slice(1)
           for (let i = 1; i < history.length; i++) assert.equal(history[i]?.previousQuantity, history[i - 1]?.quantity)
         }
+      })
+    })
+
+    describe('the change feed (listChanges)', () => {
+      /** Every change, page after page of `size`, following each page's last position. */
+      async function readFeed (store: Store, size: number, after: FeedPosition | null = null): Promise<FeedChange[]> {
+        const all: FeedChange[] = []
+        for (;;) {
+          const page = await store.listChanges(after, size)
+          all.push(...page)
+          if (page.length < size) return all
+          after = (page.at(-1) as FeedChange).position
+        }
+      }
+
+      /**
+       * Waits until the feed serves `count` changes: on a server shared with other tests, their open transactions hold
+       * the feed back for a moment (it serves only what can no longer be overtaken).
+       */
+      async function settled (store: Store, count: number): Promise<void> {
+        for (let tries = 0; tries < 400 && (await store.listChanges(null, count)).length < count; tries++) {
+          await new Promise((resolve) => setTimeout(resolve, 25))
+        }
+      }
+
+      test('paging the feed serves every ledger entry once, imports included, each with its place', async (t) => {
+        const store = await open(t)
+        await importData(store, { pets: [pet(1n, { quantity: 5 }), pet(ABOVE_2_53, { quantity: 2 })], orders: [] })
+        await store.setQuantity(stockChange(1n, 7, { note: 'recount' }))
+        await store.adjustQuantity(stockAdjustment(ABOVE_2_53, 3))
+        await store.applyBatch({
+          changes: [{ petId: 1n, delta: -1, expectedRevisions: null, reason: 'adjustment', note: null }, { petId: ABOVE_2_53, quantity: 0, expectedRevisions: null, reason: 'return', note: null }],
+          allowed: { min: 0, max: MAX_QUANTITY }, batchId: 'b-feed', keyId: 'key_a', requestId: 'req-b', at: CHANGED_AT
+        })
+        const ledger = [...await store.stockHistory(1n, 100), ...await store.stockHistory(ABOVE_2_53, 100)]
+        await settled(store, ledger.length)
+        for (const size of [1, 2, 3, 100]) {
+          const feed = await readFeed(store, size)
+          assert.deepEqual(feed.map((c) => c.id).sort(), ledger.map((e) => e.id).sort(), `page size ${size}`)
+          const byId = new Map(ledger.map((entry) => [entry.id, entry]))
+          assert.deepEqual(feed.map(({ position: _position, ...entry }) => entry), feed.map((c) => byId.get(c.id)), 'each as the ledger has it')
+        }
+        const feed = await readFeed(store, 100)
+        assert.deepEqual(feed.slice(0, 2).map((c) => c.reason), ['import', 'import'])
+        assert.deepEqual(feed.slice(-2).map((c) => [c.batchId, c.quantity]), [['b-feed', 6], ['b-feed', 0]], 'a batch in its order')
+        assert.deepEqual(await store.listChanges(feed.at(-1)?.position ?? null, 10), [], 'nothing after the last')
+        assert.deepEqual((await store.listChanges(feed[2]?.position ?? null, 2)).map((c) => c.id), feed.slice(3, 5).map((c) => c.id))
+      })
+
+      test('concurrent writers and a reader paging all the while: the reader sees every change exactly once', async (t) => {
+        const store = await open(t)
+        await importData(store, { pets: Array.from({ length: 5 }, (_, i) => pet(BigInt(i + 1), { quantity: 1000 })), orders: [] })
+        let writing = true
+        const writers = Array.from({ length: 4 }, async (_, w) => {
+          for (let i = 0; i < 25; i++) await store.adjustQuantity(stockAdjustment(BigInt((w + i) % 5 + 1), i % 2 === 0 ? 1 : -1, { requestId: `w${w}-${i}` }))
+        })
+        const seen: FeedChange[] = []
+        const reader = (async () => {
+          let after: FeedPosition | null = null
+          // Until every change was seen, or well after the writers stopped (a transaction elsewhere may hold the
+          // feed back for a moment: it serves only what can no longer be overtaken).
+          let deadline = Number.POSITIVE_INFINITY
+          while (seen.length < 105 && Date.now() < deadline) {
+            const page = await store.listChanges(after, 3)
+            seen.push(...page)
+            if (page.length > 0) after = (page.at(-1) as FeedChange).position
+            if (!writing && deadline === Number.POSITIVE_INFINITY) deadline = Date.now() + 10_000
+            await new Promise((resolve) => setTimeout(resolve, page.length > 0 ? 0 : 5))
+          }
+        })()
+        await Promise.all(writers)
+        writing = false
+        await reader
+        const ids = seen.map((c) => c.id)
+        assert.equal(new Set(ids).size, ids.length, 'no change twice')
+        assert.equal(ids.length, 105, 'five imports and 100 adjustments, none missed')
       })
     })
 

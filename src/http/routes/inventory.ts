@@ -7,7 +7,7 @@ import { Readable } from 'node:stream'
 import type { IdempotencyKeys } from '../../domain/idempotency.js'
 import { decodeCursor, encodeCursor } from '../../domain/cursor.js'
 import {
-  adjustQuantity, applyBatch, type AppliedChange, BatchRefusedError, type BatchChangeRequest, DEFAULT_INVENTORY_LIMIT, type IdempotentRequest, getStockEntry, INVENTORY_CURSOR_PREFIX, MAX_INVENTORY_LIMIT, StaleEntryError, updateQuantity
+  adjustQuantity, applyBatch, requireDistinctPets, type AppliedChange, BatchRefusedError, type BatchChangeRequest, DEFAULT_INVENTORY_LIMIT, type IdempotentRequest, getStockEntry, INVENTORY_CURSOR_PREFIX, MAX_INVENTORY_LIMIT, StaleEntryError, updateQuantity
 } from '../../domain/inventory.js'
 import type { InventoryItem as Item, StockEntry } from '../../domain/model.js'
 import { parseInt64 } from '../../int64.js'
@@ -78,17 +78,18 @@ const KEY_REUSED = ErrorResponse(['idempotency_key_reused'], 'The Idempotency-Ke
   'If-Match) within its retention; nothing was changed.')
 
 const BATCH_REFUSED = Type.Object({
-  ...ErrorResponse(['batch_refused'], '').properties,
-  failures: Type.Array(Type.Object({
+  ...ErrorResponse(['batch_refused', 'idempotency_key_in_flight'], '').properties,
+  failures: Type.Optional(Type.Array(Type.Object({
     index: Type.Integer({ minimum: 0, description: 'The failing change\'s position in `changes`, from 0' }),
     petId: InventoryItem.properties.petId,
     code: Type.Enum(['not_found', 'precondition_failed', 'stock_out_of_range'], { type: 'string', description: 'What a single change would have answered' }),
     message: Type.String(),
     etag: Type.Optional(Type.String({ description: 'The entry\'s current ETag (for precondition_failed and stock_out_of_range)' }))
-  }, { additionalProperties: false }), { description: 'Every change that cannot apply' })
+  }, { additionalProperties: false }), { description: 'With batch_refused: every change that cannot apply' }))
 }, {
   additionalProperties: false,
-  description: 'Conflict: at least one change cannot apply, so none was applied. Error codes: `batch_refused`.',
+  description: 'Conflict: at least one change cannot apply, so none was applied (with `failures`); or ' + KEY_IN_FLIGHT +
+    '. Error codes: `batch_refused`, `idempotency_key_in_flight`.',
   headers: RESPONSE_HEADERS
 })
 
@@ -368,7 +369,12 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
       }
     }
   }, async (request, reply) => {
+    if (request.headers['if-match'] !== undefined) {
+      throw new AppError('invalid_request', 'If-Match does not apply to a batch: put each change\'s ETag in its ifMatch.')
+    }
     const changes = request.body.changes.map((change, index) => batchChange(change, index))
+    // A body that will be refused whole costs what any refused request costs, not N.
+    requireDistinctPets(changes)
     await chargeMore(request, reply, changes.length - 1, `This batch of ${changes.length} changes`)
     try {
       const { entries, version, replayed } = await applyBatch(store, changes, { keyId: request.apiKey?.id ?? null, requestId: request.id }, clock, keyedBy(request.raw))

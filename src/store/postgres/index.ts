@@ -8,7 +8,7 @@ import {
   type EntryRow, type IdempotencyRow, type InventoryRow, type KeyRow, type LedgerRow, type OrderRow, type PetRow
 } from '../rows.js'
 import type {
-  IdempotencyClaim, IdempotencyRecord, ImportedStockRule, ImportOptions, ImportResult, InventoryPage, NewApiKey, OrderPage, PoolStats, StockAdjustment, StockAdjustmentResult, StockChange,
+  FeedChange, FeedPosition, IdempotencyClaim, IdempotencyRecord, ImportedStockRule, ImportOptions, ImportResult, InventoryPage, NewApiKey, OrderPage, PoolStats, StockAdjustment, StockAdjustmentResult, StockChange,
   StockBatch, StockBatchResult, StockChangeResult, Store
 } from '../types.js'
 import { aheadError, appliedChecksum, checksum, schemaStatus, type AppliedMigration, type SchemaStatus } from '../migrations.js'
@@ -326,14 +326,22 @@ export class PostgresStore implements Store {
           const { rows: live } = await client.query('SELECT 1 FROM idempotency_keys WHERE scope = $1 AND idempotency_key = $2 AND expires_at > $3',
             [claim.scope, claim.key, batch.at])
           if (live.length > 0) return { status: 'recorded' }
-          await client.query('DELETE FROM idempotency_keys WHERE scope = $1 AND idempotency_key = $2', [claim.scope, claim.key])
+          // Only an expired record: one committed since the look above is live, and this batch's insert must meet it.
+          await client.query('DELETE FROM idempotency_keys WHERE scope = $1 AND idempotency_key = $2 AND expires_at <= $3', [claim.scope, claim.key, batch.at])
         }
         const ids = batch.changes.map((change) => change.petId)
         const { rows } = await client.query<EntryRow>(
           `SELECT ${ENTRY_COLUMNS} FROM inventory i JOIN pets p ON p.id = i.pet_id WHERE i.pet_id = ANY ($1::bigint[]) ORDER BY i.pet_id FOR UPDATE OF i`, [ids])
         const entries = new Map(rows.map((row) => [row.pet_id, toStockEntry(row)]))
         const { failures, planned } = planBatch(batch, (petId) => entries.get(petId))
-        if (failures.length > 0) return { status: 'refused', failures }
+        if (failures.length > 0) {
+          // The locks waited for may have been another instance's write of this very key: then it is recorded now.
+          // (Read committed: this statement sees what committed while the locks were awaited.)
+          const held = claim === undefined
+            ? []
+            : (await client.query('SELECT 1 FROM idempotency_keys WHERE scope = $1 AND idempotency_key = $2 AND expires_at > $3', [claim.scope, claim.key, batch.at])).rows
+          return held.length === 0 ? { status: 'refused', failures } : { status: 'recorded' }
+        }
         await client.query(
           `UPDATE inventory i SET quantity = v.quantity, revision = i.revision + 1
            FROM unnest($1::bigint[], $2::integer[]) AS v (pet_id, quantity) WHERE i.pet_id = v.pet_id`,
@@ -377,6 +385,15 @@ export class PostgresStore implements Store {
     const { rows } = await this.#query<EntryRow>(
       `SELECT ${ENTRY_COLUMNS} FROM inventory i JOIN pets p ON p.id = i.pet_id WHERE i.pet_id = $1`, [petId])
     return rows[0] === undefined ? null : toStockEntry(rows[0])
+  }
+
+  async listChanges (after: FeedPosition | null, limit: number): Promise<FeedChange[]> {
+    const { rows } = await this.#query<LedgerRow & { txid: string }>(
+      `SELECT ${LEDGER_COLUMNS}, l.txid::text AS txid FROM stock_ledger l
+       WHERE l.txid < pg_snapshot_xmin(pg_current_snapshot())
+         AND ($1::xid8 IS NULL OR (l.txid, l.id) > ($1::xid8, $2::bigint))
+       ORDER BY l.txid, l.id LIMIT $3`, [after === null ? null : after.order.toString(), after?.id ?? null, limit])
+    return rows.map((row) => ({ ...toLedgerEntry(row), position: { order: BigInt(row.txid), id: row.id } }))
   }
 
   async stockHistory (petId: bigint, limit: number): Promise<LedgerEntry[]> {

@@ -174,8 +174,14 @@ export const MIGRATIONS: readonly Migration[] = [
     name: 'idempotency keys and batch ids',
     // See the SQLite migration. The primary key is what makes a key apply once across instances: a second
     // instance inserting the same key waits for the first one's transaction and then fails with a unique violation.
+    // The change feed's order: the writing transaction's id (txid), then the row id. A reader serves only rows of
+    // transactions older than every transaction still running (pg_snapshot_xmin), so no row it has not served can
+    // ever sort before one it has (identity values become visible out of order; transaction ids do not overtake
+    // the snapshot's xmin). Rows written before this migration all get its own transaction's id, and sort first.
     sql: `
       ALTER TABLE stock_ledger ADD COLUMN batch_id text;
+      ALTER TABLE stock_ledger ADD COLUMN txid xid8 NOT NULL DEFAULT pg_current_xact_id();
+      CREATE INDEX stock_ledger_feed ON stock_ledger (txid, id);
       CREATE TABLE idempotency_keys (
         scope text NOT NULL,
         idempotency_key text NOT NULL,

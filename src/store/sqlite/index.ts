@@ -4,7 +4,7 @@ import { dirname } from 'node:path'
 import type { ApiKeyRecord, Ban, InventoryItem, LedgerEntry, Order, OrderStatus, Pet, PetImport, StockEntry } from '../../domain/model.js'
 import { StoreUnavailableError } from '../../errors.js'
 import type {
-  BatchFailure, IdempotencyRecord, ImportOptions, ImportResult, InventoryPage, NewApiKey, OrderPage, StockAdjustment, StockAdjustmentResult, StockBatch,
+  BatchFailure, FeedChange, FeedPosition, IdempotencyRecord, ImportOptions, ImportResult, InventoryPage, NewApiKey, OrderPage, StockAdjustment, StockAdjustmentResult, StockBatch,
   StockBatchResult, StockChange, StockChangeResult, Store
 } from '../types.js'
 import { aheadError, appliedChecksum, checksum, detectQueries, schemaStatus, type AppliedMigration, type SchemaStatus } from '../migrations.js'
@@ -409,6 +409,15 @@ export class SqliteStore implements Store {
     return guard(() => {
       const row = this.#prepare(ENTRY_SQL).get(petId) as EntryRow | undefined
       return row === undefined ? null : toStockEntry(row)
+    })
+  }
+
+  /** One writer at a time: ledger rows commit in id order, so the id alone is the feed's order. */
+  async listChanges (after: FeedPosition | null, limit: number): Promise<FeedChange[]> {
+    return guard(() => {
+      const rows = this.#prepare(`SELECT ${LEDGER_COLUMNS} FROM stock_ledger l WHERE l.id > ? ORDER BY l.id LIMIT ?`)
+        .all(after?.id ?? 0n, limit) as LedgerRow[]
+      return rows.map((row) => ({ ...toLedgerEntry(row), position: { order: 0n, id: row.id } }))
     })
   }
 

@@ -1,0 +1,57 @@
+/**
+ * The change feed: every stock change (the ledger, imports included) in an order a reader can page through without
+ * ever missing or repeating one, also while other instances write (the store serves only what can no longer be
+ * overtaken). Each change carries the cursor of its place, for a client to store and resume from.
+ */
+import { decodePairCursor, encodePairCursor } from './cursor.js'
+import type { LedgerReason } from './model.js'
+import type { FeedChange, Store } from '../store/types.js'
+
+export const DEFAULT_FEED_LIMIT = 100
+export const MAX_FEED_LIMIT = 1000
+/** The version of the feed's cursors. */
+export const FEED_CURSOR_PREFIX = 'f1:'
+
+/** A change as the feed shows it to one caller. */
+export interface ChangeView {
+  changeId: bigint
+  petId: bigint
+  previousQuantity: number | null
+  quantity: number
+  reason: LedgerReason
+  note: string | null
+  at: Date
+  batchId: string | null
+  /** The request that made the change, only when the caller's own key made it: others' request ids are theirs. */
+  requestId: string | null
+  /** Where the feed resumes after this change. */
+  cursor: string
+}
+
+export interface ChangePage {
+  changes: ChangeView[]
+  /** The cursor to ask for the next page with: after the last change, or the one given when there was none. */
+  next: string | null
+}
+
+/** One page of the feed after `cursor` (from the start when null), as `keyId` may see it. */
+export async function listChanges (store: Store, query: { cursor: string | null, limit: number }, keyId: string | null): Promise<ChangePage> {
+  const after = query.cursor === null ? null : decodePairCursor(FEED_CURSOR_PREFIX, query.cursor)
+  const changes = (await store.listChanges(after === null ? null : { order: after[0], id: after[1] }, query.limit)).map((change) => view(change, keyId))
+  return { changes, next: changes.at(-1)?.cursor ?? query.cursor }
+}
+
+function view (change: FeedChange, keyId: string | null): ChangeView {
+  return {
+    changeId: change.id,
+    petId: change.petId,
+    previousQuantity: change.previousQuantity,
+    quantity: change.quantity,
+    reason: change.reason,
+    note: change.note,
+    at: change.at,
+    batchId: change.batchId,
+    requestId: keyId !== null && change.keyId === keyId ? change.requestId : null,
+    cursor: encodePairCursor(FEED_CURSOR_PREFIX, change.position.order, change.position.id)
+  }
+}

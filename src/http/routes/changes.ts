@@ -1,0 +1,41 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { Type } from 'typebox'
+import { InventoryChange } from '../../domain/entities.js'
+import { DEFAULT_FEED_LIMIT, listChanges, MAX_FEED_LIMIT } from '../../domain/feed.js'
+import type { Store } from '../../store/types.js'
+import { cursorRefused, linkNext } from '../paging.js'
+import { COMMON_ERRORS, INVALID_REQUEST, RESPONSE_HEADERS } from '../schemas/common.js'
+
+export const changeRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async (app, { store }) => {
+  app.get('/inventory/changes', {
+    schema: {
+      operationId: 'listInventoryChanges',
+      summary: 'List stock changes, oldest first, to keep a copy in sync',
+      description: 'Every stock change (PATCH, adjustments, batches and the operator\'s imports) from the stock ledger, one ' +
+        'page at a time, in an order a reader can follow without ever missing or repeating a change, also while several ' +
+        'instances write: a change appears only once no change still being written can come before it. Each change ' +
+        'carries a `cursor`; store the last one you processed and send it as `after` to resume. Every answer carries ' +
+        '`Link: <...>; rel="next"`; an empty page means you are caught up: poll the same link later. `requestId` is shown ' +
+        'only for changes made with your own key. Beta: an addition to the specification (docs/decisions.md).',
+      tags: ['inventory'],
+      'x-stability': 'beta',
+      querystring: Type.Object({
+        after: Type.Optional(Type.String({ minLength: 1, maxLength: 128, description: 'A change\'s cursor: the page starts after it. Without it, from the first change.' })),
+        limit: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_FEED_LIMIT, default: DEFAULT_FEED_LIMIT, description: 'Page size' }))
+      }, { additionalProperties: false }),
+      response: {
+        200: Type.Array(InventoryChange, {
+          description: 'One page of changes, oldest first',
+          headers: { ...RESPONSE_HEADERS, Link: Type.String({ description: 'rel="next": the next page (after the last change, or the same place when none)' }) }
+        }),
+        400: INVALID_REQUEST,
+        ...COMMON_ERRORS
+      }
+    }
+  }, async (request, reply) => {
+    const { after, limit = DEFAULT_FEED_LIMIT } = request.query
+    const page = await listChanges(store, { cursor: after ?? null, limit }, request.apiKey?.id ?? null).catch(cursorRefused)
+    linkNext(reply, '/v1/inventory/changes', { limit: String(limit), ...(page.next === null ? {} : { after: page.next }) })
+    return page.changes.map((change) => ({ ...change, at: change.at.toISOString() }))
+  })
+}
