@@ -92,8 +92,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * List stock changes, oldest first, to keep a copy in sync
-         * @description Every stock change (PATCH, adjustments, batches and the operator's imports) from the stock ledger, one page at a time, in an order a reader can follow without ever missing or repeating a change, also while several instances write: a change appears only once no change still being written can come before it. Each change carries a `cursor`; store the last one you processed and send it as `after` to resume. Every answer carries `Link: <...>; rel="next"`; an empty page means you are caught up: poll the same link later. `requestId` is shown only for changes made with your own key. Beta: an addition to the specification (docs/decisions.md).
+         * List stock changes in commit order, to keep a copy in sync
+         * @description Every stock change (PATCH, adjustments, batches and the operator's imports) from the stock ledger, one page at a time, in the order the changes were committed (those of one request in its order): a reader following it never misses or repeats a change, also while several instances write, and sees each pet's changes in the order they were made, so applying them in turn leaves a copy equal to the inventory. Each change carries a `cursor`; store the last one you processed and send it as `after` to resume. Every answer carries `Link: <...>; rel="next"`; an empty page means you are caught up: poll the same link later. `requestId` is shown only for changes made with your own key. Beta: an addition to the specification (docs/decisions.md).
          */
         get: operations["listInventoryChanges"];
         put?: never;
@@ -2200,7 +2200,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description One page of changes, oldest first */
+            /** @description One page of changes, in commit order */
             200: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -2244,7 +2244,7 @@ export interface operations {
                         note: string | null;
                         /**
                          * Format: date-time
-                         * @description When the change was made
+                         * @description When the change was asked for (a change that waited for a lock may carry an earlier time than the one before it)
                          */
                         at: string;
                         /** @description Shared by the changes of one batch; null for a change made alone */

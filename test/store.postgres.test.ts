@@ -7,7 +7,6 @@ import { describe, test } from 'node:test'
 import pg from 'pg'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { StoreUnavailableError } from '../src/errors.js'
-import type { FeedPosition } from '../src/store/types.js'
 import { PostgresStore } from '../src/store/postgres/index.js'
 import { MIGRATIONS } from '../src/store/postgres/migrations.js'
 import { freePort } from './cli/run.js'
@@ -56,34 +55,62 @@ if (await requirePostgres('PostgreSQL store tests')) {
       }
     })
 
-    test('when a transaction that wrote the ledger is still open, then the feed serves nothing after it until it ends: nothing is overtaken', async (t) => {
+    test('when a writer that took its ledger id first commits last, then the feed serves both in commit order and misses neither', async (t) => {
       const schema = await tempSchema(t)
       const store = new PostgresStore(POSTGRES_URL, { schema })
       t.after(() => store.close())
       await store.migrate()
       await importData(store, { pets: [1, 2].map((id) => ({ id: BigInt(id), name: `p${id}`, status: 'available' as const, quantity: 5 })), orders: [] })
-      // Transactions of other tests on this server hold the feed back too, briefly: wait for what is expected.
-      const changesAfter = async (position: FeedPosition | null, count: number) => {
-        for (let tries = 0; ; tries++) {
-          const page = await store.listChanges(position, 100)
-          if (page.length >= count || tries === 200) return page
-          await sleep(25)
-        }
-      }
-      const before = await changesAfter(null, 2)
+      const before = await store.listChanges(null, 100)
       assert.equal(before.length, 2)
       const slow = new pg.Client({ connectionString: POSTGRES_URL, options: `-c search_path=${schema}` })
       await slow.connect()
       t.after(() => slow.end())
-      // A writer that took its ledger row (and its identity value) first, and commits last.
-      await slow.query('BEGIN')
-      await slow.query(`INSERT INTO stock_ledger (pet_id, previous_quantity, quantity, reason, created_at) VALUES (1, 5, 6, 'arrival', now())`)
-      await setStock(store, 2n, 9)
-      const after = before.at(-1)?.position ?? null
-      assert.deepEqual(await store.listChanges(after, 100), [], 'the later, committed change waits behind the open one')
-      await slow.query('COMMIT')
-      const served = await changesAfter(after, 2)
-      assert.deepEqual(served.map((c) => [c.petId, c.quantity]), [[1n, 6], [2n, 9]])
+      try {
+        // A writer that takes its ledger row (and its identity value) first, and commits last.
+        await slow.query('BEGIN')
+        await slow.query(`INSERT INTO stock_ledger (pet_id, previous_quantity, quantity, reason, created_at) VALUES (1, 5, 6, 'arrival', now())`)
+        await setStock(store, 2n, 9)
+        const served = await store.listChanges(before.at(-1)?.position ?? null, 100)
+        assert.deepEqual(served.map((c) => [c.petId, c.quantity]), [[2n, 9]], 'a committed change is served at once, not held back by an open one')
+        await slow.query('COMMIT')
+        const next = await store.listChanges(served.at(-1)?.position ?? null, 100)
+        assert.deepEqual(next.map((c) => [c.petId, c.quantity]), [[1n, 6]], 'the lower id committed later comes later, and is not missed')
+        assert.ok((next[0]?.id ?? 0n) < (served[0]?.id ?? 0n))
+      } finally {
+        await slow.query('ROLLBACK').catch(() => {})
+      }
+    })
+
+    test('when a batch waits for a lock while another instance changes one of its pets, then the feed lists that pet\'s changes in the order they were made', async (t) => {
+      const schema = await tempSchema(t)
+      const [a, b] = [0, 1].map(() => new PostgresStore(POSTGRES_URL, { schema })) as [PostgresStore, PostgresStore]
+      t.after(() => Promise.all([a.close(), b.close()]))
+      await a.migrate()
+      await importData(a, { pets: [1, 2, 3].map((id) => ({ id: BigInt(id), name: `p${id}`, status: 'available' as const, quantity: 0 })), orders: [] })
+      const start = (await a.listChanges(null, 100)).at(-1)?.position ?? null
+      const locker = new pg.Client({ connectionString: POSTGRES_URL, options: `-c search_path=${schema}` })
+      await locker.connect()
+      t.after(() => locker.end())
+      try {
+        await locker.query('BEGIN')
+        await locker.query('SELECT 1 FROM inventory WHERE pet_id = 2 FOR UPDATE')
+        const set = (petId: bigint, quantity: number) => ({ petId, quantity, expectedRevisions: null, reason: 'adjustment' as const, note: null })
+        // The batch locks pet 1, then waits for pet 2; meanwhile pet 3 is changed elsewhere and committed.
+        const batch = a.applyBatch({ changes: [set(1n, 11), set(2n, 12), set(3n, 13)], allowed: { min: 0, max: 1_000_000_000 }, batchId: 'b', keyId: null, requestId: null, at: new Date() })
+        await sleep(150)
+        await setStock(b, 3n, 99)
+        await locker.query('COMMIT')
+        assert.equal((await batch).status, 'updated')
+      } finally {
+        await locker.query('ROLLBACK').catch(() => {})
+      }
+      const feed = await a.listChanges(start, 100)
+      assert.deepEqual(feed.filter((c) => c.petId === 3n).map((c) => [c.previousQuantity, c.quantity]), [[0, 99], [99, 13]])
+      // A copy that applies the feed in order ends where the store is.
+      const copy = new Map<bigint, number>()
+      for (const change of feed) copy.set(change.petId, change.quantity)
+      for (const id of [1n, 2n, 3n]) assert.equal(copy.get(id), (await a.getStockEntry(id))?.quantity)
     })
 
     test('when a second instance waited for the first one\'s write of the same batch key, then it answers recorded, not refused', async (t) => {

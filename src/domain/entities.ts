@@ -91,7 +91,7 @@ export const InventoryChange = Type.Object({
   quantity: Type.Integer({ description: 'The quantity after' }),
   reason: Type.Enum(['arrival', 'return', 'adjustment', 'import'], { type: 'string', description: 'Why, as recorded; `import` for the operator\'s imports' }),
   note: Type.Union([Type.String(), Type.Null()], { description: 'The note sent with the change' }),
-  at: Type.String({ format: 'date-time', description: 'When the change was made' }),
+  at: Type.String({ format: 'date-time', description: 'When the change was asked for (a change that waited for a lock may carry an earlier time than the one before it)' }),
   batchId: Type.Union([Type.String(), Type.Null()], { description: 'Shared by the changes of one batch; null for a change made alone' }),
   requestId: Type.Union([Type.String(), Type.Null()], { description: 'The X-Request-Id of the request that made it, for changes made with your own key; null for others\'' }),
   cursor: Type.String({ description: 'Where the feed resumes after this change: store it, and send it as `after`' })

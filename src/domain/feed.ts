@@ -1,9 +1,9 @@
 /**
- * The change feed: every stock change (the ledger, imports included) in an order a reader can page through without
- * ever missing or repeating one, also while other instances write (the store serves only what can no longer be
- * overtaken). Each change carries the cursor of its place, for a client to store and resume from.
+ * The change feed: every stock change (the ledger, imports included) in commit order, which a reader can page through
+ * without ever missing or repeating one, also while other instances write, and in which each pet's changes come in the
+ * order they were made. Each change carries the cursor of its place, for a client to store and resume from.
  */
-import { decodePairCursor, encodePairCursor } from './cursor.js'
+import { decodePairCursor, encodePairCursor, InvalidCursorError } from './cursor.js'
 import type { LedgerReason } from './model.js'
 import type { FeedChange, Store } from '../store/types.js'
 
@@ -37,6 +37,8 @@ export interface ChangePage {
 /** One page of the feed after `cursor` (from the start when null), as `keyId` may see it. */
 export async function listChanges (store: Store, query: { cursor: string | null, limit: number }, keyId: string | null): Promise<ChangePage> {
   const after = query.cursor === null ? null : decodePairCursor(FEED_CURSOR_PREFIX, query.cursor)
+  // The feed issues no negative place; one would point before everything or, read unsigned, after everything.
+  if (after !== null && (after[0] < 0n || after[1] < 0n)) throw new InvalidCursorError()
   const changes = (await store.listChanges(after === null ? null : { order: after[0], id: after[1] }, query.limit)).map((change) => view(change, keyId))
   return { changes, next: changes.at(-1)?.cursor ?? query.cursor }
 }

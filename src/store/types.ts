@@ -137,7 +137,7 @@ export type StockBatchResult =
 
 /**
  * A place in the change feed: after the change at (order, id). The order is the store's: 0 for SQLite (one writer at a
- * time commits ledger rows in id order), the writing transaction's id for PostgreSQL.
+ * time commits ledger rows in id order), the writing transaction's commit position for PostgreSQL.
  */
 export interface FeedPosition {
   order: bigint
@@ -228,9 +228,9 @@ export interface Store {
   /** One stock entry with its revision; null when there is no entry for petId. */
   getStockEntry (petId: bigint): Promise<StockEntry | null>
   /**
-   * The change feed: ledger entries after `after` (from the start when null), at most `limit`, in an order in which
-   * no entry the feed has not served yet can ever come before one it has (PostgreSQL: only entries of transactions
-   * older than every transaction still running). Paging by the last position never skips or repeats an entry.
+   * The change feed: ledger entries after `after` (from the start when null), at most `limit`, in commit order (the
+   * entries of one transaction in id order): no entry the feed has not served yet can ever come before one it has,
+   * and each pet's changes come in the order they were made. Paging by the last position never skips or repeats one.
    */
   listChanges (after: FeedPosition | null, limit: number): Promise<FeedChange[]>
   /** The newest `limit` ledger entries of a pet, oldest first. */

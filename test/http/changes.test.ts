@@ -53,7 +53,7 @@ describe('GET /v1/inventory/changes', () => {
   test('when the cursor is not one the feed issued, or the limit is out of bounds, then it answers 400', async (t) => {
     const app = await testApp(t, {}, { pets: [pet(1, { quantity: 5 })] })
     const orderCursor = Buffer.from('o1:5').toString('base64url')
-    for (const query of ['after=nonsense', `after=${orderCursor}`, `after=${Buffer.from('f1:1.2.3').toString('base64url')}`, 'limit=0', 'limit=1001', 'since=1']) {
+    for (const query of ['after=nonsense', `after=${orderCursor}`, `after=${Buffer.from('f1:1.2.3').toString('base64url')}`, `after=${Buffer.from('f1:-1.0').toString('base64url')}`, `after=${Buffer.from('f1:0.-1').toString('base64url')}`, 'limit=0', 'limit=1001', 'since=1']) {
       const res = await app.request({ method: 'GET', url: `/v1/inventory/changes?${query}`, headers: auth(app.key) })
       assert.equal(res.statusCode, 400, query)
       assert.equal(res.json().code, 'invalid_request')

@@ -645,6 +645,13 @@ export function storeContract (name: string, open: (t: TestContext) => Promise<S
         const ids = seen.map((c) => c.id)
         assert.equal(new Set(ids).size, ids.length, 'no change twice')
         assert.equal(ids.length, 105, 'five imports and 100 adjustments, none missed')
+        // Each pet's changes in the order they were made: every one starts where the one before it left the pet.
+        const last = new Map<bigint, number>()
+        for (const change of seen) {
+          if (last.has(change.petId)) assert.equal(change.previousQuantity, last.get(change.petId), `change ${change.id} of pet ${change.petId}`)
+          last.set(change.petId, change.quantity)
+        }
+        for (const [petId, quantity] of last) assert.equal((await store.getStockEntry(petId))?.quantity, quantity, 'a copy that applies the feed ends where the store is')
       })
     })
 

@@ -10,10 +10,11 @@ export const changeRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async (
   app.get('/inventory/changes', {
     schema: {
       operationId: 'listInventoryChanges',
-      summary: 'List stock changes, oldest first, to keep a copy in sync',
+      summary: 'List stock changes in commit order, to keep a copy in sync',
       description: 'Every stock change (PATCH, adjustments, batches and the operator\'s imports) from the stock ledger, one ' +
-        'page at a time, in an order a reader can follow without ever missing or repeating a change, also while several ' +
-        'instances write: a change appears only once no change still being written can come before it. Each change ' +
+        'page at a time, in the order the changes were committed (those of one request in its order): a reader following ' +
+        'it never misses or repeats a change, also while several instances write, and sees each pet\'s changes in the order ' +
+        'they were made, so applying them in turn leaves a copy equal to the inventory. Each change ' +
         'carries a `cursor`; store the last one you processed and send it as `after` to resume. Every answer carries ' +
         '`Link: <...>; rel="next"`; an empty page means you are caught up: poll the same link later. `requestId` is shown ' +
         'only for changes made with your own key. Beta: an addition to the specification (docs/decisions.md).',
@@ -25,7 +26,7 @@ export const changeRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async (
       }, { additionalProperties: false }),
       response: {
         200: Type.Array(InventoryChange, {
-          description: 'One page of changes, oldest first',
+          description: 'One page of changes, in commit order',
           headers: { ...RESPONSE_HEADERS, Link: Type.String({ description: 'rel="next": the next page (after the last change, or the same place when none)' }) }
         }),
         400: INVALID_REQUEST,

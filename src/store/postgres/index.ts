@@ -387,13 +387,13 @@ export class PostgresStore implements Store {
     return rows[0] === undefined ? null : toStockEntry(rows[0])
   }
 
+  /** In commit order: the position each writing transaction took as it committed (migration 7), then the row id. */
   async listChanges (after: FeedPosition | null, limit: number): Promise<FeedChange[]> {
-    const { rows } = await this.#query<LedgerRow & { txid: string }>(
-      `SELECT ${LEDGER_COLUMNS}, l.txid::text AS txid FROM stock_ledger l
-       WHERE l.txid < pg_snapshot_xmin(pg_current_snapshot())
-         AND ($1::xid8 IS NULL OR (l.txid, l.id) > ($1::xid8, $2::bigint))
-       ORDER BY l.txid, l.id LIMIT $3`, [after === null ? null : after.order.toString(), after?.id ?? null, limit])
-    return rows.map((row) => ({ ...toLedgerEntry(row), position: { order: BigInt(row.txid), id: row.id } }))
+    const { rows } = await this.#query<LedgerRow & { position: bigint }>(
+      `SELECT ${LEDGER_COLUMNS}, f.position FROM feed_positions f JOIN stock_ledger l ON l.txid = f.txid
+       WHERE $1::bigint IS NULL OR (f.position, l.id) > ($1::bigint, $2::bigint)
+       ORDER BY f.position, l.id LIMIT $3`, [after?.order ?? null, after?.id ?? null, limit])
+    return rows.map((row) => ({ ...toLedgerEntry(row), position: { order: row.position, id: row.id } }))
   }
 
   async stockHistory (petId: bigint, limit: number): Promise<LedgerEntry[]> {

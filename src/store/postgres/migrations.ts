@@ -174,14 +174,35 @@ export const MIGRATIONS: readonly Migration[] = [
     name: 'idempotency keys and batch ids',
     // See the SQLite migration. The primary key is what makes a key apply once across instances: a second
     // instance inserting the same key waits for the first one's transaction and then fails with a unique violation.
-    // The change feed's order: the writing transaction's id (txid), then the row id. A reader serves only rows of
-    // transactions older than every transaction still running (pg_snapshot_xmin), so no row it has not served can
-    // ever sort before one it has (identity values become visible out of order; transaction ids do not overtake
-    // the snapshot's xmin). Rows written before this migration all get its own transaction's id, and sort first.
+    //
+    // The change feed's order is the order of commits. Identity values become visible out of order, and
+    // transaction ids are taken at a transaction's first write, not at its commit, so neither orders the feed. Each
+    // ledger row records its transaction (txid); when a transaction that wrote ledger rows commits, a deferred
+    // trigger takes the next feed position for it from feed_clock, whose row lock it then holds until the commit has
+    // completed (locks are released after a commit becomes visible). So positions are handed out in commit order,
+    // a transaction that rolls back gives its position back, and a reader that sees position p sees every position
+    // below it: paging by (position, id) never misses a change, never repeats one, and shows each pet's changes in
+    // the order they were made. The cost is one short wait per committing writer (docs/decisions.md). Rows written
+    // before this migration get its own transaction's id and position 1: they come first.
     sql: `
       ALTER TABLE stock_ledger ADD COLUMN batch_id text;
       ALTER TABLE stock_ledger ADD COLUMN txid xid8 NOT NULL DEFAULT pg_current_xact_id();
       CREATE INDEX stock_ledger_feed ON stock_ledger (txid, id);
+      CREATE TABLE feed_clock (id integer PRIMARY KEY CHECK (id = 1), position bigint NOT NULL);
+      INSERT INTO feed_clock (id, position) VALUES (1, 1);
+      CREATE TABLE feed_positions (txid xid8 PRIMARY KEY, position bigint NOT NULL UNIQUE);
+      INSERT INTO feed_positions (txid, position) VALUES (pg_current_xact_id(), 1);
+      CREATE FUNCTION take_feed_position() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          IF NOT EXISTS (SELECT 1 FROM feed_positions WHERE txid = pg_current_xact_id()) THEN
+            WITH next AS (UPDATE feed_clock SET position = position + 1 WHERE id = 1 RETURNING position)
+            INSERT INTO feed_positions (txid, position) SELECT pg_current_xact_id(), position FROM next;
+          END IF;
+          RETURN NULL;
+        END
+      $$;
+      CREATE CONSTRAINT TRIGGER stock_ledger_feed_position AFTER INSERT ON stock_ledger
+        DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION take_feed_position();
       CREATE TABLE idempotency_keys (
         scope text NOT NULL,
         idempotency_key text NOT NULL,
