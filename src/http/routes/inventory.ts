@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import fastJson from 'fast-json-stringify'
-import { Type } from 'typebox'
+import { Type, type TSchema } from 'typebox'
 import type { IncomingMessage } from 'node:http'
 import { Readable } from 'node:stream'
 import type { IdempotencyKeys } from '../../domain/idempotency.js'
@@ -76,6 +76,21 @@ const UNSUPPORTED_MEDIA_TYPE = ErrorResponse(['unsupported_media_type'], 'The bo
 const KEY_IN_FLIGHT = 'an earlier request with the same Idempotency-Key is still being processed (retry later; nothing was changed)'
 const KEY_REUSED = ErrorResponse(['idempotency_key_reused'], 'The Idempotency-Key was used for a different request (operation, pet, body or ' +
   'If-Match) within its retention; nothing was changed.')
+
+/** The answers of a write to one entry (PATCH, adjustments): they differ only in what their 409 can say. */
+function entryWriteResponses<C extends TSchema> (conflict: C) {
+  return {
+    200: Written('The updated stock entry'),
+    400: INVALID_REQUEST,
+    404: NOT_FOUND,
+    409: conflict,
+    412: PRECONDITION_FAILED,
+    413: PAYLOAD_TOO_LARGE,
+    415: UNSUPPORTED_MEDIA_TYPE,
+    422: KEY_REUSED,
+    ...COMMON_ERRORS
+  }
+}
 
 const BATCH_REFUSED = Type.Object({
   ...ErrorResponse(['batch_refused', 'idempotency_key_in_flight'], '').properties,
@@ -277,17 +292,7 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
       params: PetIdParams,
       headers: WriteHeaders,
       body: InventoryUpdate,
-      response: {
-        200: Written('The updated stock entry'),
-        400: INVALID_REQUEST,
-        404: NOT_FOUND,
-        409: ErrorResponse(['idempotency_key_in_flight'], `Conflict: ${KEY_IN_FLIGHT}.`),
-        412: PRECONDITION_FAILED,
-        413: PAYLOAD_TOO_LARGE,
-        415: UNSUPPORTED_MEDIA_TYPE,
-        422: KEY_REUSED,
-        ...COMMON_ERRORS
-      }
+      response: entryWriteResponses(ErrorResponse(['idempotency_key_in_flight'], `Conflict: ${KEY_IN_FLIGHT}.`))
     }
   }, async (request, reply) => {
     const { quantity, reason = 'adjustment', note = null } = request.body
@@ -312,18 +317,8 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
       params: PetIdParams,
       headers: WriteHeaders,
       body: InventoryAdjustment,
-      response: {
-        200: Written('The updated stock entry'),
-        400: INVALID_REQUEST,
-        404: NOT_FOUND,
-        409: ErrorResponse(['stock_out_of_range', 'idempotency_key_in_flight'],
-          `Conflict: the result would be below 0 or above 1,000,000,000, or ${KEY_IN_FLIGHT}; nothing was changed.`),
-        412: PRECONDITION_FAILED,
-        413: PAYLOAD_TOO_LARGE,
-        415: UNSUPPORTED_MEDIA_TYPE,
-        422: KEY_REUSED,
-        ...COMMON_ERRORS
-      }
+      response: entryWriteResponses(ErrorResponse(['stock_out_of_range', 'idempotency_key_in_flight'],
+        `Conflict: the result would be below 0 or above 1,000,000,000, or ${KEY_IN_FLIGHT}; nothing was changed.`))
     }
   }, async (request, reply) => {
     const { delta, reason = 'adjustment', note = null } = request.body
