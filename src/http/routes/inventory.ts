@@ -373,13 +373,7 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
     await chargeMore(request, reply, changes.length - 1, `This batch of ${changes.length} changes`)
     try {
       const { entries, version, replayed } = await applyBatch(store, changes, { keyId: request.apiKey?.id ?? null, requestId: request.id }, clock, keyedBy(request.raw))
-      if (replayed) {
-        reply.header('Idempotent-Replayed', 'true')
-      } else {
-        // Before the answer: a GET that starts after it, on any instance, sees the changes.
-        cache.applied(entries, version)
-        await announceChange?.()
-      }
+      await settle(reply, entries, version, replayed)
       return { entries: entries.map((entry) => ({ ...item(entry), etag: entryTag(entry) })) }
     } catch (error) {
       if (!(error instanceof BatchRefusedError)) throw error
@@ -402,14 +396,21 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
    * A replay applied nothing now: it is answered as the first request was, and says so.
    */
   async function answerChange (reply: FastifyReply, { entry, version, replayed }: AppliedChange): Promise<Item> {
-    if (replayed) {
-      reply.header('Idempotent-Replayed', 'true')
-    } else {
-      // Before the answer: a GET that starts after it, on any instance, sees the change.
-      cache.applied(entry, version)
-      await announceChange?.()
-    }
+    await settle(reply, [entry], version, replayed)
     reply.header('ETag', entryTag(entry))
     return item(entry)
+  }
+
+  /**
+   * What every applied write does before its answer: the listing and every instance learn of the entries it changed,
+   * so a GET that starts after the answer, on any instance, sees them. A replay applied nothing now, and says so.
+   */
+  async function settle (reply: FastifyReply, entries: readonly StockEntry[], version: bigint | undefined, replayed: boolean): Promise<void> {
+    if (replayed) {
+      reply.header('Idempotent-Replayed', 'true')
+      return
+    }
+    cache.applied(entries, version)
+    await announceChange?.()
   }
 }

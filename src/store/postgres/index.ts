@@ -69,6 +69,11 @@ const CHANGE_SQL = changeSql('$2', '')
 /** Adds $2 to the locked, committed quantity, only when the result lies within $13..$14. */
 const ADJUST_SQL = changeSql('old.quantity + $2::bigint', ' AND old.quantity + $2::bigint BETWEEN $13::bigint AND $14::bigint')
 
+/** Whether a key ($1 scope, $2 key) has a record that is live at $3. */
+const KEY_LIVE_SQL = 'SELECT 1 FROM idempotency_keys WHERE scope = $1 AND idempotency_key = $2 AND expires_at > $3'
+/** Removes a key's record only when it has expired at $3: a live one must stay and stop the write. */
+const DROP_EXPIRED_KEY_SQL = 'DELETE FROM idempotency_keys WHERE scope = $1 AND idempotency_key = $2 AND expires_at <= $3'
+
 /** The change statement's values for an idempotency key ($9-$12): all null without one. */
 function claimValues (claim: IdempotencyClaim | undefined): unknown[] {
   return claim === undefined ? [null, null, null, null] : [claim.scope, claim.key, claim.fingerprint, claim.expiresAt]
@@ -298,7 +303,7 @@ export class PostgresStore implements Store {
         const result = changeResult(rows[0], change.expectedRevisions)
         // Nothing applied: because the key is recorded (the statement read no entry), or recorded meanwhile by a
         // transaction this one waited for (a retry on another instance, whose change this one then saw as stale).
-        if (result.status !== 'updated' && claim !== undefined && await this.findIdempotencyRecord(claim.scope, claim.key, change.at) !== null) {
+        if (result.status !== 'updated' && claim !== undefined && (await this.#query(KEY_LIVE_SQL, [claim.scope, claim.key, change.at])).rows.length > 0) {
           return { status: 'recorded' }
         }
         return result
@@ -306,8 +311,7 @@ export class PostgresStore implements Store {
         if (claim === undefined || !isKeyTaken(error)) throw error
         // The key's row exists: recorded by a transaction that committed while this statement ran, or expired and
         // not purged yet, which is removed before the change is tried once more.
-        const { rowCount } = await this.#query('DELETE FROM idempotency_keys WHERE scope = $1 AND idempotency_key = $2 AND expires_at <= $3',
-          [claim.scope, claim.key, change.at])
+        const { rowCount } = await this.#query(DROP_EXPIRED_KEY_SQL, [claim.scope, claim.key, change.at])
         if ((rowCount ?? 0) === 0 || attempt === 3) return { status: 'recorded' }
       }
     }
@@ -323,11 +327,10 @@ export class PostgresStore implements Store {
     try {
       return await this.#transaction(async (client): Promise<StockBatchResult> => {
         if (claim !== undefined) {
-          const { rows: live } = await client.query('SELECT 1 FROM idempotency_keys WHERE scope = $1 AND idempotency_key = $2 AND expires_at > $3',
-            [claim.scope, claim.key, batch.at])
+          const { rows: live } = await client.query(KEY_LIVE_SQL, [claim.scope, claim.key, batch.at])
           if (live.length > 0) return { status: 'recorded' }
           // Only an expired record: one committed since the look above is live, and this batch's insert must meet it.
-          await client.query('DELETE FROM idempotency_keys WHERE scope = $1 AND idempotency_key = $2 AND expires_at <= $3', [claim.scope, claim.key, batch.at])
+          await client.query(DROP_EXPIRED_KEY_SQL, [claim.scope, claim.key, batch.at])
         }
         const ids = batch.changes.map((change) => change.petId)
         const { rows } = await client.query<EntryRow>(
@@ -339,7 +342,7 @@ export class PostgresStore implements Store {
           // (Read committed: this statement sees what committed while the locks were awaited.)
           const held = claim === undefined
             ? []
-            : (await client.query('SELECT 1 FROM idempotency_keys WHERE scope = $1 AND idempotency_key = $2 AND expires_at > $3', [claim.scope, claim.key, batch.at])).rows
+            : (await client.query(KEY_LIVE_SQL, [claim.scope, claim.key, batch.at])).rows
           return held.length === 0 ? { status: 'refused', failures } : { status: 'recorded' }
         }
         await client.query(
