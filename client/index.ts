@@ -36,6 +36,8 @@ export type Pet = JsonOf<ResponsesOf<Operation<'/pets/{petId}', 'get'>>[200]>
 export type Order = JsonOf<ResponsesOf<Operation<'/store/orders', 'get'>>[200]>[number]
 /** Query of listOrders: page size, cursor from the previous page, status filter. */
 export type OrderQuery = NonNullable<Operation<'/store/orders', 'get'>['parameters']['query']>
+/** The calling key's standing: plan, scopes, both windows (`limit`, `remaining`, `reset`, `used`), ban and expiry. */
+export type RateLimitStatus = JsonOf<ResponsesOf<Operation<'/rate_limit', 'get'>>[200]>
 
 type AnyResponse = {
   [P in keyof paths]: { [M in keyof paths[P]]: ResponsesOf<paths[P][M]>[keyof ResponsesOf<paths[P][M]>] }[keyof paths[P]]
@@ -184,6 +186,11 @@ export interface PetstoreClient {
   listOrders (query?: OrderQuery): Promise<OrderPage>
   /** Every order, page after page, following the `rel="next"` links. */
   allOrders (query?: Omit<OrderQuery, 'cursor'>): AsyncGenerator<Order, void, undefined>
+  /**
+   * The calling key's plan, scopes, quota (both windows), ban and expiry. Spends none of the quota and works during a
+   * ban; bounded by a small budget of its own (429 `rate_limited` beyond it, retried after Retry-After like any 429).
+   */
+  rateLimit (): Promise<ResponseMeta & { data: RateLimitStatus }>
 }
 
 /** A failed call: the API's error (`status`, `code`, `message`) or a client-side one (`status` 0). */
@@ -218,6 +225,26 @@ export class PetstoreError extends Error {
     this.etag = init.etag ?? null
     this.failures = init.failures ?? null
   }
+}
+
+/**
+ * 403 `insufficient_scope`: the key may not call this operation (a read-only key calling a write). Never retried: only
+ * another key helps. `requiredScope` is the scope the server named (`inventory:write`).
+ */
+export class InsufficientScopeError extends PetstoreError {
+  readonly requiredScope: string | null
+
+  constructor (init: ConstructorParameters<typeof PetstoreError>[0] & { requiredScope: string | null }) {
+    super(init)
+    this.name = 'InsufficientScopeError'
+    this.requiredScope = init.requiredScope
+  }
+}
+
+/** The scope a Bearer challenge names (RFC 6750 section 3: scope="..."), or null. */
+function challengedScope (header: string | null): string | null {
+  const match = header === null ? null : /(?:^|[\s,])scope="([^"]*)"/i.exec(header)
+  return match === null ? null : match[1] as string
 }
 
 const INT64_MIN = -(2n ** 63n)
@@ -381,6 +408,8 @@ export function createClient (options: ClientOptions): PetstoreClient {
 
   /** How long to wait before the next try after this failure, or null when it must not be retried. */
   function delayAfter (error: PetstoreError, attempt: number): number | null {
+    // Only another key helps.
+    if (error instanceof InsufficientScopeError) return null
     const asked = error.retryAfterSeconds === undefined ? undefined : error.retryAfterSeconds * 1000
     // Waiting less than the server asked would only earn another refusal (and strikes towards a ban).
     if (asked !== undefined && asked > maxDelayMs) return null
@@ -408,7 +437,7 @@ export function createClient (options: ClientOptions): PetstoreClient {
     const known = isRecord(body) && typeof body.code === 'string' && typeof body.message === 'string'
       ? { code: body.code as ApiErrorCode, message: body.message }
       : { code: 'unexpected_response' as const, message: `HTTP ${response.status} without an API error body` }
-    return new PetstoreError({
+    const init = {
       status: response.status,
       ...known,
       requestId,
@@ -416,7 +445,10 @@ export function createClient (options: ClientOptions): PetstoreClient {
       attempts: attempt,
       etag: response.headers.get('etag'),
       failures: isRecord(body) && Array.isArray(body.failures) ? body.failures as BatchFailure[] : null
-    })
+    }
+    return response.status === 403 && known.code === 'insufficient_scope'
+      ? new InsufficientScopeError({ ...init, requiredScope: challengedScope(response.headers.get('www-authenticate')) })
+      : new PetstoreError(init)
   }
 
   function failureOf (error: unknown, attempt: number): PetstoreError {
@@ -431,7 +463,8 @@ export function createClient (options: ClientOptions): PetstoreClient {
   }
 
   async function send (call: Call): Promise<Answer> {
-    if (now() < bannedUntil) {
+    // The status call is answered during a ban (with the ban): it is how a banned client learns when it ends.
+    if (now() < bannedUntil && call.operationId !== 'getRateLimit') {
       const left = Math.ceil((bannedUntil - now()) / 1000)
       throw new PetstoreError({
         status: 429,
@@ -587,6 +620,11 @@ export function createClient (options: ClientOptions): PetstoreClient {
 
     async listOrders (query = {}) {
       return page(await send({ operationId: 'listOrders', method: 'GET', url: url('/store/orders', query) }))
+    },
+
+    async rateLimit () {
+      const { meta, body } = await send({ operationId: 'getRateLimit', method: 'GET', url: url('/rate_limit') })
+      return { ...meta, data: body as RateLimitStatus }
     },
 
     async * allOrders (query = {}) {

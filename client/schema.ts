@@ -124,6 +124,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/rate_limit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The calling key's quota, plan, scopes, ban and expiry
+         * @description Both windows as they stand (limit, remaining, reset), without spending any of them: this call is not counted against the key's quota, and a banned key may make it. It is counted instead in a small budget of its own per key (60 calls per minute and 10,000 per day by default, `RATE_LIMIT_STATUS`); beyond it, 429 with Retry-After. The rate-limit fields of a 200 describe the key's quota, as on every answer; those of the 429 the status budget.
+         */
+        get: operations["getRateLimit"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/pets/{petId}": {
         parameters: {
             query?: never;
@@ -233,7 +253,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Missing, malformed, unknown or revoked API key. Error codes: `unauthorized`. */
+            /** @description Missing, malformed, unknown, revoked or expired API key. Error codes: `unauthorized`. */
             401: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -520,7 +540,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Missing, malformed, unknown or revoked API key. Error codes: `unauthorized`. */
+            /** @description Missing, malformed, unknown, revoked or expired API key. Error codes: `unauthorized`. */
             401: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -843,7 +863,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Missing, malformed, unknown or revoked API key. Error codes: `unauthorized`. */
+            /** @description Missing, malformed, unknown, revoked or expired API key. Error codes: `unauthorized`. */
             401: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -874,6 +894,42 @@ export interface operations {
                         /**
                          * @description The HTTP status code
                          * @example 401
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The API key's scope does not include this operation (a read-only key calling a write); it was counted like any request. Error codes: `insufficient_scope`. */
+            403: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description RFC 6750 section 3.1: Bearer realm="petstore", error="insufficient_scope", scope="inventory:write" */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "insufficient_scope";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 403
                          */
                         status: number;
                     };
@@ -1342,7 +1398,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Missing, malformed, unknown or revoked API key. Error codes: `unauthorized`. */
+            /** @description Missing, malformed, unknown, revoked or expired API key. Error codes: `unauthorized`. */
             401: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -1373,6 +1429,42 @@ export interface operations {
                         /**
                          * @description The HTTP status code
                          * @example 401
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The API key's scope does not include this operation (a read-only key calling a write); it was counted like any request. Error codes: `insufficient_scope`. */
+            403: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description RFC 6750 section 3.1: Bearer realm="petstore", error="insufficient_scope", scope="inventory:write" */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "insufficient_scope";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 403
                          */
                         status: number;
                     };
@@ -1854,7 +1946,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Missing, malformed, unknown or revoked API key. Error codes: `unauthorized`. */
+            /** @description Missing, malformed, unknown, revoked or expired API key. Error codes: `unauthorized`. */
             401: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -1885,6 +1977,42 @@ export interface operations {
                         /**
                          * @description The HTTP status code
                          * @example 401
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The API key's scope does not include this operation (a read-only key calling a write); it was counted like any request. Error codes: `insufficient_scope`. */
+            403: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description RFC 6750 section 3.1: Bearer realm="petstore", error="insufficient_scope", scope="inventory:write" */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "insufficient_scope";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 403
                          */
                         status: number;
                     };
@@ -2290,7 +2418,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Missing, malformed, unknown or revoked API key. Error codes: `unauthorized`. */
+            /** @description Missing, malformed, unknown, revoked or expired API key. Error codes: `unauthorized`. */
             401: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -2555,7 +2683,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Missing, malformed, unknown or revoked API key. Error codes: `unauthorized`. */
+            /** @description Missing, malformed, unknown, revoked or expired API key. Error codes: `unauthorized`. */
             401: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -2651,6 +2779,243 @@ export interface operations {
                          * @enum {string}
                          */
                         code: "rate_limited" | "key_banned";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 429
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Unexpected server error; the body never carries internals. Error codes: `internal_error`. */
+            500: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "internal_error";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 500
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The store cannot be reached right now. Error codes: `service_unavailable`. */
+            503: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "service_unavailable";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 503
+                         */
+                        status: number;
+                    };
+                };
+            };
+        };
+    };
+    getRateLimit: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The calling key's quota and standing; asking spends none of the quota */
+            200: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description The key's plan: free, pro, business or enterprise */
+                        plan: string;
+                        /** @description What the key may call: inventory:read, and inventory:write for write keys */
+                        scopes: string[];
+                        minute: {
+                            /** @description Requests allowed per minute */
+                            limit: number;
+                            /** @description Requests left in the current window (0 during a ban, as in X-RateLimit-Remaining) */
+                            remaining: number;
+                            /** @description Unix time (seconds) at which the window ends (during a ban: when the ban ends) */
+                            reset: number;
+                            /** @description Requests counted in the current window (also during a ban) */
+                            used: number;
+                        };
+                        day: {
+                            /** @description Requests allowed per day */
+                            limit: number;
+                            /** @description Requests left in the current window (0 during a ban, as in X-RateLimit-Remaining) */
+                            remaining: number;
+                            /** @description Unix time (seconds) at which the window ends (during a ban: when the ban ends) */
+                            reset: number;
+                            /** @description Requests counted in the current window (also during a ban) */
+                            used: number;
+                        };
+                        /** @description When the ban in force ends (a key that kept sending after 429 is banned for a while); null when not banned */
+                        bannedUntil: string | null;
+                        /** @description When the key stops working; null: never */
+                        expiresAt: string | null;
+                    };
+                };
+            };
+            /** @description Missing, malformed, unknown, revoked or expired API key. Error codes: `unauthorized`. */
+            401: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Bearer challenge (RFC 6750), e.g. Bearer realm="petstore", error="invalid_token" */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "unauthorized";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 401
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The request URL (path and query) is longer than 2048 characters. Error codes: `uri_too_long`. */
+            414: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "uri_too_long";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 414
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The status budget of this key's quota is spent (`RATE_LIMIT_STATUS`); the X-RateLimit-* fields describe that budget. The key's own quota is untouched. Error codes: `rate_limited`. */
+            429: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Seconds until the status budget admits again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "rate_limited";
                         /** @description Human-readable description */
                         message: string;
                         /**
@@ -2831,7 +3196,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Missing, malformed, unknown or revoked API key. Error codes: `unauthorized`. */
+            /** @description Missing, malformed, unknown, revoked or expired API key. Error codes: `unauthorized`. */
             401: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */

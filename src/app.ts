@@ -26,6 +26,7 @@ import { changeRoutes } from './http/routes/changes.js'
 import { inventoryRoutes } from './http/routes/inventory.js'
 import { orderRoutes } from './http/routes/orders.js'
 import { petRoutes } from './http/routes/pets.js'
+import { rateLimitRoutes } from './http/routes/rate-limit.js'
 import { RESPONSE_HEADERS } from './http/schemas/common.js'
 import { validatorCompiler } from './http/validation.js'
 import { lazyChildLoggerFactory, loggerOptions } from './logger.js'
@@ -130,7 +131,9 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
       environment: config.environment,
       authCacheTtlMs: config.authCacheTtlMs,
       clock,
-      events: { decided: (subject, outcome) => metrics.recordDecision(subject, outcome), banned: () => metrics.recordBan() }
+      events: { decided: (subject, outcome) => metrics.recordDecision(subject, outcome), banned: () => metrics.recordBan() },
+      // Never fails a request: the next minute's use records it again.
+      onUseNotRecorded: (keyId, error) => { app.log.warn({ err: error, keyId }, 'could not record the last use of an API key') }
     })
   }
 
@@ -249,14 +252,15 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
       ],
       components: {
         securitySchemes: {
-          bearerAuth: { type: 'http', scheme: 'bearer', description: 'An API key (psk_live_... or psk_test_...)' }
+          bearerAuth: { type: 'http', scheme: 'bearer', description: 'An API key (psk_live_... or psk_test_...). Each operation names the scope it needs: inventory:read (any key) or inventory:write (keys of scope write).' }
         }
       },
       security: [{ bearerAuth: [] }],
       tags: [
         { name: 'inventory', description: 'Stock levels' },
         { name: 'pets', description: 'Pets (deprecated)' },
-        { name: 'store', description: 'Store orders' }
+        { name: 'store', description: 'Store orders' },
+        { name: 'keys', description: 'The calling API key' }
       ]
     },
     // The servers carry the /v1 prefix, so the paths are relative to it.
@@ -307,6 +311,7 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
       ...(watch === undefined ? {} : { watch }), ...(announceChange === undefined ? {} : { announceChange }) })
     await v1.register(changeRoutes, { store })
     await v1.register(orderRoutes, { store })
+    await v1.register(rateLimitRoutes)
     await v1.register(petRoutes, {
       store,
       clock,

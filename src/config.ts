@@ -67,6 +67,11 @@ export interface RateLimitConfig {
   readonly plans: PlanTable
   /** Limits per client IP for requests without a valid key. */
   readonly anonymous: Limits
+  /**
+   * The budget of GET /v1/rate_limit per key quota: the status call spends none of the key's own quota (as on
+   * GitHub), and a caller polling it is bounded by this budget instead.
+   */
+  readonly status: Limits
   /** null when bans are switched off (BAN_SECONDS=0). */
   readonly bans: BanPolicy | null
   /** The in-process limiter's cap on subjects held at once, for keys and for client addresses each. */
@@ -117,6 +122,7 @@ export const DEFAULTS = {
   RATE_LIMIT_PRO: `${PLAN_LIMITS.pro.perMinute}/${PLAN_LIMITS.pro.perDay}`,
   RATE_LIMIT_BUSINESS: `${PLAN_LIMITS.business.perMinute}/${PLAN_LIMITS.business.perDay}`,
   RATE_LIMIT_ANONYMOUS: `${PLAN_LIMITS.free.perMinute}/${PLAN_LIMITS.free.perDay}`,
+  RATE_LIMIT_STATUS: '60/10000',
   RATE_LIMIT_MAX_SUBJECTS: String(LIMITER_DEFAULTS.maxSubjects),
   RATE_LIMIT_IPV6_PREFIX: String(LIMITER_DEFAULTS.ipv6PrefixLength),
   BAN_STRIKES: '',
@@ -298,6 +304,7 @@ export function loadConfig (env: Env, cwd: string = process.cwd()): Config {
         business: limits(env, 'RATE_LIMIT_BUSINESS')
       }),
       anonymous: limits(env, 'RATE_LIMIT_ANONYMOUS'),
+      status: limits(env, 'RATE_LIMIT_STATUS'),
       bans: banPolicy(env),
       maxSubjects: integer(env, 'RATE_LIMIT_MAX_SUBJECTS', 1000, 100_000_000),
       ipv6PrefixLength: integer(env, 'RATE_LIMIT_IPV6_PREFIX', 32, 128)

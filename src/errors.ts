@@ -5,6 +5,7 @@
 export const ERROR_CATALOGUE = {
   invalid_request: { status: 400, message: 'The request is invalid.' },
   unauthorized: { status: 401, message: 'A valid API key is required.' },
+  insufficient_scope: { status: 403, message: 'The API key lacks the scope this operation needs.' },
   not_found: { status: 404, message: 'The requested resource could not be found.' },
   method_not_allowed: { status: 405, message: 'The method is not allowed for this resource.' },
   request_timeout: { status: 408, message: 'The request was not received in time.' },

@@ -68,7 +68,8 @@ describe('SqliteStore specifics', () => {
     })
     assert.deepEqual(await second.findApiKeyByHash('h1'), {
       id: 'key_1', name: null, plan: 'free', perMinute: null, perDay: null,
-      createdAt: new Date('2026-11-22T12:00:00Z'), revokedAt: new Date('2026-11-23T12:00:00Z'), ban: null
+      createdAt: new Date('2026-11-22T12:00:00Z'), revokedAt: new Date('2026-11-23T12:00:00Z'), ban: null, scope: 'write', expiresAt: null,
+      quotaId: 'key_1', replacedBy: null, lastUsedAt: null, lastDeprecatedUseAt: null
     })
   })
 

@@ -21,7 +21,7 @@
  *   told is never banned; a banned key is refused without counting until the ban ends.
  */
 import type { Environment, RateLimitConfig } from '../config.js'
-import { limitsOf, type ApiKeyRecord, type Ban } from '../domain/model.js'
+import { isExpired, limitsOf, scopeCovers, type ApiKeyRecord, type Ban, type KeyScope } from '../domain/model.js'
 import { AppError, StoreUnavailableError } from '../errors.js'
 import { bindingWindow, violatedWindow } from '../ratelimit/decision.js'
 import type { ConsumeOptions, Decision, RateLimiter, Subject, WindowLimits, WindowState } from '../ratelimit/types.js'
@@ -34,6 +34,15 @@ import { clientSubject } from './clients.js'
 export interface OperationNeeds {
   /** `required`: only a valid key passes. `optional`: a valid key is charged; anyone else by client address. */
   credential: 'required' | 'optional'
+  /** The scope a key needs (none: any key); a key without it is charged and refused as `insufficient_scope`. */
+  scope?: KeyScope
+  /** The operation is deprecated: a key's call is recorded as its last deprecated use. */
+  deprecated?: boolean
+  /**
+   * `status`: the call reports the key's quota and spends none of it (a banned key may ask too); it is counted in the
+   * status budget of the key's quota instead (RateLimitConfig.status).
+   */
+  charge?: 'status'
 }
 
 export const KEY_REQUIRED: OperationNeeds = Object.freeze({ credential: 'required' })
@@ -62,11 +71,22 @@ export interface QuotaView {
 }
 
 export type Admission =
-  | { outcome: 'admitted', key: ApiKeyRecord | null, quota: QuotaView }
+  | {
+    outcome: 'admitted', key: ApiKeyRecord | null, quota: QuotaView,
+    /** For a status call: the key's windows as counted (during a ban the quota shown is the ban's). */
+    usage?: readonly [WindowState, WindowState]
+  }
   /** A conditional read of what the client holds: answered as not modified, nothing counted. */
   | { outcome: 'not_modified', key: ApiKeyRecord, quota: QuotaView }
   | { outcome: 'unauthenticated', problem: CredentialProblem, quota: QuotaView }
-  | { outcome: 'limited', subject: Subject['kind'], window: WindowState, retryAfterSeconds: number, quota: QuotaView, banNotRecorded?: { keyId: string, error: unknown } }
+  /** A valid key without the scope the operation needs: charged like any request, then refused. */
+  | { outcome: 'insufficient_scope', key: ApiKeyRecord, needed: KeyScope, quota: QuotaView }
+  | {
+    outcome: 'limited', subject: Subject['kind'], window: WindowState, retryAfterSeconds: number, quota: QuotaView,
+    banNotRecorded?: { keyId: string, error: unknown },
+    /** Set when the status budget refused (the quota shown is the budget's; the key's own is untouched). */
+    budget?: 'status'
+  }
   | { outcome: 'banned', key: ApiKeyRecord, until: Date, retryAfterSeconds: number, quota: QuotaView, imposed?: { ban: Ban, strikes: number } }
   /** The store could not be asked who the key is: nobody is charged; the quota shown is the client address's. */
   | { outcome: 'unavailable', error: unknown, quota: QuotaView }
@@ -80,7 +100,7 @@ export interface AdmissionEvents {
 }
 
 export interface GatekeeperOptions {
-  store: Pick<Store, 'findApiKeyByHash' | 'banApiKey'>
+  store: Pick<Store, 'findApiKeyByHash' | 'banApiKey' | 'recordKeyUse'>
   limiter: RateLimiter
   limits: RateLimitConfig
   /** Keys of the other environment are refused. */
@@ -90,9 +110,44 @@ export interface GatekeeperOptions {
   /** Milliseconds since the epoch. */
   clock?: () => number
   events?: AdmissionEvents
+  /** Where a failure to record a key's last use goes (it never fails a request). */
+  onUseNotRecorded?: (keyId: string, error: unknown) => void
 }
 
 const NO_EVENTS: AdmissionEvents = { decided: () => {}, banned: () => {} }
+
+/** How often each instance records one key's last use (and, apart, its last deprecated use): once a minute. */
+export const KEY_USE_INTERVAL_MS = 60_000
+
+/**
+ * Records when keys were last used without a store write per request: at most once per KEY_USE_INTERVAL_MS per key
+ * (and once more for a deprecated call) in this process, so a recorded time is at most that late, per instance.
+ */
+class KeyUseRecorder {
+  readonly #last = new Map<string, { used: number, deprecated: number }>()
+  readonly #store: Pick<Store, 'recordKeyUse'>
+  readonly #onError: (keyId: string, error: unknown) => void
+
+  constructor (store: Pick<Store, 'recordKeyUse'>, onError: (keyId: string, error: unknown) => void) {
+    this.#store = store
+    this.#onError = onError
+  }
+
+  note (keyId: string, deprecated: boolean, now: number): void {
+    let last = this.#last.get(keyId)
+    if (last === undefined) {
+      last = { used: Number.NEGATIVE_INFINITY, deprecated: Number.NEGATIVE_INFINITY }
+      this.#last.set(keyId, last)
+    }
+    const used = now - last.used >= KEY_USE_INTERVAL_MS
+    const deprecatedDue = deprecated && now - last.deprecated >= KEY_USE_INTERVAL_MS
+    if (!used && !deprecatedDue) return
+    if (used) last.used = now
+    if (deprecatedDue) last.deprecated = now
+    const at = new Date(now)
+    this.#store.recordKeyUse(keyId, at, deprecatedDue ? at : null).catch((error: unknown) => { this.#onError(keyId, error) })
+  }
+}
 
 /** The subject that counts a client address's key lookups that found no key (beside its keyless requests). */
 function lookupSubject (address: string, ipv6PrefixLength: number): Subject {
@@ -126,6 +181,7 @@ export class Gatekeeper {
   readonly #limits: RateLimitConfig
   readonly #clock: () => number
   readonly #events: AdmissionEvents
+  readonly #uses: KeyUseRecorder
 
   constructor (options: GatekeeperOptions) {
     this.#authenticator = new Authenticator(options.store, options.environment, options.authCacheTtlMs)
@@ -134,6 +190,7 @@ export class Gatekeeper {
     this.#limits = options.limits
     this.#clock = options.clock ?? Date.now
     this.#events = options.events ?? NO_EVENTS
+    this.#uses = new KeyUseRecorder(options.store, options.onUseNotRecorded ?? (() => {}))
   }
 
   /**
@@ -148,7 +205,7 @@ export class Gatekeeper {
   /** A request whose caller is known: a valid key is charged as the key, anyone else by client address. */
   #admitIdentified (identity: Identity, request: AdmissionRequest): Admission | Promise<Admission> {
     if ('problem' in identity) return this.#admitClient(clientSubject(request.client, this.#limits.ipv6PrefixLength), request.needs, identity.problem)
-    return this.#admitKey(identity.key, identity.token, request.holdsCurrent)
+    return this.#admitKey(identity.key, identity.token, request)
   }
 
   /**
@@ -187,15 +244,40 @@ export class Gatekeeper {
     return this.#consume(client, this.#limits.anonymous, {}, settle)
   }
 
-  #admitKey (key: ApiKeyRecord, token: string, holdsCurrent: (() => Promise<boolean>) | undefined): Admission | Promise<Admission> {
-    const limits = limitsOf(key, this.#limits.plans) ?? this.#limits.anonymous
+  #admitKey (key: ApiKeyRecord, token: string, request: AdmissionRequest): Admission | Promise<Admission> {
     const now = this.#clock()
+    // An expired key is no key: its requests count against the client address, as an unknown key's do.
+    if (isExpired(key, now)) return this.#admitClient(clientSubject(request.client, this.#limits.ipv6PrefixLength), request.needs, 'expired')
+    this.#uses.note(key.id, request.needs.deprecated === true, now)
+    const limits = limitsOf(key, this.#limits.plans) ?? this.#limits.anonymous
+    const subject: Subject = { kind: 'key', id: key.quotaId }
+    if (request.needs.charge === 'status') return this.#admitStatus(key, subject, limits, now)
     if (isBanned(key.ban, now)) {
       this.#events.decided('key', 'banned')
       return this.#banned(key, key.ban.until, limits, now)
     }
-    const subject: Subject = { kind: 'key', id: key.id }
-    return holdsCurrent === undefined ? this.#chargeKey(key, token, subject, limits) : this.#admitConditional(key, token, subject, limits, holdsCurrent)
+    const needed = request.needs.scope
+    const holdsCurrent = request.holdsCurrent
+    return holdsCurrent === undefined || (needed !== undefined && !scopeCovers(key.scope, needed))
+      ? this.#chargeKey(key, token, subject, limits, needed)
+      : this.#admitConditional(key, token, subject, limits, holdsCurrent)
+  }
+
+  /**
+   * A status call: the key's windows as they stand (peeked, nothing spent; during a ban, the ban), counted in the
+   * status budget of the key's quota, which refuses with its own retry time once spent.
+   */
+  async #admitStatus (key: ApiKeyRecord, subject: Subject, limits: WindowLimits, now: number): Promise<Admission> {
+    const budget = await this.#limiter.consume({ kind: 'key', id: `status:${subject.id}` }, this.#limits.status)
+    if (!budget.allowed) {
+      // As every 429: the rate-limit fields describe the window that refused, here the status budget's.
+      this.#events.decided('key', 'limited')
+      return { ...this.#limited('key', budget), budget: 'status' }
+    }
+    const peeked = await this.#limiter.peek(subject, limits)
+    const quota = isBanned(key.ban, now) ? banQuota(limits, key.ban.until, now) : quotaOf(peeked)
+    this.#events.decided('key', 'allowed')
+    return { outcome: 'admitted', key, quota, usage: peeked.windows }
   }
 
   /** A conditional read: free while the key has quota and the client holds the current representation. */
@@ -205,17 +287,21 @@ export class Gatekeeper {
       this.#events.decided('key', 'not_modified')
       return { outcome: 'not_modified', key, quota: quotaOf(peeked) }
     }
-    return await this.#chargeKey(key, token, subject, limits)
+    return await this.#chargeKey(key, token, subject, limits, undefined)
   }
 
-  /** Counts a key's request: admitted, limited, or (at the strike threshold) banned. */
-  #chargeKey (key: ApiKeyRecord, token: string, subject: Subject, limits: WindowLimits): Admission | Promise<Admission> {
+  /**
+   * Counts a key's request: admitted, limited, or (at the strike threshold) banned; admitted without the scope the
+   * operation needs: insufficient_scope (counted like any request).
+   */
+  #chargeKey (key: ApiKeyRecord, token: string, subject: Subject, limits: WindowLimits, needed: KeyScope | undefined): Admission | Promise<Admission> {
     const bans = this.#limits.bans
     const threshold = bans === null ? 0 : strikeThreshold(bans, limits.perMinute)
     const options: ConsumeOptions = bans === null ? {} : { strikes: { windowSeconds: bans.strikeWindowSeconds, threshold } }
     return this.#consume(subject, limits, options, (decision) => {
       if (decision.allowed) {
         this.#events.decided('key', 'allowed')
+        if (needed !== undefined && !scopeCovers(key.scope, needed)) return { outcome: 'insufficient_scope', key, needed, quota: quotaOf(decision) }
         return { outcome: 'admitted', key, quota: quotaOf(decision) }
       }
       if (bans === null || decision.strikes < threshold) {
@@ -260,7 +346,7 @@ export class Gatekeeper {
       throw new AppError('invalid_request', `${what} counts as ${extra + 1} requests, more than this key's limit of ${limits.perMinute} per ` +
         `minute; send at most ${limits.perMinute} at a time.`)
     }
-    const decision = await this.#limiter.consume({ kind: 'key', id: key.id }, limits, { cost: extra })
+    const decision = await this.#limiter.consume({ kind: 'key', id: key.quotaId }, limits, { cost: extra })
     if (decision.allowed) return { outcome: 'admitted', key, quota: quotaOf(decision) }
     this.#events.decided('key', 'limited')
     return this.#limited('key', decision, extra)

@@ -6,7 +6,7 @@ import { LRUCache } from 'lru-cache'
 import type { Environment } from '../config.js'
 import type { ApiKeyRecord } from '../domain/model.js'
 import type { Store } from '../store/types.js'
-import { hashKey, KEY_PREFIXES } from './keys.js'
+import { hashKey, KEY_PREFIXES, keyShape } from './keys.js'
 
 /**
  * The credentials of a request, as read from its Authorization header (RFC 6750): none, a scheme other than
@@ -20,14 +20,11 @@ export type Credentials =
 
 /**
  * Why a request has no key: it sent none, another scheme, a malformed token, a key of the other environment
- * (a staging key on a production server or the reverse), or a key that is unknown or revoked.
+ * (a staging key on a production server or the reverse), a key that is unknown or revoked, or one that expired.
  */
-export type CredentialProblem = 'missing' | 'unsupported' | 'malformed' | 'wrong_environment' | 'invalid'
+export type CredentialProblem = 'missing' | 'unsupported' | 'malformed' | 'wrong_environment' | 'invalid' | 'expired'
 
 export type Identity = { key: ApiKeyRecord, token: string } | { problem: CredentialProblem }
-
-// A bearer token is at most this long; longer ones are refused without hashing.
-const MAX_TOKEN_LENGTH = 256
 
 const PROBLEM_OF_KIND = { none: 'missing', unsupported: 'unsupported', malformed: 'malformed' } as const
 
@@ -70,7 +67,8 @@ export class Authenticator {
     if (!token.startsWith(this.#prefix)) {
       return { problem: this.#otherPrefixes.some((prefix) => token.startsWith(prefix)) ? 'wrong_environment' : 'invalid' }
     }
-    if (token.length > MAX_TOKEN_LENGTH) return { problem: 'invalid' }
+    // A mistyped or truncated key fails its checksum (or has no key's length): refused without a lookup.
+    if (keyShape(token.slice(this.#prefix.length)) === 'malformed') return { problem: 'invalid' }
     const record = this.#cache.get(token)
     return record === undefined ? undefined : identityOf(record, token)
   }

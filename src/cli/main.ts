@@ -5,11 +5,12 @@
  */
 import { parseArgs, type ParseArgsConfig } from 'node:util'
 import { ConfigError, loadConfig, type Config } from '../config.js'
+import { isRfc3339DateTime } from '../datetime.js'
 import { isBanned } from '../access/bans.js'
 import { stockHistory } from '../domain/inventory.js'
-import { createKey, KeyInputError, revokeKey, unbanKey } from '../access/keys.js'
+import { createKey, KeyInputError, MAX_KEY_LIFETIME_MS, revokeKey, rotateKey, RotationError, unbanKey } from '../access/keys.js'
 import { ImportError } from '../domain/import.js'
-import { limitsOf, PLANS, type ApiKeyRecord, type Plan, type PlanTable } from '../domain/model.js'
+import { isExpired, KEY_SCOPES, limitsOf, PLANS, type ApiKeyRecord, type KeyScope, type Plan, type PlanTable } from '../domain/model.js'
 import { isWorker, leaveCluster, runPrimary, WORKERS_NEED_REDIS } from '../cluster.js'
 import { closeOnSignals, startServer } from '../server.js'
 import { importFile } from './import.js'
@@ -35,13 +36,22 @@ Commands:
                                  Load pets and orders from a JSON file (all or nothing). The file is
                                  streamed; progress shows on stderr when it is a terminal (--progress:
                                  always, --no-progress: never).
-  keys create --plan PLAN [--name TEXT] [--per-minute N --per-day N] [--json]
+  keys create --plan PLAN [--name TEXT] [--per-minute N --per-day N] [--scope read|write]
+              [--expires-in DURATION | --expires-at TIME] [--json]
                                  Create an API key; prints the key once. PLAN: ${PLANS.join(', ')}.
-                                 Enterprise keys need --per-minute and --per-day.
+                                 Enterprise keys need --per-minute and --per-day. --scope read: read
+                                 operations only; write (the default): every operation. DURATION: a
+                                 number and s, m, h or d (90d, 12h); TIME: RFC 3339 (2027-03-01T00:00:00Z).
+  keys rotate ID [--overlap DURATION] [--expires-in DURATION | --expires-at TIME] [--json]
+                                 Replace a key: prints a new key with the same name, plan, limits, scope
+                                 and quota; the old key keeps working for the overlap (default 24h, 0:
+                                 none), then only the new one does. The new key never expires unless
+                                 given --expires-in or --expires-at (after the overlap).
   inventory history PETID [--json] [--limit N]
                                  The stock ledger of one pet: every change with time, reason, previous
                                  and new quantity, key id, request id and note (newest N, default 100).
-  keys list [--json]             List keys with limits, revocation and bans (never the keys themselves).
+  keys list [--json]             List keys with scope, limits, expiry, last use, last use of a deprecated
+                                 operation, revocation and bans (never the keys themselves).
   keys revoke ID                 Revoke a key.
   keys unban ID                  Lift a key's ban (bans are imposed on keys that keep sending after 429).
 
@@ -51,7 +61,35 @@ Configuration comes from the environment (see README): DATABASE_URL, PORT, HOST,
 class UsageError extends Error {}
 
 /** How `keys create` names the fields of a key. */
-const KEY_FLAGS = { perMinute: '--per-minute', perDay: '--per-day', name: '--name' } as const
+const KEY_FLAGS = { perMinute: '--per-minute', perDay: '--per-day', name: '--name', expiresAt: '--expires-in/--expires-at', overlap: '--overlap' } as const
+
+const DURATION_UNITS: Readonly<Record<string, number>> = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }
+
+/** A duration such as 90d, 12h, 30m or 45s, in milliseconds (at most ten years); 0 only where `zero` allows it. */
+function duration (flag: string, text: string, zero: boolean): number {
+  if (zero && text === '0') return 0
+  const match = /^([0-9]{1,6})([smhd])$/.exec(text)
+  const ms = match === null ? Number.NaN : Number(match[1]) * (DURATION_UNITS[match[2] as string] as number)
+  if (Number.isNaN(ms) || ms > MAX_KEY_LIFETIME_MS || (ms === 0 && !zero)) {
+    throw new UsageError(`${flag} must be a ${zero ? '' : 'positive '}number followed by s, m, h or d (e.g. 90d, 12h), at most 3650d`)
+  }
+  return ms
+}
+
+/** When a key made now should expire, from --expires-in or --expires-at (RFC 3339, with a time zone); null: never. */
+function expiry (values: Record<string, string | boolean | undefined>, now: Date): Date | null {
+  const inText = values['expires-in']
+  const atText = values['expires-at']
+  if (inText !== undefined && atText !== undefined) throw new UsageError('use either --expires-in or --expires-at')
+  if (typeof inText === 'string') return new Date(now.getTime() + duration('--expires-in', inText, false))
+  if (typeof atText !== 'string') return null
+  const at = isRfc3339DateTime(atText) ? new Date(atText) : new Date(Number.NaN)
+  if (Number.isNaN(at.getTime())) throw new UsageError('--expires-at must be an RFC 3339 time with a time zone, e.g. 2027-03-01T00:00:00Z')
+  // Whether it lies ahead, and not too far, is the key rules' to say (KeyInputError, named by KEY_FLAGS).
+  return at
+}
+
+const EXPIRY_OPTIONS = { 'expires-in': { type: 'string' }, 'expires-at': { type: 'string' } } as const
 
 function parse (args: string[], options: ParseArgsConfig['options'], positionals: number): { values: Record<string, string | boolean | undefined>, positionals: string[] } {
   let parsed
@@ -104,8 +142,14 @@ function keyJson (key: ApiKeyRecord, plans: PlanTable, now = Date.now()): Record
     plan: key.plan,
     perMinute: limits?.perMinute ?? null,
     perDay: limits?.perDay ?? null,
+    scope: key.scope,
     createdAt: key.createdAt.toISOString(),
+    expiresAt: key.expiresAt?.toISOString() ?? null,
+    expired: isExpired(key, now),
     revokedAt: key.revokedAt?.toISOString() ?? null,
+    replacedBy: key.replacedBy,
+    lastUsedAt: key.lastUsedAt?.toISOString() ?? null,
+    lastDeprecatedUseAt: key.lastDeprecatedUseAt?.toISOString() ?? null,
     /** The end of the ban in force, or null. */
     bannedUntil: banned ? key.ban?.until.toISOString() ?? null : null,
     lastBan: key.ban === null ? null : { since: key.ban.since.toISOString(), until: key.ban.until.toISOString(), seconds: key.ban.seconds }
@@ -113,11 +157,13 @@ function keyJson (key: ApiKeyRecord, plans: PlanTable, now = Date.now()): Record
 }
 
 function keyTable (keys: ApiKeyRecord[], plans: PlanTable): string {
-  const header = ['ID', 'NAME', 'PLAN', 'PER MINUTE', 'PER DAY', 'CREATED', 'REVOKED', 'BANNED UNTIL']
+  const header = ['ID', 'NAME', 'PLAN', 'SCOPE', 'PER MINUTE', 'PER DAY', 'CREATED', 'EXPIRES', 'LAST USED', 'LAST DEPRECATED USE', 'REVOKED',
+    'REPLACED BY', 'BANNED UNTIL']
   const rows = keys.map((k) => {
     const j = keyJson(k, plans)
-    return [k.id, k.name ?? '-', k.plan, String(j.perMinute ?? '-'), String(j.perDay ?? '-'), String(j.createdAt),
-      String(j.revokedAt ?? '-'), String(j.bannedUntil ?? '-')]
+    const expires = j.expiresAt === null ? '-' : `${String(j.expiresAt)}${j.expired === true ? ' (expired)' : ''}`
+    return [k.id, k.name ?? '-', k.plan, k.scope, String(j.perMinute ?? '-'), String(j.perDay ?? '-'), String(j.createdAt), expires,
+      String(j.lastUsedAt ?? '-'), String(j.lastDeprecatedUseAt ?? '-'), String(j.revokedAt ?? '-'), k.replacedBy ?? '-', String(j.bannedUntil ?? '-')]
   })
   return table(header, rows)
 }
@@ -142,22 +188,45 @@ async function keys (args: string[], config: Config, io: Io): Promise<number> {
   switch (sub) {
     case 'create': {
       const { values } = parse(rest, {
-        plan: { type: 'string' }, name: { type: 'string' }, 'per-minute': { type: 'string' }, 'per-day': { type: 'string' }, json: { type: 'boolean' }
+        plan: { type: 'string' }, name: { type: 'string' }, 'per-minute': { type: 'string' }, 'per-day': { type: 'string' }, json: { type: 'boolean' },
+        scope: { type: 'string' }, ...EXPIRY_OPTIONS
       }, 0)
       const plan = values.plan
       if (typeof plan !== 'string') throw new UsageError(`--plan is required: one of ${PLANS.join(', ')}`)
       if (!(PLANS as readonly string[]).includes(plan)) {
         throw new UsageError(`unknown plan "${plan}": use one of ${PLANS.join(', ')}`)
       }
+      const scope = values.scope ?? 'write'
+      if (typeof scope !== 'string' || !(KEY_SCOPES as readonly string[]).includes(scope)) throw new UsageError(`--scope must be one of ${KEY_SCOPES.join(', ')}`)
+      const now = new Date()
       const input = {
         plan: plan as Plan,
         name: typeof values.name === 'string' ? values.name : null,
         perMinute: positiveInteger('--per-minute', values['per-minute']),
-        perDay: positiveInteger('--per-day', values['per-day'])
+        perDay: positiveInteger('--per-day', values['per-day']),
+        scope: scope as KeyScope,
+        expiresAt: expiry(values, now)
       }
-      const { record, key } = await withStore(config, 'write', (store) => createKey(store, config.environment, input))
+      const { record, key } = await withStore(config, 'write', (store) => createKey(store, config.environment, input, now))
       io.stdout(values.json === true ? JSON.stringify({ ...keyJson(record, config.rateLimits.plans), key }) + '\n' : key + '\n')
-      io.stderr(`Created ${record.id} (${record.plan}). The key is shown only now: store it safely.\n`)
+      const expires = record.expiresAt === null ? '' : `, expires ${record.expiresAt.toISOString()}`
+      io.stderr(`Created ${record.id} (${record.plan}, scope ${record.scope}${expires}). The key is shown only now: store it safely.\n`)
+      return 0
+    }
+    case 'rotate': {
+      const { values, positionals } = parse(rest, { overlap: { type: 'string' }, json: { type: 'boolean' }, ...EXPIRY_OPTIONS }, 1)
+      const id = positionals[0] as string
+      const now = new Date()
+      const overlapMs = typeof values.overlap === 'string' ? duration('--overlap', values.overlap, true) : 86_400_000
+      const expiresAt = expiry(values, now)
+      const rotated = await withStore(config, 'write', (store) => rotateKey(store, config.environment, id, { overlapMs, expiresAt }, now))
+      const { record, key, previousEndsAt } = rotated
+      io.stdout(values.json === true
+        ? JSON.stringify({ ...keyJson(record, config.rateLimits.plans), key, replaces: id, replacedKeyExpiresAt: previousEndsAt.toISOString() }) + '\n'
+        : key + '\n')
+      io.stderr(`Created ${record.id} to replace ${id} (same plan, limits, scope and quota). ${id} stops working at ` +
+        `${previousEndsAt.toISOString()}${overlapMs === 0 ? ' (now; running servers refuse it within ' + String(config.authCacheTtlMs / 1000) + ' s)' : ''}. ` +
+        'The key is shown only now: store it safely.\n')
       return 0
     }
     case 'list': {
@@ -173,7 +242,7 @@ async function keys (args: string[], config: Config, io: Io): Promise<number> {
       return await changeKey(rest, config, io, (store, id) => unbanKey(store, id),
         (id, seconds) => `Lifted any ban of ${id}. Running servers accept it again within ${seconds} s.`)
     default:
-      throw new UsageError('keys needs a subcommand: create, list, revoke or unban')
+      throw new UsageError('keys needs a subcommand: create, list, rotate, revoke or unban')
   }
 }
 
@@ -269,6 +338,10 @@ export async function main (argv: string[], io: Io = defaultIo): Promise<number>
     if (error instanceof KeyInputError) {
       io.stderr(`petstore: ${error.describe(KEY_FLAGS)}\n`)
       return 2
+    }
+    if (error instanceof RotationError) {
+      io.stderr(`petstore: cannot rotate: ${error.message}\n`)
+      return 1
     }
     io.stderr(`petstore: ${(error as Error).message}\n`)
     return 1

@@ -39,6 +39,11 @@ export interface AppliedChange {
 export interface IdempotentRequest {
   keys: IdempotencyKeys
   key: string
+  /**
+   * Whose idempotency keys these are: the caller's quota id (null: no API key), so a key made by rotation answers the
+   * retries of writes its predecessor sent (a client switching keys mid-retry applies nothing twice).
+   */
+  owner: string | null
 }
 
 /** The entry changed since the revision a conditional update was based on; nothing was changed. */
@@ -56,16 +61,16 @@ export async function updateQuantity (store: Store, petId: bigint, update: Stock
   idempotency?: IdempotentRequest): Promise<AppliedChange> {
   const change: StockChange = { petId, ...update, ...actor, at: new Date(clock()) }
   const request = ['set', petId, update.quantity, update.reason, update.note, conditionOf(update.expectedRevisions)]
-  return appliedOrThrow(petId, await keyed(actor, idempotency, request, (claim) => store.setQuantity(claim === undefined ? change : { ...change, at: new Date(clock()), idempotency: claim })))
+  return appliedOrThrow(petId, await keyed(idempotency, request, (claim) => store.setQuantity(claim === undefined ? change : { ...change, at: new Date(clock()), idempotency: claim })))
 }
 
 /** A write through its idempotency key, when it has one. */
-async function keyed<R extends { status: string }> (actor: Actor, idempotency: IdempotentRequest | undefined, request: readonly unknown[],
+async function keyed<R extends { status: string }> (idempotency: IdempotentRequest | undefined, request: readonly unknown[],
   write: (claim?: IdempotencyClaim) => Promise<R>): Promise<Keyed<R>> {
   if (idempotency === undefined) return await write() as Keyed<R>
-  // Keys are the caller's own: the same key sent with two API keys names two requests.
-  if (actor.keyId === null) throw new Error('An idempotency key needs the API key it belongs to')
-  return await idempotency.keys.once(actor.keyId, idempotency.key, request, write)
+  // Keys are the caller's own: the same key sent by two callers names two requests (the keys of one quota are one caller).
+  if (idempotency.owner === null) throw new Error('An idempotency key needs the API key it belongs to')
+  return await idempotency.keys.once(idempotency.owner, idempotency.key, request, write)
 }
 
 /** A compare-and-set condition in one spelling, whatever order the revisions came in. */
@@ -106,7 +111,7 @@ export async function adjustQuantity (store: Store, petId: bigint, adjustment: S
   idempotency?: IdempotentRequest): Promise<AppliedChange> {
   const change: StockAdjustment = { petId, ...adjustment, ...actor, at: new Date(clock()), allowed: { min: 0, max: MAX_QUANTITY } }
   const request = ['adjust', petId, adjustment.delta, adjustment.reason, adjustment.note, conditionOf(adjustment.expectedRevisions)]
-  const result = await keyed(actor, idempotency, request, (claim) => store.adjustQuantity(claim === undefined ? change : { ...change, at: new Date(clock()), idempotency: claim }))
+  const result = await keyed(idempotency, request, (claim) => store.adjustQuantity(claim === undefined ? change : { ...change, at: new Date(clock()), idempotency: claim }))
   return appliedOrThrow(petId, result, (current) => new AppError('stock_out_of_range', `Adding ${adjustment.delta} to the stock of pet ` +
     `${petId} (now ${current.quantity}) would leave ${current.quantity + adjustment.delta}, outside 0 to ${MAX_QUANTITY}; nothing was changed.`))
 }
@@ -162,7 +167,7 @@ export async function applyBatch (store: Store, changes: readonly BatchChangeReq
   const batch: StockBatch = { changes, allowed: { min: 0, max: MAX_QUANTITY }, batchId: randomUUID(), ...actor, at: new Date(clock()) }
   const request = ['batch', changes.map((change) => ['delta' in change ? ['delta', change.delta] : ['quantity', change.quantity],
     change.petId, change.reason, change.note, conditionOf(change.expectedRevisions)])]
-  const result = await keyed(actor, idempotency, request, (claim) => store.applyBatch(claim === undefined ? batch : { ...batch, at: new Date(clock()), idempotency: claim }))
+  const result = await keyed(idempotency, request, (claim) => store.applyBatch(claim === undefined ? batch : { ...batch, at: new Date(clock()), idempotency: claim }))
   switch (result.status) {
     case 'updated':
       return result.version === undefined ? { entries: result.entries, replayed: false } : { entries: result.entries, version: result.version, replayed: false }

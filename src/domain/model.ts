@@ -104,6 +104,35 @@ export interface ApiKeyRecord {
   revokedAt: Date | null
   /** The latest ban, if the key was ever banned; it is in force while `until` lies ahead. */
   ban: Ban | null
+  /** What the key may do: `read` calls read operations only; `write` calls every operation (write includes read). */
+  scope: KeyScope
+  /** When the key stops working (null: never); rotation sets it on the key it replaces. */
+  expiresAt: Date | null
+  /**
+   * Whose rate-limit windows, strikes and bans the key shares: its own id, or, for a key made by rotation, the
+   * quota id of the key it replaced. Rotating never resets or doubles a quota.
+   */
+  quotaId: string
+  /** The key that replaced this one by rotation, if any. */
+  replacedBy: string | null
+  /** When the key was last presented, as recorded (at most once a minute per instance; null: never). */
+  lastUsedAt: Date | null
+  /** When the key last called a deprecated operation, recorded the same way (null: never). */
+  lastDeprecatedUseAt: Date | null
+}
+
+/** The scopes of keys, least first: each includes those before it. */
+export const KEY_SCOPES = ['read', 'write'] as const
+export type KeyScope = typeof KEY_SCOPES[number]
+
+/** True when a key of scope `held` may call an operation that needs `needed` (write includes read). */
+export function scopeCovers (held: KeyScope, needed: KeyScope): boolean {
+  return KEY_SCOPES.indexOf(held) >= KEY_SCOPES.indexOf(needed)
+}
+
+/** True when the key has expired at `now` (ms). */
+export function isExpired (key: Pick<ApiKeyRecord, 'expiresAt'>, now: number): boolean {
+  return key.expiresAt !== null && key.expiresAt.getTime() <= now
 }
 
 /** A temporary ban of a key that kept sending after 429. */

@@ -38,8 +38,15 @@ const READS: ReadonlySet<string> = new Set<keyof Store | keyof SqliteStore>([
 ])
 
 /**
+ * Writes a read-only store skips without failing: a key's last use is a record of traffic, not a change anyone
+ * asked for, and failing it would only log a warning per key each minute. A read-only instance records no last use.
+ */
+const SKIPPED: ReadonlySet<string> = new Set<keyof Store>(['recordKeyUse'])
+
+/**
  * The store for an instance whose release is older than the store's schema (a newer release migrated it and was
- * rolled back): every read passes, every write fails with StoreReadOnlyError (503 at the edge).
+ * rolled back): every read passes, every write fails with StoreReadOnlyError (503 at the edge), except the record of
+ * a key's last use, which is skipped.
  */
 export function readOnly (store: Store, status: SchemaStatus): Store {
   const reason = aheadError(status).message
@@ -47,6 +54,7 @@ export function readOnly (store: Store, status: SchemaStatus): Store {
     get (target, property) {
       const value: unknown = Reflect.get(target, property, target)
       if (typeof value !== 'function') return value
+      if (typeof property === 'string' && SKIPPED.has(property)) return async () => {}
       if (typeof property !== 'string' || !READS.has(property)) return async () => { throw new StoreReadOnlyError(reason) }
       return (value as (...args: unknown[]) => unknown).bind(target)
     }

@@ -4,7 +4,7 @@
  * PostgreSQL: int4 a number, int8 a bigint, timestamptz a Date, boolean a boolean); the mappers take either.
  */
 import type { IdempotencyRecord } from './types.js'
-import type { ApiKeyRecord, InventoryItem, LedgerEntry, LedgerReason, Order, OrderStatus, Pet, PetImport, PetStatus, Plan, StockEntry, Tag } from '../domain/model.js'
+import type { ApiKeyRecord, InventoryItem, KeyScope, LedgerEntry, LedgerReason, Order, OrderStatus, Pet, PetImport, PetStatus, Plan, StockEntry, Tag } from '../domain/model.js'
 
 type Int = bigint | number
 type Time = string | Date
@@ -23,7 +23,9 @@ export interface LedgerRow {
 export interface OrderRow { id: bigint, pet_id: bigint, quantity: Int, ship_date: string, status: OrderStatus, complete: boolean | Int }
 export interface KeyRow {
   id: string, name: string | null, plan: Plan, per_minute: Int | null, per_day: Int | null,
-  created_at: Time, revoked_at: Time | null, banned_at: Time | null, banned_until: Time | null, ban_seconds: Int | null
+  created_at: Time, revoked_at: Time | null, banned_at: Time | null, banned_until: Time | null, ban_seconds: Int | null,
+  scope: KeyScope, expires_at: Time | null, quota_id: string | null, replaced_by: string | null, last_used_at: Time | null,
+  last_deprecated_use_at: Time | null
 }
 
 /** The columns each mapper reads, in one place for both stores' queries. */
@@ -31,7 +33,8 @@ export const INVENTORY_COLUMNS = 'i.pet_id, i.quantity, p.status'
 export const ENTRY_COLUMNS = 'i.pet_id, i.quantity, p.status, i.revision'
 export const LEDGER_COLUMNS = 'l.id, l.pet_id, l.previous_quantity, l.quantity, l.reason, l.note, l.key_id, l.request_id, l.batch_id, l.created_at'
 export const ORDER_COLUMNS = 'id, pet_id, quantity, ship_date, status, complete'
-export const KEY_COLUMNS = 'id, name, plan, per_minute, per_day, created_at, revoked_at, banned_at, banned_until, ban_seconds'
+export const KEY_COLUMNS = 'id, name, plan, per_minute, per_day, created_at, revoked_at, banned_at, banned_until, ban_seconds, scope, expires_at, ' +
+  'quota_id, replaced_by, last_used_at, last_deprecated_use_at'
 export const PET_COLUMNS = 'id, name, status, category_id, category_name, photo_urls, tags'
 
 export const toInventoryItem = (row: InventoryRow): InventoryItem => ({ petId: row.pet_id, quantity: num(row.quantity), status: row.status })
@@ -88,7 +91,13 @@ export const toKey = (row: KeyRow): ApiKeyRecord => ({
   revokedAt: timeOrNull(row.revoked_at),
   ban: row.banned_at === null || row.banned_until === null || row.ban_seconds === null
     ? null
-    : { since: time(row.banned_at), until: time(row.banned_until), seconds: num(row.ban_seconds) }
+    : { since: time(row.banned_at), until: time(row.banned_until), seconds: num(row.ban_seconds) },
+  scope: row.scope,
+  expiresAt: timeOrNull(row.expires_at),
+  quotaId: row.quota_id ?? row.id,
+  replacedBy: row.replaced_by,
+  lastUsedAt: timeOrNull(row.last_used_at),
+  lastDeprecatedUseAt: timeOrNull(row.last_deprecated_use_at)
 })
 
 export interface PetRow {

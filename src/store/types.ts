@@ -1,5 +1,5 @@
 import type { SchemaStatus } from './migrations.js'
-import type { ApiKeyRecord, Ban, InventoryItem, LedgerEntry, Order, OrderStatus, Pet, PetImport, StockEntry, StockReason } from '../domain/model.js'
+import type { ApiKeyRecord, Ban, KeyScope, InventoryItem, LedgerEntry, Order, OrderStatus, Pet, PetImport, StockEntry, StockReason } from '../domain/model.js'
 
 export interface OrderPage {
   /** Orders with id > afterId, ascending; at most `limit` of them. */
@@ -16,7 +16,16 @@ export interface NewApiKey {
   perMinute: number | null
   perDay: number | null
   createdAt: Date
+  /** Default: write (full access). */
+  scope?: KeyScope
+  /** Default: null (never expires). */
+  expiresAt?: Date | null
+  /** The quota id of the key a rotation replaces (windows, strikes and bans shared); default: the key's own. */
+  quotaId?: string
 }
+
+/** How a rotation ended: done, or refused because the key is unknown, revoked or expired, or already replaced. */
+export type RotationOutcome = 'rotated' | 'not_found' | 'inactive' | 'replaced'
 
 export interface ImportResult { pets: number, orders: number }
 
@@ -253,8 +262,19 @@ export interface Store {
   listApiKeys (): Promise<ApiKeyRecord[]>
   /** Marks a key revoked; false when no key has this id. Revoking twice keeps the first time. */
   revokeApiKey (id: string, at: Date): Promise<boolean>
-  /** Records a ban of a key; false when no key has this id. */
+  /**
+   * In one transaction: creates `replacement`, carrying over the ban the key `id` has then, and
+   * ends the key `id` at `endsAt` (or at its own expiry, if sooner), recording which key replaced it. Refused, changing nothing, when no key has this id, when it is revoked or
+   * expired at `replacement.createdAt`, or when it was already replaced.
+   */
+  rotateApiKey (id: string, replacement: NewApiKey & { quotaId: string }, endsAt: Date): Promise<RotationOutcome>
+  /** Records a ban of a key and of every key sharing its quota; false when no key has this id. */
   banApiKey (id: string, ban: Ban): Promise<boolean>
-  /** Ends a key's ban at `at` if it is in force then; false when no key has this id. */
+  /** Ends the ban of a key and of every key sharing its quota at `at`, if in force then; false when no key has this id. */
   unbanApiKey (id: string, at: Date): Promise<boolean>
+  /**
+   * Moves a key's last-use time to `usedAt`, and its last deprecated use to `deprecatedAt` when given, never
+   * backwards (instances record in any order).
+   */
+  recordKeyUse (id: string, usedAt: Date, deprecatedAt: Date | null): Promise<void>
 }

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict'
 import { beforeEach, describe, test } from 'node:test'
 import { Gatekeeper, KEY_OPTIONAL, KEY_REQUIRED, type Admission, type AdmissionRequest, type DecisionOutcome } from '../../src/access/admission.js'
 import { clientSubject } from '../../src/access/clients.js'
-import { hashKey } from '../../src/access/keys.js'
+import { hashKey, KEY_PATTERN, newKey } from '../../src/access/keys.js'
 import { loadConfig } from '../../src/config.js'
 import type { ApiKeyRecord, Ban } from '../../src/domain/model.js'
 import { StoreUnavailableError } from '../../src/errors.js'
@@ -17,7 +17,23 @@ import type { RateLimiter } from '../../src/ratelimit/types.js'
 const T0 = Date.parse('2026-11-22T12:00:00Z')
 
 function record (id: string, overrides: Partial<ApiKeyRecord> = {}): ApiKeyRecord {
-  return { id, name: null, plan: 'free', perMinute: null, perDay: null, createdAt: new Date(T0), revokedAt: null, ban: null, ...overrides }
+  return {
+    id,
+    name: null,
+    plan: 'free',
+    perMinute: null,
+    perDay: null,
+    createdAt: new Date(T0),
+    revokedAt: null,
+    ban: null,
+    scope: 'write',
+    expiresAt: null,
+    quotaId: id,
+    replacedBy: null,
+    lastUsedAt: null,
+    lastDeprecatedUseAt: null,
+    ...overrides
+  }
 }
 
 /**
@@ -44,10 +60,15 @@ function gatekeeper (env: Record<string, string> = {}, keys: Record<string, ApiK
   const clock = { now: T0 }
   const config = loadConfig({ AUTH_CACHE_TTL_MS: '0', ...env })
   const byHash = new Map(Object.entries(keys).map(([key, rec]) => [hashKey(key), rec]))
-  const calls = { lookups: 0, bans: [] as Array<[string, Ban]> }
+  const calls = { lookups: 0, bans: [] as Array<[string, Ban]>, uses: [] as Array<[string, number, number | null]> }
   const store = {
     failLookups: false,
     failBans: false,
+    failUses: false,
+    async recordKeyUse (id: string, usedAt: Date, deprecatedAt: Date | null) {
+      if (store.failUses) throw new StoreUnavailableError('down')
+      calls.uses.push([id, usedAt.getTime(), deprecatedAt?.getTime() ?? null])
+    },
     async findApiKeyByHash (hash: string) {
       calls.lookups++
       if (store.failLookups) throw new StoreUnavailableError('down')
@@ -56,7 +77,9 @@ function gatekeeper (env: Record<string, string> = {}, keys: Record<string, ApiK
     async banApiKey (id: string, ban: Ban) {
       if (store.failBans) throw new StoreUnavailableError('down')
       calls.bans.push([id, ban])
-      for (const rec of byHash.values()) if (rec.id === id) rec.ban = ban
+      // As the stores do: every key sharing the banned key's quota.
+      const quota = [...byHash.values()].find((rec) => rec.id === id)?.quotaId
+      for (const rec of byHash.values()) if (rec.quotaId === quota) rec.ban = ban
       return true
     }
   }
@@ -118,13 +141,36 @@ for (const mode of ['in process', 'asynchronous'] as const) {
     })
 
     test('when an unknown, revoked or prefix-less token is presented, then it is invalid', async () => {
-      const revoked = `${LIVE}R`
+      const revoked = newKey('production')
       const { admit, calls } = gatekeeper({}, { [revoked]: record('key_revoked', { revokedAt: new Date(T0) }) })
-      for (const token of [`${LIVE}X`, revoked, 'not-a-key-at-all']) {
+      for (const token of [newKey('production'), revoked, 'not-a-key-at-all']) {
         const admission = await admit({ token })
         assert.equal(admission.outcome === 'unauthenticated' && admission.problem, 'invalid', token)
       }
       assert.equal(calls.lookups, 2, 'a token without this environment\'s prefix is not looked up')
+    })
+
+    test('when a checksummed key is mistyped or truncated, then it is invalid without a store lookup', async () => {
+      const key = newKey('production')
+      assert.match(key, KEY_PATTERN, 'the pattern documented for secret scanners')
+      assert.match(newKey('staging'), KEY_PATTERN)
+      const { admit, calls } = gatekeeper({}, { [key]: record('key_a') })
+      const body = key.slice('psk_live_'.length)
+      const typo = `psk_live_${body[0] === 'a' ? 'b' : 'a'}${body.slice(1)}`
+      const swapped = `psk_live_${body.slice(0, 10)}${body[11] as string}${body[10] as string}${body.slice(12)}`
+      for (const token of [typo, swapped, key.slice(0, -1), key.slice(0, -6), `${key}0`, key.slice(0, 30)]) {
+        if (token === key) continue
+        const admission = await admit({ token })
+        assert.equal(admission.outcome === 'unauthenticated' && admission.problem, 'invalid', token)
+      }
+      // Only the 43-character cut (the length of keys issued before checksums) is looked up; 43 characters outside the
+      // old keys' alphabet are not.
+      assert.equal(calls.lookups, 1)
+      const outside = await admit({ token: `psk_live_${'a'.repeat(42)}.` })
+      assert.equal(outside.outcome === 'unauthenticated' && outside.problem, 'invalid')
+      assert.equal(calls.lookups, 1)
+      assert.equal((await admit({ token: key })).outcome, 'admitted')
+      assert.equal(calls.lookups, 2)
     })
 
     test('when a valid key is presented, then it is admitted and counted against the key, not the client address', async () => {
@@ -280,6 +326,118 @@ for (const mode of ['in process', 'asynchronous'] as const) {
       assert.equal(failing.quota.shown.remaining, 3)
     })
   })
+
+  describe(`admission (${mode} limiter): scopes, expiry, rotation, last use, status`, () => {
+    beforeEach(() => { limiterMode = mode })
+    const WRITE: AdmissionRequest['needs'] = { credential: 'required', scope: 'write' }
+    const READ: AdmissionRequest['needs'] = { credential: 'required', scope: 'read' }
+
+    test('when a read-only key calls a write operation, then it is counted and refused as insufficient_scope; reads pass', async () => {
+      const { admit } = gatekeeper({ RATE_LIMIT_FREE: '5/50' }, { [LIVE]: record('key_r', { scope: 'read' }) })
+      const write = await admit({ token: LIVE, needs: WRITE })
+      assert.equal(write.outcome, 'insufficient_scope')
+      assert.equal(write.outcome === 'insufficient_scope' && write.needed, 'write')
+      assert.equal(write.quota.shown.remaining, 4, 'the refused write was counted')
+      const read = await admit({ token: LIVE, needs: READ })
+      assert.equal(read.outcome, 'admitted')
+      assert.equal(read.quota.shown.remaining, 3)
+    })
+
+    test('when a write key calls a read or a write operation, then both pass', async () => {
+      const { admit } = gatekeeper({}, { [LIVE]: record('key_w', { scope: 'write' }) })
+      assert.equal((await admit({ token: LIVE, needs: WRITE })).outcome, 'admitted')
+      assert.equal((await admit({ token: LIVE, needs: READ })).outcome, 'admitted')
+    })
+
+    test('when a read-only key is over its limit, then a write answers limited, not insufficient_scope', async () => {
+      const { admit } = gatekeeper({ RATE_LIMIT_FREE: '1/50' }, { [LIVE]: record('key_r', { scope: 'read' }) })
+      await admit({ token: LIVE, needs: READ })
+      assert.equal((await admit({ token: LIVE, needs: WRITE })).outcome, 'limited')
+    })
+
+    test('when a key has expired, then it is unauthenticated as expired and counted against the client address, not the key', async () => {
+      const { admit, clock } = gatekeeper({ RATE_LIMIT_ANONYMOUS: '5/50', RATE_LIMIT_FREE: '7/70' },
+        { [LIVE]: record('key_e', { expiresAt: new Date(T0 + 1000) }) })
+      assert.equal((await admit({ token: LIVE })).outcome, 'admitted')
+      clock.now = T0 + 1000
+      const expired = await admit({ token: LIVE })
+      assert.equal(expired.outcome === 'unauthenticated' && expired.problem, 'expired')
+      assert.equal(expired.quota.shown.limit, 5, 'the client address\'s window')
+      assert.equal(expired.quota.shown.remaining, 4)
+    })
+
+    test('when two keys share a quota (a rotation), then they count in one set of windows', async () => {
+      const next = newKey('production')
+      const { admit } = gatekeeper({ RATE_LIMIT_FREE: '3/50' }, {
+        [LIVE]: record('key_old', { replacedBy: 'key_new', expiresAt: new Date(T0 + 86_400_000) }),
+        [next]: record('key_new', { quotaId: 'key_old' })
+      })
+      assert.equal((await admit({ token: LIVE })).quota.shown.remaining, 2)
+      assert.equal((await admit({ token: next })).quota.shown.remaining, 1)
+      assert.equal((await admit({ token: LIVE })).quota.shown.remaining, 0)
+      assert.equal((await admit({ token: next })).outcome, 'limited')
+    })
+
+    test('when one key of a shared quota is banned, then the other is banned too', async () => {
+      const next = newKey('production')
+      const { admit } = gatekeeper({ RATE_LIMIT_FREE: '2/50', BAN_STRIKES: '2' }, {
+        [LIVE]: record('key_old', { replacedBy: 'key_new', expiresAt: new Date(T0 + 86_400_000) }),
+        [next]: record('key_new', { quotaId: 'key_old' })
+      })
+      const outcomes = []
+      for (let i = 0; i < 5; i++) outcomes.push((await admit({ token: LIVE })).outcome)
+      // The first refusal told the key when to retry; the two that ignored it are strikes.
+      assert.deepEqual(outcomes, ['admitted', 'admitted', 'limited', 'limited', 'banned'])
+      assert.equal((await admit({ token: next })).outcome, 'banned')
+    })
+
+    test('when a key is used, then its use is recorded at most once a minute, and a deprecated call once a minute apart', async () => {
+      const { admit, clock, calls } = gatekeeper({}, { [LIVE]: record('key_u') })
+      await admit({ token: LIVE })
+      await admit({ token: LIVE })
+      clock.now = T0 + 30_000
+      await admit({ token: LIVE, needs: { credential: 'required', scope: 'read', deprecated: true } })
+      await admit({ token: LIVE, needs: { credential: 'required', scope: 'read', deprecated: true } })
+      clock.now = T0 + 60_000
+      await admit({ token: LIVE })
+      await Promise.resolve()
+      assert.deepEqual(calls.uses, [['key_u', T0, null], ['key_u', T0 + 30_000, T0 + 30_000], ['key_u', T0 + 60_000, null]])
+    })
+
+    test('when recording a use fails, then the request is still admitted', async () => {
+      const { admit, store } = gatekeeper({}, { [LIVE]: record('key_u') })
+      store.failUses = true
+      assert.equal((await admit({ token: LIVE })).outcome, 'admitted')
+    })
+
+    test('when a key asks for its status, then its quota is shown and not spent, and the status budget bounds the asking', async () => {
+      const STATUS: AdmissionRequest['needs'] = { credential: 'required', scope: 'read', charge: 'status' }
+      const { admit } = gatekeeper({ RATE_LIMIT_FREE: '5/50', RATE_LIMIT_STATUS: '2/10' }, { [LIVE]: record('key_s', { scope: 'read' }) })
+      await admit({ token: LIVE })
+      for (let i = 0; i < 2; i++) {
+        const status = await admit({ token: LIVE, needs: STATUS })
+        assert.equal(status.outcome, 'admitted')
+        assert.deepEqual(status.quota.windows.map((w) => w.remaining), [4, 49])
+      }
+      const over = await admit({ token: LIVE, needs: STATUS })
+      assert.equal(over.outcome, 'limited')
+      assert.equal(over.outcome === 'limited' && over.budget, 'status')
+      assert.equal(over.outcome === 'limited' && over.retryAfterSeconds, 60)
+      assert.deepEqual(over.quota.shown, { limit: 2, remaining: 0, resetAt: T0 / 1000 + 60 }, 'as every 429: the window that refused, the budget\'s')
+      assert.equal((await admit({ token: LIVE })).quota.shown.remaining, 3, 'status calls spent none of the key\'s quota')
+    })
+
+    test('when a banned key asks for its status, then it is answered with the ban', async () => {
+      const ban = { since: new Date(T0 - 1000), until: new Date(T0 + 600_000), seconds: 900 }
+      const { admit } = gatekeeper({}, { [LIVE]: record('key_b', { ban }) })
+      assert.equal((await admit({ token: LIVE })).outcome, 'banned')
+      const status = await admit({ token: LIVE, needs: { credential: 'required', scope: 'read', charge: 'status' } })
+      assert.equal(status.outcome, 'admitted')
+      assert.equal(status.quota.shown.remaining, 0)
+      assert.equal(status.quota.shown.resetAt, (T0 + 600_000) / 1000)
+      assert.deepEqual(status.outcome === 'admitted' && status.usage?.map((w) => w.remaining), [60, 1000], 'the windows as counted: nothing spent')
+    })
+  })
 }
 
 describe('admission without promises', () => {
@@ -288,7 +446,7 @@ describe('admission without promises', () => {
     const config = loadConfig({ AUTH_CACHE_TTL_MS: '60000', RATE_LIMIT_FREE: '5/50' })
     const key = record('key_a')
     const gate = new Gatekeeper({
-      store: { findApiKeyByHash: async (hash) => hash === hashKey(LIVE) ? key : null, banApiKey: async () => true },
+      store: { findApiKeyByHash: async (hash) => hash === hashKey(LIVE) ? key : null, banApiKey: async () => true, recordKeyUse: async () => {} },
       limiter: new MemoryLimiter({ clock: () => T0 }),
       limits: config.rateLimits,
       environment: config.environment,

@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
-import { cliFor, inspectStore } from './run.js'
+import { cliFor, inspectStore, startServe, within } from './run.js'
 
-const LIVE_KEY = /^psk_live_[A-Za-z0-9_-]{43}$/
-const TEST_KEY = /^psk_test_[A-Za-z0-9_-]{43}$/
+// The documented pattern of keys issued since checksums (docs/security.md): 43 base62 characters and a checksum.
+const LIVE_KEY = /^psk_live_[0-9A-Za-z]{49}$/
+const TEST_KEY = /^psk_test_[0-9A-Za-z]{49}$/
 const KEY_ID = /^key_[0-9a-f]{16}$/
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
 
@@ -13,8 +14,14 @@ interface KeyJson {
   plan: string
   perMinute: number | null
   perDay: number | null
+  scope: string
   createdAt: string
+  expiresAt: string | null
+  expired: boolean
   revokedAt: string | null
+  replacedBy: string | null
+  lastUsedAt: string | null
+  lastDeprecatedUseAt: string | null
   bannedUntil?: string | null
   lastBan?: { since: string, until: string, seconds: number } | null
   key?: string
@@ -28,7 +35,7 @@ describe('petstore keys create', () => {
     assert.match(res.stdout, /\n$/)
     const key = res.stdout.slice(0, -1)
     assert.match(key, LIVE_KEY)
-    assert.match(res.stderr, /^Created key_[0-9a-f]{16} \(free\)\. The key is shown only now/)
+    assert.match(res.stderr, /^Created key_[0-9a-f]{16} \(free, scope write\)\. The key is shown only now/)
     assert.ok(!res.stderr.includes(key), 'the key must not be repeated on stderr')
   })
 
@@ -188,9 +195,10 @@ describe('petstore keys list', () => {
     assert.equal(res.code, 0, res.stderr)
     const lines = res.stdout.trimEnd().split('\n')
     assert.equal(lines.length, 3)
-    assert.deepEqual(lines[0]?.split(/\s{2,}/), ['ID', 'NAME', 'PLAN', 'PER MINUTE', 'PER DAY', 'CREATED', 'REVOKED', 'BANNED UNTIL'])
-    assert.deepEqual(lines[1]?.split(/\s{2,}/), [a.id, 'reporting', 'free', '60', '1000', a.createdAt, '-', '-'])
-    assert.deepEqual(lines[2]?.split(/\s{2,}/), [b.id, '-', 'enterprise', '5000', '2000000', b.createdAt, '-', '-'])
+    assert.deepEqual(lines[0]?.split(/\s{2,}/), ['ID', 'NAME', 'PLAN', 'SCOPE', 'PER MINUTE', 'PER DAY', 'CREATED', 'EXPIRES', 'LAST USED',
+      'LAST DEPRECATED USE', 'REVOKED', 'REPLACED BY', 'BANNED UNTIL'])
+    assert.deepEqual(lines[1]?.split(/\s{2,}/), [a.id, 'reporting', 'free', 'write', '60', '1000', a.createdAt, '-', '-', '-', '-', '-', '-'])
+    assert.deepEqual(lines[2]?.split(/\s{2,}/), [b.id, '-', 'enterprise', 'write', '5000', '2000000', b.createdAt, '-', '-', '-', '-', '-', '-'])
     for (const key of [a.key, b.key]) {
       assert.ok(key !== undefined)
       assert.ok(!res.stdout.includes(key) && !res.stderr.includes(key), 'the table never shows a key')
@@ -205,8 +213,8 @@ describe('petstore keys list', () => {
     assert.equal(res.code, 0, res.stderr)
     const list = JSON.parse(res.stdout) as KeyJson[]
     assert.deepEqual(list, [{
-      id: created.id, name: null, plan: 'free', perMinute: 60, perDay: 1000, createdAt: created.createdAt, revokedAt: null,
-      bannedUntil: null, lastBan: null
+      id: created.id, name: null, plan: 'free', perMinute: 60, perDay: 1000, scope: 'write', createdAt: created.createdAt, expiresAt: null, expired: false,
+      revokedAt: null, replacedBy: null, lastUsedAt: null, lastDeprecatedUseAt: null, bannedUntil: null, lastBan: null
     }])
     assert.ok(created.key !== undefined)
     assert.ok(!res.stdout.includes(created.key))
@@ -279,7 +287,7 @@ describe('petstore keys', () => {
       const res = await cli.run(args)
       assert.equal(res.code, 2, args.join(' '))
       assert.equal(res.stdout, '')
-      assert.match(res.stderr, /create, list, revoke or unban/)
+      assert.match(res.stderr, /create, list, rotate, revoke or unban/)
     }
   })
 })
@@ -311,5 +319,179 @@ describe('petstore keys unban', () => {
     const res = await cli.run(['keys', 'unban', 'key_nope'])
     assert.equal(res.code, 1)
     assert.match(res.stderr, /no key with id key_nope/)
+  })
+})
+
+describe('petstore keys create: scope and expiry', () => {
+  test('when --scope read is given, then the key is read-only, and --scope write or none gives a write key', async (t) => {
+    const cli = cliFor(t)
+    const reader = JSON.parse((await cli.run(['keys', 'create', '--plan', 'free', '--scope', 'read', '--json'])).stdout) as KeyJson
+    const writer = JSON.parse((await cli.run(['keys', 'create', '--plan', 'free', '--scope', 'write', '--json'])).stdout) as KeyJson
+    const plain = JSON.parse((await cli.run(['keys', 'create', '--plan', 'free', '--json'])).stdout) as KeyJson
+    assert.deepEqual([reader.scope, writer.scope, plain.scope], ['read', 'write', 'write'])
+    const listed = new Map((JSON.parse((await cli.run(['keys', 'list', '--json'])).stdout) as KeyJson[]).map((k) => [k.id, k.scope]))
+    assert.equal(listed.get(reader.id), 'read')
+  })
+
+  test('when the scope is unknown, then it exits 2 naming the scopes and creates nothing', async (t) => {
+    const cli = cliFor(t)
+    const res = await cli.run(['keys', 'create', '--plan', 'free', '--scope', 'admin'])
+    assert.equal(res.code, 2)
+    assert.match(res.stderr, /--scope must be one of read, write/)
+    assert.deepEqual(JSON.parse((await cli.run(['keys', 'list', '--json'])).stdout), [])
+  })
+
+  test('when --expires-in 90d or 12h is given, then the key expires that long after its creation', async (t) => {
+    const cli = cliFor(t)
+    for (const [text, ms] of [['90d', 90 * 86_400_000], ['12h', 12 * 3_600_000], ['30m', 1_800_000]] as const) {
+      const res = await cli.run(['keys', 'create', '--plan', 'free', '--expires-in', text, '--json'])
+      assert.equal(res.code, 0, res.stderr)
+      const body = JSON.parse(res.stdout) as KeyJson
+      assert.equal(Date.parse(String(body.expiresAt)) - Date.parse(body.createdAt), ms, text)
+      assert.match(res.stderr, /expires \d{4}-/)
+    }
+  })
+
+  test('when --expires-at is an RFC 3339 time, then the key expires then, and keys list shows it', async (t) => {
+    const cli = cliFor(t)
+    const at = new Date(Date.now() + 400 * 86_400_000)
+    at.setUTCHours(0, 0, 0, 0)
+    const text = at.toISOString().replace('.000Z', '+01:00')
+    const res = await cli.run(['keys', 'create', '--plan', 'pro', '--expires-at', text, '--json'])
+    assert.equal(res.code, 0, res.stderr)
+    const body = JSON.parse(res.stdout) as KeyJson
+    const expected = new Date(at.getTime() - 3_600_000).toISOString()
+    assert.equal(body.expiresAt, expected)
+    const table = (await cli.run(['keys', 'list'])).stdout
+    assert.match(table, new RegExp(`${body.id}.*${expected.replace(/\./g, '\\.')}`))
+  })
+
+  for (const args of [
+    ['--expires-in', '0d'], ['--expires-in', '90'], ['--expires-in', '1w'], ['--expires-in', '-5d'], ['--expires-in', '9999999d'],
+    ['--expires-at', '2099-03-01'], ['--expires-at', '2099-03-01T00:00:00'], ['--expires-at', 'tomorrow'], ['--expires-at', '2020-01-01T00:00:00Z'],
+    ['--expires-at', '2099-02-30T00:00:00Z'], ['--expires-in', '12h', '--expires-at', '2099-03-01T00:00:00Z'], ['--expires-in', '3651d'],
+    ['--expires-at', '9999-12-31T23:59:59-23:59']
+  ]) {
+    test(`when the expiry is invalid (${args.join(' ')}), then it exits 2 and creates nothing`, async (t) => {
+      const cli = cliFor(t)
+      const res = await cli.run(['keys', 'create', '--plan', 'free', ...args])
+      assert.equal(res.code, 2, res.stderr)
+      assert.equal(res.stdout, '')
+      assert.match(res.stderr, /--expires-(in|at)/)
+      assert.deepEqual(JSON.parse((await cli.run(['keys', 'list', '--json'])).stdout), [])
+    })
+  }
+})
+
+describe('petstore keys rotate', () => {
+  test('when a key is rotated, then a new key with the same name, plan, limits and scope is printed and the old key ends after the overlap', async (t) => {
+    const cli = cliFor(t)
+    const old = JSON.parse((await cli.run(['keys', 'create', '--plan', 'enterprise', '--per-minute', '50', '--per-day', '500', '--scope', 'read',
+      '--name', 'sync', '--json'])).stdout) as KeyJson
+    const before = Date.now()
+    const res = await cli.run(['keys', 'rotate', old.id, '--overlap', '2h'])
+    assert.equal(res.code, 0, res.stderr)
+    const key = res.stdout.trimEnd()
+    assert.match(key, LIVE_KEY)
+    assert.notEqual(key, old.key)
+    assert.match(res.stderr, new RegExp(`^Created key_[0-9a-f]{16} to replace ${old.id} .*${old.id} stops working at \\d{4}-`))
+    const list = JSON.parse((await cli.run(['keys', 'list', '--json'])).stdout) as KeyJson[]
+    const previous = list.find((k) => k.id === old.id)
+    const next = list.find((k) => k.id !== old.id)
+    assert.ok(previous !== undefined && next !== undefined)
+    assert.deepEqual([next.name, next.plan, next.perMinute, next.perDay, next.scope, next.expiresAt], ['sync', 'enterprise', 50, 500, 'read', null])
+    assert.equal(previous.replacedBy, next.id)
+    const ends = Date.parse(String(previous.expiresAt))
+    assert.ok(ends >= before + 7_200_000 - 1000 && ends <= Date.now() + 7_200_000, String(previous.expiresAt))
+  })
+
+  test('when no overlap is given, then the old key works for 24 hours; with --json the answer names both', async (t) => {
+    const cli = cliFor(t)
+    const old = JSON.parse((await cli.run(['keys', 'create', '--plan', 'free', '--json'])).stdout) as KeyJson
+    const res = await cli.run(['keys', 'rotate', old.id, '--json', '--expires-in', '30d'])
+    assert.equal(res.code, 0, res.stderr)
+    const body = JSON.parse(res.stdout) as KeyJson & { replaces: string, replacedKeyExpiresAt: string }
+    assert.equal(body.replaces, old.id)
+    assert.match(String(body.key), LIVE_KEY)
+    assert.equal(Date.parse(body.replacedKeyExpiresAt) - Date.parse(body.createdAt), 86_400_000)
+    assert.equal(Date.parse(String(body.expiresAt)) - Date.parse(body.createdAt), 30 * 86_400_000)
+  })
+
+  test('when a key is rotated twice, or is unknown or revoked, then it exits 1 saying why and creates nothing', async (t) => {
+    const cli = cliFor(t)
+    const old = JSON.parse((await cli.run(['keys', 'create', '--plan', 'free', '--json'])).stdout) as KeyJson
+    assert.equal((await cli.run(['keys', 'rotate', old.id])).code, 0)
+    const again = await cli.run(['keys', 'rotate', old.id])
+    assert.equal(again.code, 1)
+    assert.equal(again.stdout, '')
+    assert.match(again.stderr, /cannot rotate: the key was already rotated/)
+    const unknown = await cli.run(['keys', 'rotate', 'key_0000000000000000'])
+    assert.equal(unknown.code, 1)
+    assert.match(unknown.stderr, /cannot rotate: no key has this id/)
+    const revoked = JSON.parse((await cli.run(['keys', 'create', '--plan', 'free', '--json'])).stdout) as KeyJson
+    await cli.run(['keys', 'revoke', revoked.id])
+    const refused = await cli.run(['keys', 'rotate', revoked.id])
+    assert.equal(refused.code, 1)
+    assert.match(refused.stderr, /cannot rotate: the key is revoked or expired/)
+    assert.equal((JSON.parse((await cli.run(['keys', 'list', '--json'])).stdout) as KeyJson[]).length, 3)
+  })
+
+  test('when the new key would expire before the overlap ends, then it exits 2 and rotates nothing', async (t) => {
+    const cli = cliFor(t)
+    const old = JSON.parse((await cli.run(['keys', 'create', '--plan', 'free', '--json'])).stdout) as KeyJson
+    const res = await cli.run(['keys', 'rotate', old.id, '--overlap', '30m', '--expires-in', '10m'])
+    assert.equal(res.code, 2)
+    assert.equal(res.stdout, '')
+    assert.match(res.stderr, /--expires-in\/--expires-at must lie after the overlap ends/)
+    assert.equal((JSON.parse((await cli.run(['keys', 'list', '--json'])).stdout) as KeyJson[]).length, 1)
+  })
+
+  test('when the overlap is not a duration, then it exits 2', async (t) => {
+    const cli = cliFor(t)
+    const old = JSON.parse((await cli.run(['keys', 'create', '--plan', 'free', '--json'])).stdout) as KeyJson
+    const res = await cli.run(['keys', 'rotate', old.id, '--overlap', 'soon'])
+    assert.equal(res.code, 2)
+    assert.match(res.stderr, /--overlap must be a number followed by s, m, h or d/)
+  })
+})
+
+describe('petstore keys through a running server', () => {
+  test('when keys are used against serve, then keys list shows last use and last deprecated use; a read key writes nothing; a rotated key works at once', async (t) => {
+    const cli = cliFor(t)
+    const pets = cli.file('pets.json', JSON.stringify({ pets: [{ id: 7, name: 'Rex', status: 'available', quantity: 2 }] }))
+    assert.equal((await cli.run(['import', pets])).code, 0)
+    const reader = JSON.parse((await cli.run(['keys', 'create', '--plan', 'free', '--scope', 'read', '--json'])).stdout) as KeyJson
+    const idle = JSON.parse((await cli.run(['keys', 'create', '--plan', 'free', '--json'])).stdout) as KeyJson
+    const { base, server } = await startServe(cli)
+    const headers = (key: string) => ({ authorization: `Bearer ${key}`, 'content-type': 'application/json' })
+    assert.equal((await fetch(`${base}/v1/inventory`, { headers: headers(String(reader.key)) })).status, 200)
+    assert.equal((await fetch(`${base}/v1/pets/7`, { headers: headers(String(reader.key)) })).status, 200)
+    const write = await fetch(`${base}/v1/inventory/7`, { method: 'PATCH', headers: headers(String(reader.key)), body: '{"quantity":9}' })
+    assert.equal(write.status, 403)
+    assert.equal(write.headers.get('www-authenticate'), 'Bearer realm="petstore", error="insufficient_scope", scope="inventory:write"')
+    const rotated = await cli.run(['keys', 'rotate', reader.id, '--overlap', '1h'])
+    assert.equal(rotated.code, 0, rotated.stderr)
+    assert.equal((await fetch(`${base}/v1/rate_limit`, { headers: headers(rotated.stdout.trim()) })).status, 200)
+    // A mistyped key: one character changed.
+    const typo = String(reader.key).slice(0, -1) + (String(reader.key).endsWith('a') ? 'b' : 'a')
+    assert.equal((await fetch(`${base}/v1/inventory`, { headers: headers(typo) })).status, 401)
+    server.child.kill('SIGTERM')
+    await within(10_000, server.exited, 'the server to stop')
+
+    const list = new Map((JSON.parse((await cli.run(['keys', 'list', '--json'])).stdout) as KeyJson[]).map((k) => [k.id, k]))
+    const used = list.get(reader.id)
+    assert.match(String(used?.lastUsedAt), ISO)
+    assert.match(String(used?.lastDeprecatedUseAt), ISO)
+    assert.equal(list.get(idle.id)?.lastUsedAt, null)
+    assert.equal(list.get(idle.id)?.lastDeprecatedUseAt, null)
+    const heir = [...list.values()].find((k) => k.id === used?.replacedBy)
+    assert.match(String(heir?.lastUsedAt), ISO)
+    assert.equal(heir?.lastDeprecatedUseAt, null)
+    const history = await cli.run(['inventory', 'history', '7', '--json'])
+    assert.equal((JSON.parse(history.stdout) as unknown[]).length, 1, 'the import only: the read key wrote nothing')
+    const table = (await cli.run(['keys', 'list'])).stdout
+    const row = table.split('\n').find((line) => line.startsWith(reader.id)) ?? ''
+    assert.ok(row.includes(String(used?.lastUsedAt)) && row.includes(String(used?.lastDeprecatedUseAt)), row)
+    assert.ok(row.includes(String(heir?.id)), 'replaced by')
   })
 })

@@ -111,6 +111,9 @@ describe('upgrading a SQLite store', () => {
     assert.equal(after.prepare('SELECT quantity FROM inventory WHERE pet_id = 1').pluck().get(), 1)
     assert.equal(after.prepare('SELECT count(*) FROM idempotency_keys').pluck().get(), 0)
     assert.equal(after.prepare('SELECT count(*) FROM stock_ledger').pluck().get(), 1, 'the import only')
+    // The key was used, but a read-only instance records no last use, and says nothing about it.
+    assert.equal(after.prepare('SELECT count(*) FROM api_keys WHERE last_used_at IS NOT NULL').pluck().get(), 0)
+    assert.doesNotMatch(server.output().stdout, /could not record the last use/)
   })
 
   test('when the store ran an edited migration, then serve and every command exit 2 naming it', async (t) => {

@@ -7,7 +7,8 @@ import { createServer, type Socket } from 'node:net'
 import type { AddressInfo } from 'node:net'
 import { describe, test, type TestContext } from 'node:test'
 import { inspect } from 'node:util'
-import { createClient, PetstoreError, type ClientOptions, type PetstoreClient } from '../../client/index.js'
+import { createClient, InsufficientScopeError, PetstoreError, type ClientOptions, type PetstoreClient } from '../../client/index.js'
+import { createKey } from '../../src/access/keys.js'
 import { StoreUnavailableError } from '../../src/errors.js'
 import type { Order, PetImport } from '../../src/domain/model.js'
 import { auth, order, pet, testApp } from '../helpers/app.js'
@@ -212,10 +213,15 @@ describe('typed client: errors and retries', () => {
     assert.equal(again.retryAfterSeconds, 900)
     assert.equal(requests.length, 1)
 
+    // The status call is still sent and answered: it tells when the ban ends.
+    const status = await client.rateLimit()
+    assert.equal(status.data.bannedUntil, new Date(clock.now + 900_000).toISOString())
+    assert.equal(requests.length, 2)
+
     clock.now += 900_000
     const after = await client.listInventory()
     assert.equal(after.status, 200)
-    assert.equal(requests.length, 2)
+    assert.equal(requests.length, 3)
   })
 
   test('when the store is unavailable for two requests, then the client backs off with jitter above Retry-After and succeeds', async (t) => {
@@ -492,3 +498,39 @@ describe('client: relative stock changes', () => {
   })
 })
 
+
+describe('client: keys and quota', () => {
+  test('when a read-only key writes, then an InsufficientScopeError naming the scope is thrown after one request, never retried', async (t) => {
+    const { baseUrl, store } = await served(t, {}, { pets: [pet(1, { quantity: 3 })] })
+    const { key } = await createKey(store, 'production', { plan: 'free', name: 'reader', perMinute: null, perDay: null, scope: 'read' })
+    const { client, requests, delays } = clientFor(baseUrl, key)
+    for (const call of [() => client.updateInventory(1, { quantity: 4 }), () => client.adjustInventory(1, { delta: 1 }),
+      () => client.batchUpdateInventory({ changes: [{ petId: 1n, quantity: 4 }] })]) {
+      const error = await rejection(call())
+      assert.ok(error instanceof InsufficientScopeError)
+      assert.equal(error.status, 403)
+      assert.equal(error.code, 'insufficient_scope')
+      assert.equal(error.requiredScope, 'inventory:write')
+      assert.equal(error.attempts, 1)
+    }
+    assert.equal(requests.length, 3, 'one request per call: never retried')
+    assert.deepEqual(delays, [])
+    assert.equal((await client.listInventory()).status, 200, 'the key still reads')
+  })
+
+  test('when rateLimit() is called, then it returns the key\'s plan, scopes and windows without spending them', async (t) => {
+    const { baseUrl, key } = await served(t, { RATE_LIMIT_FREE: '10/100' }, { pets: [pet(1)] })
+    const { client } = clientFor(baseUrl, key)
+    await client.listInventory()
+    const first = await client.rateLimit()
+    const second = await client.rateLimit()
+    assert.equal(first.status, 200)
+    assert.equal(first.data.plan, 'free')
+    assert.deepEqual(first.data.scopes, ['inventory:read', 'inventory:write'])
+    assert.deepEqual([first.data.minute.limit, first.data.minute.remaining, first.data.minute.used], [10, 9, 1])
+    assert.deepEqual([second.data.day.limit, second.data.day.remaining], [100, 99], 'asking spent nothing')
+    assert.equal(second.rateLimit?.remaining, 9)
+    assert.equal(first.data.bannedUntil, null)
+    assert.equal(first.data.expiresAt, null)
+  })
+})

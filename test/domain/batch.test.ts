@@ -68,6 +68,6 @@ describe('applyBatch', () => {
   test('when sent with an idempotency key that recorded another request, then it is idempotency_key_reused', async () => {
     const { store } = storeAnswering(() => ({ status: 'recorded' }))
     const keys = new IdempotencyKeys({ store, clock, ttlSeconds: 60 })
-    await assert.rejects(applyBatch(store, [add(1n, 1)], ACTOR, clock, { keys, key: 'k' }), /used for a different request/)
+    await assert.rejects(applyBatch(store, [add(1n, 1)], ACTOR, clock, { keys, key: 'k', owner: 'key_a' }), /used for a different request/)
   })
 })

@@ -49,7 +49,7 @@ describe('idempotency keys', () => {
   test('when a keyed write applies, then its record carries the fingerprint and an expiry one retention later', async () => {
     const { store, records } = recordingStore()
     const keys = new IdempotencyKeys({ store, clock, ttlSeconds: 3600 })
-    const applied = await updateQuantity(store, 7n, set(9), ACTOR, clock, { keys, key: 'k1' })
+    const applied = await updateQuantity(store, 7n, set(9), ACTOR, clock, { keys, key: 'k1', owner: 'key_a' })
     assert.deepEqual(applied, { entry: { ...ENTRY, quantity: 9, revision: 4n }, replayed: false })
     const { claim } = records.get('key_a\nk1') ?? assert.fail('no record')
     assert.deepEqual(claim, { scope: 'key_a', key: 'k1', fingerprint: claim.fingerprint, expiresAt: new Date(NOW + 3_600_000) })
@@ -59,8 +59,8 @@ describe('idempotency keys', () => {
   test('when the same request comes again with the key, then it is answered the recorded entry, replayed, and nothing applies again', async () => {
     const { store, applied } = recordingStore()
     const keys = new IdempotencyKeys({ store, clock, ttlSeconds: 3600 })
-    const first = await adjustQuantity(store, 7n, adjust(2), ACTOR, clock, { keys, key: 'k1' })
-    const again = await adjustQuantity(store, 7n, adjust(2), ACTOR, clock, { keys, key: 'k1' })
+    const first = await adjustQuantity(store, 7n, adjust(2), ACTOR, clock, { keys, key: 'k1', owner: 'key_a' })
+    const again = await adjustQuantity(store, 7n, adjust(2), ACTOR, clock, { keys, key: 'k1', owner: 'key_a' })
     assert.deepEqual(again, { entry: first.entry, replayed: true })
     assert.equal(applied.length, 1)
   })
@@ -68,14 +68,14 @@ describe('idempotency keys', () => {
   test('when another request comes with a used key, then it is idempotency_key_reused (422) and nothing applies', async () => {
     const { store, applied } = recordingStore()
     const keys = new IdempotencyKeys({ store, clock, ttlSeconds: 3600 })
-    await adjustQuantity(store, 7n, adjust(2), ACTOR, clock, { keys, key: 'k1' })
+    await adjustQuantity(store, 7n, adjust(2), ACTOR, clock, { keys, key: 'k1', owner: 'key_a' })
     const others = [
-      () => adjustQuantity(store, 7n, adjust(3), ACTOR, clock, { keys, key: 'k1' }),
-      () => adjustQuantity(store, 8n, adjust(2), ACTOR, clock, { keys, key: 'k1' }),
-      () => adjustQuantity(store, 7n, { ...adjust(2), reason: 'return' }, ACTOR, clock, { keys, key: 'k1' }),
-      () => adjustQuantity(store, 7n, { ...adjust(2), note: 'a note' }, ACTOR, clock, { keys, key: 'k1' }),
-      () => adjustQuantity(store, 7n, { ...adjust(2), expectedRevisions: [3n] }, ACTOR, clock, { keys, key: 'k1' }),
-      () => updateQuantity(store, 7n, set(2), ACTOR, clock, { keys, key: 'k1' })
+      () => adjustQuantity(store, 7n, adjust(3), ACTOR, clock, { keys, key: 'k1', owner: 'key_a' }),
+      () => adjustQuantity(store, 8n, adjust(2), ACTOR, clock, { keys, key: 'k1', owner: 'key_a' }),
+      () => adjustQuantity(store, 7n, { ...adjust(2), reason: 'return' }, ACTOR, clock, { keys, key: 'k1', owner: 'key_a' }),
+      () => adjustQuantity(store, 7n, { ...adjust(2), note: 'a note' }, ACTOR, clock, { keys, key: 'k1', owner: 'key_a' }),
+      () => adjustQuantity(store, 7n, { ...adjust(2), expectedRevisions: [3n] }, ACTOR, clock, { keys, key: 'k1', owner: 'key_a' }),
+      () => updateQuantity(store, 7n, set(2), ACTOR, clock, { keys, key: 'k1', owner: 'key_a' })
     ]
     for (const other of others) {
       await assert.rejects(other(), (error: unknown) => error instanceof AppError && error.code === 'idempotency_key_reused' && error.status === 422 &&
@@ -89,16 +89,26 @@ describe('idempotency keys', () => {
     const keys = new IdempotencyKeys({ store, clock, ttlSeconds: 3600 })
     let release = (): void => {}
     hold(new Promise<void>((resolve) => { release = resolve }))
-    const first = adjustQuantity(store, 7n, adjust(2), ACTOR, clock, { keys, key: 'k1' })
-    await assert.rejects(adjustQuantity(store, 7n, adjust(2), ACTOR, clock, { keys, key: 'k1' }),
+    const first = adjustQuantity(store, 7n, adjust(2), ACTOR, clock, { keys, key: 'k1', owner: 'key_a' })
+    await assert.rejects(adjustQuantity(store, 7n, adjust(2), ACTOR, clock, { keys, key: 'k1', owner: 'key_a' }),
       (error: unknown) => error instanceof AppError && error.code === 'idempotency_key_in_flight' && error.status === 409)
     // Another caller's key of the same spelling is another key: it is not held up.
-    const otherCaller = adjustQuantity(store, 7n, adjust(2), { ...ACTOR, keyId: 'key_b' }, clock, { keys, key: 'k1' })
+    const otherCaller = adjustQuantity(store, 7n, adjust(2), { ...ACTOR, keyId: 'key_b' }, clock, { keys, key: 'k1', owner: 'key_b' })
     release()
     await first
     assert.equal((await otherCaller).replayed, false)
-    assert.equal((await adjustQuantity(store, 7n, adjust(2), ACTOR, clock, { keys, key: 'k1' })).replayed, true)
+    assert.equal((await adjustQuantity(store, 7n, adjust(2), ACTOR, clock, { keys, key: 'k1', owner: 'key_a' })).replayed, true)
     assert.equal(applied.length, 2)
+  })
+
+  test('when a retry comes with another key of the same quota (a rotation), then it is the same caller: replayed, applied once', async () => {
+    const { store, applied } = recordingStore()
+    const keys = new IdempotencyKeys({ store, clock, ttlSeconds: 3600 })
+    const first = await adjustQuantity(store, 7n, adjust(2), ACTOR, clock, { keys, key: 'k1', owner: 'key_a' })
+    // The rotated key has its own id (the ledger names it) and its predecessor's quota id (the owner of its keys).
+    const retry = await adjustQuantity(store, 7n, adjust(2), { ...ACTOR, keyId: 'key_new' }, clock, { keys, key: 'k1', owner: 'key_a' })
+    assert.deepEqual(retry, { entry: first.entry, replayed: true })
+    assert.equal(applied.length, 1)
   })
 
   test('when the record expires while a retry is being written, then the retry is tried again at its own time and applies', async () => {
@@ -122,9 +132,9 @@ describe('idempotency keys', () => {
       }
     } as unknown as Store
     const keys = new IdempotencyKeys({ store, clock: ticking, ttlSeconds: 60 })
-    await adjustQuantity(store, 7n, adjust(1), ACTOR, ticking, { keys, key: 'k' })
+    await adjustQuantity(store, 7n, adjust(1), ACTOR, ticking, { keys, key: 'k', owner: 'key_a' })
     time.now = NOW + 60_000 - 1
-    const retry = await adjustQuantity(store, 7n, adjust(1), ACTOR, ticking, { keys, key: 'k' })
+    const retry = await adjustQuantity(store, 7n, adjust(1), ACTOR, ticking, { keys, key: 'k', owner: 'key_a' })
     assert.equal(retry.replayed, false, 'the key had expired: the write applies anew')
     assert.equal(applied, 2)
   })
@@ -133,8 +143,8 @@ describe('idempotency keys', () => {
     const { store } = recordingStore()
     const keys = new IdempotencyKeys({ store, clock, ttlSeconds: 3600 })
     const failing = { ...store, adjustQuantity: async () => { throw new Error('disk full') } } as unknown as Store
-    await assert.rejects(adjustQuantity(failing, 7n, adjust(2), ACTOR, clock, { keys, key: 'k1' }), /disk full/)
-    assert.equal((await adjustQuantity(store, 7n, adjust(2), ACTOR, clock, { keys, key: 'k1' })).replayed, false)
+    await assert.rejects(adjustQuantity(failing, 7n, adjust(2), ACTOR, clock, { keys, key: 'k1', owner: 'key_a' }), /disk full/)
+    assert.equal((await adjustQuantity(store, 7n, adjust(2), ACTOR, clock, { keys, key: 'k1', owner: 'key_a' })).replayed, false)
   })
 
   test('when the fingerprint is taken, then revisions in any order and repeated count as one condition, and every part counts', async () => {
@@ -143,7 +153,7 @@ describe('idempotency keys', () => {
     const keys = new IdempotencyKeys({ store: capture, clock, ttlSeconds: 60 })
     // not_found records nothing, so the key stays free for the next one.
     for (const expectedRevisions of [[3n, 12n], [12n, 3n, 3n], [3n], null]) {
-      await assert.rejects(updateQuantity(capture, 7n, { ...set(1), expectedRevisions }, ACTOR, clock, { keys, key: 'k' }), /No inventory entry/)
+      await assert.rejects(updateQuantity(capture, 7n, { ...set(1), expectedRevisions }, ACTOR, clock, { keys, key: 'k', owner: 'key_a' }), /No inventory entry/)
     }
     assert.equal(seen[0], seen[1])
     assert.equal(new Set(seen).size, 3)

@@ -40,7 +40,12 @@ describe('the published OpenAPI document', () => {
   test('when Spectral lints it with the spectral:oas ruleset, then it reports no error, warning, info or hint', async (t) => {
     const file = await publishedDocument(t)
     const report = JSON.parse(await lint('spectral', ['lint', file, '--ruleset', join(ROOT, '.spectral.yaml'), '--format', 'json', '--quiet'])) as Array<{ code: string, message: string, path: string[] }>
-    assert.deepEqual(report.map((r) => `${r.code} at ${r.path.join('.')}: ${r.message}`), [])
+    // OpenAPI 3.1 lets a requirement of any scheme name roles (the key scopes on bearerAuth); Spectral still checks
+    // them as OAuth scopes (stoplightio/spectral#2643, open). Only that false positive is set aside, and only for the
+    // two scopes the API has: any other finding of the rule (an unknown scheme, another name) still fails.
+    const known = (r: { code: string, message: string, path: string[] }) => r.code === 'oas3-operation-security-defined' &&
+      r.path.at(-2) === 'bearerAuth' && /^"inventory:(read|write)" must be listed among scopes\.$/.test(r.message)
+    assert.deepEqual(report.filter((r) => !known(r)).map((r) => `${r.code} at ${r.path.join('.')}: ${r.message}`), [])
   })
 
   test('when Redocly lints it with the recommended rules, then it reports no error and no warning', async (t) => {

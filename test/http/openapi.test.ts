@@ -34,10 +34,10 @@ describe('GET /v1/openapi.json', () => {
     assert.deepEqual(doc.servers.map((s) => s.url), ['https://api.example.test/v1', 'https://staging.example.test/v1'])
   })
 
-  test('when read, then it lists the four operations of the spec, the entry lookup, adjustments, batches, the change feed, and nothing internal', async (t) => {
+  test('when read, then it lists the four operations of the spec, the entry lookup, adjustments, batches, the change feed, the key\'s rate limit, and nothing internal', async (t) => {
     const doc = await document(t)
     assert.deepEqual(Object.keys(doc.paths).sort(),
-      ['/inventory', '/inventory/batch', '/inventory/changes', '/inventory/{petId}', '/inventory/{petId}/adjustments', '/pets/{petId}', '/store/orders'])
+      ['/inventory', '/inventory/batch', '/inventory/changes', '/inventory/{petId}', '/inventory/{petId}/adjustments', '/pets/{petId}', '/rate_limit', '/store/orders'])
     assert.equal(doc.paths['/inventory/changes']?.get?.operationId, 'listInventoryChanges')
     assert.equal(doc.paths['/inventory/changes']?.get?.['x-stability'], 'beta')
     assert.equal(doc.paths['/inventory/batch']?.post?.operationId, 'batchUpdateInventory')
@@ -58,10 +58,17 @@ describe('GET /v1/openapi.json', () => {
     assert.equal(doc.paths['/inventory']?.get?.deprecated, undefined)
   })
 
-  test('when read, then every operation requires the http bearer scheme', async (t) => {
+  test('when read, then every operation requires the http bearer scheme, naming its scope', async (t) => {
     const doc = await document(t)
-    assert.deepEqual(doc.components.securitySchemes.bearerAuth, { type: 'http', scheme: 'bearer', description: 'An API key (psk_live_... or psk_test_...)' })
+    assert.deepEqual(doc.components.securitySchemes.bearerAuth, {
+      type: 'http',
+      scheme: 'bearer',
+      description: 'An API key (psk_live_... or psk_test_...). Each operation names the scope it needs: inventory:read (any key) or inventory:write (keys of scope write).'
+    })
     assert.deepEqual(doc.security, [{ bearerAuth: [] }])
+    for (const operations of Object.values(doc.paths as Record<string, Record<string, { security?: unknown }>>)) {
+      for (const operation of Object.values(operations)) assert.equal((operation.security as unknown[] | undefined)?.length, 1)
+    }
   })
 
   test('when read, then path ids are documented as int64 integers', async (t) => {
@@ -93,22 +100,23 @@ describe('GET /v1/openapi.json', () => {
       '/inventory get': { 200: null, 304: null, 401: ['unauthorized'], 414: ['uri_too_long'], 429: LIMITED, 500: ['internal_error'], 503: ['service_unavailable'] },
       '/inventory/{petId} get': { 200: null, 304: null, 400: ['invalid_request'], 401: ['unauthorized'], 404: ['not_found'], 414: ['uri_too_long'], 429: LIMITED, 500: ['internal_error'], 503: ['service_unavailable'] },
       '/inventory/{petId} patch': {
-        200: null, 400: ['invalid_request'], 401: ['unauthorized'], 404: ['not_found'], 409: ['idempotency_key_in_flight'], 412: ['precondition_failed'],
+        200: null, 400: ['invalid_request'], 401: ['unauthorized'], 403: ['insufficient_scope'], 404: ['not_found'], 409: ['idempotency_key_in_flight'], 412: ['precondition_failed'],
         413: ['payload_too_large'], 415: ['unsupported_media_type'], 414: ['uri_too_long'], 422: ['idempotency_key_reused'], 429: LIMITED,
         500: ['internal_error'], 503: ['service_unavailable']
       },
       '/inventory/{petId}/adjustments post': {
-        200: null, 400: ['invalid_request'], 401: ['unauthorized'], 404: ['not_found'], 409: ['stock_out_of_range', 'idempotency_key_in_flight'],
+        200: null, 400: ['invalid_request'], 401: ['unauthorized'], 403: ['insufficient_scope'], 404: ['not_found'], 409: ['stock_out_of_range', 'idempotency_key_in_flight'],
         412: ['precondition_failed'], 413: ['payload_too_large'], 415: ['unsupported_media_type'], 414: ['uri_too_long'], 422: ['idempotency_key_reused'],
         429: LIMITED, 500: ['internal_error'], 503: ['service_unavailable']
       },
       '/inventory/batch post': {
-        200: null, 400: ['invalid_request'], 401: ['unauthorized'], 409: ['batch_refused', 'idempotency_key_in_flight'], 413: ['payload_too_large'], 414: ['uri_too_long'],
+        200: null, 400: ['invalid_request'], 401: ['unauthorized'], 403: ['insufficient_scope'], 409: ['batch_refused', 'idempotency_key_in_flight'], 413: ['payload_too_large'], 414: ['uri_too_long'],
         415: ['unsupported_media_type'], 422: ['idempotency_key_reused'], 429: LIMITED, 500: ['internal_error'], 503: ['service_unavailable']
       },
       '/inventory/changes get': { 200: null, 400: ['invalid_request'], 401: ['unauthorized'], 414: ['uri_too_long'], 429: LIMITED, 500: ['internal_error'], 503: ['service_unavailable'] },
       '/pets/{petId} get': { 200: null, 400: ['invalid_request'], 401: ['unauthorized'], 404: ['not_found'], 410: ['gone'], 414: ['uri_too_long'], 429: LIMITED, 500: ['internal_error'], 503: ['service_unavailable'] },
-      '/store/orders get': { 200: null, 400: ['invalid_request'], 401: ['unauthorized'], 414: ['uri_too_long'], 429: LIMITED, 500: ['internal_error'], 503: ['service_unavailable'] }
+      '/store/orders get': { 200: null, 400: ['invalid_request'], 401: ['unauthorized'], 414: ['uri_too_long'], 429: LIMITED, 500: ['internal_error'], 503: ['service_unavailable'] },
+      '/rate_limit get': { 200: null, 401: ['unauthorized'], 414: ['uri_too_long'], 429: ['rate_limited'], 500: ['internal_error'], 503: ['service_unavailable'] }
     }
     for (const [key, responses] of Object.entries(expected)) {
       const [path, method] = key.split(' ') as [string, string]

@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict'
 import { describe, test, type TestContext } from 'node:test'
-import { MAX_QUANTITY, type ApiKeyRecord, type InventoryItem, type Order, type OrderStatus, type Pet, type PetImport } from '../../src/domain/model.js'
+import { MAX_QUANTITY, type ApiKeyRecord, type Ban, type InventoryItem, type Order, type OrderStatus, type Pet, type PetImport } from '../../src/domain/model.js'
 import type { BatchChange, FeedChange, FeedPosition, IdempotencyClaim, NewApiKey, StockAdjustment, StockBatch, StockChange, Store } from '../../src/store/types.js'
 import { importData } from '../../src/domain/import.js'
 
@@ -43,8 +43,23 @@ function newKey (id: string, overrides: Partial<NewApiKey> = {}): NewApiKey {
 }
 
 /** The record findApiKeyByHash/listApiKeys return for a new key: no hash, not revoked. */
-function asRecord (key: NewApiKey, revokedAt: Date | null = null): ApiKeyRecord {
-  return { id: key.id, name: key.name, plan: key.plan, perMinute: key.perMinute, perDay: key.perDay, createdAt: key.createdAt, revokedAt, ban: null }
+function asRecord (key: NewApiKey, revokedAt: Date | null = null, ban: Ban | null = null): ApiKeyRecord {
+  return {
+    id: key.id,
+    name: key.name,
+    plan: key.plan,
+    perMinute: key.perMinute,
+    perDay: key.perDay,
+    createdAt: key.createdAt,
+    revokedAt,
+    ban,
+    scope: key.scope ?? 'write',
+    expiresAt: key.expiresAt ?? null,
+    quotaId: key.quotaId ?? key.id,
+    replacedBy: null,
+    lastUsedAt: null,
+    lastDeprecatedUseAt: null
+  }
 }
 
 const CHANGED_AT = new Date('2026-11-22T12:00:00.250Z')
@@ -1080,6 +1095,104 @@ export function storeContract (name: string, open: (t: TestContext) => Promise<S
         // Lifting again later changes nothing: the ban already ended.
         assert.equal(await store.unbanApiKey(key.id, new Date('2026-11-22T12:10:00.000Z')), true)
         assert.deepEqual((await store.findApiKeyByHash(key.keyHash))?.ban, { ...ban, until: liftedAt })
+      })
+
+      test('a key keeps its scope and expiry; keys created without them have scope write and never expire', async (t) => {
+        const store = await open(t)
+        const reader = newKey('key_reader', { scope: 'read', expiresAt: new Date('2027-02-20T00:00:00.000Z') })
+        const plain = newKey('key_plain')
+        await store.createApiKey(reader)
+        await store.createApiKey(plain)
+        const found = await store.findApiKeyByHash(reader.keyHash)
+        assert.deepEqual(found, asRecord(reader))
+        assert.equal(found?.scope, 'read')
+        assert.deepEqual(found?.expiresAt, new Date('2027-02-20T00:00:00.000Z'))
+        const other = await store.findApiKeyByHash(plain.keyHash)
+        assert.equal(other?.scope, 'write')
+        assert.equal(other?.expiresAt, null)
+        assert.equal(other?.quotaId, 'key_plain')
+      })
+
+      test('rotateApiKey creates the replacement with the old quota and ends the old key at the sooner of the overlap and its expiry', async (t) => {
+        const store = await open(t)
+        const at = new Date('2026-11-23T10:00:00.000Z')
+        const ban = { since: new Date('2026-11-23T09:00:00.000Z'), until: new Date('2026-11-23T09:15:00.000Z'), seconds: 900 }
+        await store.createApiKey(newKey('key_old', { scope: 'read' }))
+        await store.banApiKey('key_old', ban)
+        const replacement = newKey('key_new', { scope: 'read', quotaId: 'key_old', createdAt: at })
+        const endsAt = new Date('2026-11-24T10:00:00.000Z')
+        assert.equal(await store.rotateApiKey('key_old', { ...replacement, quotaId: 'key_old' }, endsAt), 'rotated')
+        const keys = new Map((await store.listApiKeys()).map((key) => [key.id, key]))
+        assert.deepEqual(keys.get('key_new'), asRecord(replacement, null, ban), 'the old key\'s ban carries over')
+        assert.equal(keys.get('key_new')?.quotaId, 'key_old')
+        assert.deepEqual(keys.get('key_old')?.expiresAt, endsAt)
+        assert.equal(keys.get('key_old')?.replacedBy, 'key_new')
+        // The replaced key cannot be rotated again (the lineage never forks); the new one can.
+        assert.equal(await store.rotateApiKey('key_old', { ...newKey('key_fork', { createdAt: at }), quotaId: 'key_old' }, endsAt), 'replaced')
+        const sooner = new Date('2026-11-23T12:00:00.000Z')
+        await store.createApiKey(newKey('key_short', { expiresAt: sooner }))
+        assert.equal(await store.rotateApiKey('key_short', { ...newKey('key_short2', { createdAt: at }), quotaId: 'key_short' }, endsAt), 'rotated')
+        assert.deepEqual((await store.listApiKeys()).find((key) => key.id === 'key_short')?.expiresAt, sooner)
+        assert.equal((await store.listApiKeys()).some((key) => key.id === 'key_fork'), false, 'a refused rotation creates nothing')
+      })
+
+      test('rotateApiKey gives the replacement the ban the old key has in the store when it rotates (one recorded after the caller read the key too)', async (t) => {
+        const store = await open(t)
+        const at = new Date('2026-11-23T10:00:00.000Z')
+        await store.createApiKey(newKey('key_banned'))
+        // Banned after the caller read the key (which had no ban then).
+        const ban = { since: new Date('2026-11-23T09:59:00.000Z'), until: new Date('2026-11-23T10:14:00.000Z'), seconds: 900 }
+        await store.banApiKey('key_banned', ban)
+        assert.equal(await store.rotateApiKey('key_banned', { ...newKey('key_heir', { createdAt: at }), quotaId: 'key_banned' },
+          new Date('2026-11-24T10:00:00.000Z')), 'rotated')
+        assert.deepEqual((await store.listApiKeys()).find((key) => key.id === 'key_heir')?.ban, ban)
+      })
+
+      test('rotateApiKey refuses an unknown, revoked or expired key and creates nothing', async (t) => {
+        const store = await open(t)
+        const at = new Date('2026-11-23T10:00:00.000Z')
+        const endsAt = new Date('2026-11-24T10:00:00.000Z')
+        await store.createApiKey(newKey('key_revoked'))
+        await store.revokeApiKey('key_revoked', new Date('2026-11-23T09:00:00.000Z'))
+        await store.createApiKey(newKey('key_expired', { expiresAt: new Date('2026-11-23T09:59:59.999Z') }))
+        assert.equal(await store.rotateApiKey('key_missing', { ...newKey('key_a', { createdAt: at }), quotaId: 'key_missing' }, endsAt), 'not_found')
+        assert.equal(await store.rotateApiKey('key_revoked', { ...newKey('key_b', { createdAt: at }), quotaId: 'key_revoked' }, endsAt), 'inactive')
+        assert.equal(await store.rotateApiKey('key_expired', { ...newKey('key_c', { createdAt: at }), quotaId: 'key_expired' }, endsAt), 'inactive')
+        assert.deepEqual((await store.listApiKeys()).map((key) => key.id).sort(), ['key_expired', 'key_revoked'])
+      })
+
+      test('a ban and its lifting reach every key sharing the quota, and no other key', async (t) => {
+        const store = await open(t)
+        await store.createApiKey(newKey('key_first'))
+        await store.createApiKey(newKey('key_second', { quotaId: 'key_first' }))
+        await store.createApiKey(newKey('key_stranger'))
+        const ban = { since: new Date('2026-11-23T10:00:00.000Z'), until: new Date('2026-11-23T10:15:00.000Z'), seconds: 900 }
+        assert.equal(await store.banApiKey('key_second', ban), true)
+        const bans = async () => new Map((await store.listApiKeys()).map((key) => [key.id, key.ban]))
+        assert.deepEqual((await bans()).get('key_first'), ban)
+        assert.deepEqual((await bans()).get('key_second'), ban)
+        assert.equal((await bans()).get('key_stranger'), null)
+        const liftedAt = new Date('2026-11-23T10:05:00.000Z')
+        assert.equal(await store.unbanApiKey('key_first', liftedAt), true)
+        assert.deepEqual((await bans()).get('key_second'), { ...ban, until: liftedAt })
+      })
+
+      test('recordKeyUse moves the last use times forward only, the deprecated one only when given', async (t) => {
+        const store = await open(t)
+        await store.createApiKey(newKey('key_used'))
+        const t1 = new Date('2026-11-23T10:00:00.000Z')
+        const t2 = new Date('2026-11-23T10:01:00.000Z')
+        await store.recordKeyUse('key_used', t2, null)
+        let key = await store.findApiKeyByHash('hash-of-key_used')
+        assert.deepEqual([key?.lastUsedAt, key?.lastDeprecatedUseAt], [t2, null])
+        // An instance that recorded earlier arrives late: nothing goes backwards.
+        await store.recordKeyUse('key_used', t1, t1)
+        key = await store.findApiKeyByHash('hash-of-key_used')
+        assert.deepEqual([key?.lastUsedAt, key?.lastDeprecatedUseAt], [t2, t1])
+        await store.recordKeyUse('key_used', t2, t2)
+        key = await store.findApiKeyByHash('hash-of-key_used')
+        assert.deepEqual([key?.lastUsedAt, key?.lastDeprecatedUseAt], [t2, t2])
+        await store.recordKeyUse('key_missing', t2, null)
       })
 
       test('banApiKey and unbanApiKey answer false for an unknown key id', async (t) => {

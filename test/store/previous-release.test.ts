@@ -1,7 +1,7 @@
 /**
  * A rolling upgrade: instances of the previous release keep running (or start) while this release's migrations
  * are applied. Each release's migrations must keep the previous release working (expand now, contract in a later
- * release). Here the previous release's own store code (test/fixtures/release-8abadff, verbatim) reads and writes
+ * release). Here the previous release's own store code (test/fixtures/release-f75bf74, verbatim) reads and writes
  * a store that this release has migrated, and this release reads what it wrote.
  */
 import assert from 'node:assert/strict'
@@ -10,12 +10,13 @@ import { describe, test } from 'node:test'
 import { PostgresStore } from '../../src/store/postgres/index.js'
 import { SqliteStore } from '../../src/store/sqlite/index.js'
 import type { Store } from '../../src/store/types.js'
-import { PostgresStore as PreviousPostgresStore } from '../fixtures/release-8abadff/src/store/postgres/index.js'
-import { SqliteStore as PreviousSqliteStore } from '../fixtures/release-8abadff/src/store/sqlite/index.js'
-import type { Store as PreviousStore } from '../fixtures/release-8abadff/src/store/types.js'
+import { PostgresStore as PreviousPostgresStore } from '../fixtures/release-f75bf74/src/store/postgres/index.js'
+import { SqliteStore as PreviousSqliteStore } from '../fixtures/release-f75bf74/src/store/sqlite/index.js'
+import type { Store as PreviousStore } from '../fixtures/release-f75bf74/src/store/types.js'
 import { tempDir } from '../helpers/app.js'
 import { POSTGRES_URL, requirePostgres, tempSchema } from '../helpers/postgres.js'
 import { importData } from '../../src/domain/import.js'
+import { importedStockChange } from '../../src/domain/inventory.js'
 
 const AT = new Date('2026-11-23T10:00:00.000Z')
 const change = (petId: bigint, quantity: number, expectedRevisions: bigint[] | null = null) =>
@@ -24,7 +25,10 @@ const change = (petId: bigint, quantity: number, expectedRevisions: bigint[] | n
 /** The previous release's read and write paths on the migrated store, then this release reading the result. */
 async function exercise (current: Store, previous: PreviousStore): Promise<void> {
   await importData(current, { pets: [{ id: 1n, name: 'Rex', status: 'available', quantity: 2 }], orders: [] })
-  assert.equal(await previous.migrate(), 0, 'the previous release finds nothing to apply and changes nothing')
+  // An instance of the previous release that was running when the store was migrated goes on reading and writing (one
+  // started afterwards sees the store ahead of it and serves reads only).
+  const status = await previous.schemaStatus()
+  assert.deepEqual([status.pending.length, status.ahead.map((m) => m.version)], [0, [8]])
 
   // Reads.
   assert.deepEqual(await previous.listInventory(), [{ petId: 1n, quantity: 2, status: 'available' }])
@@ -36,9 +40,17 @@ async function exercise (current: Store, previous: PreviousStore): Promise<void>
   const updated = await previous.setQuantity(change(1n, 5, [entry?.revision as bigint]))
   assert.equal(updated.status, 'updated')
   assert.ok(await previous.inventoryVersion() > version)
-  await previous.importData({ pets: [{ id: 2n, name: 'Tom', status: 'pending', quantity: 1 }], orders: [] })
+  await previous.importData({ pets: [{ id: 2n, name: 'Tom', status: 'pending', quantity: 1 }], orders: [] }, { stockChange: importedStockChange })
   await previous.createApiKey({ id: 'key_old', keyHash: 'hash-old', name: 'old', plan: 'free', perMinute: null, perDay: null, createdAt: AT })
   assert.equal(await previous.banApiKey('key_old', { since: AT, until: new Date('2030-01-01T00:00:00Z'), seconds: 900 }), true)
+  // A key this release made (a scope, an expiry, a rotation) reads as a plain key there: the previous release enforces
+  // none of it (README, "Upgrading"), but it reads and lists such keys without error.
+  await current.createApiKey({ id: 'key_new', keyHash: 'hash-new', name: 'new', plan: 'pro', perMinute: null, perDay: null, createdAt: AT, scope: 'read',
+    expiresAt: new Date('2030-01-01T00:00:00Z') })
+  assert.equal(await current.rotateApiKey('key_new', { id: 'key_next', keyHash: 'hash-next', name: 'new', plan: 'pro', perMinute: null, perDay: null,
+    createdAt: AT, scope: 'read', quotaId: 'key_new' }, new Date('2026-11-24T10:00:00.000Z')), 'rotated')
+  assert.equal((await previous.findApiKeyByHash('hash-next'))?.id, 'key_next')
+  assert.deepEqual((await previous.listApiKeys()).map((k) => k.id).sort(), ['key_new', 'key_next', 'key_old'])
   assert.deepEqual((await previous.stockHistory(1n, 10)).map((e) => [e.previousQuantity, e.quantity]), [[null, 2], [2, 5]])
 
   // This release reads what the previous one wrote, and carries on from it.
@@ -46,7 +58,9 @@ async function exercise (current: Store, previous: PreviousStore): Promise<void>
   const result = await current.setQuantity({ ...change(1n, 6), note: 'new release' })
   assert.equal(result.status, 'updated')
   assert.deepEqual((await previous.stockHistory(1n, 10)).map((e) => e.quantity), [2, 5, 6], 'and the previous release reads what this one wrote')
-  assert.equal((await current.findApiKeyByHash('hash-old'))?.ban?.seconds, 900)
+  const old = await current.findApiKeyByHash('hash-old')
+  assert.equal(old?.ban?.seconds, 900)
+  assert.deepEqual([old?.scope, old?.expiresAt, old?.quotaId], ['write', null, 'key_old'], 'a key the previous release made has full access, as before')
   assert.deepEqual((await current.listInventory()).map((i) => [i.petId, i.quantity]), [[1n, 6], [2n, 1]])
 }
 

@@ -5,13 +5,14 @@
  * the 404 and the 405s of that scope, however the request target was spelled.
  */
 import ipaddr from 'ipaddr.js'
-import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
+import type { FastifyContextConfig, FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
 import { KEY_OPTIONAL, KEY_REQUIRED, type Admission, type Gatekeeper, type OperationNeeds, type QuotaView } from '../../access/admission.js'
 import type { CredentialProblem, Credentials } from '../../access/authenticator.js'
 import { KEY_PREFIXES } from '../../access/keys.js'
 import type { Environment } from '../../config.js'
-import type { ApiKeyRecord } from '../../domain/model.js'
+import type { ApiKeyRecord, KeyScope } from '../../domain/model.js'
 import { AppError } from '../../errors.js'
+import { INSUFFICIENT_SCOPE } from '../schemas/common.js'
 import { holdsOnlyTag, noneMatch } from '../preconditions.js'
 import { handleError } from './errors.js'
 
@@ -28,8 +29,20 @@ declare module 'fastify' {
      * id: the handler answers). A request naming it in If-None-Match is answered 304 by the gate.
      */
     currentETag?: (request: FastifyRequest) => Promise<string | null>
+    /**
+     * The scope a key needs to call the route: every route behind the gate declares one (the app does not start
+     * otherwise). `read`: any key; `write`: keys of scope write.
+     */
+    scope?: KeyScope
+    /** `status`: the route reports the key's quota without spending it (GET /v1/rate_limit). */
+    charge?: 'status'
+    /** What the gate asks of the route's callers; derived from the above when the route is added. */
+    needs?: OperationNeeds
   }
 }
+
+/** The scopes as the API names them (OpenAPI security requirements, WWW-Authenticate). */
+export const SCOPE_NAMES: Readonly<Record<KeyScope, string>> = { read: 'inventory:read', write: 'inventory:write' }
 
 const REALM = 'Bearer realm="petstore"'
 // RFC 6750 section 2.1: the scheme is case-insensitive; the token is b64token.
@@ -61,6 +74,8 @@ function unauthorized (problem: CredentialProblem, environment: Environment): Ap
       return invalidToken(`The API key belongs to another environment: this server accepts ${KEY_PREFIXES[environment]} keys only.`)
     case 'invalid':
       return invalidToken('The API key is unknown or revoked.')
+    case 'expired':
+      return invalidToken('The API key has expired.')
   }
 }
 
@@ -83,8 +98,17 @@ function refusal (admission: Admission, environment: Environment): Error | null 
       return null
     case 'unauthenticated':
       return unauthorized(admission.problem, environment)
+    case 'insufficient_scope': {
+      const scope = SCOPE_NAMES[admission.needed]
+      return new AppError('insufficient_scope', `This operation needs an API key with the ${scope} scope; this key has ${SCOPE_NAMES[admission.key.scope]}.`,
+        { 'WWW-Authenticate': `${REALM}, error="insufficient_scope", scope="${scope}"` })
+    }
     case 'limited': {
       const { window, retryAfterSeconds: wait } = admission
+      if (admission.budget === 'status') {
+        return new AppError('rate_limited', `GET /v1/rate_limit may be called ${window.limit} times per ${window.name} per key; retry in ${wait} s. ` +
+          'It spends none of the key\'s own quota.', { 'Retry-After': String(wait) })
+      }
       return new AppError('rate_limited', `Rate limit of ${window.limit} requests per ${window.name} exceeded; retry in ${wait} s.`,
         { 'Retry-After': String(wait) })
     }
@@ -151,8 +175,8 @@ function pass (options: AccessOptions, request: FastifyRequest, admission: Admis
 }
 
 /** A conditional GET/HEAD on a route that knows its current ETag. */
-function conditionalRead (request: FastifyRequest): { header: string, current: () => Promise<string | null> } | null {
-  const currentETag = request.routeOptions.config.currentETag
+function conditionalRead (request: FastifyRequest, config: FastifyContextConfig): { header: string, current: () => Promise<string | null> } | null {
+  const currentETag = config.currentETag
   const header = request.headers['if-none-match']
   if (currentETag === undefined || header === undefined || (request.method !== 'GET' && request.method !== 'HEAD')) return null
   let etag: Promise<string | null> | undefined
@@ -163,13 +187,13 @@ function conditionalRead (request: FastifyRequest): { header: string, current: (
  * A conditional read: free (304, nothing counted) when the client holds the current tag alone, else counted
  * like any request, and 304 when If-None-Match matches (`*` matches any current representation).
  */
-async function guardConditional (options: AccessOptions, request: FastifyRequest, reply: FastifyReply,
+async function guardConditional (options: AccessOptions, request: FastifyRequest, reply: FastifyReply, needs: OperationNeeds,
   conditional: { header: string, current: () => Promise<string | null> }): Promise<void> {
   const holdsCurrent = async (): Promise<boolean> => {
     const etag = await conditional.current()
     return etag !== null && holdsOnlyTag(conditional.header, etag)
   }
-  const admission = await ask(options, request, reply, KEY_REQUIRED, holdsCurrent)
+  const admission = await ask(options, request, reply, needs, holdsCurrent)
   const error = pass(options, request, admission)
   if (error !== null) throw error
   const etag = await conditional.current()
@@ -188,19 +212,45 @@ function failClosed (done: HookHandlerDoneFunction, error: unknown): void {
  * the gate ran. A request reaches a handler of the scope only when admitted.
  */
 export function registerGate (scope: FastifyInstance, options: AccessOptions): void {
+  // Each route's needs, fixed once as it is added: the gate reads them from the route the framework matched.
+  scope.addHook('onRoute', (route) => {
+    const config = (route.config ?? {}) as NonNullable<typeof route.config>
+    if (config.scope === undefined) {
+      // The 405 claims of the scope are hidden and answer before any handler; every operation must say what it needs.
+      if (route.schema?.hide === true) return
+      throw new Error(`${String(route.method)} ${route.url} declares no scope (config.scope: 'read' or 'write')`)
+    }
+    const needs: OperationNeeds = Object.freeze({
+      credential: 'required',
+      scope: config.scope,
+      ...(route.schema?.deprecated === true ? { deprecated: true } : {}),
+      ...(config.charge === undefined ? {} : { charge: config.charge })
+    })
+    route.config = { ...config, needs }
+    if (route.schema !== undefined) {
+      route.schema.security = [{ bearerAuth: [SCOPE_NAMES[config.scope]] }]
+      if (config.scope === 'write' && route.schema.response !== undefined) {
+        route.schema.response = { ...(route.schema.response as object), 403: INSUFFICIENT_SCOPE }
+      }
+    }
+  })
   // A callback hook, not an async one: a request the gatekeeper admits without I/O (a warm key, the in-process
   // limiter) goes on to its handler without a promise in between.
   scope.addHook('onRequest', (request, reply, done) => {
     // Authenticated data is per key and changes: no cache may keep it (clients revalidate with If-None-Match).
     reply.header('Cache-Control', 'no-store')
-    const conditional = conditionalRead(request)
+    // The matched route's config (routeOptions builds a new object on each read: once per request). What the route
+    // declared it needs; the 404 and 405s of the scope declare nothing: any valid key.
+    const config = request.routeOptions.config
+    const needs = config.needs ?? KEY_REQUIRED
+    const conditional = conditionalRead(request, config)
     if (conditional !== null) {
-      guardConditional(options, request, reply, conditional).then(() => { if (!reply.sent) done() }, (error: unknown) => { failClosed(done, error) })
+      guardConditional(options, request, reply, needs, conditional).then(() => { if (!reply.sent) done() }, (error: unknown) => { failClosed(done, error) })
       return
     }
     let admission
     try {
-      admission = ask(options, request, reply, KEY_REQUIRED)
+      admission = ask(options, request, reply, needs)
     } catch (error) {
       failClosed(done, error)
       return

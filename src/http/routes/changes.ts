@@ -8,6 +8,7 @@ import { COMMON_ERRORS, INVALID_REQUEST, RESPONSE_HEADERS } from '../schemas/com
 
 export const changeRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async (app, { store }) => {
   app.get('/inventory/changes', {
+    config: { scope: 'read' },
     schema: {
       operationId: 'listInventoryChanges',
       summary: 'List stock changes in commit order, to keep a copy in sync',

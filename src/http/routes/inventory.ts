@@ -2,7 +2,6 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import fastJson from 'fast-json-stringify'
 import { Type, type TSchema } from 'typebox'
-import type { IncomingMessage } from 'node:http'
 import { Readable } from 'node:stream'
 import type { IdempotencyKeys } from '../../domain/idempotency.js'
 import { decodeCursor, encodeCursor } from '../../domain/cursor.js'
@@ -189,7 +188,7 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
   app.get('/inventory', {
     // Lets the rate-limit hook answer a matching If-None-Match with 304 before anything is counted.
     // A page carries no ETag: only the whole listing is revalidated.
-    config: { currentETag: async (request) => paged(request.query) ? null : await cache.etag() },
+    config: { scope: 'read', currentETag: async (request) => paged(request.query) ? null : await cache.etag() },
     schema: {
       operationId: 'listInventory',
       summary: 'List the stock entries of all pets',
@@ -247,6 +246,7 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
 
   app.get('/inventory/:petId', {
     config: {
+      scope: 'read',
       currentETag: async (request) => {
         const petId = parseInt64((request.params as { petId?: string }).petId ?? '')
         const entry = petId === null ? null : await store.getStockEntry(petId)
@@ -280,6 +280,7 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
   })
 
   app.patch('/inventory/:petId', {
+    config: { scope: 'write' },
     schema: {
       operationId: 'updateInventory',
       summary: 'Set the stock quantity of one pet',
@@ -298,11 +299,12 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
     const { quantity, reason = 'adjustment', note = null } = request.body
     const change = await updateQuantity(store, BigInt(request.params.petId),
       { quantity, reason, note, expectedRevisions: expectedRevisions(request.headers['if-match']) },
-      { keyId: request.apiKey?.id ?? null, requestId: request.id }, clock, keyedBy(request.raw)).catch(preconditionFailed)
+      { keyId: request.apiKey?.id ?? null, requestId: request.id }, clock, keyedBy(request)).catch(preconditionFailed)
     return await answerChange(reply, change)
   })
 
   app.post('/inventory/:petId/adjustments', {
+    config: { scope: 'write' },
     schema: {
       operationId: 'adjustInventory',
       summary: 'Add to or take from the stock of one pet',
@@ -324,11 +326,12 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
     const { delta, reason = 'adjustment', note = null } = request.body
     const change = await adjustQuantity(store, BigInt(request.params.petId),
       { delta, reason, note, expectedRevisions: expectedRevisions(request.headers['if-match']) },
-      { keyId: request.apiKey?.id ?? null, requestId: request.id }, clock, keyedBy(request.raw)).catch(preconditionFailed)
+      { keyId: request.apiKey?.id ?? null, requestId: request.id }, clock, keyedBy(request)).catch(preconditionFailed)
     return await answerChange(reply, change)
   })
 
   app.post('/inventory/batch', {
+    config: { scope: 'write' },
     schema: {
       operationId: 'batchUpdateInventory',
       summary: 'Change the stock of several pets at once, all or nothing',
@@ -372,7 +375,7 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
     requireDistinctPets(changes)
     await chargeMore(request, reply, changes.length - 1, `This batch of ${changes.length} changes`)
     try {
-      const { entries, version, replayed } = await applyBatch(store, changes, { keyId: request.apiKey?.id ?? null, requestId: request.id }, clock, keyedBy(request.raw))
+      const { entries, version, replayed } = await applyBatch(store, changes, { keyId: request.apiKey?.id ?? null, requestId: request.id }, clock, keyedBy(request))
       await settle(reply, entries, version, replayed)
       return { entries: entries.map((entry) => ({ ...item(entry), etag: entryTag(entry) })) }
     } catch (error) {
@@ -386,9 +389,9 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
   })
 
   /** The request's idempotency key with the process's keys; undefined without one. */
-  function keyedBy (request: IncomingMessage): IdempotentRequest | undefined {
-    const key = idempotencyKeyOf(request)
-    return key === null ? undefined : { keys: idempotency, key }
+  function keyedBy (request: FastifyRequest): IdempotentRequest | undefined {
+    const key = idempotencyKeyOf(request.raw)
+    return key === null ? undefined : { keys: idempotency, key, owner: request.apiKey?.quotaId ?? null }
   }
 
   /**

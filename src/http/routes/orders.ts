@@ -8,6 +8,7 @@ import { Order, OrderStatus } from '../../domain/entities.js'
 
 export const orderRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async (app, { store }) => {
   app.get('/store/orders', {
+    config: { scope: 'read' },
     schema: {
       operationId: 'listOrders',
       summary: 'List store orders',

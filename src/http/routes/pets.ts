@@ -17,6 +17,7 @@ export const petRoutes: FastifyPluginAsyncTypebox<{ store: Store, policy: Deprec
   async (app, { store, policy, clock }) => {
     const hooks = deprecationHooks(policy, clock)
     app.get('/pets/:petId', {
+      config: { scope: 'read' },
       onSend: hooks.onSend,
       preHandler: hooks.preHandler,
       schema: {

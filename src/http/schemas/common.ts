@@ -52,7 +52,7 @@ const RETRY_AFTER_429 = {
 
 /** Errors every /v1 operation can answer with. */
 export const COMMON_ERRORS = {
-  401: ErrorResponse(['unauthorized'], 'Missing, malformed, unknown or revoked API key.', WWW_AUTHENTICATE),
+  401: ErrorResponse(['unauthorized'], 'Missing, malformed, unknown, revoked or expired API key.', WWW_AUTHENTICATE),
   429: ErrorResponse(['rate_limited', 'key_banned'],
     'Rate limit exceeded (the X-RateLimit-* fields describe the violated window), or the key is temporarily banned ' +
     'for sending requests after 429.', RETRY_AFTER_429),
@@ -60,6 +60,12 @@ export const COMMON_ERRORS = {
   500: ErrorResponse(['internal_error'], 'Unexpected server error; the body never carries internals.'),
   503: ErrorResponse(['service_unavailable'], 'The store cannot be reached right now.', RETRY_AFTER)
 }
+
+/** The answer of a write operation to a read-only key (added to every write operation by the gate). */
+export const INSUFFICIENT_SCOPE = ErrorResponse(['insufficient_scope'],
+  'The API key\'s scope does not include this operation (a read-only key calling a write); it was counted like any request.', {
+    'WWW-Authenticate': Type.String({ description: 'RFC 6750 section 3.1: Bearer realm="petstore", error="insufficient_scope", scope="inventory:write"' })
+  })
 
 export const INVALID_REQUEST = ErrorResponse(['invalid_request'], 'The request has invalid parameters or body.')
 export const NOT_FOUND = ErrorResponse(['not_found'], 'The requested resource could not be found.')

@@ -214,6 +214,20 @@ export const MIGRATIONS: readonly Migration[] = [
       );
       CREATE INDEX idempotency_keys_expiry ON idempotency_keys (expires_at);
     `
+  },
+  {
+    version: 8,
+    name: 'key scopes, expiry, rotation and last use',
+    // See the SQLite migration.
+    sql: `
+      ALTER TABLE api_keys ADD COLUMN scope text NOT NULL DEFAULT 'write' CHECK (scope IN ('read', 'write'));
+      ALTER TABLE api_keys ADD COLUMN expires_at timestamptz;
+      ALTER TABLE api_keys ADD COLUMN quota_id text;
+      ALTER TABLE api_keys ADD COLUMN replaced_by text;
+      ALTER TABLE api_keys ADD COLUMN last_used_at timestamptz;
+      ALTER TABLE api_keys ADD COLUMN last_deprecated_use_at timestamptz;
+      CREATE INDEX api_keys_quota ON api_keys (quota_id) WHERE quota_id IS NOT NULL;
+    `
   }
 ]
 

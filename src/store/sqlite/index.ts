@@ -5,7 +5,7 @@ import type { ApiKeyRecord, Ban, InventoryItem, LedgerEntry, Order, OrderStatus,
 import { StoreUnavailableError } from '../../errors.js'
 import type {
   BatchFailure, FeedChange, FeedPosition, IdempotencyRecord, ImportOptions, ImportResult, InventoryPage, NewApiKey, OrderPage, StockAdjustment, StockAdjustmentResult, StockBatch,
-  StockBatchResult, StockChange, StockChangeResult, Store
+  RotationOutcome, StockBatchResult, StockChange, StockChangeResult, Store
 } from '../types.js'
 import { aheadError, appliedChecksum, checksum, detectQueries, schemaStatus, type AppliedMigration, type SchemaStatus } from '../migrations.js'
 import { planBatch } from '../batch.js'
@@ -41,6 +41,13 @@ const HISTORY_SQL = `
     WHERE chain.depth < ? AND l.previous_id IS NOT NULL
   )
   SELECT ${LEDGER_COLUMNS} FROM chain JOIN stock_ledger l ON l.id = chain.id ORDER BY l.id`
+
+/**
+ * The keys sharing the quota of the key whose id is bound (twice): the quota's first key and those rotation made. Two
+ * indexed lookups (the primary key, api_keys_quota), not a scan of every key.
+ */
+const SAME_QUOTA_AS = `id = (SELECT coalesce(quota_id, id) FROM api_keys WHERE id = ?)
+  OR quota_id = (SELECT coalesce(quota_id, id) FROM api_keys WHERE id = ?)`
 
 // SQLite conditions that mean "the database cannot serve right now", not "this request is wrong".
 const UNAVAILABLE = /^SQLITE_(BUSY|LOCKED|CANTOPEN|IOERR|FULL|READONLY|NOMEM|PROTOCOL)/
@@ -502,10 +509,42 @@ export class SqliteStore implements Store {
 
   async createApiKey (key: NewApiKey): Promise<void> {
     return guard(() => {
-      this.#prepare(
-        'INSERT INTO api_keys (id, key_hash, name, plan, per_minute, per_day, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)'
-      ).run(key.id, key.keyHash, key.name, key.plan, key.perMinute, key.perDay, key.createdAt.toISOString())
+      this.#insertKey(key)
     })
+  }
+
+  #insertKey (key: NewApiKey): void {
+    this.#prepare(
+      `INSERT INTO api_keys (id, key_hash, name, plan, per_minute, per_day, created_at, scope, expires_at, quota_id)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+    ).run(key.id, key.keyHash, key.name, key.plan, key.perMinute, key.perDay, key.createdAt.toISOString(), key.scope ?? 'write',
+      key.expiresAt?.toISOString() ?? null, key.quotaId === undefined || key.quotaId === key.id ? null : key.quotaId)
+  }
+
+  async rotateApiKey (id: string, replacement: NewApiKey & { quotaId: string }, endsAt: Date): Promise<RotationOutcome> {
+    const at = replacement.createdAt.toISOString()
+    const rotate = this.#db.transaction((): RotationOutcome => {
+      const old = this.#prepare('SELECT revoked_at, expires_at, replaced_by FROM api_keys WHERE id = ?').get(id) as
+        { revoked_at: string | null, expires_at: string | null, replaced_by: string | null } | undefined
+      if (old === undefined) return 'not_found'
+      if (old.replaced_by !== null) return 'replaced'
+      if (old.revoked_at !== null || (old.expires_at !== null && old.expires_at <= at)) return 'inactive'
+      this.#insertKey(replacement)
+      // The ban as it stands now, inside the write lock (one recorded since the caller read the key is not lost).
+      this.#prepare(`UPDATE api_keys SET (banned_at, banned_until, ban_seconds) =
+        (SELECT banned_at, banned_until, ban_seconds FROM api_keys WHERE id = ?) WHERE id = ?`).run(id, replacement.id)
+      // ISO-8601 UTC strings of one format compare in time order: the sooner of the two ends.
+      this.#prepare('UPDATE api_keys SET expires_at = min(coalesce(expires_at, ?), ?), replaced_by = ? WHERE id = ?')
+        .run(endsAt.toISOString(), endsAt.toISOString(), replacement.id, id)
+      return 'rotated'
+    })
+    return guard(() => rotate.immediate())
+  }
+
+  async recordKeyUse (id: string, usedAt: Date, deprecatedAt: Date | null): Promise<void> {
+    guard(() => this.#prepare(`UPDATE api_keys SET last_used_at = max(coalesce(last_used_at, ''), ?),
+      last_deprecated_use_at = CASE WHEN ? IS NULL THEN last_deprecated_use_at ELSE max(coalesce(last_deprecated_use_at, ''), ?) END WHERE id = ?`)
+      .run(usedAt.toISOString(), deprecatedAt?.toISOString() ?? null, deprecatedAt?.toISOString() ?? null, id))
   }
 
   async findApiKeyByHash (keyHash: string): Promise<ApiKeyRecord | null> {
@@ -538,8 +577,8 @@ export class SqliteStore implements Store {
   async banApiKey (id: string, ban: Ban): Promise<boolean> {
     return guard(() => {
       const result = this.#prepare(
-        'UPDATE api_keys SET banned_at = ?, banned_until = ?, ban_seconds = ? WHERE id = ?'
-      ).run(ban.since.toISOString(), ban.until.toISOString(), ban.seconds, id)
+        `UPDATE api_keys SET banned_at = ?, banned_until = ?, ban_seconds = ? WHERE ${SAME_QUOTA_AS}`
+      ).run(ban.since.toISOString(), ban.until.toISOString(), ban.seconds, id, id)
       return result.changes > 0
     })
   }
@@ -548,8 +587,8 @@ export class SqliteStore implements Store {
     return guard(() => {
       const found = this.#prepare('SELECT 1 FROM api_keys WHERE id = ?').get(id) !== undefined
       // ISO-8601 UTC strings of one format compare in time order.
-      this.#prepare('UPDATE api_keys SET banned_until = ? WHERE id = ? AND banned_until > ?')
-        .run(at.toISOString(), id, at.toISOString())
+      this.#prepare(`UPDATE api_keys SET banned_until = ? WHERE banned_until > ? AND (${SAME_QUOTA_AS})`)
+        .run(at.toISOString(), at.toISOString(), id, id)
       return found
     })
   }

@@ -171,6 +171,22 @@ export const MIGRATIONS: readonly Migration[] = [
       );
       CREATE INDEX idempotency_keys_expiry ON idempotency_keys (expires_at);
     `
+  },
+  {
+    version: 8,
+    name: 'key scopes, expiry, rotation and last use',
+    // Keys issued before keep full access (scope write) and never expire. quota_id names the key whose rate-limit
+    // windows, strikes and bans a rotated key shares (null: its own); replaced_by the key a rotation made. The last
+    // use times are recorded at most once a minute per key and server instance.
+    sql: `
+      ALTER TABLE api_keys ADD COLUMN scope TEXT NOT NULL DEFAULT 'write' CHECK (scope IN ('read', 'write'));
+      ALTER TABLE api_keys ADD COLUMN expires_at TEXT;
+      ALTER TABLE api_keys ADD COLUMN quota_id TEXT;
+      ALTER TABLE api_keys ADD COLUMN replaced_by TEXT;
+      ALTER TABLE api_keys ADD COLUMN last_used_at TEXT;
+      ALTER TABLE api_keys ADD COLUMN last_deprecated_use_at TEXT;
+      CREATE INDEX api_keys_quota ON api_keys (quota_id) WHERE quota_id IS NOT NULL;
+    `
   }
 ]
 
