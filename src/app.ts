@@ -287,7 +287,7 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
   await app.register(async (open) => {
     const claimOtherMethods = trackRoutesForMethodNotAllowed(open, { claimOptions })
     await registerDocs(open)
-    await open.register(healthRoutes, { store })
+    await open.register(healthRoutes, { store, limiter })
     // With METRICS_PORT it is served there instead (server.ts).
     if (config.metrics.port === null) registerMetricsRoute(open, metrics, config.metrics.token)
     // The document is built once, at ready, from the route schemas.

@@ -13,6 +13,12 @@ export type LogLevel = typeof LOG_LEVELS[number]
 /** json: one JSON object a line; pretty: human-readable lines; auto: pretty when stdout is a terminal. */
 export const LOG_FORMATS = ['auto', 'json', 'pretty'] as const
 export type LogFormat = typeof LOG_FORMATS[number]
+/**
+ * What stands between the instances and PostgreSQL: none (PostgreSQL itself), or a pooler in transaction mode
+ * (PgBouncer pool_mode=transaction), which refuses session settings at connect and keeps none between transactions.
+ */
+export const DATABASE_POOLERS = ['none', 'transaction'] as const
+export type DatabasePooler = typeof DATABASE_POOLERS[number]
 export const ENVIRONMENTS = ['production', 'staging'] as const
 export type Environment = typeof ENVIRONMENTS[number]
 
@@ -21,8 +27,10 @@ export interface Config {
   readonly host: string
   /** A postgres:// or postgresql:// URL selects PostgreSQL; anything else is a SQLite file path. */
   readonly databaseUrl: string
-  /** PostgreSQL only: pool size per instance, statement timeout and connection wait, in ms. */
-  readonly database: { readonly poolSize: number, readonly statementTimeoutMs: number, readonly connectTimeoutMs: number }
+  /** PostgreSQL only: pool size per instance, statement timeout and connection wait, in ms, and the pooler in between. */
+  readonly database: {
+    readonly poolSize: number, readonly statementTimeoutMs: number, readonly connectTimeoutMs: number, readonly pooler: DatabasePooler
+  }
   readonly logLevel: LogLevel
   readonly logFormat: LogFormat
   /** Decides the API key prefix: psk_live_ (production) or psk_test_ (staging). */
@@ -43,7 +51,7 @@ export interface Config {
   /** On SIGTERM/SIGINT, how long in-flight requests may take before the process exits anyway. */
   readonly shutdownTimeoutMs: number
   /** Shared rate-limit counters (scale-out); null keeps them in process. */
-  readonly redisUrl: string | null
+  readonly redis: RedisConfig | null
   /** Prefix of every Redis key the service writes (several deployments can share one Redis). */
   readonly redisKeyPrefix: string
   /** Whether X-Forwarded-For is believed: false, true, a hop count, or trusted proxy addresses/CIDRs. */
@@ -52,6 +60,23 @@ export interface Config {
   /** GET /metrics: its own port (null: the main port) and the bearer token guarding it (null: open). */
   readonly metrics: { readonly port: number | null, readonly token: string | null }
 }
+
+export const REDIS_MODES = ['standalone', 'cluster', 'sentinel'] as const
+export type RedisMode = typeof REDIS_MODES[number]
+/** While Redis is unavailable at run time: count in process (limits per instance) or refuse gated requests (503). */
+export const REDIS_DOWN_POLICIES = ['local', 'deny'] as const
+export type RedisDownPolicy = typeof REDIS_DOWN_POLICIES[number]
+
+/** Where the shared limiter's Redis is and how to reach it (REDIS_MODE and the variables of that mode). */
+export type RedisConfig = (
+  /** One server (or a primary a proxy keeps pointing at): REDIS_URL. */
+  | { readonly mode: 'standalone', readonly url: string }
+  /** Redis Cluster: REDIS_URL lists one or more seed nodes, comma-separated; the rest is discovered. */
+  | { readonly mode: 'cluster', readonly seeds: readonly string[] }
+  /** The primary Sentinel names: REDIS_SENTINELS (host:port,...) and REDIS_SENTINEL_NAME; credentials of the data nodes from REDIS_USERNAME/REDIS_PASSWORD. */
+  | { readonly mode: 'sentinel', readonly sentinels: ReadonlyArray<{ readonly host: string, readonly port: number }>, readonly name: string,
+    readonly username: string | null, readonly password: string | null }
+) & { readonly onDown: RedisDownPolicy }
 
 export interface BanPolicy {
   /** Refusals within the strike window that trigger a ban; null means the key's per-minute limit. */
@@ -98,6 +123,7 @@ export const DEFAULTS = {
   DATABASE_POOL_SIZE: String(DATABASE_DEFAULTS.poolSize),
   DATABASE_STATEMENT_TIMEOUT_MS: String(DATABASE_DEFAULTS.statementTimeoutMs),
   DATABASE_CONNECT_TIMEOUT_MS: String(DATABASE_DEFAULTS.connectTimeoutMs),
+  DATABASE_POOLER: 'none',
   LOG_LEVEL: 'info',
   LOG_FORMAT: 'auto',
   METRICS_PORT: '',
@@ -116,7 +142,13 @@ export const DEFAULTS = {
   SHUTDOWN_TIMEOUT_MS: '10000',
   CORS_ORIGINS: '',
   REDIS_URL: '',
+  REDIS_MODE: 'standalone',
+  REDIS_SENTINELS: '',
+  REDIS_SENTINEL_NAME: '',
+  REDIS_USERNAME: '',
+  REDIS_PASSWORD: '',
   REDIS_KEY_PREFIX: 'petstore:rl:',
+  RATE_LIMIT_ON_REDIS_DOWN: 'local',
   TRUST_PROXY: 'false',
   RATE_LIMIT_FREE: `${PLAN_LIMITS.free.perMinute}/${PLAN_LIMITS.free.perDay}`,
   RATE_LIMIT_PRO: `${PLAN_LIMITS.pro.perMinute}/${PLAN_LIMITS.pro.perDay}`,
@@ -226,11 +258,47 @@ function metrics (env: Env, port: number): Config['metrics'] {
   return Object.freeze({ port: metricsPort, token: token === '' ? null : token })
 }
 
-function redisUrl (env: Env): string | null {
-  const text = read(env, 'REDIS_URL')
-  if (text === '') return null
-  if (!/^rediss?:\/\//.test(text)) throw new ConfigError(`REDIS_URL must start with redis:// or rediss://, got "${text.replace(/\/\/[^@]*@/, '//***@')}"`)
+/** A redis:// or rediss:// URL, shown with its password hidden when refused. */
+function redisUrlText (name: string, text: string): string {
+  if (!/^rediss?:\/\/[^\s,]+$/.test(text)) throw new ConfigError(`${name} must be redis:// or rediss:// URLs, got "${text.replace(/\/\/[^@]*@/, '//***@')}"`)
   return text
+}
+
+function redis (env: Env): RedisConfig | null {
+  const mode = oneOf(env, 'REDIS_MODE', REDIS_MODES)
+  const onDown = oneOf(env, 'RATE_LIMIT_ON_REDIS_DOWN', REDIS_DOWN_POLICIES)
+  const url = read(env, 'REDIS_URL').trim()
+  const sentinels = read(env, 'REDIS_SENTINELS').trim()
+  const sentinelOnly = (['REDIS_SENTINELS', 'REDIS_SENTINEL_NAME', 'REDIS_USERNAME', 'REDIS_PASSWORD'] as const).filter((name) => read(env, name) !== '')
+  if (mode !== 'sentinel' && sentinelOnly.length > 0) {
+    throw new ConfigError(`${sentinelOnly.join(', ')} ${sentinelOnly.length === 1 ? 'is' : 'are'} only read with REDIS_MODE=sentinel (REDIS_MODE is ${mode}); ` +
+      'credentials of other modes go in REDIS_URL')
+  }
+  switch (mode) {
+    case 'standalone':
+      if (url === '') return null
+      if (url.includes(',')) throw new ConfigError('REDIS_URL lists several servers: set REDIS_MODE=cluster for a Redis Cluster, or give one URL')
+      return Object.freeze({ mode, url: redisUrlText('REDIS_URL', url), onDown })
+    case 'cluster': {
+      if (url === '') throw new ConfigError('REDIS_MODE=cluster needs REDIS_URL: one or more seed nodes, e.g. redis://10.0.0.1:7000,redis://10.0.0.2:7000')
+      const seeds = url.split(',').map((seed) => redisUrlText('REDIS_URL', seed.trim()))
+      return Object.freeze({ mode, seeds: Object.freeze(seeds), onDown })
+    }
+    case 'sentinel': {
+      if (url !== '') throw new ConfigError('REDIS_URL is not read with REDIS_MODE=sentinel: the Sentinels name the primary (REDIS_SENTINELS, REDIS_SENTINEL_NAME)')
+      const name = read(env, 'REDIS_SENTINEL_NAME').trim()
+      if (sentinels === '' || name === '') throw new ConfigError('REDIS_MODE=sentinel needs REDIS_SENTINELS (host:port,...) and REDIS_SENTINEL_NAME (the primary\'s name)')
+      const list = sentinels.split(',').map((entry) => {
+        const match = /^\[?([A-Za-z0-9.:-]+?)\]?:([0-9]{1,5})$/.exec(entry.trim())
+        const port = Number(match?.[2])
+        if (match === null || port < 1 || port > 65535) throw new ConfigError(`REDIS_SENTINELS must be host:port entries, comma-separated, got "${entry.trim()}"`)
+        return Object.freeze({ host: match[1] as string, port })
+      })
+      const username = read(env, 'REDIS_USERNAME')
+      const password = read(env, 'REDIS_PASSWORD')
+      return Object.freeze({ mode, sentinels: Object.freeze(list), name, username: username === '' ? null : username, password: password === '' ? null : password, onDown })
+    }
+  }
 }
 
 function redisKeyPrefix (env: Env): string {
@@ -259,6 +327,14 @@ export function isPostgresUrl (databaseUrl: string): boolean {
   return /^postgres(ql)?:\/\//i.test(databaseUrl)
 }
 
+function databasePooler (env: Env, databaseUrl: string): DatabasePooler {
+  const pooler = oneOf(env, 'DATABASE_POOLER', DATABASE_POOLERS)
+  if (pooler !== 'none' && !isPostgresUrl(databaseUrl)) {
+    throw new ConfigError(`DATABASE_POOLER=${pooler} needs a postgres:// or postgresql:// DATABASE_URL (SQLite has no pooler)`)
+  }
+  return pooler
+}
+
 /** Reads and validates the configuration; `cwd` resolves a relative SQLite path. */
 export function loadConfig (env: Env, cwd: string = process.cwd()): Config {
   const databaseUrl = read(env, 'DATABASE_URL')
@@ -277,7 +353,8 @@ export function loadConfig (env: Env, cwd: string = process.cwd()): Config {
     database: Object.freeze({
       poolSize: integer(env, 'DATABASE_POOL_SIZE', 1, 1000),
       statementTimeoutMs: integer(env, 'DATABASE_STATEMENT_TIMEOUT_MS', 10, 600_000),
-      connectTimeoutMs: integer(env, 'DATABASE_CONNECT_TIMEOUT_MS', 10, 600_000)
+      connectTimeoutMs: integer(env, 'DATABASE_CONNECT_TIMEOUT_MS', 10, 600_000),
+      pooler: databasePooler(env, databaseUrl)
     }),
     logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS),
     logFormat: oneOf(env, 'LOG_FORMAT', LOG_FORMATS),
@@ -294,7 +371,7 @@ export function loadConfig (env: Env, cwd: string = process.cwd()): Config {
     }),
     shutdownTimeoutMs: integer(env, 'SHUTDOWN_TIMEOUT_MS', 100, 600_000),
     corsOrigins: corsOrigins(env),
-    redisUrl: redisUrl(env),
+    redis: redis(env),
     redisKeyPrefix: redisKeyPrefix(env),
     trustProxy: trustProxy(env),
     rateLimits: Object.freeze({

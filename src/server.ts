@@ -6,13 +6,14 @@ import type { FastifyInstance } from 'fastify'
 import cluster from 'node:cluster'
 import type { Logger } from 'pino'
 import { buildApp } from './app.js'
-import type { Config } from './config.js'
+import { ConfigError, type Config } from './config.js'
 import { createLogger } from './logger.js'
 import { seedDemoIfEmpty } from './domain/demo.js'
 import { processMetrics } from './metrics/cluster.js'
 import { startMetricsServer, type MetricsServer } from './metrics/http.js'
 import { MemoryLimiter } from './ratelimit/memory.js'
-import { createRedisClient, RedisLimiter } from './ratelimit/redis.js'
+import { checkRedis, openRedis, redisTarget, RedisSetupError } from './ratelimit/connect.js'
+import { RedisLimiter } from './ratelimit/redis.js'
 import { ResilientLimiter } from './ratelimit/resilient.js'
 import type { RateLimiter } from './ratelimit/types.js'
 import { aheadError, requireUsable } from './store/migrations.js'
@@ -25,19 +26,34 @@ export interface ServeOptions {
 }
 
 /**
- * The limiter named by the configuration: Redis (shared by every instance, with an in-process fallback while
- * Redis is away) or in-process. Returns a close function for what it opened.
+ * The limiter named by the configuration: Redis (shared by every instance; while Redis is away, an in-process
+ * fallback or refusals, as RATE_LIMIT_ON_REDIS_DOWN says) or in-process. A Redis that answers but cannot be used
+ * as configured stops the start (ConfigError, exit 2); one that cannot be reached is an outage and the service
+ * starts. Returns a close function for what it opened.
  */
-function openLimiter (config: Config, logger: Logger): { limiter: RateLimiter, close: () => Promise<void> } {
+async function openLimiter (config: Config, logger: Logger): Promise<{ limiter: RateLimiter, close: () => Promise<void> }> {
   const local = new MemoryLimiter({ maxSubjects: config.rateLimits.maxSubjects })
-  if (config.redisUrl === null) return { limiter: local, close: async () => {} }
-  const client = createRedisClient(config.redisUrl)
-  const limiter = new ResilientLimiter({ redis: new RedisLimiter({ client, prefix: config.redisKeyPrefix }), memory: local, logger })
+  if (config.redis === null) return { limiter: local, close: async () => {} }
+  const client = openRedis(config.redis)
+  const redis = new RedisLimiter({ client, prefix: config.redisKeyPrefix })
+  const close = async (): Promise<void> => { client.disconnect() }
+  try {
+    const check = await checkRedis(config.redis, client, redis)
+    if (!check.usable) {
+      logger.warn({ redis: redisTarget(config.redis), reason: check.reason, onDown: config.redis.onDown },
+        'Redis is not reachable at start: serving as during an outage until it is')
+    }
+  } catch (error) {
+    await close()
+    throw error instanceof RedisSetupError ? new ConfigError(error.message) : error
+  }
+  const limiter = new ResilientLimiter({ redis, memory: local, logger, onDown: config.redis.onDown })
+  logger.info({ mode: config.redis.mode, redis: redisTarget(config.redis), onDown: config.redis.onDown }, 'rate limits counted in Redis')
   return {
     limiter,
     close: async () => {
       await limiter.close()
-      client.disconnect()
+      await close()
     }
   }
 }
@@ -66,7 +82,14 @@ export async function startServer (config: Config, options: ServeOptions): Promi
   // One logger for the app and the limiter (which reports Redis outages).
   const log = createLogger(config)
   const store = openStore(config)
-  const { limiter, close: closeLimiter } = openLimiter(config, log)
+  let opened: Awaited<ReturnType<typeof openLimiter>>
+  try {
+    opened = await openLimiter(config, log)
+  } catch (error) {
+    await store.close()
+    throw error
+  }
+  const { limiter, close: closeLimiter } = opened
   // Early: a cluster worker must answer the primary's metric collection as soon as possible.
   const metrics = processMetrics()
   let metricsServer: MetricsServer | null = null

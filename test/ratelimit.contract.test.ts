@@ -4,10 +4,12 @@
  * the memory sweep, and Redis key layout, expiry and sharing between instances.
  */
 import assert from 'node:assert/strict'
-import { describe, test, type TestContext } from 'node:test'
-import type { Redis } from 'ioredis'
+import { randomUUID } from 'node:crypto'
+import { after, before, describe, test, type TestContext } from 'node:test'
+import { Cluster, type Redis } from 'ioredis'
 import { MemoryLimiter } from '../src/ratelimit/memory.js'
-import { RedisLimiter, redisKeys } from '../src/ratelimit/redis.js'
+import { CHANGE_COUNTER_COPIES, RedisLimiter, redisKeys } from '../src/ratelimit/redis.js'
+import { requireRedisServer, startRedisCluster, type RedisClusterServers } from './helpers/redis-servers.js'
 import { ip, key, limiterContract, type OpenedLimiter } from './ratelimit/contract.js'
 import { requireRedis, tempRedis } from './ratelimit/redis-env.js'
 
@@ -170,6 +172,66 @@ if (await requireRedis('Redis limiter tests')) {
       await limiter.close()
       assert.equal(client.status, 'ready')
       assert.equal(await client.ping(), 'PONG')
+    })
+  })
+}
+
+if (await requireRedisServer('Redis Cluster limiter tests')) {
+  describe('RedisLimiter on a Redis Cluster of three primaries', () => {
+    let servers: RedisClusterServers
+    const clients: Cluster[] = []
+    const stops: Array<() => unknown> = []
+    before(async () => { servers = await startRedisCluster((stop) => stops.push(stop)) })
+    after(async () => {
+      for (const client of clients) client.disconnect()
+      for (const stop of stops) await stop()
+    })
+
+    async function clusterClient (): Promise<Cluster> {
+      const client = new Cluster(servers.nodes.map((node) => ({ host: '127.0.0.1', port: node.port })), { redisOptions: { connectTimeout: 2000 } })
+      client.on('error', () => {})
+      clients.push(client)
+      if (client.status !== 'ready') await new Promise((resolve) => client.once('ready', resolve))
+      return client
+    }
+
+    async function openCluster (): Promise<OpenedLimiter & { limiter: RedisLimiter, client: Cluster, prefix: string }> {
+      const client = await clusterClient()
+      const prefix = `test:${randomUUID()}:`
+      let offset = 0
+      return { limiter: new RedisLimiter({ client, prefix, timeOffsetSeconds: () => offset }), client, prefix, advance: (seconds) => { offset += seconds } }
+    }
+
+    limiterContract('RedisLimiter (Cluster)', openCluster)
+
+    test('subjects whose keys live on every node are each decided in one slot, with no cross-slot error', async () => {
+      const { limiter, client, prefix } = await openCluster()
+      const nodesHolding = new Set<string>()
+      for (let i = 0; i < 60; i++) {
+        const subject = key(`spread-${i}`)
+        const decision = await limiter.consume(subject, { perMinute: 5, perDay: 5 }, { strikes: { windowSeconds: 60, threshold: 3 } })
+        assert.equal(decision.allowed, true)
+        const slot = await client.cluster('KEYSLOT', redisKeys(prefix, subject).minute) as number
+        const owner = (await client.cluster('SLOTS') as unknown as Array<[number, number, [string, number]]>).find(([from, to]) => slot >= from && slot <= to)
+        nodesHolding.add(String(owner?.[2][1]))
+      }
+      assert.equal(nodesHolding.size, 3, 'the subjects are spread over all three primaries')
+    })
+
+    test('a change announced through one instance is in the next decision of every other instance, whichever counter copy it reads', async () => {
+      const first = await openCluster()
+      const others = await Promise.all(Array.from({ length: 4 }, async (_, copy) => new RedisLimiter({ client: await clusterClient(), prefix: first.prefix, changeCopy: copy * 5 })))
+      const limits = { perMinute: 1000, perDay: 1000 }
+      const before = await Promise.all(others.map(async (other) => (await other.consume(key('reader'), limits)).changes))
+      assert.ok(before.every((count) => count === 0), `fresh counters: ${before.join(',')}`)
+      await first.limiter.announceChange()
+      await first.limiter.announceChange()
+      for (const other of others) {
+        assert.equal((await other.consume(key('reader'), limits)).changes, 2)
+        assert.equal((await other.peek(ip('someone'), limits)).changes, 2)
+      }
+      const copies = await Promise.all(Array.from({ length: CHANGE_COUNTER_COPIES }, (_, i) => first.client.get(`${first.prefix}{changes:${i}}`)))
+      assert.deepEqual(copies, Array(CHANGE_COUNTER_COPIES).fill('2'), 'every copy counted both changes')
     })
   })
 }

@@ -282,7 +282,7 @@ async function run (argv: string[], io: Io): Promise<number> {
       const { values } = parse(args, { 'seed-demo': { type: 'boolean' }, workers: { type: 'string' } }, 0)
       const workers = positiveInteger('--workers', values.workers) ?? 1
       const seedDemo = values['seed-demo'] === true
-      if (workers > 1 && config.redisUrl === null) throw new ConfigError(WORKERS_NEED_REDIS)
+      if (workers > 1 && config.redis === null) throw new ConfigError(WORKERS_NEED_REDIS)
       if (workers > 1 && !isWorker()) return await runPrimary(config, workers, { seedDemo })
       // A single instance, or one worker of a cluster (the primary has migrated and seeded already).
       const app = await startServer(config, { seedDemo: seedDemo && !isWorker() })

@@ -77,8 +77,8 @@ export interface StoreSeries {
   errors: CounterChild
 }
 
-function limiterBackend (limiter: RateLimiter): LimiterBackend {
-  if (limiter instanceof ResilientLimiter) return limiter.backend === 'redis' ? 'redis' : 'memory'
+function limiterBackend (limiter: RateLimiter): LimiterBackend | 'none' {
+  if (limiter instanceof ResilientLimiter) return limiter.backend === 'redis' ? 'redis' : limiter.backend === 'unavailable' ? 'none' : 'memory'
   return limiter.kind === 'redis' ? 'redis' : 'memory'
 }
 
@@ -122,7 +122,8 @@ export class Metrics {
     const watchedStore = (): Store | null => this.#store
     new Gauge({
       name: 'petstore_ratelimit_backend',
-      help: 'The rate limiter answering now: 1 for the backend in use (redis, or memory alone or while Redis is unavailable), 0 for the other.',
+      help: 'The rate limiter answering now: 1 for the backend in use (redis, or memory alone or while Redis is unavailable; none while ' +
+        'Redis is unavailable and RATE_LIMIT_ON_REDIS_DOWN=deny refuses requests), 0 for the others.',
       labelNames: ['backend'],
       registers: [registry],
       collect () {
@@ -130,6 +131,7 @@ export class Metrics {
         const current = limiter === null ? 'memory' : limiterBackend(limiter)
         this.set({ backend: 'redis' }, current === 'redis' ? 1 : 0)
         this.set({ backend: 'memory' }, current === 'memory' ? 1 : 0)
+        this.set({ backend: 'none' }, current === 'none' ? 1 : 0)
       }
     })
     new Counter({

@@ -1,3 +1,5 @@
+import { createHash } from 'node:crypto'
+import type { Cluster} from 'ioredis';
 import { Redis } from 'ioredis'
 import { buildDecision } from './decision.js'
 import { subjectKey, type ConsumeOptions, type Decision, type RateLimiter, type Subject, type WindowLimits } from './types.js'
@@ -29,7 +31,13 @@ end
 local mc = count(KEYS[1], mw)
 local dc = count(KEYS[2], dw)
 local allowed = mc < tonumber(ARGV[1]) and dc < tonumber(ARGV[2])
-local changes = tonumber(redis.call('GET', KEYS[#KEYS])) or 0
+`
+
+/** Standalone: the change counter is the last key, read in the same call. */
+const READ_CHANGES = `local changes = tonumber(redis.call('GET', KEYS[#KEYS])) or 0
+`
+/** Cluster: the counter lives in another slot, so the script cannot read it; the client reads a copy beside it. */
+const NO_CHANGES = `local changes = 0
 `
 
 /**
@@ -42,7 +50,7 @@ local changes = tonumber(redis.call('GET', KEYS[#KEYS])) or 0
  * rather than INCR + EXPIRE: the windows must follow the script's time, which includes the offset, not the
  * server's expiry clock.
  */
-const CONSUME_LUA = `${PRELUDE}
+const CONSUME_BODY = `
 local margin = tonumber(ARGV[5])
 local cost = tonumber(ARGV[7])
 allowed = mc + cost <= tonumber(ARGV[1]) and dc + cost <= tonumber(ARGV[2])
@@ -84,19 +92,38 @@ return {0, mc, dc, sec, usec, strikes, changes}
 `
 
 /** KEYS: minute, day, change counter. ARGV: perMinute, perDay, offset (ms). Same reply as the consume script, strikes 0. */
-const PEEK_LUA = `${PRELUDE}
+const PEEK_BODY = `
 return {allowed and 1 or 0, mc, dc, sec, usec, 0, changes}
 `
 
+/** The scripts of each key layout: standalone (and Sentinel) read the change counter in the call; Cluster cannot. */
+const SCRIPTS = {
+  standalone: { consume: PRELUDE + READ_CHANGES + CONSUME_BODY, peek: PRELUDE + READ_CHANGES + PEEK_BODY, extraKeys: 1 },
+  cluster: { consume: PRELUDE + NO_CHANGES + CONSUME_BODY, peek: PRELUDE + NO_CHANGES + PEEK_BODY, extraKeys: 0 }
+} as const
+
+/** The SHA1 Redis names a script by (SCRIPT EXISTS): for the start check that scripts stay loaded. */
+export function scriptSha (layout: keyof typeof SCRIPTS): string {
+  return createHash('sha1').update(SCRIPTS[layout].consume).digest('hex')
+}
+
+/**
+ * Cluster: copies of the change counter, each in its own hash slot (spread over the shards). A write counts its
+ * change in every copy before it is acknowledged; each instance reads one copy, chosen at random when it starts,
+ * so no single key takes every request's read.
+ */
+export const CHANGE_COUNTER_COPIES = 16
+
 type ScriptReply = [number, number, number, number, number, number, number]
 
+/** The scripts as commands; `keys` are minute, day (and strikes, for consume), then the change counter in standalone. */
 interface LimiterCommands {
-  petstoreRateLimitConsume (
-    minuteKey: string, dayKey: string, strikeKey: string, changesKey: string, perMinute: number, perDay: number, offsetMs: number,
-    strikeWindowSeconds: number, marginSeconds: number, strikeThreshold: number, cost: number
-  ): Promise<ScriptReply>
-  petstoreRateLimitPeek (minuteKey: string, dayKey: string, changesKey: string, perMinute: number, perDay: number, offsetMs: number): Promise<ScriptReply>
+  petstoreRateLimitConsume (...args: Array<string | number>): Promise<ScriptReply>
+  petstoreRateLimitPeek (...args: Array<string | number>): Promise<ScriptReply>
 }
+
+/** A standalone (or Sentinel-managed) client, or a Redis Cluster client. */
+export type RedisClient = Redis | Cluster
 
 /**
  * The hash tag of a subject: its text with '%', '{' and '}' percent-encoded, so the tag always ends at the
@@ -115,35 +142,54 @@ export function redisKeys (prefix: string, subject: Subject): { minute: string, 
 }
 
 export interface RedisLimiterOptions {
-  /** The caller's client: the limiter never connects, quits or disconnects it. */
-  client: Redis
+  /** The caller's client: the limiter never connects, quits or disconnects it. A Cluster client selects the Cluster key layout. */
+  client: RedisClient
   /** Prepended to every key; should not contain '{' or '}'. Default 'rl:'. */
   prefix?: string
   /** Test-only: seconds added to Redis TIME, so tests can move time without waiting. Default 0. */
   timeOffsetSeconds?: () => number
+  /** Cluster: which copy of the change counter this instance reads (default: one at random). */
+  changeCopy?: number
 }
 
 /**
  * The shared limiter: both windows and the strike counter of a subject live in Redis, and each consume is one
  * Lua script (read both windows, admit, count), so exactly `limit` requests pass across all instances. The
  * time comes from Redis TIME, never from the instance. Keys expire a few seconds after their window ends.
+ *
+ * Every key of a subject carries the subject's hash tag, so on a Redis Cluster the script's keys share one slot
+ * and a decision stays one call. The change counter cannot ride in that call on a Cluster (another slot): there
+ * the decision's call and a read of one counter copy go out together, in the same round trip.
  */
 export class RedisLimiter implements RateLimiter {
   readonly kind = 'redis'
-  readonly #client: Redis & LimiterCommands
+  readonly #client: RedisClient & LimiterCommands
   readonly #prefix: string
+  readonly #cluster: boolean
+  /** Standalone: the one counter key. Cluster: the copy this instance reads. */
   readonly #changesKey: string
+  /** Every key a change is counted in: the one counter, or all Cluster copies. */
+  readonly #changeKeys: readonly string[]
   readonly #offset: () => number
 
   constructor (options: RedisLimiterOptions) {
+    this.#cluster = options.client.isCluster
+    const layout = SCRIPTS[this.#cluster ? 'cluster' : 'standalone']
     // defineCommand sends EVALSHA and falls back to EVAL once per connection on NOSCRIPT. Defining the same
     // names again on a shared client just replaces them with identical scripts.
-    options.client.defineCommand('petstoreRateLimitConsume', { numberOfKeys: 4, lua: CONSUME_LUA })
-    options.client.defineCommand('petstoreRateLimitPeek', { numberOfKeys: 3, lua: PEEK_LUA, readOnly: true })
-    this.#client = options.client as Redis & LimiterCommands
+    options.client.defineCommand('petstoreRateLimitConsume', { numberOfKeys: 3 + layout.extraKeys, lua: layout.consume })
+    options.client.defineCommand('petstoreRateLimitPeek', { numberOfKeys: 2 + layout.extraKeys, lua: layout.peek, readOnly: true })
+    this.#client = options.client as RedisClient & LimiterCommands
     this.#prefix = options.prefix ?? 'rl:'
-    this.#changesKey = `${this.#prefix}changes`
     this.#offset = options.timeOffsetSeconds ?? (() => 0)
+    if (this.#cluster) {
+      this.#changeKeys = Array.from({ length: CHANGE_COUNTER_COPIES }, (_, i) => `${this.#prefix}{changes:${i}}`)
+      const copy = options.changeCopy ?? Math.floor(Math.random() * CHANGE_COUNTER_COPIES)
+      this.#changesKey = this.#changeKeys[copy % CHANGE_COUNTER_COPIES] as string
+    } else {
+      this.#changesKey = `${this.#prefix}changes`
+      this.#changeKeys = [this.#changesKey]
+    }
   }
 
   /** The client's connection status, e.g. 'ready' (for the resilient wrapper). */
@@ -152,24 +198,30 @@ export class RedisLimiter implements RateLimiter {
   }
 
   /** The caller's client (for the resilient wrapper's connection events). */
-  get client (): Redis {
+  get client (): RedisClient {
     return this.#client
   }
 
   async consume (subject: Subject, limits: WindowLimits, options: ConsumeOptions = {}): Promise<Decision> {
     const keys = redisKeys(this.#prefix, subject)
     const strikes = options.strikes
-    const reply = await this.#client.petstoreRateLimitConsume(
-      keys.minute, keys.day, keys.strikes, this.#changesKey, limits.perMinute, limits.perDay, this.#offsetMs(),
-      Math.max(0, strikes?.windowSeconds ?? 0), EXPIRY_MARGIN_SECONDS, strikes?.threshold ?? 0, options.cost ?? 1
-    )
-    return toDecision(reply, limits)
+    const args = [
+      limits.perMinute, limits.perDay, this.#offsetMs(), Math.max(0, strikes?.windowSeconds ?? 0), EXPIRY_MARGIN_SECONDS,
+      strikes?.threshold ?? 0, options.cost ?? 1
+    ]
+    if (!this.#cluster) return toDecision(await this.#client.petstoreRateLimitConsume(keys.minute, keys.day, keys.strikes, this.#changesKey, ...args), limits)
+    const changes = this.#readChanges()
+    const reply = await this.#client.petstoreRateLimitConsume(keys.minute, keys.day, keys.strikes, ...args)
+    return toDecision(reply, limits, await changes)
   }
 
   async peek (subject: Subject, limits: WindowLimits): Promise<Decision> {
     const keys = redisKeys(this.#prefix, subject)
-    const reply = await this.#client.petstoreRateLimitPeek(keys.minute, keys.day, this.#changesKey, limits.perMinute, limits.perDay, this.#offsetMs())
-    return toDecision(reply, limits)
+    const args = [limits.perMinute, limits.perDay, this.#offsetMs()]
+    if (!this.#cluster) return toDecision(await this.#client.petstoreRateLimitPeek(keys.minute, keys.day, this.#changesKey, ...args), limits)
+    const changes = this.#readChanges()
+    const reply = await this.#client.petstoreRateLimitPeek(keys.minute, keys.day, ...args)
+    return toDecision(reply, limits, await changes)
   }
 
   async reset (subject: Subject): Promise<void> {
@@ -177,12 +229,34 @@ export class RedisLimiter implements RateLimiter {
     await this.#client.del(keys.minute, keys.day, keys.strikes)
   }
 
+  /** Counts a change in the counter (every copy on a Cluster) before it resolves. */
   async announceChange (): Promise<void> {
-    await this.#client.incr(this.#changesKey)
+    await Promise.all(this.#changeKeys.map((key) => this.#client.incr(key)))
+  }
+
+  /**
+   * The start check's probe: one decision on a subject of its own, made and then removed, which fails as a real
+   * request would (a read-only replica, a key on another Cluster node, a refused script or command).
+   */
+  async probe (): Promise<Decision> {
+    const subject: Subject = { kind: 'ip', id: 'petstore-start-check' }
+    try {
+      return await this.consume(subject, { perMinute: 1_000_000_000, perDay: 1_000_000_000 })
+    } finally {
+      await this.reset(subject).catch(() => {})
+    }
   }
 
   /** Does nothing: the client belongs to the caller, who quits it (possibly after other users are done). */
   async close (): Promise<void> {}
+
+  /**
+   * Cluster: this instance's copy of the change counter, read beside the decision. A failed read leaves the
+   * decision without a counter (the listing then checks the store), never fails the decision itself.
+   */
+  #readChanges (): Promise<number | undefined> {
+    return this.#client.get(this.#changesKey).then((text) => Number(text ?? 0), () => undefined)
+  }
 
   /** Whole milliseconds, so the script's microsecond arithmetic stays in exact integers. */
   #offsetMs (): number {
@@ -190,9 +264,12 @@ export class RedisLimiter implements RateLimiter {
   }
 }
 
-function toDecision (reply: ScriptReply, limits: WindowLimits): Decision {
-  const [allowed, minuteCount, dayCount, sec, usec, strikes, changes] = reply
-  return { ...buildDecision(allowed === 1, limits, minuteCount, dayCount, sec * 1000 + Math.floor(usec / 1000), strikes), changes }
+/** `changes` given: the counter read beside the script (Cluster), which the reply's own field then does not carry. */
+function toDecision (reply: ScriptReply, limits: WindowLimits, ...changes: [] | [number | undefined]): Decision {
+  const [allowed, minuteCount, dayCount, sec, usec, strikes, counted] = reply
+  const decision = buildDecision(allowed === 1, limits, minuteCount, dayCount, sec * 1000 + Math.floor(usec / 1000), strikes)
+  if (changes.length === 0) return { ...decision, changes: counted }
+  return changes[0] === undefined ? decision : { ...decision, changes: changes[0] }
 }
 
 /**

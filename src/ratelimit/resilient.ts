@@ -1,6 +1,6 @@
 import { MemoryLimiter } from './memory.js'
 import type { RedisLimiter } from './redis.js'
-import type { ConsumeOptions, Decision, RateLimiter, Subject, WindowLimits } from './types.js'
+import { LimiterUnavailableError, type ConsumeOptions, type Decision, type RateLimiter, type Subject, type WindowLimits } from './types.js'
 
 /** The two log levels the limiter uses; a Fastify/pino logger fits. */
 export interface LimiterLogger {
@@ -18,14 +18,22 @@ export interface ResilientLimiterOptions {
    * to answer from memory before one request probes Redis again. Default 1000 ms.
    */
   retryAfterMs?: number
+  /**
+   * While Redis is unavailable: 'local' answers from the in-process limiter (limits count per instance), 'deny'
+   * refuses every decision with LimiterUnavailableError (fail closed: no request passes uncounted). Default 'local'.
+   */
+  onDown?: 'local' | 'deny'
 }
+
+/** Tries of announceChange before the change goes unannounced (each bounded by the client's command timeout). */
+const ANNOUNCE_ATTEMPTS = 2
 
 /** 'connecting' is the first connection attempt: not an outage until it fails. */
 type State = 'connecting' | 'up' | 'down'
 
 /**
- * Redis when it answers, the in-process limiter when it does not: a request is never refused or failed
- * because the limiter's store is away. While Redis is out each instance counts on its own (exact per process,
+ * Redis when it answers; when it does not, by default the in-process limiter (a request is never refused or
+ * failed because the limiter's store is away), or, with `onDown: 'deny'`, a refusal (LimiterUnavailableError). While Redis is out each instance counts on its own (exact per process,
  * shared limits become per-instance limits); it goes back to Redis by itself once the client is ready again.
  * One warning per outage and one info line on recovery, however many requests fall back.
  *
@@ -39,6 +47,7 @@ export class ResilientLimiter implements RateLimiter {
   readonly #memory: MemoryLimiter
   readonly #logger: LimiterLogger
   readonly #retryAfterMs: number
+  readonly #deny: boolean
   #state: State
   #retryAt = 0
   #fallbacks = 0
@@ -50,6 +59,7 @@ export class ResilientLimiter implements RateLimiter {
     this.#memory = options.memory ?? new MemoryLimiter()
     this.#logger = options.logger
     this.#retryAfterMs = options.retryAfterMs ?? 1000
+    this.#deny = options.onDown === 'deny'
     this.#state = this.#redis.status === 'ready' ? 'up' : 'connecting'
     // Connection events make outages and recoveries visible without waiting for a request to notice.
     this.#redis.client.on('ready', this.#onReady)
@@ -61,22 +71,43 @@ export class ResilientLimiter implements RateLimiter {
     return this.#fallbacks
   }
 
-  /** Which backend answers now. */
-  get backend (): 'redis' | 'memory-fallback' {
-    return this.#state === 'up' && this.#redis.status === 'ready' ? 'redis' : 'memory-fallback'
+  /** Which backend answers now: Redis, the in-process fallback, or none (refusing, with `onDown: 'deny'`). */
+  get backend (): 'redis' | 'memory-fallback' | 'unavailable' {
+    if (this.#state === 'up' && this.#redis.status === 'ready') return 'redis'
+    return this.#deny ? 'unavailable' : 'memory-fallback'
   }
 
   async consume (subject: Subject, limits: WindowLimits, options?: ConsumeOptions): Promise<Decision> {
-    return this.#run(() => this.#redis.consume(subject, limits, options), () => this.#memory.consume(subject, limits, options))
+    return this.#run(() => this.#redis.consume(subject, limits, options), () => this.#fallback(() => this.#memory.consume(subject, limits, options)))
   }
 
   async peek (subject: Subject, limits: WindowLimits): Promise<Decision> {
-    return this.#run(() => this.#redis.peek(subject, limits), () => this.#memory.peek(subject, limits))
+    return this.#run(() => this.#redis.peek(subject, limits), () => this.#fallback(() => this.#memory.peek(subject, limits)))
   }
 
-  /** Counts an inventory change in Redis when it answers; an outage is logged as one, not thrown. */
+  /**
+   * Counts an inventory change in Redis, which every instance's next decision then carries. Tried whenever the
+   * connection is up, also while decisions fall back after a failed command (that state only spares the request
+   * path a wait), and tried once more when the first attempt fails: a change that no instance hears of leaves
+   * their listings stale until their next check of the store. An outage is logged as one, not thrown.
+   */
   async announceChange (): Promise<void> {
-    await this.#run(() => this.#redis.announceChange(), async () => {})
+    let failure: unknown
+    for (let attempt = 0; attempt < ANNOUNCE_ATTEMPTS && this.#redis.status === 'ready'; attempt++) {
+      try {
+        await this.#redis.announceChange()
+        this.#up()
+        return
+      } catch (err) {
+        failure = err
+      }
+    }
+    if (failure !== undefined) {
+      this.#retryAt = Date.now() + this.#retryAfterMs
+      this.#down({ err: failure })
+    } else {
+      this.#redisUsable()
+    }
   }
 
   /** Clears the subject in memory and, when reachable, in Redis; a Redis failure is logged as an outage, not thrown. */
@@ -104,6 +135,11 @@ export class ResilientLimiter implements RateLimiter {
         this.#down({ err })
       }
     }
+    return fromMemory()
+  }
+
+  async #fallback (fromMemory: () => Promise<Decision>): Promise<Decision> {
+    if (this.#deny) throw new LimiterUnavailableError()
     return fromMemory()
   }
 
@@ -135,8 +171,10 @@ export class ResilientLimiter implements RateLimiter {
     this.#state = 'down'
     this.#fallbacks++
     this.#logger.warn(
-      { ...details, backend: 'memory-fallback' },
-      'rate limiter: Redis unavailable, answering from the in-process limiter (limits now count per instance)'
+      { ...details, backend: this.#deny ? 'unavailable' : 'memory-fallback' },
+      this.#deny
+        ? 'rate limiter: Redis unavailable, refusing gated requests with 503 until it is back (RATE_LIMIT_ON_REDIS_DOWN=deny)'
+        : 'rate limiter: Redis unavailable, answering from the in-process limiter (limits now count per instance)'
     )
   }
 }

@@ -106,6 +106,17 @@ export interface RateLimiter {
   close (): Promise<void>
 }
 
+/**
+ * A limiter that cannot decide and must not guess: the shared backend is away and the deployment chose to fail
+ * closed (RATE_LIMIT_ON_REDIS_DOWN=deny). The request is refused as temporarily unavailable.
+ */
+export class LimiterUnavailableError extends Error {
+  constructor () {
+    super('The rate limiter\'s shared store is unavailable.')
+    this.name = 'LimiterUnavailableError'
+  }
+}
+
 /** The text form of a subject, unique per subject: what shared backends key their state by. */
 export function subjectKey (subject: Subject): string {
   return `${subject.kind}:${subject.id}`

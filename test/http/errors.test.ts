@@ -154,7 +154,7 @@ describe('health', () => {
     const { request } = await testApp(t)
     const res = await request({ method: 'GET', url: '/readyz' })
     assert.equal(res.statusCode, 200)
-    assert.deepEqual(res.json(), { status: 'ready' })
+    assert.deepEqual(res.json(), { status: 'ready', rateLimiter: 'in-process' })
   })
 
   test('when the store cannot be reached, then /readyz answers 503 in the Error shape', async (t) => {

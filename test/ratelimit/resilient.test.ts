@@ -15,7 +15,7 @@ import { ResilientLimiter, type LimiterLogger } from '../../src/ratelimit/resili
 import type { Decision } from '../../src/ratelimit/types.js'
 import { KillableProxy } from '../helpers/proxy.js'
 import { key } from './contract.js'
-import { REDIS_URL, deleteKeys, requireRedis, waitReady } from './redis-env.js'
+import { REDIS_URL, cleanRedis, deleteKeys, requireRedis, waitReady } from './redis-env.js'
 
 /** Each call must answer well within this, fallback included (the command timeout is 100 ms). */
 const MAX_CALL_MS = 300
@@ -134,6 +134,34 @@ if (await requireRedis('ResilientLimiter outage tests')) {
       t.after(() => limiter.close())
       return { proxy, direct, prefix, limiter, logger }
     }
+
+    test('a change is announced in Redis even while decisions fall back after a failed command, and a failed first try is made again', async (t) => {
+      const client = createRedisClient(REDIS_URL)
+      t.after(() => client.disconnect())
+      await waitReady(client)
+      const prefix = `test:${randomUUID()}:`
+      t.after(() => cleanRedis(prefix))
+      const failures = { consume: 1, announce: 1 }
+      class Flaky extends RedisLimiter {
+        override async consume (...args: Parameters<RedisLimiter['consume']>): Promise<Decision> {
+          if (failures.consume-- > 0) throw new Error('Command timed out')
+          return super.consume(...args)
+        }
+
+        override async announceChange (): Promise<void> {
+          if (failures.announce-- > 0) throw new Error('Command timed out')
+          return super.announceChange()
+        }
+      }
+      const limiter = new ResilientLimiter({ redis: new Flaky({ client, prefix }), logger: recordingLogger(), retryAfterMs: 60_000 })
+      t.after(() => limiter.close())
+      const decision = await limiter.consume(key('writer'), { perMinute: 5, perDay: 5 })
+      assert.equal(decision.changes, undefined, 'answered from memory')
+      assert.equal(limiter.backend, 'memory-fallback')
+      await limiter.announceChange()
+      assert.equal(await client.get(`${prefix}changes`), '1', 'counted once, by the second try, while decisions were on memory')
+      assert.equal(limiter.backend, 'redis', 'and decisions are back on Redis')
+    })
 
     test('falls back to memory within the time budget, warns once, and returns to Redis by itself', async (t) => {
       const { proxy, direct, prefix, limiter, logger } = await setup(t)

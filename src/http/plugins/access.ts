@@ -12,6 +12,7 @@ import { KEY_PREFIXES } from '../../access/keys.js'
 import type { Environment } from '../../config.js'
 import type { ApiKeyRecord, KeyScope } from '../../domain/model.js'
 import { AppError } from '../../errors.js'
+import { LimiterUnavailableError } from '../../ratelimit/types.js'
 import { INSUFFICIENT_SCOPE } from '../schemas/common.js'
 import { holdsOnlyTag, noneMatch } from '../preconditions.js'
 import { handleError } from './errors.js'
@@ -291,7 +292,7 @@ export async function chargeMore (options: AccessOptions, request: FastifyReques
  */
 export async function chargeErrorPath (options: AccessOptions, request: FastifyRequest, reply: FastifyReply, error: Error): Promise<Error> {
   // Undefined rather than null on the bare request Fastify makes for a URL it could not route.
-  if ((request.admission ?? null) !== null) return error
+  if ((request.admission ?? null) !== null || error instanceof LimiterUnavailableError) return error
   try {
     const admission = await ask(options, request, reply, KEY_OPTIONAL)
     if (admission.outcome === 'limited' || admission.outcome === 'banned') return refusal(admission, options.environment) as Error

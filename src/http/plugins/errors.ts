@@ -5,12 +5,15 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { STATUS_CODES } from 'node:http'
 import type { Socket } from 'node:net'
+import { LimiterUnavailableError } from '../../ratelimit/types.js'
 import { AppError, ERROR_CATALOGUE, StoreReadOnlyError, StoreUnavailableError, errorBody, type ErrorCode } from '../../errors.js'
 import { BODY_LIMIT_BYTES } from '../limits.js'
 import { describeValidationError } from '../../domain/validation.js'
 
 /** Seconds a client should wait after a 503 from an unreachable store. */
 export const STORE_RETRY_AFTER_SECONDS = 5
+/** Retry-After of a request refused while the shared limiter is away (RATE_LIMIT_ON_REDIS_DOWN=deny): it reconnects within a second. */
+export const LIMITER_RETRY_AFTER_SECONDS = 1
 
 // Fastify's own errors for bad input, by code, with the message we show instead of theirs.
 const FRAMEWORK_ERRORS: Record<string, [ErrorCode, string]> = {
@@ -46,6 +49,12 @@ export function handleError (error: FastifyError | Error, request: FastifyReques
   }
   if (error instanceof StoreReadOnlyError) {
     return sendError(reply, 'service_unavailable', 'This instance serves reads only: the store was migrated by a newer release. Writes are refused.')
+  }
+  if (error instanceof LimiterUnavailableError) {
+    // Failing closed (RATE_LIMIT_ON_REDIS_DOWN=deny): no quota is known, so no rate-limit fields; the outage itself
+    // is logged once by the limiter, not per request.
+    return sendError(reply, 'service_unavailable', 'Rate limiting is temporarily unavailable, so no request is let through; retry shortly.',
+      { 'Retry-After': String(LIMITER_RETRY_AFTER_SECONDS) })
   }
   if (error instanceof StoreUnavailableError) {
     request.log.error({ err: error }, 'store unavailable')

@@ -1,0 +1,189 @@
+/**
+ * Reaching the shared limiter's Redis in the configured topology (standalone, Cluster, Sentinel), and the start
+ * check that tells a Redis that cannot be used as configured (a misconfiguration: the start stops) from one that
+ * is away (an outage: the service starts and the run-time policy applies).
+ */
+import { once } from 'node:events'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis'
+import type { RedisConfig } from '../config.js'
+import type { RedisLimiter} from './redis.js';
+import { createRedisClient, scriptSha, type RedisClient } from './redis.js'
+
+/** A Redis that answers but cannot serve the limiter as configured; `message` says why and what to change. */
+export class RedisSetupError extends Error {
+  constructor (message: string) {
+    super(message)
+    this.name = 'RedisSetupError'
+  }
+}
+
+/**
+ * Request-path settings of every topology: fail fast instead of queueing (no offline queue, one retry, 100 ms
+ * per command), keep reconnecting in the background at most a second apart (see createRedisClient).
+ */
+const NODE_OPTIONS = { maxRetriesPerRequest: 1, commandTimeout: 100, connectTimeout: 1000 } satisfies RedisOptions
+
+/** The client for a configuration. Connection errors are swallowed here; the resilient limiter reports outages. */
+export function openRedis (config: RedisConfig): RedisClient {
+  switch (config.mode) {
+    case 'standalone':
+      return createRedisClient(config.url)
+    case 'cluster': {
+      const [first] = config.seeds.map((seed) => new URL(seed))
+      const options: ClusterOptions = {
+        enableOfflineQueue: false,
+        // Both commands of a decision (the script, the change counter copy) leave in one write per node.
+        enableAutoPipelining: true,
+        // Keep trying to reach the cluster at most a second apart; a decision never waits for it (no offline queue).
+        clusterRetryStrategy: (times: number) => Math.min(times * 100, 1000),
+        // A restarted node is reconnected to without waiting for a MOVED to refresh the topology.
+        clusterNodeRetryStrategy: (times: number) => Math.min(times * 100, 1000),
+        retryDelayOnClusterDown: 100,
+        slotsRefreshTimeout: 1000,
+        slotsRefreshInterval: 2000,
+        redisOptions: {
+          ...NODE_OPTIONS,
+          // Credentials and TLS of the first seed apply to every node the cluster names.
+          ...(first?.username === undefined || first.username === '' ? {} : { username: decodeURIComponent(first.username) }),
+          ...(first?.password === undefined || first.password === '' ? {} : { password: decodeURIComponent(first.password) }),
+          ...(first?.protocol === 'rediss:' ? { tls: {} } : {})
+        }
+      }
+      const cluster = new Cluster(config.seeds.map((seed) => {
+        const url = new URL(seed)
+        return { host: url.hostname.replace(/^\[|\]$/g, ''), port: url.port === '' ? 6379 : Number(url.port) }
+      }), options)
+      cluster.on('error', () => {})
+      return cluster
+    }
+    case 'sentinel': {
+      const client = new Redis({
+        ...NODE_OPTIONS,
+        sentinels: config.sentinels.map(({ host, port }) => ({ host, port })),
+        name: config.name,
+        role: 'master',
+        ...(config.username === null ? {} : { username: config.username }),
+        ...(config.password === null ? {} : { password: config.password }),
+        enableOfflineQueue: false,
+        // Sentinels announce a failover (+switch-master): reconnect to the new primary at once.
+        failoverDetector: true,
+        retryStrategy: (times: number) => Math.min(times * 100, 1000),
+        sentinelRetryStrategy: (times: number) => Math.min(times * 100, 1000)
+      })
+      client.on('error', () => {})
+      return client
+    }
+  }
+}
+
+/**
+ * Errors that mean "this Redis answers, but not as configured": a wrong password or user, missing command
+ * permissions, a replica, a Cluster node addressed as one server (or the reverse), a cluster without all its
+ * slots, scripts refused or not kept, a full memory with eviction off. Anything else (refused or timed out
+ * connections, a closed connection) is an outage.
+ */
+const MISCONFIGURATION = /^(NOAUTH|WRONGPASS|NOPERM|READONLY|MOVED|ASK|CLUSTERDOWN|NOSCRIPT|OOM|ERR (unknown command|.*cluster support disabled|.*Lua|.*script|DB index|invalid password|AUTH|Client sent AUTH))/i
+
+function errorText (error: unknown): string {
+  if (!(error instanceof Error)) return String(error)
+  // The Cluster client wraps the last node's error in "Failed to refresh slots cache."
+  const last = (error as Error & { lastNodeError?: unknown }).lastNodeError
+  return last instanceof Error ? last.message : error.message
+}
+
+/** What the start check found: usable, or away for now (an outage, which the run-time policy handles). */
+export type RedisCheck = { usable: true } | { usable: false, reason: string }
+
+const HINTS: Array<[RegExp, string]> = [
+  [/^(NOAUTH|WRONGPASS|ERR (invalid password|AUTH|Client sent AUTH))/i, 'the credentials are wrong or missing (user and password in REDIS_URL, or REDIS_USERNAME/REDIS_PASSWORD with Sentinel)'],
+  [/^NOPERM/i, 'the Redis user lacks a permission the limiter needs (EVALSHA, EVAL, GET, INCR, DEL, HSET, EXPIRE, TIME on the key prefix)'],
+  [/^READONLY/i, 'it is a read-only replica: point REDIS_URL at the primary, or use REDIS_MODE=sentinel'],
+  [/^(MOVED|ASK)/i, 'it is a Redis Cluster node: set REDIS_MODE=cluster and list the nodes in REDIS_URL'],
+  [/cluster support disabled/i, 'REDIS_MODE=cluster, but the server is not a Cluster node: set REDIS_MODE=standalone'],
+  [/^CLUSTERDOWN/i, 'the cluster does not serve all its slots (are all nodes up and every slot assigned?)'],
+  [/^(NOSCRIPT|ERR (unknown command|.*Lua|.*script))/i, 'it does not run or keep Lua scripts (a proxy in front of Redis?); the limiter needs EVALSHA'],
+  [/^OOM/i, 'it is out of memory and refuses writes (maxmemory with noeviction)'],
+  [/^ERR DB index/i, 'the database number in REDIS_URL does not exist']
+]
+
+function misconfigured (where: string, text: string): RedisSetupError {
+  const hint = HINTS.find(([pattern]) => pattern.test(text))?.[1] ?? 'it refuses the limiter\'s commands'
+  return new RedisSetupError(`Redis at ${where} cannot serve the rate limiter: ${hint} (Redis said: ${text.split('\n')[0]})`)
+}
+
+/** Where the configuration points, for messages (no credentials). */
+export function redisTarget (config: RedisConfig): string {
+  const hide = (url: string): string => url.replace(/\/\/[^@/]*@/, '//')
+  switch (config.mode) {
+    case 'standalone': return hide(config.url)
+    case 'cluster': return `the cluster of ${config.seeds.map(hide).join(', ')}`
+    case 'sentinel': return `the primary "${config.name}" of Sentinels ${config.sentinels.map(({ host, port }) => `${host}:${port}`).join(', ')}`
+  }
+}
+
+/** Resolves when the client is ready; rejects with its first error; resolves false when `ms` pass first. */
+async function ready (client: RedisClient, ms: number): Promise<boolean> {
+  if (client.status === 'ready') return true
+  const controller = new AbortController()
+  try {
+    return await Promise.race([
+      once(client, 'ready', { signal: controller.signal }).then(() => true),
+      once(client, 'error', { signal: controller.signal }).then(([error]: unknown[]) => { throw error }),
+      sleep(ms, false, { signal: controller.signal })
+    ])
+  } finally {
+    controller.abort()
+  }
+}
+
+function field (info: string, name: string): string | undefined {
+  return new RegExp(`^${name}:(.*)$`, 'm').exec(info)?.[1]?.trim()
+}
+
+/**
+ * The start check: connects, asks the server what it is, and makes probe decisions through `limiter`, retrying
+ * what fails like an outage (refused connections, timeouts) for up to `waitMs`. Throws RedisSetupError when
+ * Redis answers but cannot be used as configured; returns `usable: false` with the reason when it cannot be
+ * reached in that time (an outage, not a configuration error).
+ */
+export async function checkRedis (config: RedisConfig, client: RedisClient, limiter: RedisLimiter, waitMs = 5000): Promise<RedisCheck> {
+  const where = redisTarget(config)
+  const deadline = Date.now() + waitMs
+  let reason = `no connection within ${waitMs} ms`
+  for (;;) {
+    try {
+      if (!await ready(client, Math.max(0, deadline - Date.now()))) return { usable: false, reason }
+      await inspect(where, client, limiter)
+      return { usable: true }
+    } catch (error) {
+      if (error instanceof RedisSetupError) throw error
+      const text = errorText(error)
+      if (MISCONFIGURATION.test(text)) throw misconfigured(where, text)
+      reason = text
+    }
+    if (Date.now() >= deadline) return { usable: false, reason }
+    await sleep(200)
+  }
+}
+
+/** One pass of the check on a ready client; throws what it finds. */
+async function inspect (where: string, client: RedisClient, limiter: RedisLimiter): Promise<void> {
+  if (client instanceof Cluster) {
+    const info = await client.cluster('INFO')
+    if (field(info, 'cluster_state') !== 'ok') throw misconfigured(where, `CLUSTERDOWN cluster_state:${field(info, 'cluster_state') ?? 'unknown'}`)
+  } else {
+    const info = await client.info()
+    if (field(info, 'cluster_enabled') === '1') throw misconfigured(where, 'MOVED (INFO says cluster_enabled:1)')
+    if (field(info, 'role') !== 'master') throw misconfigured(where, `READONLY (INFO says role:${field(info, 'role') ?? 'unknown'})`)
+  }
+  // Twice: a connection's first call sends the script (EVAL), the next ones its digest (EVALSHA), as requests do.
+  await limiter.probe()
+  await limiter.probe()
+  if (!(client instanceof Cluster)) {
+    // A proxy that forwards EVAL but keeps no scripts answers every EVALSHA with NOSCRIPT: a round trip more per
+    // request, and the whole script each time.
+    const [kept] = await client.script('EXISTS', scriptSha('standalone')) as number[]
+    if (kept !== 1) throw misconfigured(where, 'NOSCRIPT (the consume script is not kept after it ran)')
+  }
+}

@@ -1,0 +1,192 @@
+/**
+ * Private Redis servers for the tests of the Redis topologies: a Redis Cluster of three primaries, a primary with
+ * a replica watched by a Sentinel, and single servers with a setting of their own (a password, a replica). Each
+ * runs from `redis-server` on free ports in a temporary directory and is stopped and removed after the test (or
+ * the suite) that started it. Without `redis-server`, CI fails (services.ts's rule) and elsewhere the tests skip.
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
+import { once } from 'node:events'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { Redis } from 'ioredis'
+import { freePort } from './net.js'
+import { requireService } from './services.js'
+
+/** Something to run after a test or suite (node:test's t.after or after). */
+type After = (fn: () => unknown) => void
+
+export function hasRedisServer (): boolean {
+  return spawnSync('sh', ['-c', 'command -v redis-server && command -v redis-cli']).status === 0
+}
+
+/** See requireService: these tests fail in CI without redis-server and redis-cli, and are skipped elsewhere. */
+export function requireRedisServer (what: string): Promise<boolean> {
+  return requireService('redis-server', 'redis-server://local', async () => hasRedisServer(), what, 'PATH')
+}
+
+export interface RedisServer {
+  port: number
+  url: string
+  /** Kills the process at once (SIGKILL): what a crash looks like to its clients. */
+  kill: () => Promise<void>
+  /** Starts it again on the same port and directory (a Cluster node keeps its identity from nodes.conf). */
+  restart: () => Promise<void>
+}
+
+async function answers (port: number, password?: string): Promise<boolean> {
+  const client = new Redis({ port, host: '127.0.0.1', lazyConnect: true, connectTimeout: 500, maxRetriesPerRequest: 0, retryStrategy: () => null, ...(password === undefined ? {} : { password }) })
+  client.on('error', () => {})
+  try {
+    await client.connect()
+    return (await client.ping()) === 'PONG'
+  } catch (error) {
+    // A server that wants a password is up.
+    return error instanceof Error && /NOAUTH|WRONGPASS/.test(error.message)
+  } finally {
+    client.disconnect()
+  }
+}
+
+async function until (what: string, check: () => Promise<boolean>, ms = 15_000): Promise<void> {
+  const deadline = Date.now() + ms
+  while (Date.now() < deadline) {
+    if (await check().catch(() => false)) return
+    await sleep(100)
+  }
+  throw new Error(`timed out waiting for ${what}`)
+}
+
+/**
+ * One redis-server on a free port with `args` (redis-server command-line settings, e.g. ['--requirepass', 'x']);
+ * `sentinel`: run as a Sentinel from a config file holding `config`.
+ */
+export async function startRedisServer (after: After, args: string[] = [], options: { sentinelConfig?: string } = {}): Promise<RedisServer> {
+  const port = await freePort()
+  const dir = mkdtempSync(join(tmpdir(), 'petstore-redis-'))
+  let child: ChildProcess | null = null
+  const start = async (): Promise<void> => {
+    let command: string[]
+    if (options.sentinelConfig === undefined) {
+      command = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, '--logfile', join(dir, 'log'), ...args]
+    } else {
+      const file = join(dir, 'sentinel.conf')
+      writeFileSync(file, `port ${port}\nbind 127.0.0.1\ndir ${dir}\nlogfile ${join(dir, 'log')}\n${options.sentinelConfig}\n`)
+      command = [file, '--sentinel']
+    }
+    child = spawn('redis-server', command, { stdio: 'ignore' })
+    child.on('error', () => {})
+    const password = args[args.indexOf('--requirepass') + 1]
+    await until(`redis-server on port ${port}`, () => answers(port, args.includes('--requirepass') ? password : undefined))
+  }
+  const kill = async (): Promise<void> => {
+    const running = child
+    child = null
+    if (running === null || running.exitCode !== null || running.signalCode !== null) return
+    const exited = once(running, 'exit')
+    running.kill('SIGKILL')
+    await exited
+  }
+  after(async () => {
+    await kill()
+    rmSync(dir, { recursive: true, force: true })
+  })
+  await start()
+  return { port, url: `redis://127.0.0.1:${port}`, kill, restart: start }
+}
+
+export interface RedisClusterServers {
+  nodes: RedisServer[]
+  /** The nodes as REDIS_URL of REDIS_MODE=cluster: comma-separated seed URLs. */
+  seeds: string
+  /** Resolves when every node reports cluster_state:ok. */
+  healthy: () => Promise<void>
+}
+
+async function clusterState (port: number): Promise<string> {
+  const client = new Redis({ port, host: '127.0.0.1', lazyConnect: true, connectTimeout: 500, maxRetriesPerRequest: 0, retryStrategy: () => null })
+  client.on('error', () => {})
+  try {
+    await client.connect()
+    const info = await client.cluster('INFO')
+    return /cluster_state:(\w+)/.exec(info)?.[1] ?? 'unknown'
+  } finally {
+    client.disconnect()
+  }
+}
+
+/** A Redis Cluster of `size` primaries (no replicas), every slot assigned, ready. */
+export async function startRedisCluster (after: After, size = 3): Promise<RedisClusterServers> {
+  const nodes = await Promise.all(Array.from({ length: size }, () => startRedisServer(after, [
+    '--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '2000'
+  ])))
+  const created = spawnSync('redis-cli', ['--cluster', 'create', ...nodes.map((node) => `127.0.0.1:${node.port}`), '--cluster-replicas', '0', '--cluster-yes'],
+    { encoding: 'utf8', timeout: 30_000 })
+  if (created.status !== 0) throw new Error(`redis-cli --cluster create failed: ${created.stdout}${created.stderr}`)
+  const healthy = (): Promise<void> => until('cluster_state:ok on every node', async () => {
+    const states = await Promise.all(nodes.map((node) => clusterState(node.port)))
+    return states.every((state) => state === 'ok')
+  }, 30_000)
+  await healthy()
+  return { nodes, seeds: nodes.map((node) => node.url).join(','), healthy }
+}
+
+export interface SentinelServers {
+  primary: RedisServer
+  replica: RedisServer
+  sentinel: RedisServer
+  /** The primary's name the Sentinel monitors. */
+  name: string
+  /** The port of the primary the Sentinel names now. */
+  primaryPort: () => Promise<number>
+}
+
+/** A primary, a replica of it, and a Sentinel (quorum 1) that fails over within a few seconds of losing the primary. */
+export async function startSentinel (after: After): Promise<SentinelServers> {
+  const primary = await startRedisServer(after)
+  const replica = await startRedisServer(after, ['--replicaof', '127.0.0.1', String(primary.port)])
+  const name = 'petstore'
+  const sentinel = await startRedisServer(after, [], {
+    sentinelConfig: [
+      `sentinel monitor ${name} 127.0.0.1 ${primary.port} 1`,
+      `sentinel down-after-milliseconds ${name} 1000`,
+      `sentinel failover-timeout ${name} 5000`,
+      `sentinel parallel-syncs ${name} 1`
+    ].join('\n')
+  })
+  const primaryPort = async (): Promise<number> => {
+    const client = new Redis({ port: sentinel.port, host: '127.0.0.1', lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null })
+    client.on('error', () => {})
+    try {
+      await client.connect()
+      const [, port] = await client.call('SENTINEL', 'get-master-addr-by-name', name) as [string, string]
+      return Number(port)
+    } finally {
+      client.disconnect()
+    }
+  }
+  // Ready when the replica has synced and the Sentinel has found it.
+  await until('the replica in sync', async () => {
+    const client = new Redis({ port: replica.port, host: '127.0.0.1', lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null })
+    client.on('error', () => {})
+    try {
+      await client.connect()
+      return /master_link_status:up/.test(await client.info('replication'))
+    } finally {
+      client.disconnect()
+    }
+  })
+  await until('the Sentinel to know the replica', async () => {
+    const client = new Redis({ port: sentinel.port, host: '127.0.0.1', lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null })
+    client.on('error', () => {})
+    try {
+      await client.connect()
+      const replicas = await client.call('SENTINEL', 'replicas', name) as unknown[]
+      return replicas.length > 0
+    } finally {
+      client.disconnect()
+    }
+  })
+  return { primary, replica, sentinel, name, primaryPort }
+}
