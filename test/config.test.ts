@@ -81,3 +81,27 @@ describe('loadConfig: metrics', () => {
       (error: unknown) => error instanceof ConfigError && !error.message.includes('secret'))
   })
 })
+
+describe('loadConfig: DATABASE_POOLER', () => {
+  const url = 'postgres://petstore@pgbouncer.internal:6432/petstore'
+
+  test('when DATABASE_POOLER is unset, then the store connects as to PostgreSQL itself (none)', () => {
+    assert.equal(loadConfig({ DATABASE_URL: url }).database.pooler, 'none')
+    assert.equal(loadConfig({}).database.pooler, 'none')
+  })
+
+  test('when DATABASE_POOLER is transaction with a PostgreSQL URL, then it is kept', () => {
+    assert.equal(loadConfig({ DATABASE_URL: url, DATABASE_POOLER: 'transaction' }).database.pooler, 'transaction')
+  })
+
+  const invalid: Array<[Record<string, string>, RegExp]> = [
+    [{ DATABASE_URL: url, DATABASE_POOLER: 'session' }, /DATABASE_POOLER must be one of none, transaction, got "session"/],
+    [{ DATABASE_URL: url, DATABASE_POOLER: 'Transaction' }, /DATABASE_POOLER must be one of none, transaction/],
+    [{ DATABASE_URL: './data/petstore.db', DATABASE_POOLER: 'transaction' }, /DATABASE_POOLER=transaction needs a postgres:\/\/ or postgresql:\/\/ DATABASE_URL/]
+  ]
+  for (const [env, message] of invalid) {
+    test(`when ${JSON.stringify(env)}, then it throws a ConfigError naming the variable`, () => {
+      assert.throws(() => loadConfig(env), (error: unknown) => error instanceof ConfigError && message.test(error.message))
+    })
+  }
+})

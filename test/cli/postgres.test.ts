@@ -2,8 +2,9 @@ import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { MIGRATIONS } from '../../src/store/postgres/migrations.js'
+import { startPgBouncer } from '../helpers/pgbouncer.js'
 import { requirePostgres, tempPostgresDatabase } from '../helpers/postgres.js'
-import { cliFor, freePort } from './run.js'
+import { cliFor, freePort, startServe } from './run.js'
 
 const DEMO = fileURLToPath(new URL('../../data/demo.json', import.meta.url))
 
@@ -41,6 +42,33 @@ if (await requirePostgres('CLI tests on PostgreSQL')) {
       assert.equal(listed[0]?.id, id)
       assert.equal(listed[0]?.perMinute, 300)
       assert.notEqual(listed[0]?.revokedAt, null)
+    })
+  })
+
+  describe('the CLI on PostgreSQL through PgBouncer (transaction pooling)', () => {
+    test('when DATABASE_URL leads to PgBouncer without DATABASE_POOLER, then migrate and serve exit 2 saying to set DATABASE_POOLER=transaction; with it, both work', async (t) => {
+      const bouncer = await startPgBouncer(t)
+      if (bouncer === null) return
+      const cli = cliFor(t, { DATABASE_URL: bouncer.url(await tempPostgresDatabase(t)) })
+      for (const command of ['migrate', 'serve']) {
+        const refused = await cli.run([command])
+        assert.equal(refused.code, 2, `${command}: ${refused.stderr}`)
+        assert.match(refused.stderr, /invalid configuration: DATABASE_URL leads to a connection pooler \(PgBouncer\) that refused the startup parameter "statement_timeout": set DATABASE_POOLER=transaction/)
+        assert.doesNotMatch(refused.stderr, /\n\s+at /)
+      }
+      const pooled = { DATABASE_POOLER: 'transaction' }
+      const migrated = await cli.run(['migrate'], pooled)
+      assert.equal(migrated.code, 0, migrated.stderr)
+      assert.match(migrated.stderr, new RegExp(`Applied ${MIGRATIONS.length} migration`))
+      const created = await cli.run(['keys', 'create', '--plan', 'free', '--json'], pooled)
+      assert.equal(created.code, 0, created.stderr)
+      const { key } = JSON.parse(created.stdout) as { key: string }
+      const { base } = await startServe(cli, ['--seed-demo'], pooled)
+      const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' }
+      const patched = await fetch(`${base}/v1/inventory/1`, { method: 'PATCH', headers, body: JSON.stringify({ quantity: 17 }) })
+      assert.equal(patched.status, 200, await patched.clone().text())
+      const entry = await (await fetch(`${base}/v1/inventory/1`, { headers })).json() as { quantity: number }
+      assert.equal(entry.quantity, 17)
     })
   })
 }

@@ -1,9 +1,10 @@
 /**
  * The real PostgreSQL the PostgreSQL tests run against (POSTGRES_TEST_URL overrides the local default). Each
- * test works in its own schema or database, dropped afterwards.
+ * test works in its own schema or database, dropped afterwards, or in a database shared one test at a time and
+ * reset before each (resettablePostgresDatabase).
  */
 import { randomBytes } from 'node:crypto'
-import type { TestContext } from 'node:test'
+import { after, type TestContext } from 'node:test'
 import pg from 'pg'
 import { PostgresStore, type PostgresOptions } from '../../src/store/postgres/index.js'
 import { requireService } from './services.js'
@@ -64,4 +65,69 @@ export async function tempPostgresDatabase (t: TestContext): Promise<string> {
   const url = new URL(POSTGRES_URL)
   url.pathname = `/${name}`
   return url.toString()
+}
+
+export interface ResettableDatabase {
+  /** The database's URL on the test server. */
+  readonly url: string
+  /** Puts it back as migrations left it: every table emptied, sequences restarted, the rows migrations wrote put back. */
+  reset: () => Promise<void>
+}
+
+/**
+ * A migrated database that tests running one after another share, each starting from reset(): for stores that
+ * cannot work in a schema of their own (through a pooler in transaction mode), where a database per test would
+ * cost about a second each (DROP DATABASE forces a checkpoint). The rows migrations wrote are copied aside once
+ * (schema `pristine`); reset() deletes the rows of every table of the store's schema but schema_migrations
+ * (referencing tables first), restarts its sequences and copies the pristine rows back, in one transaction, so
+ * nothing a test wrote reaches the next one, whatever tables later migrations add. (DELETE, not TRUNCATE: a few
+ * ms against 150.) Call it at a file's top level: it is dropped when the file's tests are done (node:test's after()
+ * there).
+ */
+export async function resettablePostgresDatabase (): Promise<ResettableDatabase> {
+  const name = `petstore_test_${randomBytes(6).toString('hex')}`
+  await adminQuery(`CREATE DATABASE ${name}`)
+  after(() => adminQuery(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`))
+  const address = new URL(POSTGRES_URL)
+  address.pathname = `/${name}`
+  const url = address.toString()
+  const store = new PostgresStore(url)
+  try {
+    await store.migrate()
+  } finally {
+    await store.close()
+  }
+  const client = new pg.Client({ connectionString: url })
+  await client.connect()
+  let resetSql: string
+  try {
+    const { rows: tables } = await client.query<{ oid: number, name: string }>(
+      `SELECT oid::integer, quote_ident(relname) AS name FROM pg_class
+       WHERE relnamespace = 'public'::regnamespace AND relkind IN ('r', 'p') AND relname <> 'schema_migrations' ORDER BY relname`)
+    const { rows: references } = await client.query<{ from: number, to: number }>(
+      `SELECT conrelid::integer AS from, confrelid::integer AS to FROM pg_constraint
+       WHERE contype = 'f' AND connamespace = 'public'::regnamespace AND conrelid <> confrelid`)
+    const { rows: sequences } = await client.query<{ name: string, start: string }>(
+      `SELECT quote_ident(sequencename) AS name, start_value::text AS start FROM pg_sequences WHERE schemaname = 'public'`)
+    // Referencing tables before the tables they reference: a row is deleted before the row it points at.
+    const order: string[] = []
+    const placed = new Set<number>()
+    const place = (oid: number): void => {
+      if (placed.has(oid)) return
+      placed.add(oid)
+      for (const reference of references) if (reference.to === oid) place(reference.from)
+      const table = tables.find((t) => t.oid === oid)
+      if (table !== undefined) order.push(table.name)
+    }
+    for (const table of tables) place(table.oid)
+    await client.query(['CREATE SCHEMA pristine', ...order.map((table) => `CREATE TABLE pristine.${table} AS TABLE public.${table}`)].join(';\n'))
+    resetSql = [
+      ...order.map((table) => `DELETE FROM public.${table}`),
+      ...sequences.map((sequence) => `SELECT setval('public.${sequence.name}', ${sequence.start}, false)`),
+      ...order.toReversed().map((table) => `INSERT INTO public.${table} OVERRIDING SYSTEM VALUE SELECT * FROM pristine.${table}`)
+    ].join(';\n')
+  } finally {
+    await client.end()
+  }
+  return { url, reset: () => adminQuery(resetSql, url) }
 }

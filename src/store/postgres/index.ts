@@ -1,5 +1,5 @@
 import pg from 'pg'
-import { DATABASE_DEFAULTS } from '../../config.js'
+import { ConfigError, DATABASE_DEFAULTS, type DatabasePooler } from '../../config.js'
 import type { ApiKeyRecord, Ban, InventoryItem, LedgerEntry, Order, OrderStatus, Pet, PetImport, PetStatus, StockEntry } from '../../domain/model.js'
 import { StoreUnavailableError } from '../../errors.js'
 import {
@@ -110,6 +110,34 @@ function isUnavailable (error: unknown): boolean {
   return /timeout|Connection terminated|connect|not queryable|Client was closed/i.test(message)
 }
 
+/**
+ * PgBouncer (in every pool mode) refuses a startup parameter it does not know, such as statement_timeout, with
+ * "unsupported startup parameter: <name>" (SQLSTATE 08P01) before anything else: a configuration error, not an
+ * outage, since every retry gets the same answer.
+ */
+function refusedStartupParameter (error: unknown): ConfigError | null {
+  const message = error instanceof Error ? error.message : ''
+  const match = /unsupported startup parameter:\s*(\S+)/i.exec(message)
+  if (match === null) return null
+  return new ConfigError(`DATABASE_URL leads to a connection pooler (PgBouncer) that refused the startup parameter "${match[1]}": ` +
+    'set DATABASE_POOLER=transaction, which sends no session settings at connect (right for PgBouncer in any pool mode)')
+}
+
+/** A failure as the store reports it: a pooler refusing the connection's settings, the database unavailable, or as it came. */
+function storeError (error: unknown): unknown {
+  if (error instanceof StoreUnavailableError || error instanceof ConfigError) return error
+  return refusedStartupParameter(error) ??
+    (isUnavailable(error) ? new StoreUnavailableError('PostgreSQL is unavailable', { cause: error }) : error)
+}
+
+/** A failure to get a connection: any reason but a refused startup parameter means the database is unavailable. */
+function connectError (error: unknown): Error {
+  return refusedStartupParameter(error) ?? new StoreUnavailableError('PostgreSQL is unavailable', { cause: error })
+}
+
+/** What runs a statement: the pool (each statement on any connection) or one client inside a transaction. */
+type Queryable = pg.Pool | pg.PoolClient
+
 export interface PostgresOptions {
   /** Pool size per instance. */
   poolSize?: number
@@ -117,8 +145,16 @@ export interface PostgresOptions {
   statementTimeoutMs?: number
   /** How long to wait for a connection from the pool (or a new one), in ms. */
   connectTimeoutMs?: number
-  /** A schema to work in (search_path), for isolated test runs; the URL's database default otherwise. */
+  /** A schema to work in (search_path), for isolated test runs; the URL's database default otherwise. Not with pooler 'transaction'. */
   schema?: string
+  /**
+   * What stands between the store and PostgreSQL (DATABASE_POOLER). 'none': PostgreSQL itself (or a pooler that
+   * passes session settings), and the statement timeout is a setting of each connection. 'transaction': a pooler
+   * such as PgBouncer that hands a server connection to a client for one transaction at a time and refuses session
+   * settings at connect; the store then sends none, and keeps its statement timeout in every transaction instead
+   * (see the constructor).
+   */
+  pooler?: DatabasePooler
 }
 
 /**
@@ -148,16 +184,39 @@ export class PostgresStore implements Store {
   readonly kind = 'postgres'
   readonly #pool: pg.Pool
   readonly #poolSize: number
+  readonly #pooler: DatabasePooler
+  readonly #statementTimeoutMs: number
+  /** Transaction mode: whether the server's own statement_timeout bounds single statements (asked once; null: not yet). */
+  #serverTimeout: Promise<boolean> | null = null
 
+  /**
+   * With pooler 'transaction' no session setting survives a transaction (the next one may run on another server
+   * connection, after another client's), so the statement timeout is set where it holds: every explicit transaction
+   * begins with SET LOCAL statement_timeout (in the BEGIN's round trip); a single statement runs as it is when the
+   * server's own default for the role and database (ALTER ROLE ... SET statement_timeout) is on and no longer than
+   * the store's, and otherwise in a transaction of its own with that SET LOCAL (two more round trips). The
+   * client-side query timeout stays as the bound on a dead connection. A schema (search_path) is a session setting
+   * too: it is refused with the pooler.
+   */
   constructor (connectionString: string, options: PostgresOptions = {}) {
     const statementTimeout = options.statementTimeoutMs ?? DATABASE_DEFAULTS.statementTimeoutMs
+    if (!Number.isSafeInteger(statementTimeout) || statementTimeout < 1) {
+      throw new RangeError(`statementTimeoutMs must be a positive integer, got ${statementTimeout}`)
+    }
+    this.#pooler = options.pooler ?? 'none'
+    if (this.#pooler === 'transaction' && options.schema !== undefined) {
+      throw new Error('a schema (search_path) is a session setting, which a pooler in transaction mode does not keep: ' +
+        'give the store a database of its own instead of a schema')
+    }
+    this.#statementTimeoutMs = statementTimeout
     this.#poolSize = options.poolSize ?? DATABASE_DEFAULTS.poolSize
     this.#pool = new pg.Pool({
       connectionString,
       max: this.#poolSize,
       connectionTimeoutMillis: options.connectTimeoutMs ?? DATABASE_DEFAULTS.connectTimeoutMs,
       idleTimeoutMillis: 30_000,
-      statement_timeout: statementTimeout,
+      // Startup parameters: PgBouncer accepts application_name (and a few others), not statement_timeout or options.
+      ...(this.#pooler === 'transaction' ? {} : { statement_timeout: statementTimeout }),
       // The client gives up a little after the server would have cancelled, covering a dead connection.
       query_timeout: statementTimeout + 1000,
       application_name: 'petstore-inventory',
@@ -168,13 +227,43 @@ export class PostgresStore implements Store {
     this.#pool.on('error', () => {})
   }
 
+  /** The statement that opens a transaction (`begin`, e.g. with an isolation level), with its statement timeout where connections have none. */
+  #begin (begin = 'BEGIN'): string {
+    // One simple query, so one round trip: the SET LOCAL lasts until the transaction ends, on whichever connection.
+    return this.#pooler === 'transaction' ? `${begin}; SET LOCAL statement_timeout = ${this.#statementTimeoutMs}` : begin
+  }
+
+  /** Transaction mode: whether the server's default statement_timeout is on and no longer than the store's. */
+  async #serverTimeoutHolds (): Promise<boolean> {
+    this.#serverTimeout ??= this.#pool.query<{ setting: string }>(`SELECT setting FROM pg_settings WHERE name = 'statement_timeout'`)
+      .then(({ rows }) => {
+        const ms = Number(rows[0]?.setting)
+        return ms > 0 && ms <= this.#statementTimeoutMs
+      })
+      .catch((error: unknown) => {
+        // Asked again next time: an outage at start must not decide it for the store's lifetime.
+        this.#serverTimeout = null
+        throw storeError(error)
+      })
+    return await this.#serverTimeout
+  }
+
+  /**
+   * Runs statements that need no transaction: on the pool, or, in transaction mode when the server's default does
+   * not bound them, in one transaction that sets the timeout. Failures come as the store reports them.
+   */
+  async #statements<T> (work: (db: Queryable) => Promise<T>): Promise<T> {
+    if (this.#pooler === 'transaction' && !(await this.#serverTimeoutHolds())) return await this.#transaction(work)
+    try {
+      return await work(this.#pool)
+    } catch (error) {
+      throw storeError(error)
+    }
+  }
+
   /** Runs a query, reporting connection trouble as StoreUnavailableError. */
   async #query<R extends pg.QueryResultRow> (text: string, values: unknown[] = []): Promise<pg.QueryResult<R>> {
-    try {
-      return await this.#pool.query<R>(text, values)
-    } catch (error) {
-      throw isUnavailable(error) ? new StoreUnavailableError('PostgreSQL is unavailable', { cause: error }) : error
-    }
+    return await this.#statements((db) => db.query<R>(text, values))
   }
 
   /** Runs work in one transaction on one client. */
@@ -183,23 +272,23 @@ export class PostgresStore implements Store {
     try {
       client = await this.#pool.connect()
     } catch (error) {
-      throw new StoreUnavailableError('PostgreSQL is unavailable', { cause: error })
+      throw connectError(error)
     }
     try {
-      await client.query('BEGIN')
+      await client.query(this.#begin())
       const result = await work(client)
       await client.query('COMMIT')
       return result
     } catch (error) {
       await client.query('ROLLBACK').catch(() => {})
-      throw isUnavailable(error) ? new StoreUnavailableError('PostgreSQL is unavailable', { cause: error }) : error
+      throw storeError(error)
     } finally {
       client.release()
     }
   }
 
   /** The rows of schema_migrations (checksums null where not recorded); none when the table does not exist. */
-  async #appliedMigrations (client: pg.PoolClient | pg.Pool): Promise<AppliedMigration[]> {
+  async #appliedMigrations (client: Queryable): Promise<AppliedMigration[]> {
     const { rows: [table] } = await client.query<{ found: boolean, checksum: boolean }>(
       `SELECT to_regclass('schema_migrations') IS NOT NULL AS found,
          EXISTS (SELECT 1 FROM information_schema.columns
@@ -211,11 +300,7 @@ export class PostgresStore implements Store {
   }
 
   async schemaStatus (): Promise<SchemaStatus> {
-    try {
-      return schemaStatus(await this.#appliedMigrations(this.#pool), PLAN, NOTHING_DETECTED)
-    } catch (error) {
-      throw isUnavailable(error) ? new StoreUnavailableError('PostgreSQL is unavailable', { cause: error }) : error
-    }
+    return schemaStatus(await this.#statements((db) => this.#appliedMigrations(db)), PLAN, NOTHING_DETECTED)
   }
 
   /**
@@ -273,12 +358,13 @@ export class PostgresStore implements Store {
     try {
       client = await this.#pool.connect()
     } catch (error) {
-      throw new StoreUnavailableError('PostgreSQL is unavailable', { cause: error })
+      throw connectError(error)
     }
-    let open = false
+    // Open from the first statement on: "BEGIN; SET LOCAL ..." can fail after its BEGIN (a ROLLBACK without a
+    // transaction only warns).
+    let open = true
     try {
-      await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY')
-      open = true
+      await client.query(this.#begin('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY'))
       const { rows: [row] } = await client.query<{ v: bigint }>('SELECT v FROM inventory_version WHERE id = 1')
       const version = row?.v ?? 0n
       let after: bigint | null = null
@@ -294,7 +380,7 @@ export class PostgresStore implements Store {
       await client.query('COMMIT')
       open = false
     } catch (error) {
-      throw isUnavailable(error) ? new StoreUnavailableError('PostgreSQL is unavailable', { cause: error }) : error
+      throw storeError(error)
     } finally {
       // After a failure, or a consumer that stopped early: end the transaction before the client goes back.
       if (open) await client.query('ROLLBACK').catch(() => {})
