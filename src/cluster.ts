@@ -13,7 +13,7 @@ import { prepareStore, SHUTDOWN_MESSAGE, startLine } from './server.js'
 import { openStore } from './store/open.js'
 
 /** Why more than one worker needs Redis: each process would count its own windows and multiply the limits. */
-export const WORKERS_NEED_REDIS = '--workers above 1 needs REDIS_URL: with in-process rate limiting every worker would count ' +
+export const WORKERS_NEED_REDIS = '--workers above 1 needs REDIS_URL (or REDIS_SENTINELS with REDIS_MODE=sentinel): with in-process rate limiting every worker would count ' +
   'its own windows and a key would get N times its limits'
 
 // A worker that dies this soon after starting is not replaced at once again, to avoid a crash loop.
