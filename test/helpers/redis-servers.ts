@@ -35,6 +35,18 @@ export interface RedisServer {
   restart: () => Promise<void>
 }
 
+/** Runs `work` on a short-lived connection to the server on `port`, closed afterwards. */
+async function withClient<T> (port: number, work: (client: Redis) => Promise<T>): Promise<T> {
+  const client = new Redis({ port, host: '127.0.0.1', lazyConnect: true, connectTimeout: 500, maxRetriesPerRequest: 0, retryStrategy: () => null })
+  client.on('error', () => {})
+  try {
+    await client.connect()
+    return await work(client)
+  } finally {
+    client.disconnect()
+  }
+}
+
 async function answers (port: number, password?: string): Promise<boolean> {
   const client = new Redis({ port, host: '127.0.0.1', lazyConnect: true, connectTimeout: 500, maxRetriesPerRequest: 0, retryStrategy: () => null, ...(password === undefined ? {} : { password }) })
   client.on('error', () => {})
@@ -105,15 +117,7 @@ export interface RedisClusterServers {
 }
 
 async function clusterState (port: number): Promise<string> {
-  const client = new Redis({ port, host: '127.0.0.1', lazyConnect: true, connectTimeout: 500, maxRetriesPerRequest: 0, retryStrategy: () => null })
-  client.on('error', () => {})
-  try {
-    await client.connect()
-    const info = await client.cluster('INFO')
-    return /cluster_state:(\w+)/.exec(info)?.[1] ?? 'unknown'
-  } finally {
-    client.disconnect()
-  }
+  return withClient(port, async (client) => /cluster_state:(\w+)/.exec(await client.cluster('INFO'))?.[1] ?? 'unknown')
 }
 
 /** A Redis Cluster of `size` primaries (no replicas), every slot assigned, ready. */
@@ -155,38 +159,12 @@ export async function startSentinel (after: After): Promise<SentinelServers> {
       `sentinel parallel-syncs ${name} 1`
     ].join('\n')
   })
-  const primaryPort = async (): Promise<number> => {
-    const client = new Redis({ port: sentinel.port, host: '127.0.0.1', lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null })
-    client.on('error', () => {})
-    try {
-      await client.connect()
-      const [, port] = await client.call('SENTINEL', 'get-master-addr-by-name', name) as [string, string]
-      return Number(port)
-    } finally {
-      client.disconnect()
-    }
-  }
+  const primaryPort = (): Promise<number> => withClient(sentinel.port, async (client) => {
+    const [, port] = await client.call('SENTINEL', 'get-master-addr-by-name', name) as [string, string]
+    return Number(port)
+  })
   // Ready when the replica has synced and the Sentinel has found it.
-  await until('the replica in sync', async () => {
-    const client = new Redis({ port: replica.port, host: '127.0.0.1', lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null })
-    client.on('error', () => {})
-    try {
-      await client.connect()
-      return /master_link_status:up/.test(await client.info('replication'))
-    } finally {
-      client.disconnect()
-    }
-  })
-  await until('the Sentinel to know the replica', async () => {
-    const client = new Redis({ port: sentinel.port, host: '127.0.0.1', lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null })
-    client.on('error', () => {})
-    try {
-      await client.connect()
-      const replicas = await client.call('SENTINEL', 'replicas', name) as unknown[]
-      return replicas.length > 0
-    } finally {
-      client.disconnect()
-    }
-  })
+  await until('the replica in sync', () => withClient(replica.port, async (client) => /master_link_status:up/.test(await client.info('replication'))))
+  await until('the Sentinel to know the replica', () => withClient(sentinel.port, async (client) => (await client.call('SENTINEL', 'replicas', name) as unknown[]).length > 0))
   return { primary, replica, sentinel, name, primaryPort }
 }
