@@ -76,7 +76,11 @@ export type RedisConfig = (
   /** The primary Sentinel names: REDIS_SENTINELS (host:port,...) and REDIS_SENTINEL_NAME; credentials of the data nodes from REDIS_USERNAME/REDIS_PASSWORD. */
   | { readonly mode: 'sentinel', readonly sentinels: ReadonlyArray<{ readonly host: string, readonly port: number }>, readonly name: string,
     readonly username: string | null, readonly password: string | null }
-) & { readonly onDown: RedisDownPolicy }
+) & {
+  readonly onDown: RedisDownPolicy
+  /** How long one Redis command may take before the request falls back (REDIS_COMMAND_TIMEOUT_MS). */
+  readonly commandTimeoutMs: number
+}
 
 export interface BanPolicy {
   /** Refusals within the strike window that trigger a ban; null means the key's per-minute limit. */
@@ -114,6 +118,13 @@ export class ConfigError extends Error {
 
 /** Defaults the code uses where no configuration is given (a store or limiter built in a test), named once. */
 export const DATABASE_DEFAULTS = Object.freeze({ poolSize: 10, statementTimeoutMs: 5000, connectTimeoutMs: 2000 })
+/**
+ * The default wait for one Redis command (REDIS_COMMAND_TIMEOUT_MS). Long enough that a busy event loop (a timer
+ * that fires late though the reply has arrived) is not taken for an outage: such a false timeout counts the
+ * request in Redis and lets the fallback admit it too. Short enough that an outage costs a request well under a
+ * second, and only one request a second per instance while Redis stays away.
+ */
+export const REDIS_DEFAULTS = Object.freeze({ commandTimeoutMs: 500 })
 export const LIMITER_DEFAULTS = Object.freeze({ maxSubjects: 200_000, ipv6PrefixLength: 56 })
 
 export const DEFAULTS = {
@@ -149,6 +160,7 @@ export const DEFAULTS = {
   REDIS_PASSWORD: '',
   REDIS_KEY_PREFIX: 'petstore:rl:',
   RATE_LIMIT_ON_REDIS_DOWN: 'local',
+  REDIS_COMMAND_TIMEOUT_MS: String(REDIS_DEFAULTS.commandTimeoutMs),
   TRUST_PROXY: 'false',
   RATE_LIMIT_FREE: `${PLAN_LIMITS.free.perMinute}/${PLAN_LIMITS.free.perDay}`,
   RATE_LIMIT_PRO: `${PLAN_LIMITS.pro.perMinute}/${PLAN_LIMITS.pro.perDay}`,
@@ -267,6 +279,7 @@ function redisUrlText (name: string, text: string): string {
 function redis (env: Env): RedisConfig | null {
   const mode = oneOf(env, 'REDIS_MODE', REDIS_MODES)
   const onDown = oneOf(env, 'RATE_LIMIT_ON_REDIS_DOWN', REDIS_DOWN_POLICIES)
+  const commandTimeoutMs = integer(env, 'REDIS_COMMAND_TIMEOUT_MS', 10, 10_000)
   const url = read(env, 'REDIS_URL').trim()
   const sentinels = read(env, 'REDIS_SENTINELS').trim()
   const sentinelOnly = (['REDIS_SENTINELS', 'REDIS_SENTINEL_NAME', 'REDIS_USERNAME', 'REDIS_PASSWORD'] as const).filter((name) => read(env, name) !== '')
@@ -278,11 +291,11 @@ function redis (env: Env): RedisConfig | null {
     case 'standalone':
       if (url === '') return null
       if (url.includes(',')) throw new ConfigError('REDIS_URL lists several servers: set REDIS_MODE=cluster for a Redis Cluster, or give one URL')
-      return Object.freeze({ mode, url: redisUrlText('REDIS_URL', url), onDown })
+      return Object.freeze({ mode, url: redisUrlText('REDIS_URL', url), onDown, commandTimeoutMs })
     case 'cluster': {
       if (url === '') throw new ConfigError('REDIS_MODE=cluster needs REDIS_URL: one or more seed nodes, e.g. redis://10.0.0.1:7000,redis://10.0.0.2:7000')
       const seeds = url.split(',').map((seed) => redisUrlText('REDIS_URL', seed.trim()))
-      return Object.freeze({ mode, seeds: Object.freeze(seeds), onDown })
+      return Object.freeze({ mode, seeds: Object.freeze(seeds), onDown, commandTimeoutMs })
     }
     case 'sentinel': {
       if (url !== '') throw new ConfigError('REDIS_URL is not read with REDIS_MODE=sentinel: the Sentinels name the primary (REDIS_SENTINELS, REDIS_SENTINEL_NAME)')
@@ -296,7 +309,7 @@ function redis (env: Env): RedisConfig | null {
       })
       const username = read(env, 'REDIS_USERNAME')
       const password = read(env, 'REDIS_PASSWORD')
-      return Object.freeze({ mode, sentinels: Object.freeze(list), name, username: username === '' ? null : username, password: password === '' ? null : password, onDown })
+      return Object.freeze({ mode, sentinels: Object.freeze(list), name, username: username === '' ? null : username, password: password === '' ? null : password, onDown, commandTimeoutMs })
     }
   }
 }

@@ -9,15 +9,15 @@ describe('loadConfig: Redis topologies', () => {
   })
 
   test('standalone (the default) reads one REDIS_URL, and the run-time policy defaults to local', () => {
-    assert.deepEqual(loadConfig({ REDIS_URL: 'redis://10.0.0.5:6379/2' }).redis, { mode: 'standalone', url: 'redis://10.0.0.5:6379/2', onDown: 'local' })
+    assert.deepEqual(loadConfig({ REDIS_URL: 'redis://10.0.0.5:6379/2' }).redis, { mode: 'standalone', url: 'redis://10.0.0.5:6379/2', onDown: 'local', commandTimeoutMs: 500 })
     assert.equal(loadConfig({ REDIS_URL: 'rediss://u:p@r.example:6380', RATE_LIMIT_ON_REDIS_DOWN: 'deny' }).redis?.onDown, 'deny')
   })
 
   test('cluster reads one or more comma-separated seed URLs from REDIS_URL', () => {
     assert.deepEqual(loadConfig({ REDIS_MODE: 'cluster', REDIS_URL: 'redis://10.0.0.1:7000, redis://10.0.0.2:7000' }).redis,
-      { mode: 'cluster', seeds: ['redis://10.0.0.1:7000', 'redis://10.0.0.2:7000'], onDown: 'local' })
+      { mode: 'cluster', seeds: ['redis://10.0.0.1:7000', 'redis://10.0.0.2:7000'], onDown: 'local', commandTimeoutMs: 500 })
     assert.deepEqual(loadConfig({ REDIS_MODE: 'cluster', REDIS_URL: 'redis://10.0.0.1:7000' }).redis,
-      { mode: 'cluster', seeds: ['redis://10.0.0.1:7000'], onDown: 'local' })
+      { mode: 'cluster', seeds: ['redis://10.0.0.1:7000'], onDown: 'local', commandTimeoutMs: 500 })
   })
 
   test('sentinel reads REDIS_SENTINELS and REDIS_SENTINEL_NAME, and the data nodes\' credentials', () => {
@@ -29,8 +29,14 @@ describe('loadConfig: Redis topologies', () => {
       name: 'petstore',
       username: null,
       password: 'pw',
-      onDown: 'deny'
+      onDown: 'deny',
+      commandTimeoutMs: 500
     })
+  })
+
+  test('REDIS_COMMAND_TIMEOUT_MS sets how long one command may take before a request falls back', () => {
+    assert.equal(loadConfig({ REDIS_URL: 'redis://a:6379', REDIS_COMMAND_TIMEOUT_MS: '150' }).redis?.commandTimeoutMs, 150)
+    assert.throws(() => loadConfig({ REDIS_URL: 'redis://a:6379', REDIS_COMMAND_TIMEOUT_MS: '5' }), /REDIS_COMMAND_TIMEOUT_MS must be an integer from 10 to 10000/)
   })
 
   const refused: Array<[Record<string, string>, RegExp]> = [

@@ -19,16 +19,18 @@ export class RedisSetupError extends Error {
 }
 
 /**
- * Request-path settings of every topology: fail fast instead of queueing (no offline queue, one retry, 100 ms
- * per command), keep reconnecting in the background at most a second apart (see createRedisClient).
+ * Request-path settings of every topology: fail fast instead of queueing (no offline queue, one retry, the
+ * configured time per command), keep reconnecting in the background at most a second apart (see createRedisClient).
  */
-const NODE_OPTIONS = { maxRetriesPerRequest: 1, commandTimeout: 100, connectTimeout: 1000 } satisfies RedisOptions
+function nodeOptions (config: RedisConfig): RedisOptions {
+  return { maxRetriesPerRequest: 1, commandTimeout: config.commandTimeoutMs, connectTimeout: 1000 }
+}
 
 /** The client for a configuration. Connection errors are swallowed here; the resilient limiter reports outages. */
 export function openRedis (config: RedisConfig): RedisClient {
   switch (config.mode) {
     case 'standalone':
-      return createRedisClient(config.url)
+      return createRedisClient(config.url, config.commandTimeoutMs)
     case 'cluster': {
       const [first] = config.seeds.map((seed) => new URL(seed))
       const options: ClusterOptions = {
@@ -43,7 +45,7 @@ export function openRedis (config: RedisConfig): RedisClient {
         slotsRefreshTimeout: 1000,
         slotsRefreshInterval: 2000,
         redisOptions: {
-          ...NODE_OPTIONS,
+          ...nodeOptions(config),
           // Credentials and TLS of the first seed apply to every node the cluster names.
           ...(first?.username === undefined || first.username === '' ? {} : { username: decodeURIComponent(first.username) }),
           ...(first?.password === undefined || first.password === '' ? {} : { password: decodeURIComponent(first.password) }),
@@ -59,7 +61,7 @@ export function openRedis (config: RedisConfig): RedisClient {
     }
     case 'sentinel': {
       const client = new Redis({
-        ...NODE_OPTIONS,
+        ...nodeOptions(config),
         sentinels: config.sentinels.map(({ host, port }) => ({ host, port })),
         name: config.name,
         role: 'master',

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto'
 import type { Cluster} from 'ioredis';
 import { Redis } from 'ioredis'
+import { REDIS_DEFAULTS } from '../config.js'
 import { buildDecision } from './decision.js'
 import { subjectKey, type ConsumeOptions, type Decision, type RateLimiter, type Subject, type WindowLimits } from './types.js'
 
@@ -273,16 +274,17 @@ function toDecision (reply: ScriptReply, limits: WindowLimits, ...changes: [] | 
 }
 
 /**
- * A client for the request path: it fails fast instead of queueing (no offline queue, one retry, 100 ms per
- * command) so a slow or absent Redis costs a request at most ~100 ms before the caller falls back, and it keeps
+ * A client for the request path: it fails fast instead of queueing (no offline queue, one retry, `commandTimeoutMs`
+ * per command) so a slow or absent Redis costs a request at most about that before the caller falls back (one
+ * request a second while it stays away: the resilient limiter answers the others at once), and it keeps
  * reconnecting in the background at most a second apart. Connection errors are swallowed here (the resilient
  * limiter reports outages) because an 'error' event without a listener would crash the process.
  */
-export function createRedisClient (url: string): Redis {
+export function createRedisClient (url: string, commandTimeoutMs: number = REDIS_DEFAULTS.commandTimeoutMs): Redis {
   const client = new Redis(url, {
     enableOfflineQueue: false,
     maxRetriesPerRequest: 1,
-    commandTimeout: 100,
+    commandTimeout: commandTimeoutMs,
     connectTimeout: 1000,
     lazyConnect: false,
     retryStrategy: (times: number) => Math.min(times * 100, 1000)

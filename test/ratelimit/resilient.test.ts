@@ -70,7 +70,7 @@ function assertDecision (decision: Decision): void {
 describe('ResilientLimiter with Redis down at boot', () => {
   test('answers from memory, exactly per process, fast and without throwing; warns once', async (t) => {
     const port = await closedPort()
-    const client = createRedisClient(`redis://127.0.0.1:${port}`)
+    const client = createRedisClient(`redis://127.0.0.1:${port}`, 100)
     t.after(() => client.disconnect())
     const logger = recordingLogger()
     // A fixed clock: the test takes over a second and must not see a minute window roll over.
@@ -120,7 +120,7 @@ if (await requireRedis('ResilientLimiter outage tests')) {
       const proxied = new URL(REDIS_URL)
       proxied.hostname = '127.0.0.1'
       proxied.port = String(proxy.port)
-      const client = createRedisClient(proxied.toString())
+      const client = createRedisClient(proxied.toString(), 100)
       t.after(() => client.disconnect())
       await waitReady(client)
 

@@ -36,8 +36,8 @@ async function refused (t: TestContext, config: RedisConfig, hint: RegExp): Prom
   })
 }
 
-const standalone = (url: string): RedisConfig => ({ mode: 'standalone', url, onDown: 'local' })
-const cluster = (seeds: string): RedisConfig => ({ mode: 'cluster', seeds: seeds.split(','), onDown: 'local' })
+const standalone = (url: string): RedisConfig => ({ mode: 'standalone', url, onDown: 'local', commandTimeoutMs: 500 })
+const cluster = (seeds: string): RedisConfig => ({ mode: 'cluster', seeds: seeds.split(','), onDown: 'local', commandTimeoutMs: 500 })
 
 if (await requireRedisServer('Redis topology tests')) {
   describe('the start check refuses a Redis that answers but cannot be used as configured', () => {
@@ -105,7 +105,7 @@ if (await requireRedisServer('Redis topology tests')) {
       const servers = await startRedisCluster(t.after.bind(t))
       assert.deepEqual((await check(t, cluster(servers.seeds))).result, { usable: true })
       const sentinel = await startSentinel(t.after.bind(t))
-      const viaSentinel = await check(t, { mode: 'sentinel', sentinels: [{ host: '127.0.0.1', port: sentinel.sentinel.port }], name: sentinel.name, username: null, password: null, onDown: 'local' })
+      const viaSentinel = await check(t, { mode: 'sentinel', sentinels: [{ host: '127.0.0.1', port: sentinel.sentinel.port }], name: sentinel.name, username: null, password: null, onDown: 'local', commandTimeoutMs: 500 })
       assert.deepEqual(viaSentinel.result, { usable: true })
     })
   })
@@ -113,7 +113,7 @@ if (await requireRedisServer('Redis topology tests')) {
   describe('at run time', () => {
     test('Sentinel: a failover of the primary keeps the limiter deciding in Redis, and the counts go on from the new primary', async (t) => {
       const servers = await startSentinel(t.after.bind(t))
-      const config: RedisConfig = { mode: 'sentinel', sentinels: [{ host: '127.0.0.1', port: servers.sentinel.port }], name: servers.name, username: null, password: null, onDown: 'deny' }
+      const config: RedisConfig = { mode: 'sentinel', sentinels: [{ host: '127.0.0.1', port: servers.sentinel.port }], name: servers.name, username: null, password: null, onDown: 'deny', commandTimeoutMs: 500 }
       const { limiter: redis, result } = await check(t, config)
       assert.deepEqual(result, { usable: true })
       const limiter = new ResilientLimiter({ redis, logger: quiet, onDown: 'deny' })
