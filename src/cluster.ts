@@ -9,12 +9,15 @@ import type { Config } from './config.js'
 import { createLogger } from './logger.js'
 import { seedDemoIfEmpty } from './domain/demo.js'
 import { servePrimaryMetrics } from './metrics/cluster.js'
-import { prepareStore, SHUTDOWN_MESSAGE, startLine } from './server.js'
+import { checkLimiter, prepareStore, SHUTDOWN_MESSAGE, startLine } from './server.js'
 import { openStore } from './store/open.js'
 
 /** Why more than one worker needs Redis: each process would count its own windows and multiply the limits. */
 export const WORKERS_NEED_REDIS = '--workers above 1 needs REDIS_URL (or REDIS_SENTINELS with REDIS_MODE=sentinel): with in-process rate limiting every worker would count ' +
   'its own windows and a key would get N times its limits'
+
+/** The exit code of a configuration error (the CLI's): a worker exiting with it is not replaced. */
+const CONFIGURATION_EXIT = 2
 
 // A worker that dies this soon after starting is not replaced at once again, to avoid a crash loop.
 const RESTART_BACKOFF_MS = 1000
@@ -29,6 +32,8 @@ export async function runPrimary (config: Config, workers: number, options: { se
   } finally {
     await store.close()
   }
+  // A Redis that cannot be used as configured stops the start here, once, rather than in every worker.
+  await checkLimiter(config, log)
 
   // The workers' metrics, added up: on METRICS_PORT (served here) or relayed to the worker scraped on PORT.
   const primaryMetrics = await servePrimaryMetrics(config, log)
@@ -36,10 +41,17 @@ export async function runPrimary (config: Config, workers: number, options: { se
   let stopping = false
   const started = new Map<Worker, number>()
   const fork = (): void => { started.set(cluster.fork(), Date.now()) }
+  let refused: ((code: number) => void) | null = null
   cluster.on('exit', (worker, code, signal) => {
     const since = started.get(worker) ?? 0
     started.delete(worker)
     if (stopping) return
+    if (code === CONFIGURATION_EXIT) {
+      // What it printed (a configuration error) would stop every replacement too: stop, with its code.
+      log.error({ pid: worker.process.pid, code }, 'a worker could not start (configuration error): stopping')
+      refused?.(CONFIGURATION_EXIT)
+      return
+    }
     log.error({ pid: worker.process.pid, code, signal }, 'worker died: starting a new one')
     setTimeout(fork, Math.max(0, RESTART_BACKOFF_MS - (Date.now() - since)))
   })
@@ -52,6 +64,11 @@ export async function runPrimary (config: Config, workers: number, options: { se
   log.info({ workers, port: config.port }, 'primary started workers')
 
   const code = await new Promise<number>((resolve) => {
+    refused = (exitCode) => {
+      stopping = true
+      for (const worker of started.keys()) worker.process.kill('SIGTERM')
+      resolve(exitCode)
+    }
     const stop = (signal: NodeJS.Signals): void => {
       if (stopping) {
         log.warn({ signal }, 'second signal: killing workers')

@@ -272,7 +272,7 @@ function metrics (env: Env, port: number): Config['metrics'] {
 
 /** A redis:// or rediss:// URL, shown with its password hidden when refused. */
 function redisUrlText (name: string, text: string): string {
-  if (!/^rediss?:\/\/[^\s,]+$/.test(text)) throw new ConfigError(`${name} must be redis:// or rediss:// URLs, got "${text.replace(/\/\/[^@]*@/, '//***@')}"`)
+  if (!/^rediss?:\/\/[^\s,]+$/.test(text)) throw new ConfigError(`${name} must be redis:// or rediss:// URLs, got "${text.replace(/\/\/.*@/, '//***@')}"`)
   return text
 }
 

@@ -59,6 +59,16 @@ async function openLimiter (config: Config, logger: Logger): Promise<{ limiter: 
 }
 
 /**
+ * The start check of the configured Redis on a connection of its own, closed again (the primary of --workers,
+ * which serves nothing itself): a ConfigError when Redis cannot be used as configured, a warning when it cannot be
+ * reached.
+ */
+export async function checkLimiter (config: Config, logger: Logger): Promise<void> {
+  const { close } = await openLimiter(config, logger)
+  await close()
+}
+
+/**
  * Readies the store for serving, the rule of `serve` (docs/decisions.md, "Upgrades"): a store without a schema
  * is initialized; the embedded SQLite file is migrated at start (after a backup copy) so that `npm start` stays
  * one command, as the server owns that file; a PostgreSQL store shared by instances is never migrated here (it

@@ -285,7 +285,11 @@ async function run (argv: string[], io: Io): Promise<number> {
       if (workers > 1 && config.redis === null) throw new ConfigError(WORKERS_NEED_REDIS)
       if (workers > 1 && !isWorker()) return await runPrimary(config, workers, { seedDemo })
       // A single instance, or one worker of a cluster (the primary has migrated and seeded already).
-      const app = await startServer(config, { seedDemo: seedDemo && !isWorker() })
+      const app = await startServer(config, { seedDemo: seedDemo && !isWorker() }).catch((error: unknown) => {
+        // A worker that cannot start lets go of the IPC channel, so it exits with its code for the primary to see.
+        if (isWorker()) leaveCluster()
+        throw error
+      })
       await closeOnSignals(app, config.shutdownTimeoutMs)
       if (isWorker()) leaveCluster()
       return 0

@@ -42,12 +42,19 @@ export class ChangeWatch {
   #latest: number | undefined = undefined
   #gaps = 0
 
-  /** Called with every limiter decision's `changes`. */
+  /**
+   * Called with every limiter decision's `changes`, in the order the decisions were sent (one connection answers
+   * in order). A counter lower than the one seen last was lost and restarted (a Redis restarted empty, a failover
+   * to a replica that lagged): counted as a gap, like a decision without a counter, so the next GET checks the store.
+   */
   observe (changes: number | undefined): void {
     if (changes === undefined) {
       if (this.#latest !== undefined) this.#gaps++
       this.#latest = undefined
     } else if (this.#latest === undefined || changes > this.#latest) {
+      this.#latest = changes
+    } else if (changes < this.#latest) {
+      this.#gaps++
       this.#latest = changes
     }
   }

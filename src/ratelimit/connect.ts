@@ -42,6 +42,10 @@ export function openRedis (config: RedisConfig): RedisClient {
         // A restarted node is reconnected to without waiting for a MOVED to refresh the topology.
         clusterNodeRetryStrategy: (times: number) => Math.min(times * 100, 1000),
         retryDelayOnClusterDown: 100,
+        // A command for a node that is away is retried a few times (a failover moves its slots within a moment),
+        // not the default 16, which kept a request waiting 1.7 s before it fell back.
+        retryDelayOnFailover: 100,
+        maxRedirections: 3,
         slotsRefreshTimeout: 1000,
         slotsRefreshInterval: 2000,
         redisOptions: {
@@ -99,7 +103,7 @@ export type RedisCheck = { usable: true } | { usable: false, reason: string }
 
 const HINTS: Array<[RegExp, string]> = [
   [/^(NOAUTH|WRONGPASS|ERR (invalid password|AUTH|Client sent AUTH))/i, 'the credentials are wrong or missing (user and password in REDIS_URL, or REDIS_USERNAME/REDIS_PASSWORD with Sentinel)'],
-  [/^NOPERM/i, 'the Redis user lacks a permission the limiter needs (EVALSHA, EVAL, GET, INCR, DEL, HSET, EXPIRE, TIME on the key prefix)'],
+  [/^NOPERM/i, 'the Redis user lacks a permission the limiter needs (EVAL, EVALSHA, TIME, GET, HMGET, HSET, EXPIRE, PEXPIRE, INCRBY, DEL on the key prefix; INFO and SCRIPT EXISTS for the start check)'],
   [/^READONLY/i, 'it is a read-only replica: point REDIS_URL at the primary, or use REDIS_MODE=sentinel'],
   [/^(MOVED|ASK)/i, 'it is a Redis Cluster node: set REDIS_MODE=cluster and list the nodes in REDIS_URL'],
   [/cluster support disabled/i, 'REDIS_MODE=cluster, but the server is not a Cluster node: set REDIS_MODE=standalone'],
@@ -116,7 +120,8 @@ function misconfigured (where: string, text: string): RedisSetupError {
 
 /** Where the configuration points, for messages (no credentials). */
 export function redisTarget (config: RedisConfig): string {
-  const hide = (url: string): string => url.replace(/\/\/[^@/]*@/, '//')
+  // Up to the last '@': a password may hold a raw '@' (ioredis accepts it).
+  const hide = (url: string): string => url.replace(/\/\/.*@/, '//')
   switch (config.mode) {
     case 'standalone': return hide(config.url)
     case 'cluster': return `the cluster of ${config.seeds.map(hide).join(', ')}`
@@ -155,6 +160,7 @@ export async function checkRedis (config: RedisConfig, client: RedisClient, limi
   let reason = `no connection within ${waitMs} ms`
   for (;;) {
     try {
+      if (config.mode === 'sentinel') await askSentinels(config, where)
       if (!await ready(client, Math.max(0, deadline - Date.now()))) return { usable: false, reason }
       await inspect(where, client, limiter)
       return { usable: true }
@@ -167,6 +173,38 @@ export async function checkRedis (config: RedisConfig, client: RedisClient, limi
     if (Date.now() >= deadline) return { usable: false, reason }
     await sleep(200)
   }
+}
+
+/**
+ * Sentinel: each Sentinel that answers must be one and must know the primary's name. A typo in
+ * REDIS_SENTINEL_NAME, or a data node listed as a Sentinel, would otherwise look like an outage forever.
+ * Throws the first error when no Sentinel answers (an outage).
+ */
+async function askSentinels (config: RedisConfig & { mode: 'sentinel' }, where: string): Promise<void> {
+  let unreachable: unknown = null
+  for (const { host, port } of config.sentinels) {
+    const sentinel = new Redis({ host, port, lazyConnect: true, connectTimeout: 1000, commandTimeout: 1000, maxRetriesPerRequest: 0, retryStrategy: () => null, enableReadyCheck: false })
+    sentinel.on('error', () => {})
+    try {
+      await sentinel.connect()
+      let primary: unknown
+      try {
+        primary = await sentinel.call('SENTINEL', 'get-master-addr-by-name', config.name)
+      } catch (error) {
+        const text = errorText(error)
+        if (/unknown command|unknown subcommand|ERR.*sentinel/i.test(text)) throw new RedisSetupError(`Redis at ${where} cannot serve the rate limiter: ${host}:${port} is not a Sentinel (REDIS_SENTINELS lists the Sentinels, not the data nodes) (Redis said: ${text.split('\n')[0]})`)
+        throw error
+      }
+      if (primary === null) throw new RedisSetupError(`Redis at ${where} cannot serve the rate limiter: the Sentinel at ${host}:${port} monitors no primary named "${config.name}" (check REDIS_SENTINEL_NAME)`)
+      return
+    } catch (error) {
+      if (error instanceof RedisSetupError) throw error
+      unreachable = error
+    } finally {
+      sentinel.disconnect()
+    }
+  }
+  throw unreachable
 }
 
 /** One pass of the check on a ready client; throws what it finds. */
@@ -182,6 +220,8 @@ async function inspect (where: string, client: RedisClient, limiter: RedisLimite
   // Twice: a connection's first call sends the script (EVAL), the next ones its digest (EVALSHA), as requests do.
   await limiter.probe()
   await limiter.probe()
+  // What a write does (the change counter, every copy on a Cluster): the other instances then check the store once.
+  await limiter.announceChange()
   if (!(client instanceof Cluster)) {
     // A proxy that forwards EVAL but keeps no scripts answers every EVALSHA with NOSCRIPT: a round trip more per
     // request, and the whole script each time.

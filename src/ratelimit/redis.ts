@@ -103,6 +103,22 @@ const SCRIPTS = {
   cluster: { consume: PRELUDE + NO_CHANGES + CONSUME_BODY, peek: PRELUDE + NO_CHANGES + PEEK_BODY, extraKeys: 0 }
 } as const
 
+/**
+ * KEYS: a change counter. Counts one change, and never lets the counter fall behind Redis TIME in microseconds: the
+ * new value is the larger of the old one plus one and the time. A counter that was lost (a Redis restarted empty, a
+ * Cluster node that lost its data, a flush) or that a failover set back (a replica that had not received the last
+ * changes) so climbs past every value an instance saw before with the first change after, instead of landing on
+ * one and being taken for "nothing changed" (the listing's freshness, src/http/inventory-cache.ts).
+ */
+const ANNOUNCE_LUA = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local old = tonumber(redis.call('GET', KEYS[1])) or 0
+local new = old + 1
+if new < now then new = now end
+return redis.call('INCRBY', KEYS[1], new - old)
+`
+
 /** The SHA1 Redis names a script by (SCRIPT EXISTS): for the start check that scripts stay loaded. */
 export function scriptSha (layout: keyof typeof SCRIPTS): string {
   return createHash('sha1').update(SCRIPTS[layout].consume).digest('hex')
@@ -121,6 +137,7 @@ type ScriptReply = [number, number, number, number, number, number, number]
 interface LimiterCommands {
   petstoreRateLimitConsume (...args: Array<string | number>): Promise<ScriptReply>
   petstoreRateLimitPeek (...args: Array<string | number>): Promise<ScriptReply>
+  petstoreAnnounceChange (key: string): Promise<number>
 }
 
 /** A standalone (or Sentinel-managed) client, or a Redis Cluster client. */
@@ -180,6 +197,7 @@ export class RedisLimiter implements RateLimiter {
     // names again on a shared client just replaces them with identical scripts.
     options.client.defineCommand('petstoreRateLimitConsume', { numberOfKeys: 3 + layout.extraKeys, lua: layout.consume })
     options.client.defineCommand('petstoreRateLimitPeek', { numberOfKeys: 2 + layout.extraKeys, lua: layout.peek, readOnly: true })
+    options.client.defineCommand('petstoreAnnounceChange', { numberOfKeys: 1, lua: ANNOUNCE_LUA })
     this.#client = options.client as RedisClient & LimiterCommands
     this.#prefix = options.prefix ?? 'rl:'
     this.#offset = options.timeOffsetSeconds ?? (() => 0)
@@ -232,7 +250,7 @@ export class RedisLimiter implements RateLimiter {
 
   /** Counts a change in the counter (every copy on a Cluster) before it resolves. */
   async announceChange (): Promise<void> {
-    await Promise.all(this.#changeKeys.map((key) => this.#client.incr(key)))
+    await Promise.all(this.#changeKeys.map((key) => this.#client.petstoreAnnounceChange(key)))
   }
 
   /**

@@ -25,6 +25,16 @@ export interface ResilientLimiterOptions {
   onDown?: 'local' | 'deny'
 }
 
+/**
+ * An error as it may be logged: its name, message and code only. ioredis attaches the failed command to its
+ * errors, and a refused reconnect's command is `HELLO 3 AUTH <user> <password>` (or `AUTH <password>`).
+ */
+export function loggable (error: unknown): { name: string, message: string, code?: string } {
+  if (!(error instanceof Error)) return { name: 'Error', message: String(error) }
+  const code = (error as Error & { code?: unknown }).code
+  return { name: error.name, message: error.message, ...(typeof code === 'string' ? { code } : {}) }
+}
+
 /** Tries of announceChange before the change goes unannounced (each bounded by the client's command timeout). */
 const ANNOUNCE_ATTEMPTS = 2
 
@@ -52,7 +62,7 @@ export class ResilientLimiter implements RateLimiter {
   #retryAt = 0
   #fallbacks = 0
   readonly #onReady = (): void => this.#up()
-  readonly #onError = (err: unknown): void => this.#down({ err })
+  readonly #onError = (err: unknown): void => this.#down({ err: loggable(err) })
 
   constructor (options: ResilientLimiterOptions) {
     this.#redis = options.redis
@@ -104,7 +114,7 @@ export class ResilientLimiter implements RateLimiter {
     }
     if (failure !== undefined) {
       this.#retryAt = Date.now() + this.#retryAfterMs
-      this.#down({ err: failure })
+      this.#down({ err: loggable(failure) })
     } else {
       this.#redisUsable()
     }
@@ -132,7 +142,7 @@ export class ResilientLimiter implements RateLimiter {
         return result
       } catch (err) {
         this.#retryAt = Date.now() + this.#retryAfterMs
-        this.#down({ err })
+        this.#down({ err: loggable(err) })
       }
     }
     return fromMemory()

@@ -165,11 +165,22 @@ describe('InventoryCache', () => {
     assert.equal(store.calls.pages, 2, 'nothing changed: no rebuild')
   })
 
-  test('signal: an older count reported late does not make the listing look fresh', async () => {
+  test('signal: a lower count (the counter was lost and started again) is a gap, so the listing checks the store', async (t) => {
+    const store = new FakeStore(5)
     const watch = new ChangeWatch()
+    const listing = cache(t, store, { watch })
     watch.observe(7)
+    await listing.current()
+    assert.equal(store.calls.version, 1)
+    // Decisions reach the watch in the order they were sent (one connection answers in order): lower means lost.
     watch.observe(6)
-    assert.deepEqual(watch.mark, { latest: 7, gaps: 0 })
+    assert.deepEqual(watch.mark, { latest: 6, gaps: 1 })
+    store.change([...store.entries.keys()][0] as bigint, 2)
+    await assertServes(listing, store)
+    assert.equal(store.calls.version, 2, 'checked once')
+    watch.observe(7)
+    await listing.current()
+    assert.equal(store.calls.version, 3, 'a count back at the old value is a new count, not the old one')
   })
 
   test('signal without local: the store is checked again after maxAgeMs even when the count stands still', async (t) => {
