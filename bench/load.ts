@@ -14,6 +14,8 @@ export interface LoadSpec {
   headers: Record<string, string>
   /** When set: PATCH /v1/inventory/{petId} with petId rotating over 1..patchPets. */
   patchPets?: number
+  /** With patchPets: only every patchEvery-th request is such a PATCH, the others GET `url` (a read/write mix). */
+  patchEvery?: number
 }
 
 export interface LoadResult {
@@ -34,14 +36,27 @@ export interface LoadResult {
   serverCpuPct: number | null
 }
 
-function patchRequests (pets: number): autocannon.Request[] {
+function patchRequests (pets: number, every: number, getPath: string): autocannon.Request[] {
   // One counter for every connection, so the writes spread evenly over the pets.
   let next = 0
+  let count = 0
   return [{
     method: 'PATCH',
     setupRequest: (request) => {
+      // autocannon writes Content-Length into the headers it passes here, and they carry over to the next request:
+      // each request gets its own, without it (a GET with a stale Content-Length would hang the connection).
+      const headers = Object.fromEntries(Object.entries(request.headers ?? {})
+        .filter(([name]) => !['content-length', 'content-type'].includes(name.toLowerCase())))
+      count += 1
+      if (every > 1 && count % every !== 0) return { ...request, method: 'GET', path: getPath, body: undefined, headers }
       next += 1
-      return { ...request, path: `/v1/inventory/${(next % pets) + 1}`, body: `{"quantity":${next % 1000}}` }
+      return {
+        ...request,
+        method: 'PATCH',
+        path: `/v1/inventory/${(next % pets) + 1}`,
+        body: `{"quantity":${next % 1000}}`,
+        headers: { ...headers, 'content-type': 'application/json' }
+      }
     }
   }]
 }
@@ -54,7 +69,7 @@ const result = await autocannon({
   connections: spec.connections,
   duration: spec.duration,
   headers,
-  ...(spec.patchPets === undefined ? {} : { requests: patchRequests(spec.patchPets) })
+  ...(spec.patchPets === undefined ? {} : { requests: patchRequests(spec.patchPets, spec.patchEvery ?? 1, new URL(spec.url).pathname) })
 })
 
 const cpu = process.cpuUsage(cpuBefore)

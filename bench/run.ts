@@ -6,16 +6,18 @@
 import { spawnSync } from 'node:child_process'
 import { createHash, randomBytes } from 'node:crypto'
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { cpus, release, tmpdir, totalmem, platform } from 'node:os'
+import { cpus, loadavg, release, tmpdir, totalmem, platform } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { Redis } from 'ioredis'
 import pg from 'pg'
+import { RedisLimiter } from '../src/ratelimit/redis.js'
 import { cleanRedis, redisReachable } from '../test/ratelimit/redis-env.js'
 import type { ClientResult, ClientSpec, ProbeResult, ProbeSpec } from './listing.js'
 import type { LoadResult, LoadSpec } from './load.js'
 import {
   Cleanup, cleanupOnSignals, cpuSeconds, describeExit, freePort, median, memoryMb, PINNING, ROOT,
-  runCommand, runNode, startNode, stop, waitHttp, waitOutput, type Proc
+  runCommand, runNode, startCommand, startNode, stop, waitHttp, waitOutput, type Proc
 } from './support.js'
 
 const BIN = join(ROOT, 'bin/petstore.js')
@@ -24,6 +26,7 @@ const BARE = join(ROOT, 'bench/bare-server.js')
 const LISTING_CLIENTS = join(ROOT, 'bench/listing.ts')
 const PEER_DIR = join(ROOT, 'bench/peer')
 const WRK_SCRIPT = join(ROOT, 'bench/wrk.lua')
+const PG_COUNT = join(ROOT, 'bench/pg-count.js')
 const RESULTS = join(ROOT, 'bench/results')
 
 function hasCommand (name: string): boolean {
@@ -141,9 +144,10 @@ async function prepareStore (env: Record<string, string>, pets: number, importTi
   return (await cli(UNBOUNDED_KEY, env)).trim()
 }
 
-async function startService (name: string, env: Record<string, string>, key: string, cleanup: Cleanup): Promise<Target> {
+/** `nodeArgs` go before the script (e.g. `--import bench/pg-count.js`). */
+async function startService (name: string, env: Record<string, string>, key: string, cleanup: Cleanup, nodeArgs: string[] = []): Promise<Target> {
   const port = await freePort()
-  const proc = startNode([BIN, 'serve'], { ...env, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn' }, 'server')
+  const proc = startNode([...nodeArgs, BIN, 'serve'], { ...env, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn' }, 'server')
   cleanup.defer(() => stop(proc))
   await waitHttp(`http://127.0.0.1:${port}/healthz`, proc)
   return { name, url: `http://127.0.0.1:${port}/v1/inventory`, headers: { authorization: `Bearer ${key}` }, proc }
@@ -186,7 +190,7 @@ async function autocannon (spec: LoadSpec): Promise<LoadResult> {
 async function wrk (spec: LoadSpec): Promise<LoadResult> {
   const args = ['wrk', '-t1', `-c${spec.connections}`, `-d${spec.duration}s`, '--timeout', '10s', '-s', WRK_SCRIPT]
   for (const [name, value] of Object.entries(spec.headers)) args.push('-H', `${name}: ${value}`)
-  args.push(spec.url, '--', String(spec.patchPets ?? 0))
+  args.push(spec.url, '--', String(spec.patchPets ?? 0), String(spec.patchEvery ?? 1))
   const { stdout, cpuSeconds: cpu } = await runCommand(args, {}, 'load', (spec.duration + 60) * 1000)
   const line = stdout.trim().split('\n').filter((l) => l.startsWith('{')).pop()
   if (line === undefined) throw new Error(`wrk printed no summary: ${stdout.slice(-500)}`)
@@ -793,6 +797,814 @@ async function scaleOutScenario (result: ScenarioResult, ceiling: Side | null): 
 }
 
 // ---------------------------------------------------------------------------------------------------------
+// costs-pg-2x: what one GET and one PATCH cost each component (the inputs of docs/scaling.md)
+
+/**
+ * costs-pg-2x: pets in its store (the listing is get-10's; every PATCH also takes the store-wide inventory_version
+ * and feed_clock rows, which serialize writers more than ten pets' row locks do), its mixes (one PATCH in k requests:
+ * 5% and 1% writes), and the commit probe's writers, sequential statements and seconds.
+ */
+const COSTS = { pets: 10, mixes: [20, 100], writers: 8, sequential: 300, probeSeconds: 3, redisRequests: 100_000, quickRedisRequests: 20_000 }
+
+/** What the harness itself sends to Redis while it measures (its INFO reads): never counted. */
+const OWN_REDIS_COMMANDS = new Set(['info'])
+
+/** Redis's commands so far (INFO commandstats: calls and microseconds of execution, by name) and its CPU seconds. */
+interface RedisStats { calls: Record<string, number>, usec: Record<string, number>, cpuSeconds: number | null }
+
+async function redisStats (client: Redis): Promise<RedisStats> {
+  const commands = await client.info('commandstats')
+  const cpu = await client.info('cpu')
+  const calls: Record<string, number> = {}
+  const usec: Record<string, number> = {}
+  for (const match of commands.matchAll(/^cmdstat_([^:]+):calls=(\d+),usec=(\d+)/gm)) {
+    calls[match[1] as string] = Number(match[2])
+    usec[match[1] as string] = Number(match[3])
+  }
+  const field = (name: string): number | null => {
+    const match = new RegExp(`^${name}:([\\d.]+)`, 'm').exec(cpu)
+    return match === null ? null : Number(match[1])
+  }
+  // The main thread does all the command work with io-threads off (the default); the totals add background threads.
+  const user = field('used_cpu_user_main_thread') ?? field('used_cpu_user')
+  const sys = field('used_cpu_sys_main_thread') ?? field('used_cpu_sys')
+  return { calls, usec, cpuSeconds: user === null || sys === null ? null : user + sys }
+}
+
+/** What bench/pg-count.js reports for one instance (see there). */
+interface PgCounts { seq: number, statements: number, transactions: number, byStatement: Record<string, number> }
+
+function readPgCounts (file: string): PgCounts | null {
+  try {
+    return JSON.parse(readFileSync(file, 'utf8')) as PgCounts
+  } catch {
+    return null
+  }
+}
+
+/** Asks an instance started with bench/pg-count.js for its statement counts (SIGUSR2) and waits for the answer. */
+async function pgCounts (target: Target, file: string): Promise<PgCounts> {
+  const seq = readPgCounts(file)?.seq ?? 0
+  target.proc.child.kill('SIGUSR2')
+  const deadline = Date.now() + 5000
+  while (Date.now() < deadline) {
+    const counts = readPgCounts(file)
+    if (counts !== null && counts.seq > seq) return counts
+    await sleep(10)
+  }
+  throw new Error(`${target.name} wrote no statement counts to ${file}: ${describeExit(target.proc)}`)
+}
+
+/** What an instance's /metrics (outside /v1, no key, not rate-limited) says it has done so far. */
+interface Served {
+  /** Answered GET /v1/inventory and PATCH /v1/inventory/{petId}, any status. */
+  get: number
+  patch: number
+  /** Rate-limit decisions: requests that reached the gate (one limiter call each), answered or not. */
+  gated: number
+  /** Switches from Redis to the in-process fallback (a Redis command failed or outlasted REDIS_COMMAND_TIMEOUT_MS). */
+  fallbacks: number
+}
+
+async function servedRequests (target: Target): Promise<Served> {
+  const res = await fetch(new URL('/metrics', target.url))
+  const text = await res.text()
+  if (res.status !== 200) throw new Error(`${target.name} answered GET /metrics with ${res.status}: ${text.slice(0, 200)}`)
+  const served: Served = { get: 0, patch: 0, gated: 0, fallbacks: 0 }
+  for (const match of text.matchAll(/^(petstore_\w+)(?:\{([^}]*)\})? (\d+)/gm)) {
+    const [, name, labels = '', value] = match as unknown as [string, string, string | undefined, string]
+    const operation = /operation="([^"]+)"/.exec(labels)?.[1]
+    if (name === 'petstore_http_requests_total' && operation === 'listInventory') served.get += Number(value)
+    if (name === 'petstore_http_requests_total' && operation === 'updateInventory') served.patch += Number(value)
+    if (name === 'petstore_ratelimit_decisions_total') served.gated += Number(value)
+    if (name === 'petstore_ratelimit_fallbacks_total') served.fallbacks += Number(value)
+  }
+  return served
+}
+
+/** Whether BENCH_POSTGRES_URL names this machine, so the server's processes can be read in /proc. */
+function postgresLocal (): boolean {
+  return ['127.0.0.1', 'localhost', '[::1]', ''].includes(new URL(settings.postgresUrl).hostname)
+}
+
+/**
+ * CPU seconds so far of the PostgreSQL processes working for `database`, by pid: its sessions (each commits and
+ * flushes its own WAL) and autovacuum workers on it; null when the server is not on this machine. The server's
+ * shared background processes (WAL writer, checkpointer) are left out: other databases' work would count in them.
+ * `monitor` is a session on the maintenance database: it is not counted.
+ */
+async function postgresCpu (monitor: pg.Client, database: string): Promise<Map<number, number> | null> {
+  if (!postgresLocal()) return null
+  const { rows } = await monitor.query<{ pid: number }>('SELECT pid FROM pg_stat_activity WHERE datname = $1', [database])
+  const cpu = new Map<number, number>()
+  for (const { pid } of rows) {
+    const seconds = cpuSeconds(pid)
+    if (seconds !== null) cpu.set(pid, seconds)
+  }
+  return cpu.size === 0 ? null : cpu
+}
+
+/** CPU seconds between two reads; a session that ended in between is missed (the pools keep theirs under load). */
+function postgresCpuDelta (before: Map<number, number> | null, after: Map<number, number> | null): number | null {
+  if (before === null || after === null) return null
+  let sum = 0
+  for (const [pid, seconds] of after) sum += seconds - (before.get(pid) ?? 0)
+  return sum
+}
+
+/** Per table (pg_stat_user_tables) and per trigger function (pg_stat_user_functions, track_functions = 'pl'). */
+interface ServerStats { tables: Record<string, Record<string, number>>, functions: Record<string, number> }
+
+/**
+ * The scratch database's table and function counters, read over a session on it (its catalog reads touch no user
+ * table and call no user function). A backend publishes its counters at most once a second, else 10 s into
+ * idleness: read after `waitMs`, then every second until two reads agree.
+ */
+async function serverStats (scratch: pg.Client, waitMs: number): Promise<ServerStats> {
+  const read = async (): Promise<ServerStats> => {
+    await scratch.query('SELECT pg_stat_clear_snapshot()')
+    const { rows: tables } = await scratch.query<{ relname: string, ins: string, upd: string, hot: string, del: string, idx: string, seq: string }>(
+      `SELECT relname, n_tup_ins AS ins, n_tup_upd AS upd, n_tup_hot_upd AS hot, n_tup_del AS del,
+         coalesce(idx_scan, 0) AS idx, seq_scan AS seq FROM pg_stat_user_tables`)
+    const { rows: functions } = await scratch.query<{ funcname: string, calls: string }>('SELECT funcname, calls FROM pg_stat_user_functions')
+    return {
+      tables: Object.fromEntries(tables.map((t) => [t.relname, { inserted: Number(t.ins), updated: Number(t.upd), hotUpdated: Number(t.hot), deleted: Number(t.del), indexScans: Number(t.idx), seqScans: Number(t.seq) }])),
+      functions: Object.fromEntries(functions.map((f) => [f.funcname, Number(f.calls)]))
+    }
+  }
+  await sleep(waitMs)
+  let last = await read()
+  for (let attempt = 0; attempt < 20; attempt++) {
+    await sleep(1000)
+    const now = await read()
+    if (JSON.stringify(now) === JSON.stringify(last)) return now
+    last = now
+  }
+  log('pg_stat_user_tables still moving after 20 s: taking the last read')
+  return last
+}
+
+/** `after - before` per table counter and function, divided by `per`; zeros left out. */
+function serverStatsPer (before: ServerStats, after: ServerStats, per: number): { tables: Record<string, Record<string, number>>, functions: Record<string, number> } {
+  const tables: Record<string, Record<string, number>> = {}
+  for (const [name, counters] of Object.entries(after.tables)) {
+    const changed = Object.entries(counters)
+      .map(([counter, value]) => [counter, (value - (before.tables[name]?.[counter] ?? 0)) / per] as const)
+      .filter(([, value]) => value !== 0)
+    if (changed.length > 0) tables[name] = Object.fromEntries(changed)
+  }
+  const functions = Object.fromEntries(Object.entries(after.functions)
+    .map(([name, calls]) => [name, (calls - (before.functions[name] ?? 0)) / per] as const).filter(([, value]) => value !== 0))
+  return { tables, functions }
+}
+
+/**
+ * A ledger write as the service's PATCH makes it, from the database side: the entry updated (the inventory_version
+ * trigger), a ledger row inserted (feed_clock's deferred trigger at commit), one autocommit statement.
+ */
+const LEDGER_WRITE = `WITH u AS (UPDATE inventory SET revision = revision + 1 WHERE pet_id = $1 RETURNING pet_id, quantity)
+  INSERT INTO stock_ledger (pet_id, previous_quantity, quantity, reason, created_at)
+  SELECT pet_id, quantity, quantity, 'adjustment', now() FROM u`
+
+interface Latency { meanMs: number, p50Ms: number }
+
+/** The commit probe's findings (see commitProbe). */
+interface CommitProbe {
+  /** PostgreSQL CPU per ledger write (see postgresCpu), one session after another and all sessions at once. */
+  ledgerWriteCpuUs: number | null
+  ledgerWriteConcurrentCpuUs: number | null
+  roundTrip: Latency
+  commit: Latency
+  ledgerWrite: Latency
+  commitsPerSecondConcurrent: number
+  ledgerWritesPerSecondConcurrent: number
+  /**
+   * The same write as BEGIN, the statement, COMMIT (three round trips: a single statement behind a transaction-mode
+   * pooler without the role's statement_timeout runs so): the store-wide rows stay locked across the round trips.
+   */
+  ledgerWriteInTransaction: Latency
+  ledgerWritesPerSecondConcurrentInTransaction: number
+  writers: number
+}
+
+/**
+ * What bounds writes on this PostgreSQL, from the database side, on the scratch database with the instances idle:
+ * one session's sequential latency of `SELECT 1` (the round trip), of a one-row UPDATE in a table of the probe's own
+ * (a commit: its WAL flush), and of LEDGER_WRITE; then `writers` sessions at once for probeSeconds, each updating its
+ * own row of the probe's table (commits that share nothing: group commit), and each doing LEDGER_WRITE on its own pet
+ * (commits that take turns at inventory_version and feed_clock). The probe's table is dropped again.
+ */
+async function commitProbe (url: string, monitor: pg.Client, database: string): Promise<CommitProbe> {
+  const open = async (): Promise<pg.Client> => {
+    const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 3000 })
+    client.on('error', () => {})
+    await client.connect()
+    return client
+  }
+  const clients = await Promise.all(Array.from({ length: COSTS.writers }, open))
+  const first = clients[0] as pg.Client
+  try {
+    await first.query('CREATE TABLE bench_commit (id integer PRIMARY KEY, n bigint NOT NULL)')
+    await first.query('INSERT INTO bench_commit SELECT g, 0 FROM generate_series(1, $1::integer) g', [COSTS.writers])
+    const sequential = async (sql: string, values: unknown[]): Promise<Latency> => {
+      const times: number[] = []
+      for (let i = 0; i < COSTS.sequential; i++) {
+        const started = performance.now()
+        await first.query(sql, values)
+        times.push(performance.now() - started)
+      }
+      return { meanMs: times.reduce((sum, t) => sum + t, 0) / times.length, p50Ms: median(times) }
+    }
+    const inTransaction = async (client: pg.Client, values: unknown[]): Promise<void> => {
+      await client.query('BEGIN')
+      await client.query(LEDGER_WRITE, values)
+      await client.query('COMMIT')
+    }
+    const sequentialInTransaction = async (): Promise<Latency> => {
+      const times: number[] = []
+      for (let i = 0; i < COSTS.sequential; i++) {
+        const started = performance.now()
+        await inTransaction(first, [1])
+        times.push(performance.now() - started)
+      }
+      return { meanMs: times.reduce((sum, t) => sum + t, 0) / times.length, p50Ms: median(times) }
+    }
+    let writes = 0
+    const concurrently = async (sql: string | null, values: (i: number) => unknown[]): Promise<number> => {
+      const end = performance.now() + COSTS.probeSeconds * 1000
+      const done = await Promise.all(clients.map(async (client, i) => {
+        let n = 0
+        while (performance.now() < end) {
+          if (sql === null) await inTransaction(client, values(i))
+          else await client.query(sql, values(i))
+          n++
+        }
+        return n
+      }))
+      writes = done.reduce((sum, n) => sum + n, 0)
+      return writes / COSTS.probeSeconds
+    }
+    const cpuPerWrite = (before: Map<number, number> | null, after: Map<number, number> | null, n: number): number | null => {
+      const cpu = postgresCpuDelta(before, after)
+      return cpu === null || n === 0 ? null : cpu * 1e6 / n
+    }
+    const roundTrip = await sequential('SELECT 1', [])
+    const commit = await sequential('UPDATE bench_commit SET n = n + 1 WHERE id = 1', [])
+    const cpuBefore = await postgresCpu(monitor, database)
+    const ledgerWrite = await sequential(LEDGER_WRITE, [1])
+    const cpuBetween = await postgresCpu(monitor, database)
+    const commitsPerSecondConcurrent = await concurrently('UPDATE bench_commit SET n = n + 1 WHERE id = $1', (i) => [i + 1])
+    const cpuThen = await postgresCpu(monitor, database)
+    const ledgerWritesPerSecondConcurrent = await concurrently(LEDGER_WRITE, (i) => [(i % COSTS.pets) + 1])
+    const cpuAfter = await postgresCpu(monitor, database)
+    const ledgerWriteInTransaction = await sequentialInTransaction()
+    const ledgerWritesPerSecondConcurrentInTransaction = await concurrently(null, (i) => [(i % COSTS.pets) + 1])
+    await first.query('DROP TABLE bench_commit')
+    return {
+      roundTrip,
+      commit,
+      ledgerWrite,
+      commitsPerSecondConcurrent,
+      ledgerWritesPerSecondConcurrent,
+      ledgerWriteInTransaction,
+      ledgerWritesPerSecondConcurrentInTransaction,
+      writers: COSTS.writers,
+      ledgerWriteCpuUs: cpuPerWrite(cpuBefore, cpuBetween, COSTS.sequential),
+      ledgerWriteConcurrentCpuUs: cpuPerWrite(cpuThen, cpuAfter, writes)
+    }
+  } finally {
+    await Promise.all(clients.map(async (client) => { await client.end().catch(() => {}) }))
+  }
+}
+
+/** One redis-benchmark run: its requests/s, and Redis's main-thread CPU and execution time per call (of `command`, top level). */
+interface RedisProbe { name: string, command: string, rps: number, calls: number, cpuUsPerCall: number | null, execUsPerCall: number | null }
+
+/**
+ * Redis's own throughput for the commands the service sends (redis-benchmark on the load core, the bench's
+ * connections, keys under the scenario's prefix): the consume script (EVALSHA, as the service calls it, admitting),
+ * GET and INCR of a change counter copy (what Redis Cluster mode adds), and the announce script where the limiter
+ * has one (each write runs it on the counter, or on every copy on a Cluster). CPU per call from INFO cpu, which a
+ * saturated Redis spends per command; a string says why it was not measured.
+ */
+async function redisThroughput (redisUrl: string, prefix: string): Promise<RedisProbe[] | string> {
+  if (!hasCommand('redis-benchmark')) return 'redis-benchmark is not installed'
+  const url = new URL(redisUrl)
+  if (url.password !== '' || url.protocol !== 'redis:') return 'BENCH_REDIS_URL has a password or TLS: not passed to redis-benchmark'
+  const client = new Redis(redisUrl, { maxRetriesPerRequest: 1 })
+  client.on('error', () => {})
+  try {
+    // The limiter loads its script on first use; ioredis keeps the SHA1 of each script it defines.
+    const limiter = new RedisLimiter({ client, prefix })
+    await limiter.consume({ kind: 'key', id: 'bench' }, { perMinute: 1_000_000_000, perDay: 1_000_000_000 })
+    await limiter.announceChange()
+    const scripts = (client as unknown as { scriptsSet?: Record<string, { sha?: string }> }).scriptsSet
+    const sha = scripts?.petstoreRateLimitConsume?.sha
+    if (sha === undefined) return 'the consume script\'s SHA1 was not found on the ioredis client'
+    // Since 88bc14b a change is announced by a script (the counter set to at least Redis TIME); before, by INCR.
+    const announce = scripts?.petstoreAnnounceChange?.sha
+    const requests = settings.quick ? COSTS.quickRedisRequests : COSTS.redisRequests
+    const base = ['redis-benchmark', '-h', url.hostname === '' ? '127.0.0.1' : url.hostname.replace(/^\[|\]$/g, ''), '-p', url.port === '' ? '6379' : url.port,
+      ...(url.pathname.length > 1 ? ['--dbnum', url.pathname.slice(1)] : []), '-c', String(settings.connections), '-n', String(requests), '--csv']
+    const probes = [
+      { name: 'consume script', top: 'evalsha', keyspace: 10_000, command: ['EVALSHA', sha, '4', `${prefix}{bench:__rand_int__}:m`, `${prefix}{bench:__rand_int__}:d`,
+        `${prefix}{bench:__rand_int__}:s`, `${prefix}changes`, '1000000000', '1000000000', '0', '0', '5', '0', '1'] },
+      { name: 'GET of a change counter copy', top: 'get', keyspace: 16, command: ['GET', `${prefix}changes:__rand_int__`] },
+      { name: 'INCR of a change counter copy', top: 'incr', keyspace: 16, command: ['INCR', `${prefix}changes:__rand_int__`] },
+      ...(announce === undefined
+        ? []
+        : [{ name: 'announce script on a counter copy', top: 'evalsha', keyspace: 16, command: ['EVALSHA', announce, '1', `${prefix}changes:__rand_int__`] }])
+    ]
+    const out: RedisProbe[] = []
+    for (const probe of probes) {
+      const before = await redisStats(client)
+      const { stdout } = await runCommand([...base, '-r', String(probe.keyspace), ...probe.command], {}, 'load', 300_000)
+      const after = await redisStats(client)
+      const line = stdout.trim().split('\n').pop() ?? ''
+      const rps = Number(line.split('","')[1])
+      const calls = (after.calls[probe.top] ?? 0) - (before.calls[probe.top] ?? 0)
+      const usec = (after.usec[probe.top] ?? 0) - (before.usec[probe.top] ?? 0)
+      out.push({
+        name: probe.name,
+        command: probe.command[0] as string,
+        rps,
+        calls,
+        cpuUsPerCall: after.cpuSeconds === null || before.cpuSeconds === null || calls === 0 ? null : (after.cpuSeconds - before.cpuSeconds) * 1e6 / calls,
+        execUsPerCall: calls === 0 ? null : usec / calls
+      })
+      log(`costs-pg-2x: redis-benchmark ${probe.name}: ${Math.round(rps)} requests/s, Redis CPU ${out.at(-1)?.cpuUsPerCall?.toFixed(1) ?? '-'} us per call`)
+    }
+    return out
+  } finally {
+    client.disconnect()
+  }
+}
+
+/**
+ * A redis-server of the scenario's own (same binary as the shared one, no persistence, files in `dir`), so that
+ * INFO commandstats and INFO cpu count only what the scenario sends; null when redis-server is not installed (the
+ * scenario then uses BENCH_REDIS_URL, where other clients' commands count too). Stopped by `cleanup`.
+ */
+async function privateRedis (dir: string, cleanup: Cleanup): Promise<string | null> {
+  if (!hasCommand('redis-server')) return null
+  const port = await freePort()
+  const proc = startCommand(['redis-server', '--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], {})
+  cleanup.defer(() => stop(proc))
+  const url = `redis://127.0.0.1:${port}`
+  const deadline = Date.now() + 10_000
+  while (Date.now() < deadline) {
+    if (!proc.running()) throw new Error(`redis-server exited: ${describeExit(proc)}`)
+    if (await redisReachable(url)) return url
+    await sleep(100)
+  }
+  throw new Error(`redis-server did not answer on port ${port} within 10 s`)
+}
+
+/**
+ * A Redis Cluster of `nodes` primaries without replicas, of the scenario's own (as README.md's local Cluster, on
+ * free ports, files in `dir`), once every node says cluster_state:ok; its seed URLs, or why it was not started.
+ * Stopped by `cleanup`.
+ */
+async function privateCluster (dir: string, cleanup: Cleanup, nodes = 3): Promise<string[] | string> {
+  if (!hasCommand('redis-server') || !hasCommand('redis-cli')) return 'redis-server or redis-cli is not installed'
+  const ports: number[] = []
+  for (let i = 0; i < nodes; i++) {
+    const port = await freePort()
+    const bus = await freePort()
+    const nodeDir = join(dir, `cluster-${port}`)
+    mkdirSync(nodeDir)
+    const proc = startCommand(['redis-server', '--port', String(port), '--cluster-port', String(bus), '--bind', '127.0.0.1',
+      '--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--save', '', '--appendonly', 'no', '--dir', nodeDir], {})
+    cleanup.defer(() => stop(proc))
+    ports.push(port)
+  }
+  const urls = ports.map((port) => `redis://127.0.0.1:${port}`)
+  for (const url of urls) {
+    const deadline = Date.now() + 10_000
+    while (!await redisReachable(url)) {
+      if (Date.now() > deadline) throw new Error(`${url} did not answer within 10 s`)
+      await sleep(100)
+    }
+  }
+  await runCommand(['redis-cli', '--cluster', 'create', ...ports.map((port) => `127.0.0.1:${port}`), '--cluster-replicas', '0', '--cluster-yes'], {}, undefined, 60_000)
+  for (const url of urls) {
+    const client = new Redis(url, { maxRetriesPerRequest: 1 })
+    client.on('error', () => {})
+    try {
+      const deadline = Date.now() + 20_000
+      while (!/cluster_state:ok/.test(String(await client.call('CLUSTER', 'INFO')))) {
+        if (Date.now() > deadline) throw new Error(`${url} did not reach cluster_state:ok within 20 s`)
+        await sleep(200)
+      }
+    } finally {
+      client.disconnect()
+    }
+  }
+  return urls
+}
+
+/** One phase's sums over its measured runs (both instances). */
+interface PhaseTotals {
+  /** Answered by the instances (their /metrics): the denominator of the per-request figures but Redis's. */
+  requests: number
+  /** Of those, PATCHes. */
+  patches: number
+  /**
+   * Requests that reached the rate-limit gate (one limiter call each): the answered ones and those the load generator
+   * cut at a run's end after the gate had charged them. The denominator of the Redis figures.
+   */
+  gated: number
+  /** Switches to the in-process limiter meanwhile: while it answers, no Redis call and every GET reads PostgreSQL. */
+  fallbacks: number
+  /** Completed within the whole runs, as the load generators count them. */
+  loadGeneratorRequests: number
+  /** Of the load runs. */
+  seconds: number
+  instanceCpu: number | null
+  redisCpu: number | null
+  redisCalls: Record<string, number>
+  pgCpu: number | null
+  statements: number
+  transactions: number
+  byStatement: Record<string, number>
+  runs: LoadResult[]
+}
+
+/** A phase's costs per request (see costsScenario). */
+interface PhaseCosts {
+  requests: number
+  patches: number
+  gated: number
+  fallbacks: number
+  loadGeneratorRequests: number
+  rps: number
+  rpsPerInstance: number
+  p50: number
+  p99: number
+  /** Both instances' CPU time per request, and requests per CPU second of an instance (a core's worth at saturation). */
+  instanceCpuUsPerRequest: number | null
+  requestsPerInstanceCpuSecond: number | null
+  /** % of one core over the measured runs: both instances together (they share the server core), Redis, PostgreSQL. */
+  instancesCpuPct: number | null
+  redisCpuPct: number | null
+  postgresCpuPct: number | null
+  loadCpuPct: number
+  /** By command name, per gated request; commands run inside scripts included (INFO commandstats counts those too). */
+  redisCommandsPerRequest: Record<string, number>
+  /** Increments of the change counter (INCR, or INCRBY in the announce script) per PATCH answered: 1, 16 on a Cluster. */
+  counterIncrementsPerPatch: number | null
+  /** Redis main-thread CPU per gated request. */
+  redisCpuUsPerRequest: number | null
+  pgStatementsPerRequest: number
+  pgTransactionsPerRequest: number
+  /** The most frequent statements (first 60 characters) per request. */
+  pgStatementsByText: Record<string, number>
+  postgresCpuUsPerRequest: number | null
+}
+
+function phaseCosts (t: PhaseTotals): PhaseCosts {
+  const per = (n: number | null, of = t.requests): number | null => n === null || of === 0 ? null : n / of
+  const us = (n: number | null, of = t.requests): number | null => { const v = per(n, of); return v === null ? null : v * 1e6 }
+  const cpuPct = (n: number | null): number | null => n === null || t.seconds === 0 ? null : n * 100 / t.seconds
+  const perRequest = (counts: Record<string, number>, skip: Set<string>, limit: number, of: number): Record<string, number> =>
+    Object.fromEntries(Object.entries(counts).filter(([name, n]) => n > 0 && !skip.has(name)).sort((x, y) => y[1] - x[1]).slice(0, limit)
+      .map(([name, n]) => [name, of === 0 ? 0 : n / of]))
+  const rps = median(t.runs.map((r) => r.rps))
+  return {
+    requests: t.requests,
+    patches: t.patches,
+    gated: t.gated,
+    fallbacks: t.fallbacks,
+    loadGeneratorRequests: t.loadGeneratorRequests,
+    rps,
+    rpsPerInstance: rps / 2,
+    p50: median(t.runs.map((r) => r.p50)),
+    p99: median(t.runs.map((r) => r.p99)),
+    instanceCpuUsPerRequest: us(t.instanceCpu),
+    requestsPerInstanceCpuSecond: t.instanceCpu === null || t.instanceCpu === 0 ? null : t.requests / t.instanceCpu,
+    instancesCpuPct: cpuPct(t.instanceCpu),
+    redisCpuPct: cpuPct(t.redisCpu),
+    postgresCpuPct: cpuPct(t.pgCpu),
+    loadCpuPct: median(t.runs.map((r) => r.loadCpuPct)),
+    redisCommandsPerRequest: perRequest(t.redisCalls, OWN_REDIS_COMMANDS, 20, t.gated),
+    counterIncrementsPerPatch: per((t.redisCalls.incr ?? 0) + (t.redisCalls.incrby ?? 0), t.patches),
+    redisCpuUsPerRequest: us(t.redisCpu, t.gated),
+    pgStatementsPerRequest: per(t.statements) ?? 0,
+    pgTransactionsPerRequest: per(t.transactions) ?? 0,
+    pgStatementsByText: perRequest(t.byStatement, new Set(), 8, t.requests),
+    postgresCpuUsPerRequest: us(t.pgCpu)
+  }
+}
+
+const fixed = (n: number | null, digits: number): string => n === null ? '-' : n.toFixed(digits)
+
+function describeCosts (name: string, c: PhaseCosts): string {
+  const redis = Object.entries(c.redisCommandsPerRequest).map(([cmd, n]) => `${cmd} ${n.toFixed(3)}`).join(', ')
+  return `${name}: ${Math.round(c.rps)} rps on 2 instances (${Math.round(c.rpsPerInstance)} each), p99 ${c.p99.toFixed(2)} ms; ` +
+    `instance CPU ${fixed(c.instanceCpuUsPerRequest, 0)} us/request (${fixed(c.requestsPerInstanceCpuSecond, 0)} requests per CPU second); ` +
+    `Redis per gated request (${c.gated} gated, ${c.requests} answered, ${c.fallbacks} fallbacks): ${redis === '' ? 'none' : redis} ` +
+    `(commandstats, script internals included), CPU ${fixed(c.redisCpuUsPerRequest, 1)} us; counter increments per PATCH answered ${fixed(c.counterIncrementsPerPatch, 3)}; ` +
+    `PostgreSQL per request: ${c.pgStatementsPerRequest.toFixed(4)} statements, ${c.pgTransactionsPerRequest.toFixed(4)} transactions, ` +
+    `server CPU ${fixed(c.postgresCpuUsPerRequest, 1)} us; CPU % of a core: instances ${pct(c.instancesCpuPct)}, Redis ${pct(c.redisCpuPct)}, ` +
+    `PostgreSQL ${pct(c.postgresCpuPct)}, load generators ${pct(c.loadCpuPct)}`
+}
+
+/**
+ * costs-pg-2x: what a GET and a PATCH cost each component with two instances on PostgreSQL + Redis (the inputs of
+ * docs/scaling.md). Three phases, each loading both instances at once (half the connections each): GET only
+ * (alternating with a bare ceiling, as get-10), PATCH only (rotating over the pets), and a mix of one PATCH in
+ * COSTS.patchEvery requests. Around every measured run: the instances' CPU time (/proc), their PostgreSQL statements
+ * and transactions (counted in the instances by bench/pg-count.js), Redis's commands by name (INFO commandstats) and
+ * main-thread CPU (INFO cpu), and PostgreSQL's CPU (the sessions on the scratch database, when local). For the PATCH phase also the rows written per table and trigger calls (pg_stat_user_tables,
+ * pg_stat_user_functions). Then two probes: commitProbe (what serializes writes) and redisThroughput.
+ */
+async function costsScenario (result: ScenarioResult): Promise<void> {
+  const missing = [
+    ...(await postgresReachable() ? [] : [`PostgreSQL not reachable at ${settings.postgresUrl} (BENCH_POSTGRES_URL)`]),
+    ...(await redisReachable(settings.redisUrl) ? [] : [`Redis not reachable at ${settings.redisUrl} (BENCH_REDIS_URL)`])
+  ]
+  if (missing.length > 0) {
+    result.status = 'skipped'
+    result.notes.push(...missing)
+    return
+  }
+  const loadAtStart = loadavg()
+  await Cleanup.scope(async (cleanup) => {
+    const database = `petstore_bench_${hex()}`
+    const prefix = `petstore:bench:${hex()}:`
+    const dir = scenarioDir(result.id)
+    const own = await privateRedis(dir, cleanup)
+    const redisUrl = own ?? settings.redisUrl
+    if (own === null) cleanup.defer(() => cleanRedis(prefix, redisUrl))
+    await postgres(`CREATE DATABASE ${database}`)
+    cleanup.defer(() => postgres(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`))
+    // Trigger functions' calls in pg_stat_user_functions, for the sessions that start from now on.
+    await postgres(`ALTER DATABASE ${database} SET track_functions = 'pl'`)
+    const url = new URL(settings.postgresUrl)
+    url.pathname = `/${database}`
+    const env = { LOG_LEVEL: 'warn', DATABASE_URL: url.toString(), REDIS_URL: redisUrl, REDIS_KEY_PREFIX: prefix }
+    const key = await prepareStore(env, COSTS.pets)
+    const redis = new Redis(redisUrl, { maxRetriesPerRequest: 1 })
+    redis.on('error', () => {})
+    cleanup.defer(() => { redis.disconnect() })
+    const session = async (connectionString: string): Promise<pg.Client> => {
+      const client = new pg.Client({ connectionString, connectionTimeoutMillis: 3000 })
+      client.on('error', () => {})
+      await client.connect()
+      cleanup.defer(() => client.end().catch(() => {}))
+      return client
+    }
+    const monitor = await session(settings.postgresUrl)
+    const scratch = await session(url.toString())
+
+    /**
+     * Two instances with `redisEnv` (the Redis to use), each counting its PostgreSQL statements, and what measures
+     * them: `redisClients` are every Redis node they use (INFO is summed over them).
+     */
+    const startPair = async (label: string, redisEnv: Record<string, string>, redisClients: Redis[]) => {
+      const files = [join(dir, `${label}-a.pg-count.json`), join(dir, `${label}-b.pg-count.json`)] as const
+      const start = (name: string, file: string): Promise<Target> =>
+        startService(name, { ...env, ...redisEnv, BENCH_PG_COUNT_FILE: file }, key, cleanup, ['--import', PG_COUNT])
+      const [a, b] = await Promise.all([start(`instance A (${label})`, files[0]), start(`instance B (${label})`, files[1])])
+      const redisTotals = async (): Promise<RedisStats> => {
+        const all = await Promise.all(redisClients.map(redisStats))
+        const sum: RedisStats = { calls: {}, usec: {}, cpuSeconds: 0 }
+        for (const one of all) {
+          for (const [name, n] of Object.entries(one.calls)) sum.calls[name] = (sum.calls[name] ?? 0) + n
+          for (const [name, n] of Object.entries(one.usec)) sum.usec[name] = (sum.usec[name] ?? 0) + n
+          sum.cpuSeconds = sum.cpuSeconds === null || one.cpuSeconds === null ? null : sum.cpuSeconds + one.cpuSeconds
+        }
+        return sum
+      }
+      const served = async (): Promise<Served> => {
+        const [x, y] = await Promise.all([servedRequests(a), servedRequests(b)])
+        return { get: x.get + y.get, patch: x.patch + y.patch, gated: x.gated + y.gated, fallbacks: x.fallbacks + y.fallbacks }
+      }
+      interface Snapshot {
+        served: Served, instanceCpu: number | null, redis: RedisStats, pg: [PgCounts, PgCounts], pgCpu: Map<number, number> | null
+      }
+      /**
+       * Every counter, once the instances are idle: a run's requests still in flight when its load generator stops are
+       * answered (or dropped) after it, and what they cost belongs to the run. The counts must stand still first.
+       */
+      const snapshot = async (): Promise<Snapshot> => {
+        let now = await served()
+        for (let i = 0; i < 50; i++) {
+          await sleep(200)
+          const next = await served()
+          if (next.get === now.get && next.patch === now.patch && next.gated === now.gated) break
+          now = next
+        }
+        const cpuA = cpuSeconds(a.proc.pid)
+        const cpuB = cpuSeconds(b.proc.pid)
+        const [redisNow, countsA, countsB, pgCpu] = await Promise.all([
+          redisTotals(), pgCounts(a, files[0]), pgCounts(b, files[1]), postgresCpu(monitor, database)])
+        return { served: now, instanceCpu: cpuA === null || cpuB === null ? null : cpuA + cpuB, redis: redisNow, pg: [countsA, countsB], pgCpu }
+      }
+      const split = { a: Math.max(1, Math.ceil(settings.connections / 2)), b: Math.max(1, Math.floor(settings.connections / 2)) }
+      const both = async (seconds: number, extra: Partial<LoadSpec>): Promise<LoadResult> => {
+        const [ra, rb] = await Promise.all([measure(a, seconds, { ...extra, connections: split.a }), measure(b, seconds, { ...extra, connections: split.b })])
+        return combine(ra, rb)
+      }
+      const phase = async (name: string, extra: Partial<LoadSpec>, ceiling: Target | null, ceilingRuns: LoadResult[]): Promise<PhaseTotals> => {
+        const t: PhaseTotals = { requests: 0, patches: 0, gated: 0, fallbacks: 0, loadGeneratorRequests: 0, seconds: 0, instanceCpu: 0, redisCpu: 0, redisCalls: {}, pgCpu: 0, statements: 0, transactions: 0, byStatement: {}, runs: [] }
+        const add = (x: number | null, y: number | null): number | null => x === null || y === null ? null : x + y
+        for (let round = 1; round <= settings.rounds; round++) {
+          const c = ceiling === null ? null : await measure(ceiling, settings.duration)
+          if (c !== null) ceilingRuns.push(c)
+          const before = await snapshot()
+          const started = performance.now()
+          const run = await both(settings.duration, extra)
+          const seconds = (performance.now() - started) / 1000
+          const after = await snapshot()
+          t.runs.push(run)
+          t.requests += after.served.get + after.served.patch - before.served.get - before.served.patch
+          t.patches += after.served.patch - before.served.patch
+          t.gated += after.served.gated - before.served.gated
+          t.fallbacks += after.served.fallbacks - before.served.fallbacks
+          t.loadGeneratorRequests += run.requests
+          t.seconds += seconds
+          t.instanceCpu = add(t.instanceCpu, after.instanceCpu === null || before.instanceCpu === null ? null : after.instanceCpu - before.instanceCpu)
+          t.redisCpu = add(t.redisCpu, after.redis.cpuSeconds === null || before.redis.cpuSeconds === null ? null : after.redis.cpuSeconds - before.redis.cpuSeconds)
+          t.pgCpu = add(t.pgCpu, postgresCpuDelta(before.pgCpu, after.pgCpu))
+          for (const [command, calls] of Object.entries(after.redis.calls)) {
+            t.redisCalls[command] = (t.redisCalls[command] ?? 0) + calls - (before.redis.calls[command] ?? 0)
+          }
+          for (const i of [0, 1] as const) {
+            t.statements += after.pg[i].statements - before.pg[i].statements
+            t.transactions += after.pg[i].transactions - before.pg[i].transactions
+            for (const [text, n] of Object.entries(after.pg[i].byStatement)) {
+              t.byStatement[text] = (t.byStatement[text] ?? 0) + n - (before.pg[i].byStatement[text] ?? 0)
+            }
+          }
+          log(`${result.id} ${name} round ${round}/${settings.rounds}: ${c === null ? '' : `ceiling ${describeRun(c)}; `}both instances ${describeRun(run)}`)
+        }
+        return t
+      }
+      const stopPair = async (): Promise<void> => { await Promise.all([stop(a.proc), stop(b.proc)]) }
+      return { a, b, served, both, phase, stop: stopPair }
+    }
+    const { a, b, served, both, phase, stop: stopStandalone } = await startPair('standalone', { REDIS_URL: redisUrl }, [redis])
+
+    // GET, alternating with the bare ceiling (instance A's bytes).
+    const { target: ceiling, bytes } = await startCeiling(a, dir, cleanup)
+    await measure(ceiling, settings.warmup)
+    // Twice the warm-up: each instance gets half the server core.
+    await both(settings.warmup * 2, {})
+    const ceilingRuns: LoadResult[] = []
+    const getTotals = await phase('GET', {}, ceiling, ceilingRuns)
+
+    // PATCH only, rotating over the pets; the table counters need the instances idle before and after.
+    const patchSpec: Partial<LoadSpec> = { patchPets: COSTS.pets }
+    await both(settings.warmup, patchSpec)
+    const tablesBefore = await serverStats(scratch, 11_000)
+    const servedBefore = await served()
+    const patchTotals = await phase('PATCH', patchSpec, null, [])
+    const { rows: [open] } = await monitor.query<{ n: string }>(
+      "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = $1 AND backend_type = 'client backend' AND pid <> $2",
+      [database, (scratch as unknown as { processID: number }).processID])
+    const tablesAfter = await serverStats(scratch, 11_000)
+    const servedAfter = await served()
+
+    // The mixes: one PATCH in k requests, the others GET.
+    const mixes: Array<{ every: number, totals: PhaseTotals }> = []
+    for (const every of COSTS.mixes) {
+      const mixSpec: Partial<LoadSpec> = { patchPets: COSTS.pets, patchEvery: every }
+      await both(settings.warmup, mixSpec)
+      mixes.push({ every, totals: await phase(`mix 1/${every}`, mixSpec, null, []) })
+    }
+    const instancesPeakRssMb = [memoryMb(a.proc.pid, 'VmHWM'), memoryMb(b.proc.pid, 'VmHWM')]
+    await stopStandalone()
+
+    // The same GET and PATCH on a Redis Cluster of three primaries of the scenario's own (REDIS_MODE=cluster).
+    let cluster: { nodes: number, get: PhaseCosts, patch: PhaseCosts } | string
+    try {
+      const seeds = await privateCluster(dir, cleanup)
+      if (typeof seeds === 'string') {
+        cluster = seeds
+      } else {
+        const clients = seeds.map((seed) => {
+          const client = new Redis(seed, { maxRetriesPerRequest: 1 })
+          client.on('error', () => {})
+          cleanup.defer(() => { client.disconnect() })
+          return client
+        })
+        const clustered = await startPair('cluster', { REDIS_MODE: 'cluster', REDIS_URL: seeds.join(',') }, clients)
+        await clustered.both(settings.warmup * 2, {})
+        const clusterGet = await clustered.phase('cluster GET', {}, null, [])
+        await clustered.both(settings.warmup, patchSpec)
+        const clusterPatch = await clustered.phase('cluster PATCH', patchSpec, null, [])
+        await clustered.stop()
+        cluster = { nodes: seeds.length, get: phaseCosts(clusterGet), patch: phaseCosts(clusterPatch) }
+      }
+    } catch (error) {
+      cluster = `failed: ${(error as Error).message.slice(0, 500)}`
+      log(`${result.id}: the Redis Cluster part failed: ${(error as Error).message}`)
+    }
+
+    const get = phaseCosts(getTotals)
+    const patch = phaseCosts(patchTotals)
+    // Over the whole PATCH phase (the counters are published seconds late), per PATCH answered meanwhile.
+    const perPatch = serverStatsPer(tablesBefore, tablesAfter, Math.max(1, servedAfter.patch - servedBefore.patch))
+    const sessions = Number(open?.n ?? 0)
+
+    const commit = await commitProbe(url.toString(), monitor, database)
+    log(`${result.id}: commit probe: SELECT 1 ${commit.roundTrip.meanMs.toFixed(3)} ms, commit ${commit.commit.meanMs.toFixed(3)} ms, ` +
+      `ledger write ${commit.ledgerWrite.meanMs.toFixed(3)} ms sequential; ${commit.writers} sessions at once: ` +
+      `${Math.round(commit.commitsPerSecondConcurrent)} independent commits/s, ${Math.round(commit.ledgerWritesPerSecondConcurrent)} ledger writes/s`)
+    const redisProbe = await redisThroughput(redisUrl, prefix)
+    const { rows: pgSettings } = await monitor.query<{ name: string, setting: string }>(
+      `SELECT name, setting FROM pg_settings WHERE name IN ('synchronous_commit', 'fsync', 'wal_sync_method', 'commit_delay',
+         'max_connections', 'shared_preload_libraries', 'server_version')`)
+
+    result.service = side(getTotals.runs)
+    result.ceiling = side(ceilingRuns)
+    result.ceilingFrom = 'own'
+    result.instancesPeakRssMb = instancesPeakRssMb
+    const peaks = result.instancesPeakRssMb.filter((mb): mb is number => mb !== null)
+    result.peakRssMb = peaks.length === 0 ? null : Math.max(...peaks)
+    result.checks.push({
+      name: 'PostgreSQL statements/GET',
+      value: get.pgStatementsPerRequest,
+      text: get.pgStatementsPerRequest.toFixed(4),
+      target: '0, flagged from 0.01',
+      met: get.pgStatementsPerRequest < 0.01,
+      flag: 'POSTGRESQL STATEMENTS PER GET'
+    }, {
+      name: 'PostgreSQL statements/PATCH',
+      value: patch.pgStatementsPerRequest,
+      text: patch.pgStatementsPerRequest.toFixed(4),
+      target: '1, flagged from 1.05',
+      met: patch.pgStatementsPerRequest < 1.05,
+      flag: 'POSTGRESQL STATEMENTS PER PATCH'
+    })
+    // The serial bound: a writer holds the store-wide rows for about a ledger write's server time.
+    const holdMs = commit.ledgerWrite.meanMs - commit.roundTrip.meanMs
+    // What a change costs the readers: every instance re-reads the version (each GET that finds its listing
+    // unconfirmed reads it), and rebuilds when it moved.
+    const mixCosts = mixes.map(({ every, totals }) => {
+      const gets = totals.requests - totals.patches
+      // A rebuild reads the version inside its own transaction, with the same statement as a check.
+      const rebuilds = Object.entries(totals.byStatement).filter(([text]) => text.startsWith('BEGIN ISOLATION LEVEL REPEATABLE READ')).reduce((sum, [, n]) => sum + n, 0)
+      const checks = (totals.byStatement['SELECT v FROM inventory_version WHERE id = 1'] ?? 0) - rebuilds
+      return {
+        patchEvery: every,
+        ...phaseCosts(totals),
+        inventoryVersionChecksPerPatch: totals.patches === 0 ? null : checks / totals.patches,
+        inventoryVersionChecksPerGet: gets === 0 ? null : checks / gets,
+        listingRebuildsPerPatch: totals.patches === 0 ? null : rebuilds / totals.patches
+      }
+    })
+    const fallbacks = [get, patch, ...mixCosts].reduce((sum, c) => sum + c.fallbacks, 0)
+    if (fallbacks > 0) result.flags.push(`Redis fallbacks: ${fallbacks} (a command failed or timed out: the counts are not those of a healthy Redis)`)
+    result.notes.push(
+      `response ${bytes} bytes; ${COSTS.pets} pets; ${settings.connections} connections split between the instances; both instances on the server core; ` +
+        (own === null ? `Redis at BENCH_REDIS_URL (shared: other clients' commands count too)` : 'a redis-server of its own (unpinned), so Redis counts only this scenario\'s commands'),
+      describeCosts('GET', get),
+      describeCosts('PATCH', patch),
+      `PATCH, rows per PATCH by table (pg_stat_user_tables): ${Object.entries(perPatch.tables).map(([t, c]) => `${t} ${Object.entries(c).map(([k, v]) => `${k} ${v.toFixed(3)}`).join(' ')}`).join('; ')}; ` +
+        `trigger calls per PATCH: ${Object.entries(perPatch.functions).map(([f, n]) => `${f} ${n.toFixed(3)}`).join(', ') || '-'}; PostgreSQL sessions of the instances after the PATCH runs: ${sessions}`,
+      ...(typeof cluster === 'string'
+        ? [`Redis Cluster not measured: ${cluster}`]
+        : [describeCosts(`Redis Cluster (${cluster.nodes} primaries) GET`, cluster.get), describeCosts(`Redis Cluster (${cluster.nodes} primaries) PATCH`, cluster.patch)]),
+      ...mixCosts.flatMap((m) => [describeCosts(`mix 1/${m.patchEvery} (${m.patches} PATCH of ${m.requests})`, m),
+        `mix 1/${m.patchEvery}: inventory version checks (outside rebuilds) ${fixed(m.inventoryVersionChecksPerPatch, 2)} per PATCH (${fixed(m.inventoryVersionChecksPerGet, 3)} per GET), ` +
+        `listing rebuilds ${fixed(m.listingRebuildsPerPatch, 2)} per PATCH`]),
+      `commit probe (scratch database, instances idle): sequential SELECT 1 ${commit.roundTrip.meanMs.toFixed(3)} ms, one-row commit ` +
+        `${commit.commit.meanMs.toFixed(3)} ms, ledger write ${commit.ledgerWrite.meanMs.toFixed(3)} ms (mean); ${commit.writers} sessions at once: ` +
+        `${Math.round(commit.commitsPerSecondConcurrent)} independent commits/s, ${Math.round(commit.ledgerWritesPerSecondConcurrent)} ledger writes/s; ` +
+        `as BEGIN, write, COMMIT: ${commit.ledgerWriteInTransaction.meanMs.toFixed(3)} ms sequential, ` +
+        `${Math.round(commit.ledgerWritesPerSecondConcurrentInTransaction)} writes/s with ${commit.writers} sessions; ` +
+        `serial bound 1 / (ledger write - SELECT 1) = ${holdMs > 0 ? Math.round(1000 / holdMs) : '-'} writes/s; PostgreSQL CPU per ledger write ` +
+        `${fixed(commit.ledgerWriteCpuUs, 0)} us sequential, ${fixed(commit.ledgerWriteConcurrentCpuUs, 0)} us with ${commit.writers} sessions at once`,
+      typeof redisProbe === 'string'
+        ? `redis-benchmark not run: ${redisProbe}`
+        : `redis-benchmark (${settings.connections} connections, on the load core): ${redisProbe.map((p) => `${p.name} ${Math.round(p.rps)} requests/s, ` +
+          `Redis CPU ${fixed(p.cpuUsPerCall, 1)} us/call (${p.cpuUsPerCall === null ? '-' : Math.round(1e6 / p.cpuUsPerCall)} per Redis CPU second)`).join('; ')}`,
+      `PostgreSQL ${pgSettings.map((s) => `${s.name}=${s.setting}`).join(' ')}; load average ${loadAtStart.map((l) => l.toFixed(2)).join(' ')} at the start, ` +
+        `${loadavg().map((l) => l.toFixed(2)).join(' ')} at the end; ${cpus().length} CPUs`
+    )
+    result.details = {
+      pets: COSTS.pets,
+      responseBytes: bytes,
+      redis: own === null ? 'BENCH_REDIS_URL' : 'own redis-server',
+      get,
+      patch,
+      mixes: mixCosts,
+      redisCluster: cluster,
+      patchRowsPerPatch: perPatch.tables,
+      patchTriggerCallsPerPatch: perPatch.functions,
+      postgresSessionsAfterPatch: sessions,
+      commitProbe: { ...commit, serialBoundWritesPerSecond: holdMs > 0 ? 1000 / holdMs : null },
+      redisBenchmark: redisProbe,
+      postgresSettings: Object.fromEntries(pgSettings.map((s) => [s.name, s.setting])),
+      loadAverage: { start: loadAtStart, end: loadavg() },
+      cpus: cpus().length
+    }
+  })
+}
+
+// ---------------------------------------------------------------------------------------------------------
 // Report
 
 function fmtMb (mb: number | null): string {
@@ -897,7 +1709,8 @@ async function main (): Promise<number> {
       { id: 'floor-gate', title: 'Reference: the same with the least gate: a synchronous hook, a token Map, two window counters', target: null, run: (r) => floorScenario(r, 'gate') },
       { id: 'listing-1m', title: 'A client alternating PATCH and GET on 1,000,000 pets, /healthz probed every 10 ms', target: null, run: listingMillion },
       { id: 'get-10-redis', title: 'GET /v1/inventory, 10 entries, Redis limiter', target: null, run: (r) => redisScenario(r, get10Ceiling()) },
-      { id: 'get-10-pg-2x', title: 'GET /v1/inventory, 10 entries, 2 instances on PostgreSQL + Redis', target: null, run: (r) => scaleOutScenario(r, get10Ceiling()) }
+      { id: 'get-10-pg-2x', title: 'GET /v1/inventory, 10 entries, 2 instances on PostgreSQL + Redis', target: null, run: (r) => scaleOutScenario(r, get10Ceiling()) },
+      { id: 'costs-pg-2x', title: 'Per-request costs of GET and PATCH, 2 instances on PostgreSQL + Redis (docs/scaling.md)', target: null, run: costsScenario }
     ]
     const get10Ceiling = (): Side | null => results.find((r) => r.id === 'get-10')?.ceiling ?? null
     for (const scenario of scenarios) {
