@@ -64,9 +64,11 @@ if (await requireRedis('metrics of serve --workers')) {
         assert.equal(res.status, 200)
         return await res.text()
       }
-      // startServe returns once one worker answers; the gauge counts the workers whose limiter reached Redis.
+      // startServe returns once one worker answers; the gauge counts the workers whose limiter reached Redis. Until
+      // both workers are up (each checks Redis at start), a scrape may wait for the late one and answer 503.
       const deadline = Date.now() + 15_000
-      while (sample(await scrape(), REDIS_BACKEND) !== 2) {
+      while (await fetch(metrics, { headers: { authorization: `Bearer ${TOKEN}` } })
+        .then(async (r) => r.status !== 200 || sample(await r.text(), REDIS_BACKEND) !== 2)) {
         assert.ok(Date.now() < deadline, 'both workers on Redis within 15 s')
         await sleep(100)
       }
