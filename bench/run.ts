@@ -710,17 +710,21 @@ async function redisScenario (result: ScenarioResult, ceiling: Side | null): Pro
   })
 }
 
-/** Scenario 4b: two instances on one PostgreSQL database and Redis, loaded at once, one load generator each. */
-async function scaleOutScenario (result: ScenarioResult, ceiling: Side | null): Promise<void> {
+/** Marks a scenario skipped, saying what is missing, when PostgreSQL or Redis cannot be reached; true then. */
+async function skippedWithoutServers (result: ScenarioResult): Promise<boolean> {
   const missing = [
     ...(await postgresReachable() ? [] : [`PostgreSQL not reachable at ${settings.postgresUrl} (BENCH_POSTGRES_URL)`]),
     ...(await redisReachable(settings.redisUrl) ? [] : [`Redis not reachable at ${settings.redisUrl} (BENCH_REDIS_URL)`])
   ]
-  if (missing.length > 0) {
-    result.status = 'skipped'
-    result.notes.push(...missing)
-    return
-  }
+  if (missing.length === 0) return false
+  result.status = 'skipped'
+  result.notes.push(...missing)
+  return true
+}
+
+/** Scenario 4b: two instances on one PostgreSQL database and Redis, loaded at once, one load generator each. */
+async function scaleOutScenario (result: ScenarioResult, ceiling: Side | null): Promise<void> {
+  if (await skippedWithoutServers(result)) return
   await Cleanup.scope(async (cleanup) => {
     const database = `petstore_bench_${hex()}`
     const prefix = `petstore:bench:${hex()}:`
@@ -1319,15 +1323,7 @@ function describeCosts (name: string, c: PhaseCosts): string {
  * pg_stat_user_functions). Then two probes: commitProbe (what serializes writes) and redisThroughput.
  */
 async function costsScenario (result: ScenarioResult): Promise<void> {
-  const missing = [
-    ...(await postgresReachable() ? [] : [`PostgreSQL not reachable at ${settings.postgresUrl} (BENCH_POSTGRES_URL)`]),
-    ...(await redisReachable(settings.redisUrl) ? [] : [`Redis not reachable at ${settings.redisUrl} (BENCH_REDIS_URL)`])
-  ]
-  if (missing.length > 0) {
-    result.status = 'skipped'
-    result.notes.push(...missing)
-    return
-  }
+  if (await skippedWithoutServers(result)) return
   const loadAtStart = loadavg()
   await Cleanup.scope(async (cleanup) => {
     const database = `petstore_bench_${hex()}`
