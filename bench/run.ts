@@ -147,7 +147,8 @@ async function prepareStore (env: Record<string, string>, pets: number, importTi
 /** `nodeArgs` go before the script (e.g. `--import bench/pg-count.js`). */
 async function startService (name: string, env: Record<string, string>, key: string, cleanup: Cleanup, nodeArgs: string[] = []): Promise<Target> {
   const port = await freePort()
-  const proc = startNode([...nodeArgs, BIN, 'serve'], { ...env, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn' }, 'server')
+  // No drain on SIGTERM: nothing balances in front of a benchmarked server.
+  const proc = startNode([...nodeArgs, BIN, 'serve'], { ...env, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn', SHUTDOWN_DRAIN_MS: '0' }, 'server')
   cleanup.defer(() => stop(proc))
   await waitHttp(`http://127.0.0.1:${port}/healthz`, proc)
   return { name, url: `http://127.0.0.1:${port}/v1/inventory`, headers: { authorization: `Bearer ${key}` }, proc }

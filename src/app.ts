@@ -20,6 +20,7 @@ import { routeEveryMethod, trackRoutesForMethodNotAllowed } from './http/plugins
 import { JsonBodyError, parseJsonBody } from './http/json-body.js'
 import { BODY_LIMIT_BYTES, MAX_HEADER_LINES, MAX_URL_LENGTH } from './http/limits.js'
 import { loggedUrl } from './http/log-url.js'
+import { Lifecycle } from './lifecycle.js'
 import { healthRoutes } from './http/routes/health.js'
 import { ChangeWatch } from './http/inventory-cache.js'
 import { changeRoutes } from './http/routes/changes.js'
@@ -49,6 +50,8 @@ export interface AppDeps {
   logger?: FastifyServerOptions['logger'] | FastifyBaseLogger
   /** This app's metrics registry (src/metrics); a fresh one, without process metrics, when omitted. */
   metrics?: Metrics
+  /** Whether the instance is draining before a stop (set by the process entry on SIGTERM); never, when omitted. */
+  lifecycle?: Lifecycle
 }
 
 // A client's X-Request-Id is kept when it is a sane token (and not a key: request ids are logged and stored in
@@ -108,6 +111,7 @@ const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
 
 export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyInstance> {
   const clock = deps.clock ?? Date.now
+  const lifecycle = deps.lifecycle ?? new Lifecycle()
   const logger = deps.logger ?? loggerOptions(config.logLevel)
   const isInstance = typeof logger === 'object' && logger !== null && 'child' in logger
 
@@ -159,6 +163,10 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
       connectionsCheckingInterval: Math.max(100, Math.min(5000, Math.floor(config.timeouts.headersMs / 2)))
     },
     clientErrorHandler,
+    // A request that arrives on an open connection after the listener closed is served like any other (Fastify
+    // would answer a 503 body of its own, not the Error body): the drain before the close already asked every
+    // client to reconnect elsewhere, so only a request racing the close lands here.
+    return503OnClosing: false,
     routerOptions: { ignoreTrailingSlash: false, maxParamLength: 100 },
     // Errors raised before routing (malformed URLs) get the same Error body as everything else, and count
     // against their caller like every answer that is not a public route's.
@@ -218,6 +226,9 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
     reply.header('X-Request-Id', request.id)
     // Bodies are JSON only; no browser may sniff them into something else.
     reply.header('X-Content-Type-Options', 'nosniff')
+    // While draining, each answer ends its connection: the client's next request opens a new one, which the
+    // balancer gives to an instance that stays.
+    if (lifecycle.draining) reply.header('Connection', 'close')
     // Bounds that hold for every request. Raised here, before any scope's own hooks: a guarded scope's error
     // handler still counts the request and sends the rate-limit fields with the answer.
     if (request.raw.rawHeaders.length > 2 * MAX_HEADER_LINES) {
@@ -287,7 +298,7 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
   await app.register(async (open) => {
     const claimOtherMethods = trackRoutesForMethodNotAllowed(open, { claimOptions })
     await registerDocs(open)
-    await open.register(healthRoutes, { store, limiter })
+    await open.register(healthRoutes, { store, limiter, lifecycle })
     // With METRICS_PORT it is served there instead (server.ts).
     if (config.metrics.port === null) registerMetricsRoute(open, metrics, config.metrics.token)
     // The document is built once, at ready, from the route schemas.

@@ -9,7 +9,7 @@ import type { Config } from './config.js'
 import { createLogger } from './logger.js'
 import { seedDemoIfEmpty } from './domain/demo.js'
 import { servePrimaryMetrics } from './metrics/cluster.js'
-import { checkLimiter, prepareStore, SHUTDOWN_MESSAGE, startLine } from './server.js'
+import { checkLimiter, prepareStore, SHUTDOWN_MESSAGE, SHUTDOWN_NOW_MESSAGE, startLine } from './server.js'
 import { openStore } from './store/open.js'
 
 /** Why more than one worker needs Redis: each process would count its own windows and multiply the limits. */
@@ -79,7 +79,8 @@ export async function runPrimary (config: Config, workers: number, options: { se
       stopping = true
       log.info({ signal }, 'stopping workers')
       if (started.size === 0) resolve(0)
-      for (const worker of started.keys()) worker.send(SHUTDOWN_MESSAGE)
+      // SIGTERM: each worker drains as a single instance would (closeOnSignals); SIGINT: at once.
+      for (const worker of started.keys()) worker.send(signal === 'SIGTERM' ? SHUTDOWN_MESSAGE : SHUTDOWN_NOW_MESSAGE)
       cluster.on('exit', () => { if (started.size === 0) resolve(0) })
     }
     process.on('SIGTERM', stop)

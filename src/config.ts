@@ -48,7 +48,12 @@ export interface Config {
   readonly timeouts: { readonly headersMs: number, readonly requestMs: number, readonly keepAliveMs: number }
   /** Browser origins allowed to call the API (CORS); empty: CORS is off. */
   readonly corsOrigins: readonly string[]
-  /** On SIGTERM/SIGINT, how long in-flight requests may take before the process exits anyway. */
+  /**
+   * On SIGTERM: how long the instance keeps serving after /readyz turned 503, for balancers to take it out before
+   * the listener closes (SIGINT, a terminal's Ctrl+C, stops without it).
+   */
+  readonly shutdownDrainMs: number
+  /** Once the listener has closed, how long in-flight requests may take before the process exits anyway. */
   readonly shutdownTimeoutMs: number
   /** Shared rate-limit counters (scale-out); null keeps them in process. */
   readonly redis: RedisConfig | null
@@ -151,6 +156,8 @@ export const DEFAULTS = {
   REQUEST_TIMEOUT_MS: '30000',
   KEEP_ALIVE_TIMEOUT_MS: '72000',
   SHUTDOWN_TIMEOUT_MS: '10000',
+  // The readiness period of the Kubernetes manifests (deploy/kubernetes): one failed check takes the pod out.
+  SHUTDOWN_DRAIN_MS: '5000',
   CORS_ORIGINS: '',
   REDIS_URL: '',
   REDIS_MODE: 'standalone',
@@ -382,6 +389,7 @@ export function loadConfig (env: Env, cwd: string = process.cwd()): Config {
       requestMs: integer(env, 'REQUEST_TIMEOUT_MS', 100, 600_000),
       keepAliveMs: integer(env, 'KEEP_ALIVE_TIMEOUT_MS', 100, 600_000)
     }),
+    shutdownDrainMs: integer(env, 'SHUTDOWN_DRAIN_MS', 0, 600_000),
     shutdownTimeoutMs: integer(env, 'SHUTDOWN_TIMEOUT_MS', 100, 600_000),
     corsOrigins: corsOrigins(env),
     redis: redis(env),

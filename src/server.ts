@@ -7,6 +7,7 @@ import cluster from 'node:cluster'
 import type { Logger } from 'pino'
 import { buildApp } from './app.js'
 import { ConfigError, type Config } from './config.js'
+import { Lifecycle } from './lifecycle.js'
 import { createLogger } from './logger.js'
 import { seedDemoIfEmpty } from './domain/demo.js'
 import { processMetrics } from './metrics/cluster.js'
@@ -23,6 +24,8 @@ import type { Store } from './store/types.js'
 export interface ServeOptions {
   /** Import the shipped demo data set when the store has no pets yet. */
   seedDemo: boolean
+  /** Set to draining by the stop (closeOnSignals); a fresh one, never draining, when omitted. */
+  lifecycle?: Lifecycle
 }
 
 /**
@@ -105,7 +108,9 @@ export async function startServer (config: Config, options: ServeOptions): Promi
   let metricsServer: MetricsServer | null = null
   try {
     const mode = await prepareStore(store, config, log)
-    const app = await buildApp(config, { store: mode === 'read-only' ? readOnly(store, await store.schemaStatus()) : store, limiter, logger: log, metrics })
+    const app = await buildApp(config, {
+      store: mode === 'read-only' ? readOnly(store, await store.schemaStatus()) : store, limiter, logger: log, metrics, lifecycle: options.lifecycle ?? new Lifecycle()
+    })
     // METRICS_PORT: a server of its own, opened before the main port so that a port clash fails the start.
     // In a cluster the primary serves it (src/metrics/cluster.ts).
     if (config.metrics.port !== null && !cluster.isWorker) {
@@ -151,25 +156,33 @@ export function startLine (config: Config, address: string, metricsPort: number 
     `${config.metrics.token === null ? '' : ' (bearer METRICS_TOKEN)'}. Create a key with: npx petstore keys create --plan free --name me`
 }
 
-/** The IPC message a cluster primary sends its workers to stop them gracefully. */
+/**
+ * The IPC messages a cluster primary sends its workers to stop them: after a drain (the primary got SIGTERM) or at
+ * once (SIGINT).
+ */
 export const SHUTDOWN_MESSAGE = 'petstore:shutdown'
+export const SHUTDOWN_NOW_MESSAGE = 'petstore:shutdown-now'
+
+export interface StopTimes {
+  /** How long a SIGTERM's drain lasts before the listener closes (SHUTDOWN_DRAIN_MS). */
+  drainMs: number
+  /** How long in-flight requests may take once the listener has closed (SHUTDOWN_TIMEOUT_MS). */
+  deadlineMs: number
+}
 
 /**
- * Resolves when the server has closed after SIGTERM or SIGINT (or the primary's shutdown message, in a
- * cluster worker). A second signal exits at once; the primary's message never counts as one, since a
- * terminal's Ctrl+C reaches the workers and the primary alike.
+ * Resolves when the server has closed after SIGTERM or SIGINT (or the primary's message, in a cluster worker).
+ *
+ * SIGTERM, what orchestrators send, drains first: `lifecycle` turns /readyz to 503 at once and requests are served,
+ * each answer closing its connection, for `drainMs`, the time a balancer needs to notice; then the listener closes
+ * and in-flight requests get `deadlineMs` to finish. SIGINT, a terminal's Ctrl+C, closes at once. A second signal
+ * exits at once; the primary's message never counts as one, since a terminal's Ctrl+C reaches the workers and the
+ * primary alike.
  */
-export function closeOnSignals (app: FastifyInstance, deadlineMs = 10_000): Promise<void> {
+export function closeOnSignals (app: FastifyInstance, lifecycle: Lifecycle, { drainMs, deadlineMs }: StopTimes): Promise<void> {
   return new Promise((resolve) => {
     let stopping = false
-    const stop = (reason: string, isSignal: boolean): void => {
-      if (stopping) {
-        if (!isSignal) return
-        app.log.warn({ signal: reason }, 'second signal: exiting now')
-        process.exit(1)
-      }
-      stopping = true
-      app.log.info({ reason }, 'shutting down')
+    const close = (): void => {
       const timer = setTimeout(() => {
         app.log.error('in-flight requests did not finish in time: exiting')
         process.exit(1)
@@ -181,8 +194,31 @@ export function closeOnSignals (app: FastifyInstance, deadlineMs = 10_000): Prom
         resolve()
       })
     }
-    process.on('SIGTERM', () => stop('SIGTERM', true))
-    process.on('SIGINT', () => stop('SIGINT', true))
-    process.on('message', (message) => { if (message === SHUTDOWN_MESSAGE) stop('primary', false) })
+    const stop = (reason: string, isSignal: boolean, drain: boolean): void => {
+      if (stopping) {
+        if (!isSignal) return
+        app.log.warn({ signal: reason }, 'second signal: exiting now')
+        process.exit(1)
+      }
+      stopping = true
+      lifecycle.drain()
+      if (!drain || drainMs === 0) {
+        app.log.info({ reason }, 'shutting down')
+        close()
+        return
+      }
+      app.log.info({ reason, drainMs }, 'draining: /readyz answers 503, requests are served until the listener closes')
+      // Not unref'd: the drain is what keeps the process here while connections come and go.
+      setTimeout(() => {
+        app.log.info({ reason }, 'drained: closing the listener')
+        close()
+      }, drainMs)
+    }
+    process.on('SIGTERM', () => stop('SIGTERM', true, true))
+    process.on('SIGINT', () => stop('SIGINT', true, false))
+    process.on('message', (message) => {
+      if (message === SHUTDOWN_MESSAGE) stop('primary', false, true)
+      else if (message === SHUTDOWN_NOW_MESSAGE) stop('primary', false, false)
+    })
   })
 }

@@ -11,6 +11,8 @@ describe('loadConfig', () => {
     assert.equal(config.databaseUrl, '/srv/app/data/petstore.db')
     assert.equal(config.environment, 'production')
     assert.equal(config.authCacheTtlMs, 5000)
+    // A SIGTERM drains for the Kubernetes manifests' readiness period, then in-flight requests get 10 s.
+    assert.deepEqual([config.shutdownDrainMs, config.shutdownTimeoutMs], [5000, 10_000])
     assert.equal(config.pets.sunset.toISOString(), new Date(DEFAULTS.PETS_SUNSET).toISOString())
     assert.ok(Object.isFrozen(config))
   })
@@ -38,6 +40,8 @@ describe('loadConfig', () => {
     [{ PETS_DEPRECATED_AT: '2027-01-01T00:00:00Z', PETS_SUNSET: '2026-01-01T00:00:00Z' }, /not be earlier/],
     [{ PRODUCTION_URL: 'ftp://x' }, /PRODUCTION_URL/],
     [{ AUTH_CACHE_TTL_MS: '-1' }, /AUTH_CACHE_TTL_MS/],
+    [{ SHUTDOWN_DRAIN_MS: '5s' }, /SHUTDOWN_DRAIN_MS must be an integer from 0 to 600000/],
+    [{ SHUTDOWN_DRAIN_MS: '600001' }, /SHUTDOWN_DRAIN_MS/],
     [{ CORS_ORIGINS: '*' }, /CORS_ORIGINS/],
     [{ CORS_ORIGINS: 'https://shop.example/path' }, /CORS_ORIGINS/]
   ]

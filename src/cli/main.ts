@@ -12,6 +12,7 @@ import { createKey, KeyInputError, MAX_KEY_LIFETIME_MS, revokeKey, rotateKey, Ro
 import { ImportError } from '../domain/import.js'
 import { isExpired, KEY_SCOPES, limitsOf, PLANS, type ApiKeyRecord, type KeyScope, type Plan, type PlanTable } from '../domain/model.js'
 import { isWorker, leaveCluster, runPrimary, WORKERS_NEED_REDIS } from '../cluster.js'
+import { Lifecycle } from '../lifecycle.js'
 import { closeOnSignals, startServer } from '../server.js'
 import { importFile } from './import.js'
 import { parseInt64 } from '../int64.js'
@@ -30,6 +31,9 @@ Commands:
                                  copy); PostgreSQL must be migrated first (petstore migrate). --seed-demo
                                  imports the demo data set when the store is empty. --workers runs N
                                  processes on the port (node:cluster); above 1 it needs REDIS_URL.
+  health [--ready]               Ask the server running on this host (HOST, PORT) whether it is alive
+                                 (GET /healthz) or, with --ready, ready to serve (GET /readyz); exit 0
+                                 when it answers 200, 1 otherwise. For container health checks.
   migrate                        Bring the store's schema up to this release's (the only command that
                                  changes a schema; a SQLite file is copied next to itself first).
   import FILE [--progress | --no-progress]
@@ -265,6 +269,37 @@ async function inventory (args: string[], config: Config, io: Io): Promise<numbe
   return 0
 }
 
+/** How long `petstore health` waits for an answer: a container health check's own timeout is longer. */
+const HEALTH_TIMEOUT_MS = 3000
+
+/**
+ * `petstore health`: GET `path` of the server this configuration describes, from the same host; 0 when it answers
+ * 200. It needs no tool but Node, so a slim image's HEALTHCHECK can use it.
+ */
+async function health (config: Config, path: '/healthz' | '/readyz', io: Io): Promise<number> {
+  if (config.port === 0) throw new UsageError('health needs the port the server listens on: PORT is 0 (any free port)')
+  // An unspecified bind address accepts connections on loopback.
+  const host = config.host === '0.0.0.0' ? '127.0.0.1' : config.host === '::' ? '::1' : config.host
+  const url = `http://${host.includes(':') ? `[${host}]` : host}:${config.port}${path}`
+  let answer: Response
+  try {
+    answer = await fetch(url, { signal: AbortSignal.timeout(HEALTH_TIMEOUT_MS) })
+  } catch (error) {
+    const cause = (error as { cause?: { code?: string } }).cause?.code ?? (error as Error).name
+    io.stderr(`petstore: GET ${url} failed: ${cause}\n`)
+    return 1
+  }
+  const body = await answer.text()
+  if (answer.status !== 200) {
+    let message = body.slice(0, 300)
+    try { message = String((JSON.parse(body) as { message?: unknown }).message ?? message) } catch { /* not JSON: shown as it came */ }
+    io.stderr(`petstore: GET ${url} answered ${answer.status}: ${message}\n`)
+    return 1
+  }
+  io.stdout(`${body}\n`)
+  return 0
+}
+
 async function run (argv: string[], io: Io): Promise<number> {
   const [command, ...args] = argv
   if (command === undefined) {
@@ -285,14 +320,19 @@ async function run (argv: string[], io: Io): Promise<number> {
       if (workers > 1 && config.redis === null) throw new ConfigError(WORKERS_NEED_REDIS)
       if (workers > 1 && !isWorker()) return await runPrimary(config, workers, { seedDemo })
       // A single instance, or one worker of a cluster (the primary has migrated and seeded already).
-      const app = await startServer(config, { seedDemo: seedDemo && !isWorker() }).catch((error: unknown) => {
+      const lifecycle = new Lifecycle()
+      const app = await startServer(config, { seedDemo: seedDemo && !isWorker(), lifecycle }).catch((error: unknown) => {
         // A worker that cannot start lets go of the IPC channel, so it exits with its code for the primary to see.
         if (isWorker()) leaveCluster()
         throw error
       })
-      await closeOnSignals(app, config.shutdownTimeoutMs)
+      await closeOnSignals(app, lifecycle, { drainMs: config.shutdownDrainMs, deadlineMs: config.shutdownTimeoutMs })
       if (isWorker()) leaveCluster()
       return 0
+    }
+    case 'health': {
+      const { values } = parse(args, { ready: { type: 'boolean' } }, 0)
+      return await health(config, values.ready === true ? '/readyz' : '/healthz', io)
     }
     case 'migrate': {
       parse(args, {}, 0)

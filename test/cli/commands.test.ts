@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { existsSync } from 'node:fs'
 import { describe, test } from 'node:test'
 import { PLAN } from '../../src/store/sqlite/migrations.js'
-import { cliFor } from './run.js'
+import { cliFor, freePort, startServe } from './run.js'
 
 const LATEST = PLAN.migrations.length
 
@@ -34,6 +34,54 @@ describe('petstore migrate', () => {
     assert.equal(res.code, 2)
     assert.equal(res.stdout, '')
     assert.match(res.stderr, /Unexpected argument 'now'/)
+  })
+})
+
+describe('petstore health', () => {
+  test('when the server on HOST and PORT is alive, then health exits 0, and health --ready exits 0 while it is ready', async (t) => {
+    const cli = cliFor(t)
+    const { port } = await startServe(cli)
+    const env = { HOST: '127.0.0.1', PORT: String(port) }
+    const alive = await cli.run(['health'], env)
+    assert.equal(alive.code, 0, alive.stderr)
+    assert.equal(alive.stdout, '{"status":"ok"}\n')
+    const ready = await cli.run(['health', '--ready'], env)
+    assert.equal(ready.code, 0, ready.stderr)
+    assert.match(ready.stdout, /"status":"ready"/)
+  })
+
+  test('when the server binds every address (0.0.0.0), then health asks it on loopback', async (t) => {
+    const cli = cliFor(t)
+    const port = await freePort()
+    await startServe(cli, [], { HOST: '0.0.0.0', PORT: String(port) })
+    const res = await cli.run(['health'], { HOST: '0.0.0.0', PORT: String(port) })
+    assert.equal(res.code, 0, res.stderr)
+  })
+
+  test('when nothing listens on PORT, then health exits 1 naming the address and the failure', async (t) => {
+    const cli = cliFor(t)
+    const port = await freePort()
+    const res = await cli.run(['health'], { HOST: '127.0.0.1', PORT: String(port) })
+    assert.equal(res.code, 1)
+    assert.equal(res.stdout, '')
+    assert.equal(res.stderr, `petstore: GET http://127.0.0.1:${port}/healthz failed: ECONNREFUSED\n`)
+  })
+
+  test('when the server is draining after SIGTERM, then health --ready exits 1 with its reason while health still exits 0', async (t) => {
+    const cli = cliFor(t)
+    const { port, server } = await startServe(cli, [], { SHUTDOWN_DRAIN_MS: '3000' })
+    const env = { HOST: '127.0.0.1', PORT: String(port) }
+    server.child.kill('SIGTERM')
+    const ready = await cli.run(['health', '--ready'], env)
+    assert.equal(ready.code, 1)
+    assert.match(ready.stderr, new RegExp(`^petstore: GET http://127\\.0\\.0\\.1:${port}/readyz answered 503: This instance is shutting down`))
+    assert.equal((await cli.run(['health'], env)).code, 0)
+  })
+
+  test('when PORT is 0, then health exits 2: there is no port to ask', async (t) => {
+    const res = await cliFor(t).run(['health'], { PORT: '0' })
+    assert.equal(res.code, 2)
+    assert.match(res.stderr, /health needs the port the server listens on/)
   })
 })
 

@@ -57,7 +57,8 @@ export interface Started {
 export function cliFor (t: TestContext, env: Record<string, string> = {}): Cli {
   const dir = tempDir(t)
   const db = join(dir, 'petstore.db')
-  const base: Record<string, string> = { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', DATABASE_URL: db, ...env }
+  // No drain on SIGTERM (SHUTDOWN_DRAIN_MS): no balancer is in front of a test's server; the drain's own tests set it.
+  const base: Record<string, string> = { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', DATABASE_URL: db, SHUTDOWN_DRAIN_MS: '0', ...env }
 
   const start = (args: string[], extra: Record<string, string> = {}): Started => {
     const child = spawn(process.execPath, [BIN, ...args], { cwd: dir, env: { ...base, ...extra }, stdio: ['ignore', 'pipe', 'pipe'] })

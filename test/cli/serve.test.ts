@@ -193,6 +193,23 @@ if (await requireRedis('serve --workers with Redis')) {
       server.child.kill('SIGTERM')
       assert.deepEqual(await within(8000, server.exited, 'exit after SIGTERM'), { code: 0, signal: null })
     })
+
+    test('when the primary gets SIGTERM, then every worker drains: /readyz answers 503 while requests are still served, then all exit 0', async (t) => {
+      const cli = cliFor(t)
+      const REDIS_KEY_PREFIX = `test:${randomUUID()}:`
+      t.after(() => cleanRedis(REDIS_KEY_PREFIX))
+      const { base, server } = await startServe(cli, ['--workers', '2'], { REDIS_URL, REDIS_KEY_PREFIX, SHUTDOWN_DRAIN_MS: '2000' })
+      const key = await newKey(cli)
+      server.child.kill('SIGTERM')
+      await sleep(300)
+      // Each request on a new connection: the primary hands them to both workers in turn.
+      for (let i = 0; i < 4; i++) {
+        assert.equal((await fetch(`${base}/readyz`, { headers: { connection: 'close' } })).status, 503)
+        const res = await fetch(`${base}/v1/inventory`, { headers: { authorization: `Bearer ${key}`, connection: 'close' } })
+        assert.equal(res.status, 200)
+      }
+      assert.deepEqual(await within(8000, server.exited, 'exit after the drain'), { code: 0, signal: null })
+    })
   })
 }
 

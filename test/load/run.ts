@@ -113,7 +113,7 @@ async function scenario (name: string, env: Record<string, string>, instances: n
   cleanup.defer(() => rmSync(dir, { recursive: true, force: true }))
   const file = join(dir, 'pets.json')
   writeFileSync(file, JSON.stringify({ pets: Array.from({ length: PETS }, (_, i) => ({ id: i + 1, name: `pet ${i + 1}`, status: 'available', quantity: 0 })) }))
-  const base = { ...env, ...LIMITS, LOG_LEVEL: 'warn', AUTH_CACHE_TTL_MS: '1000' }
+  const base = { ...env, ...LIMITS, LOG_LEVEL: 'warn', AUTH_CACHE_TTL_MS: '1000', SHUTDOWN_DRAIN_MS: '0' }
   await runNode([BIN, 'migrate'], base)
   await runNode([BIN, 'import', file], base)
   const keys: Key[] = []

@@ -1,6 +1,7 @@
 /**
- * Graceful shutdown of the real server: SIGTERM lets an in-flight request finish and exits 0; the deadline
- * bounds the wait; a second signal exits at once.
+ * Graceful shutdown of the real server: SIGTERM drains (readiness fails at once, requests are still served, each
+ * answer closing its connection) for SHUTDOWN_DRAIN_MS, then lets an in-flight request finish and exits 0; SIGINT
+ * skips the drain; the deadline bounds the wait; a second signal exits at once.
  */
 import assert from 'node:assert/strict'
 import { connect, type Socket } from 'node:net'
@@ -69,5 +70,58 @@ describe('shutdown', () => {
     assert.equal(exit.code, 1)
     assert.ok(Date.now() - secondAt < 1500)
     inFlight.socket.destroy()
+  })
+
+  test('when SIGTERM arrives with a drain, then /readyz answers 503 at once, requests are served with Connection: close until the drain ends, then the listener closes and the exit code is 0', async (t) => {
+    const { cli, key } = await setup(t)
+    const { base, port, server } = await startServe(cli, [], { SHUTDOWN_DRAIN_MS: '2000' })
+    const auth = { authorization: `Bearer ${key}` }
+    // Before: ready, and answers keep their connection.
+    assert.equal((await fetch(`${base}/readyz`)).status, 200)
+    assert.notEqual((await fetch(`${base}/v1/inventory`, { headers: auth })).headers.get('connection'), 'close')
+
+    const stoppedAt = Date.now()
+    server.child.kill('SIGTERM')
+    await sleep(200)
+    const ready = await fetch(`${base}/readyz`)
+    assert.equal(ready.status, 503)
+    assert.equal(((await ready.json()) as { code: string }).code, 'service_unavailable')
+    assert.equal((await fetch(`${base}/healthz`)).status, 200, 'still alive while draining')
+    // New connections are still accepted and served; each answer ends its connection.
+    const read = await fetch(`${base}/v1/inventory`, { headers: auth })
+    assert.equal(read.status, 200)
+    assert.equal(read.headers.get('connection'), 'close')
+    const write = await fetch(`${base}/v1/inventory/1`, { method: 'PATCH', headers: { ...auth, 'content-type': 'application/json' }, body: '{"quantity": 7}' })
+    assert.equal(write.status, 200)
+    assert.equal(write.headers.get('connection'), 'close')
+
+    const exit = await within(8000, server.exited, 'exit after the drain')
+    assert.deepEqual(exit, { code: 0, signal: null })
+    const stoppedAfter = Date.now() - stoppedAt
+    assert.ok(stoppedAfter >= 2000, `exited ${stoppedAfter} ms after SIGTERM, before the drain ended`)
+    await assert.rejects(fetch(`http://127.0.0.1:${port}/healthz`), 'no listener after the drain')
+    assert.match(server.output().stdout, /draining/)
+  })
+
+  test('when a request is in flight as the drain ends, then it completes before the exit', async (t) => {
+    const { cli, key } = await setup(t)
+    const { port, server } = await startServe(cli, [], { SHUTDOWN_DRAIN_MS: '500' })
+    server.child.kill('SIGTERM')
+    await sleep(100)
+    const inFlight = await halfSentPatch(port, key)
+    await sleep(1000)
+    inFlight.finish()
+    assert.match(await inFlight.answer, /^HTTP\/1\.1 200 [\s\S]*"quantity":42/)
+    assert.deepEqual(await within(5000, server.exited, 'exit after the in-flight request'), { code: 0, signal: null })
+  })
+
+  test('when SIGINT arrives (a terminal\'s Ctrl+C), then the drain is skipped and the process exits at once', async (t) => {
+    const { cli } = await setup(t)
+    const { port, server } = await startServe(cli, [], { SHUTDOWN_DRAIN_MS: '10000' })
+    const stoppedAt = Date.now()
+    server.child.kill('SIGINT')
+    assert.deepEqual(await within(3000, server.exited, 'exit after SIGINT'), { code: 0, signal: null })
+    assert.ok(Date.now() - stoppedAt < 3000)
+    await assert.rejects(fetch(`http://127.0.0.1:${port}/healthz`))
   })
 })

@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
+import type { Lifecycle } from '../../lifecycle.js'
 import { ResilientLimiter } from '../../ratelimit/resilient.js'
 import type { RateLimiter } from '../../ratelimit/types.js'
 import type { Store } from '../../store/types.js'
@@ -22,12 +23,15 @@ function answeringLimiter (limiter: RateLimiter): 'in-process' | 'redis' | 'in-p
 }
 
 /** Liveness and readiness, outside /v1 and without a key; hidden from the API document. */
-export const healthRoutes: FastifyPluginAsyncTypebox<{ store: Store, limiter: RateLimiter }> = async (app, { store, limiter }) => {
+export const healthRoutes: FastifyPluginAsyncTypebox<{ store: Store, limiter: RateLimiter, lifecycle: Lifecycle }> = async (app, { store, limiter, lifecycle }) => {
   app.get('/healthz', { schema: { hide: true, response: { 200: Health } } }, async () => ({ status: 'ok' }))
 
-  // Ready: the store answers and a rate limiter decides. The limiter is named, so a fallback to per-instance
-  // counting (Redis away) shows here as well as in the metrics.
+  // Ready: the instance is not stopping, the store answers and a rate limiter decides. The limiter is named, so a
+  // fallback to per-instance counting (Redis away) shows here as well as in the metrics.
   app.get('/readyz', { schema: { hide: true, response: { 200: Health } } }, async (request, reply) => {
+    // Draining: the balancer's next check takes the instance out while it still serves what it is sent. No
+    // Retry-After: this instance will not become ready again.
+    if (lifecycle.draining) return sendError(reply, 'service_unavailable', 'This instance is shutting down; it serves what it is sent until it stops.')
     try {
       await store.ping()
     } catch (error) {
