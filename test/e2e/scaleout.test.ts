@@ -10,6 +10,7 @@ import { fileURLToPath } from 'node:url'
 import { cliFor, within, type Cli, type Started } from '../cli/run.js'
 import { requirePostgres, tempPostgresDatabase } from '../helpers/postgres.js'
 import { cleanRedis, REDIS_URL, requireRedis } from '../ratelimit/redis-env.js'
+import { awayFromMinuteBoundary } from '../helpers/clock.js'
 
 const DEMO = fileURLToPath(new URL('../../data/demo.json', import.meta.url))
 const STOCKED = ['1', '2', '3', '4', '5', '9007199254740993'] // the demo pets with a stock entry
@@ -42,12 +43,6 @@ function call (base: string, key: string, path = '/v1/inventory', init: RequestI
 const patch = (base: string, key: string, petId: string, quantity: number) =>
   call(base, key, `/v1/inventory/${petId}`, { method: 'PATCH', body: JSON.stringify({ quantity }) })
 
-/** Waits, if needed, so that a short burst does not straddle a UTC minute boundary. */
-async function awayFromMinuteBoundary (): Promise<void> {
-  const intoMinute = (Date.now() / 1000) % 60
-  if (intoMinute > 50) await sleep((61 - intoMinute) * 1000)
-}
-
 async function setup (t: TestContext): Promise<{ cli: Cli, a: Instance, b: Instance }> {
   const REDIS_KEY_PREFIX = `test:${randomUUID()}:`
   t.after(() => cleanRedis(REDIS_KEY_PREFIX))
@@ -78,7 +73,7 @@ if (ready) {
 
       // Exactly 60 of 90 requests pass for a free key, spread over both instances.
       const free = await key(cli, 'free')
-      await awayFromMinuteBoundary()
+      await awayFromMinuteBoundary(50)
       const statuses = await Promise.all(Array.from({ length: 90 }, (_, i) => call(i % 2 === 0 ? a.base : b.base, free).then((r) => r.status)))
       assert.equal(statuses.filter((s) => s === 200).length, 60)
       assert.equal(statuses.filter((s) => s === 429).length, 30)

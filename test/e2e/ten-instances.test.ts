@@ -33,6 +33,7 @@ import { cliFor, startServe, within, type Cli, type Started } from '../cli/run.j
 import { startPgBouncer, type PgBouncer } from '../helpers/pgbouncer.js'
 import { requirePostgres, tempPostgresDatabase } from '../helpers/postgres.js'
 import { requireRedisServer, startRedisCluster } from '../helpers/redis-servers.js'
+import { awayFromMinuteBoundary } from '../helpers/clock.js'
 
 const INSTANCES = 10
 /** The instances' key cache: the bound on how fast a revocation applies. */
@@ -106,12 +107,6 @@ async function mapLimit<T, R> (items: readonly T[], limit: number, work: (item: 
     }
   }))
   return results
-}
-
-/** Waits, if needed, so that a short burst does not straddle a UTC minute boundary. */
-async function awayFromMinuteBoundary (): Promise<void> {
-  const intoMinute = (Date.now() / 1000) % 60
-  if (intoMinute > 48) await sleep((61 - intoMinute) * 1000)
 }
 
 function tally (statuses: readonly number[]): Record<string, number> {
