@@ -69,7 +69,8 @@ describe('petstore health', () => {
 
   test('when the server is draining after SIGTERM, then health --ready exits 1 with its reason while health still exits 0', async (t) => {
     const cli = cliFor(t)
-    const { port, server } = await startServe(cli, [], { SHUTDOWN_DRAIN_MS: '3000' })
+    // Two CLI runs must fit in the drain, also on a loaded machine where starting a process takes a second or more.
+    const { port, server } = await startServe(cli, [], { SHUTDOWN_DRAIN_MS: '15000' })
     const env = { HOST: '127.0.0.1', PORT: String(port) }
     server.child.kill('SIGTERM')
     const ready = await cli.run(['health', '--ready'], env)

@@ -198,17 +198,24 @@ if (await requireRedis('serve --workers with Redis')) {
       const cli = cliFor(t)
       const REDIS_KEY_PREFIX = `test:${randomUUID()}:`
       t.after(() => cleanRedis(REDIS_KEY_PREFIX))
-      const { base, server } = await startServe(cli, ['--workers', '2'], { REDIS_URL, REDIS_KEY_PREFIX, SHUTDOWN_DRAIN_MS: '2000' })
+      // A drain long enough for eight requests on a loaded machine (CI runs two test files at once).
+      const { base, server } = await startServe(cli, ['--workers', '2'], { REDIS_URL, REDIS_KEY_PREFIX, SHUTDOWN_DRAIN_MS: '6000' })
       const key = await newKey(cli)
       server.child.kill('SIGTERM')
-      await sleep(300)
+      // The primary tells each worker; wait until two answers in a row (one per worker) are 503.
+      await within(5000, (async () => {
+        for (let drained = 0; drained < 2;) {
+          drained = (await fetch(`${base}/readyz`, { headers: { connection: 'close' } })).status === 503 ? drained + 1 : 0
+          await sleep(20)
+        }
+      })(), 'both workers draining')
       // Each request on a new connection: the primary hands them to both workers in turn.
       for (let i = 0; i < 4; i++) {
         assert.equal((await fetch(`${base}/readyz`, { headers: { connection: 'close' } })).status, 503)
         const res = await fetch(`${base}/v1/inventory`, { headers: { authorization: `Bearer ${key}`, connection: 'close' } })
         assert.equal(res.status, 200)
       }
-      assert.deepEqual(await within(8000, server.exited, 'exit after the drain'), { code: 0, signal: null })
+      assert.deepEqual(await within(20_000, server.exited, 'exit after the drain'), { code: 0, signal: null })
     })
   })
 }

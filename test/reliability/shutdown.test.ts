@@ -74,7 +74,8 @@ describe('shutdown', () => {
 
   test('when SIGTERM arrives with a drain, then /readyz answers 503 at once, requests are served with Connection: close until the drain ends, then the listener closes and the exit code is 0', async (t) => {
     const { cli, key } = await setup(t)
-    const { base, port, server } = await startServe(cli, [], { SHUTDOWN_DRAIN_MS: '2000' })
+    // A drain long enough for the checks below on a loaded machine (CI runs two test files at once).
+    const { base, port, server } = await startServe(cli, [], { SHUTDOWN_DRAIN_MS: '5000' })
     const auth = { authorization: `Bearer ${key}` }
     // Before: ready, and answers keep their connection.
     assert.equal((await fetch(`${base}/readyz`)).status, 200)
@@ -82,9 +83,15 @@ describe('shutdown', () => {
 
     const stoppedAt = Date.now()
     server.child.kill('SIGTERM')
-    await sleep(200)
-    const ready = await fetch(`${base}/readyz`)
-    assert.equal(ready.status, 503)
+    // The signal is handled on the server's next turn: poll rather than guess how long that takes.
+    const ready = await within(2000, (async () => {
+      for (;;) {
+        const res = await fetch(`${base}/readyz`)
+        if (res.status === 503) return res
+        await res.arrayBuffer()
+        await sleep(20)
+      }
+    })(), '/readyz answering 503')
     assert.equal(((await ready.json()) as { code: string }).code, 'service_unavailable')
     assert.equal((await fetch(`${base}/healthz`)).status, 200, 'still alive while draining')
     // New connections are still accepted and served; each answer ends its connection.
@@ -95,33 +102,33 @@ describe('shutdown', () => {
     assert.equal(write.status, 200)
     assert.equal(write.headers.get('connection'), 'close')
 
-    const exit = await within(8000, server.exited, 'exit after the drain')
+    const exit = await within(20_000, server.exited, 'exit after the drain')
     assert.deepEqual(exit, { code: 0, signal: null })
     const stoppedAfter = Date.now() - stoppedAt
-    assert.ok(stoppedAfter >= 2000, `exited ${stoppedAfter} ms after SIGTERM, before the drain ended`)
+    assert.ok(stoppedAfter >= 5000, `exited ${stoppedAfter} ms after SIGTERM, before the drain ended`)
     await assert.rejects(fetch(`http://127.0.0.1:${port}/healthz`), 'no listener after the drain')
     assert.match(server.output().stdout, /draining/)
   })
 
   test('when a request is in flight as the drain ends, then it completes before the exit', async (t) => {
     const { cli, key } = await setup(t)
-    const { port, server } = await startServe(cli, [], { SHUTDOWN_DRAIN_MS: '500' })
+    // The request starts well within the drain (a loaded machine may take a while to connect) and is still open when
+    // the drain ends.
+    const { port, server } = await startServe(cli, [], { SHUTDOWN_DRAIN_MS: '2000' })
     server.child.kill('SIGTERM')
     await sleep(100)
     const inFlight = await halfSentPatch(port, key)
-    await sleep(1000)
+    await sleep(3000)
     inFlight.finish()
     assert.match(await inFlight.answer, /^HTTP\/1\.1 200 [\s\S]*"quantity":42/)
-    assert.deepEqual(await within(5000, server.exited, 'exit after the in-flight request'), { code: 0, signal: null })
+    assert.deepEqual(await within(10_000, server.exited, 'exit after the in-flight request'), { code: 0, signal: null })
   })
 
   test('when SIGINT arrives (a terminal\'s Ctrl+C), then the drain is skipped and the process exits at once', async (t) => {
     const { cli } = await setup(t)
-    const { port, server } = await startServe(cli, [], { SHUTDOWN_DRAIN_MS: '10000' })
-    const stoppedAt = Date.now()
-    server.child.kill('SIGINT')
-    assert.deepEqual(await within(3000, server.exited, 'exit after SIGINT'), { code: 0, signal: null })
-    assert.ok(Date.now() - stoppedAt < 3000)
+    const { port, server } = await startServe(cli, [], { SHUTDOWN_DRAIN_MS: '60000' })
+    // Far sooner than the drain would end, with room for a loaded machine.
+    assert.deepEqual(await within(15_000, (server.child.kill('SIGINT'), server.exited), 'exit after SIGINT'), { code: 0, signal: null })
     await assert.rejects(fetch(`http://127.0.0.1:${port}/healthz`))
   })
 })
