@@ -112,7 +112,7 @@ if (await requireDocker('the container image tests')) {
 
       const stoppedAt = Date.now()
       await docker(['kill', '--signal', 'TERM', name])
-      await waitForStatus(`${base}/readyz`, 1000, 503)
+      await waitForStatus(`${base}/readyz`, 5000, 503)
       assert.equal((await call(base, key, '/v1/inventory')).status, 200, 'requests are still served during the drain')
       const exitCode = Number((await docker(['wait', name], { timeoutMs: 15_000 })).trim())
       const stoppedAfter = Date.now() - stoppedAt
