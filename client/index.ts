@@ -74,6 +74,12 @@ export interface ResponseMeta {
 /** The result of a conditional GET: the body, or `notModified` when the sent ETag still matches. */
 export type Conditional<T> = ResponseMeta & ({ notModified: false, data: T } | { notModified: true, data: null })
 
+/**
+ * The listing, and the change feed's cursor it reflects (`Changes-Cursor`; null while the feed is empty or on a 304):
+ * keep the listing, then follow `inventoryChanges({ after: changesCursor })`.
+ */
+export type InventoryListing = Conditional<InventoryItem[]> & { changesCursor: string | null }
+
 /** What a stock write returns: the entry, and whether the answer replays an earlier try with the same key. */
 export interface WriteResult extends ResponseMeta {
   data: InventoryItem
@@ -152,8 +158,11 @@ export interface ClientOptions {
 
 /** The client: one method per operation, plus an iterator over every order. */
 export interface PetstoreClient {
-  /** All stock entries, ordered by petId; with `ifNoneMatch`, `notModified` when unchanged. */
-  listInventory (options?: { ifNoneMatch?: string }): Promise<Conditional<InventoryItem[]>>
+  /**
+   * All stock entries, ordered by petId, with the feed cursor they reflect; with `ifNoneMatch`, `notModified` when
+   * unchanged.
+   */
+  listInventory (options?: { ifNoneMatch?: string }): Promise<InventoryListing>
   /** One stock entry with its ETag; with `ifNoneMatch`, `notModified` when unchanged. 404 `not_found` if none. */
   getInventoryItem (petId: Int64Input, options?: { ifNoneMatch?: string }): Promise<Conditional<InventoryItem>>
   /**
@@ -572,7 +581,8 @@ export function createClient (options: ClientOptions): PetstoreClient {
 
   return {
     async listInventory ({ ifNoneMatch } = {}) {
-      return conditional(await send({ operationId: 'listInventory', method: 'GET', url: url('/inventory'), headers: { 'if-none-match': ifNoneMatch } }))
+      const answer = await send({ operationId: 'listInventory', method: 'GET', url: url('/inventory'), headers: { 'if-none-match': ifNoneMatch } })
+      return { ...conditional<InventoryItem[]>(answer), changesCursor: answer.meta.headers.get('changes-cursor') }
     },
 
     async getInventoryItem (petId, { ifNoneMatch } = {}) {

@@ -93,7 +93,7 @@ export interface paths {
         };
         /**
          * List stock changes in commit order, to keep a copy in sync
-         * @description Every stock change (PATCH, adjustments, batches and the operator's imports) from the stock ledger, one page at a time, in the order the changes were committed (those of one request in its order): a reader following it never misses or repeats a change, also while several instances write, and sees each pet's changes in the order they were made, so applying them in turn leaves a copy equal to the inventory. Each change carries a `cursor`; store the last one you processed and send it as `after` to resume. Every answer carries `Link: <...>; rel="next"`; an empty page means you are caught up: poll the same link later. `requestId` is shown only for changes made with your own key. Beta: an addition to the specification (docs/decisions.md).
+         * @description Every change to what the listing shows, from the stock ledger: quantities set through PATCH, adjustments and batches, and what the operator's imports change (a quantity, a pet's status, an entry added), one page at a time, in the order the changes were committed (those of one request in its order): a reader following it never misses or repeats a change, also while several instances write, and sees each pet's changes in the order they were made, so applying them in turn leaves a copy equal to the inventory. Each change carries a `cursor`; store the last one you processed and send it as `after` to resume. Every answer carries `Link: <...>; rel="next"`; an empty page means you are caught up: poll the same link later. `requestId` is shown only for changes made with your own key. To start a copy, take `GET /v1/inventory` and follow from its `Changes-Cursor`. Beta: an addition to the specification (docs/decisions.md).
          */
         get: operations["listInventoryChanges"];
         put?: never;
@@ -213,6 +213,8 @@ export interface operations {
                     ETag?: string;
                     /** @description With `limit` or `cursor`: rel="next" link while more entries remain */
                     Link?: string;
+                    /** @description The change feed's cursor this listing reflects: every change up to it is in the listing. To keep a copy, store the listing, then follow `GET /v1/inventory/changes?after=<this cursor>`. The listing may also hold a few changes after it, which the feed then repeats; each change carries the values it set, so applying them again changes nothing. With pages, use the first page's. Absent while no change has ever been recorded (follow the feed from its start). Beta */
+                    "Changes-Cursor"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2377,6 +2379,10 @@ export interface operations {
                         at: string;
                         /** @description Shared by the changes of one batch; null for a change made alone */
                         batchId: string | null;
+                        /** @description The pet's status after the change, when the change set it: an import that changed the status (then `quantity` may equal `previousQuantity`) or created the entry. Null when the status stayed as it was (every change made through the API) */
+                        status: ("available" | "pending" | "sold") | null;
+                        /** @description The status before, when the change changed an existing entry's status; else null */
+                        previousStatus: ("available" | "pending" | "sold") | null;
                         /** @description The X-Request-Id of the request that made it, for changes made with your own key; null for others' */
                         requestId: string | null;
                         /** @description Where the feed resumes after this change: store it, and send it as `after` */

@@ -286,7 +286,7 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
       methods: ['GET', 'HEAD', 'PATCH', 'POST'],
       allowedHeaders: ['Authorization', 'Content-Type', 'Idempotency-Key', 'If-Match', 'If-None-Match', 'X-Request-Id'],
       // The headers on every /v1 answer, plus those of some answers.
-      exposedHeaders: [...Object.keys(RESPONSE_HEADERS), 'ETag', 'Idempotent-Replayed', 'Link', 'Retry-After', 'Deprecation', 'Sunset'],
+      exposedHeaders: [...Object.keys(RESPONSE_HEADERS), 'ETag', 'Idempotent-Replayed', 'Link', 'Changes-Cursor', 'Retry-After', 'Deprecation', 'Sunset'],
       maxAge: 600,
       // An OPTIONS without Origin or Access-Control-Request-Method is answered like a preflight (204, no CORS
       // fields) rather than with the plugin's text/plain 400, which is not the Error body every 4xx must carry.

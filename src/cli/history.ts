@@ -10,10 +10,16 @@ export function historyJson (entries: LedgerEntry[]): string {
 
 /** The ledger as an aligned table, oldest change first; the note, free text, comes last. */
 export function historyTable (entries: LedgerEntry[]): string {
-  const header = ['TIME', 'REASON', 'FROM', 'TO', 'KEY', 'REQUEST', 'NOTE']
+  const header = ['TIME', 'REASON', 'FROM', 'TO', 'STATUS', 'KEY', 'REQUEST', 'NOTE']
   const rows = entries.map((e) => [
     e.at.toISOString(), e.reason, e.previousQuantity === null ? '-' : String(e.previousQuantity), String(e.quantity),
-    e.keyId ?? '-', e.requestId ?? '-', e.note ?? '-'
+    statusText(e), e.keyId ?? '-', e.requestId ?? '-', e.note ?? '-'
   ])
   return table(header, rows)
+}
+
+/** The status a change set: "available->sold" when it changed, "sold" for a new entry, "-" when it stayed. */
+function statusText (entry: LedgerEntry): string {
+  if (entry.status === null) return '-'
+  return entry.previousStatus === null ? entry.status : `${entry.previousStatus}->${entry.status}`
 }

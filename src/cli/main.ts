@@ -53,7 +53,8 @@ Commands:
                                  given --expires-in or --expires-at (after the overlap).
   inventory history PETID [--json] [--limit N]
                                  The stock ledger of one pet: every change with time, reason, previous
-                                 and new quantity, key id, request id and note (newest N, default 100).
+                                 and new quantity, the status an import set, key id, request id and
+                                 note (newest N, default 100).
   keys list [--json]             List keys with scope, limits, expiry, last use, last use of a deprecated
                                  operation, revocation and bans (never the keys themselves).
   keys revoke ID                 Revoke a key.

@@ -93,6 +93,12 @@ export const InventoryChange = Type.Object({
   note: Type.Union([Type.String(), Type.Null()], { description: 'The note sent with the change' }),
   at: Type.String({ format: 'date-time', description: 'When the change was asked for (a change that waited for a lock may carry an earlier time than the one before it)' }),
   batchId: Type.Union([Type.String(), Type.Null()], { description: 'Shared by the changes of one batch; null for a change made alone' }),
+  status: Type.Union([PetStatus, Type.Null()], {
+    description: 'The pet\'s status after the change, when the change set it: an import that changed the status (then ' +
+      '`quantity` may equal `previousQuantity`) or created the entry. Null when the status stayed as it was (every change ' +
+      'made through the API)'
+  }),
+  previousStatus: Type.Union([PetStatus, Type.Null()], { description: 'The status before, when the change changed an existing entry\'s status; else null' }),
   requestId: Type.Union([Type.String(), Type.Null()], { description: 'The X-Request-Id of the request that made it, for changes made with your own key; null for others\'' }),
   cursor: Type.String({ description: 'Where the feed resumes after this change: store it, and send it as `after`' })
 }, { additionalProperties: false, description: 'One stock change' })

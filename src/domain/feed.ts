@@ -4,8 +4,8 @@
  * order they were made. Each change carries the cursor of its place, for a client to store and resume from.
  */
 import { decodePairCursor, encodePairCursor, InvalidCursorError } from './cursor.js'
-import type { LedgerReason } from './model.js'
-import type { FeedChange, Store } from '../store/types.js'
+import type { LedgerReason, PetStatus } from './model.js'
+import type { FeedChange, FeedPosition, Store } from '../store/types.js'
 
 export const DEFAULT_FEED_LIMIT = 100
 export const MAX_FEED_LIMIT = 1000
@@ -22,6 +22,9 @@ export interface ChangeView {
   note: string | null
   at: Date
   batchId: string | null
+  /** The pet's status after the change when the change set it (an import), else null; and the one before. */
+  status: PetStatus | null
+  previousStatus: PetStatus | null
   /** The request that made the change, only when the caller's own key made it: others' request ids are theirs. */
   requestId: string | null
   /** Where the feed resumes after this change. */
@@ -43,6 +46,11 @@ export async function listChanges (store: Store, query: { cursor: string | null,
   return { changes, next: changes.at(-1)?.cursor ?? query.cursor }
 }
 
+/** The cursor of a place in the feed: where a reader resumes after it. */
+export function feedCursor (position: FeedPosition): string {
+  return encodePairCursor(FEED_CURSOR_PREFIX, position.order, position.id)
+}
+
 function view (change: FeedChange, keyId: string | null): ChangeView {
   return {
     changeId: change.id,
@@ -53,7 +61,9 @@ function view (change: FeedChange, keyId: string | null): ChangeView {
     note: change.note,
     at: change.at,
     batchId: change.batchId,
+    status: change.status,
+    previousStatus: change.previousStatus,
     requestId: keyId !== null && change.keyId === keyId ? change.requestId : null,
-    cursor: encodePairCursor(FEED_CURSOR_PREFIX, change.position.order, change.position.id)
+    cursor: feedCursor(change.position)
   }
 }

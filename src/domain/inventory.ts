@@ -1,6 +1,6 @@
 import { AppError } from '../errors.js'
 import { randomUUID } from 'node:crypto'
-import type { BatchChange, IdempotencyClaim, StockAdjustment, StockBatch, StockChange, Store } from '../store/types.js'
+import type { BatchChange, IdempotencyClaim, ImportedCurrent, ImportedStockChange, StockAdjustment, StockBatch, StockChange, Store } from '../store/types.js'
 import type { IdempotencyKeys, Keyed, KeyedResult } from './idempotency.js'
 import { MAX_QUANTITY, type LedgerEntry, type PetImport, type StockEntry, type StockReason } from './model.js'
 
@@ -205,13 +205,26 @@ export async function getStockEntry (store: Store, petId: bigint): Promise<Stock
 }
 
 /**
- * What importing a pet changes in its stock entry: nothing when the record has no quantity or the entry already
- * holds it (a re-import of an unchanged catalogue keeps revisions, ETags and the ledger as they are), else the
- * change the ledger records (`previous` null: the import creates the entry). `current`: the entry's quantity now.
+ * What importing a pet changes in what the listing shows of it: nothing, or the change the ledger records, which the
+ * change feed then serves. The listing shows a pet that has a stock entry, with the pet's status, so the import
+ * changes it when it sets a quantity the entry does not hold (`previous` null: the import creates the entry), or a
+ * status the pet does not have while it has (or gets) an entry. A re-import of an unchanged catalogue changes nothing
+ * (revisions, ETags and the ledger stay as they are). `status` is set when the status changed or the entry is new
+ * (an entry that appears carries all it shows); `previousStatus` when an existing entry's status changed.
  */
-export function importedStockChange (pet: Pick<PetImport, 'quantity'>, current: number | null): { previous: number | null, quantity: number } | null {
-  if (pet.quantity === undefined || pet.quantity === current) return null
-  return { previous: current, quantity: pet.quantity }
+export function importedStockChange (pet: Pick<PetImport, 'quantity' | 'status'>, current: ImportedCurrent): ImportedStockChange | null {
+  const quantity = pet.quantity ?? current.quantity
+  // No entry before or after: the listing does not show the pet, whatever its status.
+  if (quantity === null) return null
+  const created = current.quantity === null
+  const statusChanged = current.status !== pet.status
+  if (!created && quantity === current.quantity && !statusChanged) return null
+  return {
+    previous: current.quantity,
+    quantity,
+    status: created || statusChanged ? pet.status : null,
+    previousStatus: !created && statusChanged ? current.status : null
+  }
 }
 
 /** The newest `limit` ledger entries of a pet, oldest first; null when the pet has neither stock nor history. */

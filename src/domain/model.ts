@@ -58,6 +58,13 @@ export interface LedgerEntry {
   requestId: string | null
   /** The batch the change was part of (all its changes share it); null for a change made alone. */
   batchId: string | null
+  /**
+   * The pet's status after the change, when the change set it (an import that changed the status, or created the
+   * entry); null when the change left the status as it was (every API change).
+   */
+  status: PetStatus | null
+  /** The status before, when the change changed an existing entry's status; else null. */
+  previousStatus: PetStatus | null
   at: Date
 }
 

@@ -21,6 +21,7 @@
  */
 import { setImmediate as nextTurn } from 'node:timers/promises'
 import { PET_STATUSES, type InventoryItem, type PetStatus, type StockEntry } from '../domain/model.js'
+import { feedCursor } from '../domain/feed.js'
 import type { Store } from '../store/types.js'
 
 /** Pets per chunk: re-serializing one costs well under a millisecond. */
@@ -32,6 +33,12 @@ export interface InventoryView {
   /** The body: one buffer, or buffers to write in order. */
   body: Buffer | Buffer[]
   length: number
+  /**
+   * The change feed's cursor the listing reflects (null: the feed is empty): every change up to it is in the listing.
+   * After changes made here and patched in (applied), the listing may also hold some changes after it; since each
+   * change carries the values it set, applying the feed from this cursor still ends equal to the inventory.
+   */
+  feed: string | null
 }
 
 /**
@@ -75,6 +82,8 @@ interface Chunk {
 
 interface Listing {
   version: bigint
+  /** The feed's cursor of the snapshot it was built from (kept, as a lower bound, when changes are patched in). */
+  feed: string | null
   chunks: Chunk[]
   length: number
   /** The whole body in one buffer when it is small (most listings): sent as it is. */
@@ -174,7 +183,7 @@ export class InventoryCache {
   }
 
   /** Up to `limit` entries after the pet `after` (null: from the first), and whether more follow. */
-  async page (after: bigint | null, limit: number): Promise<{ body: Buffer, last: bigint | null, more: boolean }> {
+  async page (after: bigint | null, limit: number): Promise<{ body: Buffer, last: bigint | null, more: boolean, feed: string | null }> {
     const listing = await this.#fresh()
     const items: InventoryItem[] = []
     let more = false
@@ -190,7 +199,7 @@ export class InventoryCache {
         items.push(item(chunk, j))
       }
     }
-    return { body: Buffer.from(this.#serialize(items)), last: items.at(-1)?.petId ?? null, more }
+    return { body: Buffer.from(this.#serialize(items)), last: items.at(-1)?.petId ?? null, more, feed: listing.feed }
   }
 
   /**
@@ -285,9 +294,11 @@ export class InventoryCache {
   async #build (): Promise<Listing> {
     const chunks: Chunk[] = []
     let version: bigint | null = null
+    let feed: string | null = null
     let length = 2
     for await (const page of this.#store.inventoryPages(this.#chunkSize)) {
       version = page.version
+      feed = page.feed === null ? null : feedCursor(page.feed)
       if (page.items.length === 0) continue
       const chunk: Chunk = {
         ids: BigInt64Array.from(page.items, (i) => i.petId),
@@ -301,7 +312,7 @@ export class InventoryCache {
       // Between chunks, whatever else waits (other requests, /healthz) runs.
       await nextTurn()
     }
-    const listing: Listing = { version: version ?? 0n, chunks, length, single: null }
+    const listing: Listing = { version: version ?? 0n, feed, chunks, length, single: null }
     listing.single = single(listing)
     return listing
   }
@@ -369,5 +380,5 @@ function parts (listing: Listing): Buffer[] {
 }
 
 function view (listing: Listing): InventoryView {
-  return { etag: InventoryCache.etagOf(listing.version), body: listing.single ?? parts(listing), length: listing.length }
+  return { etag: InventoryCache.etagOf(listing.version), body: listing.single ?? parts(listing), length: listing.length, feed: listing.feed }
 }

@@ -18,7 +18,8 @@ export interface InventoryRow { pet_id: bigint, quantity: Int, status: PetStatus
 export interface EntryRow extends InventoryRow { revision: bigint }
 export interface LedgerRow {
   id: bigint, pet_id: bigint, previous_quantity: Int | null, quantity: Int, reason: LedgerReason, note: string | null,
-  key_id: string | null, request_id: string | null, batch_id: string | null, created_at: Time
+  key_id: string | null, request_id: string | null, batch_id: string | null, status: PetStatus | null,
+  previous_status: PetStatus | null, created_at: Time
 }
 export interface OrderRow { id: bigint, pet_id: bigint, quantity: Int, ship_date: string, status: OrderStatus, complete: boolean | Int }
 export interface KeyRow {
@@ -31,7 +32,8 @@ export interface KeyRow {
 /** The columns each mapper reads, in one place for both stores' queries. */
 export const INVENTORY_COLUMNS = 'i.pet_id, i.quantity, p.status'
 export const ENTRY_COLUMNS = 'i.pet_id, i.quantity, p.status, i.revision'
-export const LEDGER_COLUMNS = 'l.id, l.pet_id, l.previous_quantity, l.quantity, l.reason, l.note, l.key_id, l.request_id, l.batch_id, l.created_at'
+export const LEDGER_COLUMNS = 'l.id, l.pet_id, l.previous_quantity, l.quantity, l.reason, l.note, l.key_id, l.request_id, l.batch_id, l.status, ' +
+  'l.previous_status, l.created_at'
 export const ORDER_COLUMNS = 'id, pet_id, quantity, ship_date, status, complete'
 export const KEY_COLUMNS = 'id, name, plan, per_minute, per_day, created_at, revoked_at, banned_at, banned_until, ban_seconds, scope, expires_at, ' +
   'quota_id, replaced_by, last_used_at, last_deprecated_use_at'
@@ -69,6 +71,8 @@ export const toLedgerEntry = (row: LedgerRow): LedgerEntry => ({
   keyId: row.key_id,
   requestId: row.request_id,
   batchId: row.batch_id,
+  status: row.status,
+  previousStatus: row.previous_status,
   at: time(row.created_at)
 })
 

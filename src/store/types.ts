@@ -1,5 +1,5 @@
 import type { SchemaStatus } from './migrations.js'
-import type { ApiKeyRecord, Ban, KeyScope, InventoryItem, LedgerEntry, Order, OrderStatus, Pet, PetImport, StockEntry, StockReason } from '../domain/model.js'
+import type { ApiKeyRecord, Ban, KeyScope, InventoryItem, LedgerEntry, Order, OrderStatus, Pet, PetImport, PetStatus, StockEntry, StockReason } from '../domain/model.js'
 
 export interface OrderPage {
   /** Orders with id > afterId, ascending; at most `limit` of them. */
@@ -29,11 +29,25 @@ export type RotationOutcome = 'rotated' | 'not_found' | 'inactive' | 'replaced'
 
 export interface ImportResult { pets: number, orders: number }
 
+/** A pet as the store holds it when an import reaches it: its entry's quantity (null: none) and status (null: no pet). */
+export interface ImportedCurrent { quantity: number | null, status: PetStatus | null }
+
 /**
- * What an imported pet changes in its stock entry, given the entry's quantity now (null: no entry): nothing, or
- * the ledger's previous and new quantity. The domain's rule (importedStockChange); the stores only persist it.
+ * What an import changes in what the listing shows of one pet, as the ledger records it: the previous (null: the entry
+ * is new) and new quantity, and the new and previous status where they are part of the change (else null).
  */
-export type ImportedStockRule = (pet: PetImport, current: number | null) => { previous: number | null, quantity: number } | null
+export interface ImportedStockChange {
+  previous: number | null
+  quantity: number
+  status: PetStatus | null
+  previousStatus: PetStatus | null
+}
+
+/**
+ * What an imported pet changes, given what the store holds now: nothing, or the change the ledger records. The
+ * domain's rule (importedStockChange); the stores only persist it.
+ */
+export type ImportedStockRule = (pet: PetImport, current: ImportedCurrent) => ImportedStockChange | null
 
 export interface ImportOptions {
   /** Decides, inside the import's transaction, which stock each pet changes. */
@@ -162,6 +176,11 @@ export interface FeedChange extends LedgerEntry {
 export interface InventoryPage {
   /** The inventory version of the snapshot the page comes from: the same on every page of one listing. */
   version: bigint
+  /**
+   * The change feed's place this snapshot reflects: after its last change (every change up to it is in the snapshot,
+   * none after it); null when the feed is empty. The same on every page of one listing.
+   */
+  feed: FeedPosition | null
   items: InventoryItem[]
 }
 

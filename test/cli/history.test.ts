@@ -38,10 +38,10 @@ describe('petstore inventory history', () => {
     const table = await cli.run(['inventory', 'history', '7'])
     assert.equal(table.code, 0, table.stderr)
     const lines = table.stdout.trimEnd().split('\n')
-    assert.match(lines[0] ?? '', /^TIME\s+REASON\s+FROM\s+TO\s+KEY\s+REQUEST\s+NOTE$/)
-    assert.match(lines[1] ?? '', /^\S+Z\s+import\s+-\s+2\s+-\s+-\s+-$/)
-    assert.match(lines[2] ?? '', new RegExp(`^\\S+Z\\s+arrival\\s+2\\s+14\\s+${keyId}\\s+delivery-42\\s+Litter of 12$`))
-    assert.match(lines[3] ?? '', new RegExp(`^\\S+Z\\s+adjustment\\s+14\\s+13\\s+${keyId}\\s+${soldRequestId}\\s+-$`))
+    assert.match(lines[0] ?? '', /^TIME\s+REASON\s+FROM\s+TO\s+STATUS\s+KEY\s+REQUEST\s+NOTE$/)
+    assert.match(lines[1] ?? '', /^\S+Z\s+import\s+-\s+2\s+available\s+-\s+-\s+-$/)
+    assert.match(lines[2] ?? '', new RegExp(`^\\S+Z\\s+arrival\\s+2\\s+14\\s+-\\s+${keyId}\\s+delivery-42\\s+Litter of 12$`))
+    assert.match(lines[3] ?? '', new RegExp(`^\\S+Z\\s+adjustment\\s+14\\s+13\\s+-\\s+${keyId}\\s+${soldRequestId}\\s+-$`))
     assert.equal(lines.length, 4)
     assert.ok(!table.stdout.includes(key) && !table.stderr.includes(key), 'never the key itself')
 
@@ -54,6 +54,19 @@ describe('petstore inventory history', () => {
       ['adjustment', 14, 13, keyId, null]
     ])
     assert.ok(entries.every((e) => e.petId === 7 && /^\d{4}-\d\d-\d\dT/.test(e.at)))
+  })
+
+  test('when an import changed the pet\'s status, then history shows the change of status with the quantities it kept', async (t) => {
+    const cli = cliFor(t)
+    await inspectStore(cli.db, async (store) => {
+      await importData(store, { pets: [{ id: 3n, name: 'Rex', status: 'available', quantity: 4 }], orders: [] })
+      await importData(store, { pets: [{ id: 3n, name: 'Rex', status: 'sold', quantity: 4 }], orders: [] })
+    })
+    const res = await cli.run(['inventory', 'history', '3'])
+    assert.equal(res.code, 0, res.stderr)
+    const lines = res.stdout.trimEnd().split('\n')
+    assert.match(lines[1] ?? '', /^\S+Z\s+import\s+-\s+4\s+available\s+-\s+-\s+-$/)
+    assert.match(lines[2] ?? '', /^\S+Z\s+import\s+4\s+4\s+available->sold\s+-\s+-\s+-$/)
   })
 
   test('when the pet id is above 2^53, then --json writes it digit for digit', async (t) => {
@@ -108,7 +121,7 @@ describe('petstore inventory history', () => {
     assert.equal(json.code, 0, json.stderr)
     assert.equal(json.stdout, '[]\n')
     const table = await cli.run(['inventory', 'history', '1'])
-    assert.match(table.stdout, /^TIME\s+REASON\s+FROM\s+TO\s+KEY\s+REQUEST\s+NOTE\n$/)
+    assert.match(table.stdout, /^TIME\s+REASON\s+FROM\s+TO\s+STATUS\s+KEY\s+REQUEST\s+NOTE\n$/)
   })
 
   test('when the pet exists without a stock entry, then it exits 1 with a message', async (t) => {

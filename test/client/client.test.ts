@@ -11,6 +11,7 @@ import { createClient, InsufficientScopeError, PetstoreError, type ClientOptions
 import { createKey } from '../../src/access/keys.js'
 import { StoreUnavailableError } from '../../src/errors.js'
 import type { Order, PetImport } from '../../src/domain/model.js'
+import { importData } from '../../src/domain/import.js'
 import { auth, order, pet, testApp } from '../helpers/app.js'
 import { freePort } from '../helpers/net.js'
 
@@ -76,6 +77,25 @@ describe('typed client: data', () => {
     assert.equal(result.rateLimit?.limit, 60)
     assert.equal(result.rateLimit?.remaining, 59)
     assert.ok(result.requestId)
+  })
+
+  test('when a copy is taken with listInventory and kept with inventoryChanges from its changesCursor, then it equals the inventory', async (t) => {
+    const { baseUrl, key, store } = await served(t, {}, { pets: [pet(1, { quantity: 5 }), pet(2, { quantity: 1 })] })
+    const { client } = clientFor(baseUrl, key)
+    const listing = await client.listInventory()
+    assert.match(listing.changesCursor ?? '', /^[A-Za-z0-9_-]+$/)
+    const copy = new Map((listing.data ?? []).map((entry) => [entry.petId, { ...entry }]))
+    // The import writes through this process's own store connection, which the listing notices at the next write here
+    // (the CLI's import, another process, is noticed by itself), so it comes first.
+    await importData(store, { pets: [pet(1, { quantity: 5, status: 'sold' })], orders: [] })
+    await client.updateInventory(2, { quantity: 7 })
+    for await (const change of client.inventoryChanges({ after: listing.changesCursor ?? undefined })) {
+      const entry = copy.get(change.petId) ?? { petId: change.petId, quantity: 0, status: 'available' as const }
+      entry.quantity = change.quantity
+      if (change.status !== null) entry.status = change.status
+      copy.set(change.petId, entry)
+    }
+    assert.deepEqual([...copy.values()], (await client.listInventory()).data)
   })
 
   test('when the ETag sent still matches, then listInventory answers notModified without a body', async (t) => {

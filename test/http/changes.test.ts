@@ -14,7 +14,10 @@ import { POSTGRES_URL, requirePostgres, tempSchema } from '../helpers/postgres.j
 
 const BIG = 9007199254740993n // 2^53 + 1
 
-interface Change { changeId: number, petId: number, previousQuantity: number | null, quantity: number, reason: string, note: string | null, at: string, batchId: string | null, requestId: string | null, cursor: string }
+interface Change {
+  changeId: number, petId: number, previousQuantity: number | null, quantity: number, reason: string, note: string | null, at: string, batchId: string | null,
+  status: string | null, previousStatus: string | null, requestId: string | null, cursor: string
+}
 
 describe('GET /v1/inventory/changes', () => {
   test('when stock changes every way, then the feed lists each change once, in order, with its cursor; others\' request ids stay hidden', async (t) => {
@@ -48,6 +51,57 @@ describe('GET /v1/inventory/changes', () => {
     const later = await app.request({ method: 'GET', url: `/v1/inventory/changes?after=${changes[3]?.cursor}`, headers: auth(app.key) })
     const [batched] = later.json() as Change[]
     assert.deepEqual([batched?.quantity, typeof batched?.batchId], [8, 'string'])
+  })
+
+  test('when a shop takes the listing and follows the feed from its Changes-Cursor, then its copy stays equal to the listing, status changes by imports included', async (t) => {
+    const app = await testApp(t, {}, { pets: [pet(1, { quantity: 5 }), pet(2, { quantity: 2, status: 'pending' }), pet(3, { quantity: undefined })] })
+    const json = { 'content-type': 'application/json' }
+    const list = async () => app.request({ method: 'GET', url: '/v1/inventory', headers: auth(app.key) })
+    const snapshot = await list()
+    const copy = new Map((snapshot.json() as Array<{ petId: number, quantity: number, status: string }>).map((e) => [e.petId, { ...e }]))
+    let cursor = String(snapshot.headers['changes-cursor'])
+    assert.match(cursor, /^[A-Za-z0-9_-]+$/)
+    const follow = async (): Promise<Change[]> => {
+      const res = await app.request({ method: 'GET', url: `/v1/inventory/changes?after=${cursor}`, headers: auth(app.key) })
+      const changes = res.json() as Change[]
+      for (const change of changes) {
+        const entry = copy.get(change.petId) ?? { petId: change.petId, quantity: 0, status: '' }
+        entry.quantity = change.quantity
+        if (change.status !== null) entry.status = change.status
+        copy.set(change.petId, entry)
+        cursor = change.cursor
+      }
+      return changes
+    }
+    assert.deepEqual(await follow(), [], 'the listing holds every change up to its cursor')
+
+    // The pet sold elsewhere is imported again with the status sold and the same quantity: a change of the listing.
+    await importData(app.store, { pets: [pet(1, { quantity: 5, status: 'sold' })], orders: [] })
+    // A pet without stock changes status: the listing does not show it, so neither does the feed.
+    await importData(app.store, { pets: [pet(3, { quantity: undefined, status: 'sold' })], orders: [] })
+    // Its first stock: an entry added, with its status.
+    await importData(app.store, { pets: [pet(3, { quantity: 4, status: 'sold' })], orders: [] })
+    await app.request({ method: 'PATCH', url: '/v1/inventory/2', headers: { ...auth(app.key), ...json }, payload: { quantity: 9 } })
+    const changes = await follow()
+    assert.deepEqual(changes.map((c) => [c.petId, c.previousQuantity, c.quantity, c.previousStatus, c.status]), [
+      [1, 5, 5, 'available', 'sold'],
+      [3, null, 4, null, 'sold'],
+      [2, 2, 9, null, null]
+    ])
+    assert.deepEqual([...copy.values()].sort((a, b) => a.petId - b.petId), (await list()).json(), 'the copy equals the listing')
+  })
+
+  test('when the listing is paged, then every page carries the feed cursor; none while the feed is empty', async (t) => {
+    const empty = await testApp(t, {}, { pets: [pet(1, { quantity: undefined })] })
+    const none = await empty.request({ method: 'GET', url: '/v1/inventory', headers: auth(empty.key) })
+    assert.equal(none.headers['changes-cursor'], undefined)
+
+    const app = await testApp(t, {}, { pets: [pet(1, { quantity: 5 }), pet(2, { quantity: 2 }), pet(3, { quantity: 1 })] })
+    const whole = await app.request({ method: 'GET', url: '/v1/inventory', headers: auth(app.key) })
+    const first = await app.request({ method: 'GET', url: '/v1/inventory?limit=2', headers: auth(app.key) })
+    assert.equal(first.headers['changes-cursor'], whole.headers['changes-cursor'])
+    const feed = await app.request({ method: 'GET', url: '/v1/inventory/changes', headers: auth(app.key) })
+    assert.equal(whole.headers['changes-cursor'], (feed.json() as Change[]).at(-1)?.cursor)
   })
 
   test('when the cursor is not one the feed issued, or the limit is out of bounds, then it answers 400', async (t) => {

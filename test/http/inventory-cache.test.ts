@@ -55,7 +55,7 @@ class FakeStore {
     this.calls.pages++
     const version = this.version
     const items = this.sorted()
-    for (let i = 0; i < items.length || i === 0; i += size) yield { version, items: items.slice(i, i + size) }
+    for (let i = 0; i < items.length || i === 0; i += size) yield { version, feed: null, items: items.slice(i, i + size) }
   }
 }
 

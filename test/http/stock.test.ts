@@ -43,6 +43,8 @@ describe('PATCH /v1/inventory/{petId}: the stock ledger', () => {
       keyId: await keyId(app),
       requestId: 'delivery-0042',
       batchId: null,
+      status: null,
+      previousStatus: null,
       at: new Date(app.clock.now)
     })
   })

@@ -217,7 +217,21 @@ export function storeContract (name: string, open: (t: TestContext) => Promise<S
 
       test('inventoryPages of an empty store is one empty page with the store version', async (t) => {
         const store = await open(t)
-        assert.deepEqual(await allPages(store, 10), [{ version: await store.inventoryVersion(), items: [] }])
+        assert.deepEqual(await allPages(store, 10), [{ version: await store.inventoryVersion(), feed: null, items: [] }])
+      })
+
+      test('inventoryPages carries the feed position of its snapshot: the last change in it, on every page', async (t) => {
+        const store = await open(t)
+        await importData(store, { pets: [pet(1n, { quantity: 1 }), pet(2n, { quantity: 2 }), pet(3n, { quantity: 3 })], orders: [] })
+        await store.setQuantity(stockChange(2n, 20))
+        const changes = await store.listChanges(null, 100)
+        const pages = await allPages(store, 2)
+        assert.equal(pages.length, 2)
+        for (const page of pages) assert.deepEqual(page.feed, changes.at(-1)?.position)
+        // Nothing after that position: following the feed from it yields exactly the changes made since.
+        assert.deepEqual(await store.listChanges(pages[0]?.feed ?? null, 100), [])
+        await store.setQuantity(stockChange(3n, 30))
+        assert.deepEqual((await store.listChanges(pages[0]?.feed ?? null, 100)).map((c) => [c.petId, c.quantity]), [[3n, 30]])
       })
 
       test('a change committed while inventoryPages is between pages shows neither in its entries nor in its version', async (t) => {
@@ -683,10 +697,12 @@ export function storeContract (name: string, open: (t: TestContext) => Promise<S
         assert.equal(history.length, 2)
         const [imported, arrival] = history
         assert.deepEqual({ ...imported, id: 0n }, {
-          id: 0n, petId: ABOVE_2_53, previousQuantity: null, quantity: 4, reason: 'import', note: null, keyId: null, requestId: null, batchId: null, at: new Date('2026-11-22T11:00:00Z')
+          id: 0n, petId: ABOVE_2_53, previousQuantity: null, quantity: 4, reason: 'import', note: null, keyId: null, requestId: null, batchId: null,
+          status: 'pending', previousStatus: null, at: new Date('2026-11-22T11:00:00Z')
         })
         assert.deepEqual({ ...arrival, id: 0n }, {
-          id: 0n, petId: ABOVE_2_53, previousQuantity: 4, quantity: 15, reason: 'arrival', note: 'Truck 42 — 11 puppies', keyId: 'key_a', requestId: 'req-1', batchId: null, at: CHANGED_AT
+          id: 0n, petId: ABOVE_2_53, previousQuantity: 4, quantity: 15, reason: 'arrival', note: 'Truck 42 — 11 puppies', keyId: 'key_a', requestId: 'req-1', batchId: null,
+          status: null, previousStatus: null, at: CHANGED_AT
         })
         assert.ok((arrival?.id ?? 0n) > (imported?.id ?? 0n))
         assert.equal(typeof arrival?.petId, 'bigint')
@@ -792,7 +808,7 @@ export function storeContract (name: string, open: (t: TestContext) => Promise<S
         assert.deepEqual((await store.stockHistory(3n, 10)).map((e) => [e.reason, e.previousQuantity, e.quantity]), [['import', null, 0]])
       })
 
-      test('a change of the pet status grows the entry revision without a ledger row', async (t) => {
+      test('an import that changes a listed pet\'s status grows the entry revision once and records the change with both statuses', async (t) => {
         const store = await open(t)
         await importData(store, { pets: [pet(1n, { quantity: 3 })], orders: [] })
         const before = await store.getStockEntry(1n)
@@ -800,7 +816,32 @@ export function storeContract (name: string, open: (t: TestContext) => Promise<S
         assert.equal((await store.getStockEntry(1n))?.revision, before?.revision, 'the same status is no change')
         await importData(store, { pets: [pet(1n, { quantity: undefined, status: 'sold' })], orders: [] })
         assert.deepEqual(await store.getStockEntry(1n), { petId: 1n, quantity: 3, status: 'sold', revision: (before?.revision ?? 0n) + 1n })
-        assert.equal((await store.stockHistory(1n, 10)).length, 1)
+        const history = await store.stockHistory(1n, 10)
+        assert.deepEqual(history.map((e) => [e.reason, e.previousQuantity, e.quantity, e.previousStatus, e.status]),
+          [['import', null, 3, null, 'available'], ['import', 3, 3, 'available', 'sold']])
+        // With the same quantity and status again: nothing.
+        await importData(store, { pets: [pet(1n, { quantity: 3, status: 'sold' })], orders: [] })
+        assert.equal((await store.stockHistory(1n, 10)).length, 2)
+      })
+
+      test('an import that changes a status and a quantity at once records one change with both', async (t) => {
+        const store = await open(t)
+        await importData(store, { pets: [pet(1n, { quantity: 3, status: 'available' })], orders: [] })
+        const before = await store.getStockEntry(1n)
+        await importData(store, { pets: [pet(1n, { quantity: 0, status: 'sold' })], orders: [] })
+        assert.deepEqual((await store.stockHistory(1n, 10)).slice(1).map((e) => [e.previousQuantity, e.quantity, e.previousStatus, e.status]),
+          [[3, 0, 'available', 'sold']])
+        assert.ok(((await store.getStockEntry(1n))?.revision ?? 0n) > (before?.revision ?? 0n))
+      })
+
+      test('an import that changes the status of a pet without stock records nothing: the listing does not show it', async (t) => {
+        const store = await open(t)
+        await importData(store, { pets: [pet(1n, { quantity: undefined, status: 'available' })], orders: [] })
+        await importData(store, { pets: [pet(1n, { quantity: undefined, status: 'sold' })], orders: [] })
+        assert.deepEqual(await store.listChanges(null, 10), [])
+        // Its first stock creates the entry with the status it has.
+        await importData(store, { pets: [pet(1n, { quantity: 2, status: 'sold' })], orders: [] })
+        assert.deepEqual((await store.listChanges(null, 10)).map((e) => [e.previousQuantity, e.quantity, e.previousStatus, e.status]), [[null, 2, null, 'sold']])
       })
 
       test('stockHistory returns the newest entries of that pet only, oldest first', async (t) => {

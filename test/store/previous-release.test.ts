@@ -1,7 +1,7 @@
 /**
  * A rolling upgrade: instances of the previous release keep running (or start) while this release's migrations
  * are applied. Each release's migrations must keep the previous release working (expand now, contract in a later
- * release). Here the previous release's own store code (test/fixtures/release-f75bf74, verbatim) reads and writes
+ * release). Here the previous release's own store code (test/fixtures/release-6344baa, verbatim) reads and writes
  * a store that this release has migrated, and this release reads what it wrote.
  */
 import assert from 'node:assert/strict'
@@ -10,15 +10,17 @@ import { describe, test } from 'node:test'
 import { PostgresStore } from '../../src/store/postgres/index.js'
 import { SqliteStore } from '../../src/store/sqlite/index.js'
 import type { Store } from '../../src/store/types.js'
-import { PostgresStore as PreviousPostgresStore } from '../fixtures/release-f75bf74/src/store/postgres/index.js'
-import { SqliteStore as PreviousSqliteStore } from '../fixtures/release-f75bf74/src/store/sqlite/index.js'
-import type { Store as PreviousStore } from '../fixtures/release-f75bf74/src/store/types.js'
+import { PostgresStore as PreviousPostgresStore } from '../fixtures/release-6344baa/src/store/postgres/index.js'
+import { SqliteStore as PreviousSqliteStore } from '../fixtures/release-6344baa/src/store/sqlite/index.js'
+import type { Store as PreviousStore } from '../fixtures/release-6344baa/src/store/types.js'
 import { tempDir } from '../helpers/app.js'
 import { POSTGRES_URL, requirePostgres, tempSchema } from '../helpers/postgres.js'
 import { importData } from '../../src/domain/import.js'
-import { importedStockChange } from '../../src/domain/inventory.js'
 
 const AT = new Date('2026-11-23T10:00:00.000Z')
+/** The previous release's import rule (its src/domain/inventory.ts, verbatim): quantities only. */
+const previousImportRule = (pet: { quantity?: number }, current: number | null) =>
+  pet.quantity === undefined || pet.quantity === current ? null : { previous: current, quantity: pet.quantity }
 const change = (petId: bigint, quantity: number, expectedRevisions: bigint[] | null = null) =>
   ({ petId, quantity, expectedRevisions, reason: 'arrival' as const, note: 'old release', keyId: 'key_old', requestId: 'req-old', at: AT })
 
@@ -28,7 +30,7 @@ async function exercise (current: Store, previous: PreviousStore): Promise<void>
   // An instance of the previous release that was running when the store was migrated goes on reading and writing (one
   // started afterwards sees the store ahead of it and serves reads only).
   const status = await previous.schemaStatus()
-  assert.deepEqual([status.pending.length, status.ahead.map((m) => m.version)], [0, [8]])
+  assert.deepEqual([status.pending.length, status.ahead.map((m) => m.version)], [0, [9]])
 
   // Reads.
   assert.deepEqual(await previous.listInventory(), [{ petId: 1n, quantity: 2, status: 'available' }])
@@ -40,7 +42,7 @@ async function exercise (current: Store, previous: PreviousStore): Promise<void>
   const updated = await previous.setQuantity(change(1n, 5, [entry?.revision as bigint]))
   assert.equal(updated.status, 'updated')
   assert.ok(await previous.inventoryVersion() > version)
-  await previous.importData({ pets: [{ id: 2n, name: 'Tom', status: 'pending', quantity: 1 }], orders: [] }, { stockChange: importedStockChange })
+  await previous.importData({ pets: [{ id: 2n, name: 'Tom', status: 'pending', quantity: 1 }], orders: [] }, { stockChange: previousImportRule })
   await previous.createApiKey({ id: 'key_old', keyHash: 'hash-old', name: 'old', plan: 'free', perMinute: null, perDay: null, createdAt: AT })
   assert.equal(await previous.banApiKey('key_old', { since: AT, until: new Date('2030-01-01T00:00:00Z'), seconds: 900 }), true)
   // A key this release made (a scope, an expiry, a rotation) reads as a plain key there: the previous release enforces
@@ -62,6 +64,13 @@ async function exercise (current: Store, previous: PreviousStore): Promise<void>
   assert.equal(old?.ban?.seconds, 900)
   assert.deepEqual([old?.scope, old?.expiresAt, old?.quotaId], ['write', null, 'key_old'], 'a key the previous release made has full access, as before')
   assert.deepEqual((await current.listInventory()).map((i) => [i.petId, i.quantity]), [[1n, 6], [2n, 1]])
+
+  // Migration 9: this release records an import's change of status in the ledger; the previous release reads that row
+  // as a change of quantity that kept it, and its own rows read here with no status.
+  await importData(current, { pets: [{ id: 2n, name: 'Tom', status: 'sold', quantity: 1 }], orders: [] })
+  assert.deepEqual((await previous.stockHistory(2n, 10)).map((e) => [e.previousQuantity, e.quantity]), [[null, 1], [1, 1]])
+  assert.deepEqual((await current.stockHistory(2n, 10)).map((e) => [e.previousStatus, e.status]), [[null, null], ['pending', 'sold']])
+  assert.deepEqual(await previous.getStockEntry(2n).then((e) => e?.status), 'sold')
 }
 
 describe('the previous release on this release\'s schema', () => {

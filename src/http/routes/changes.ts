@@ -12,13 +12,15 @@ export const changeRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async (
     schema: {
       operationId: 'listInventoryChanges',
       summary: 'List stock changes in commit order, to keep a copy in sync',
-      description: 'Every stock change (PATCH, adjustments, batches and the operator\'s imports) from the stock ledger, one ' +
+      description: 'Every change to what the listing shows, from the stock ledger: quantities set through PATCH, adjustments ' +
+        'and batches, and what the operator\'s imports change (a quantity, a pet\'s status, an entry added), one ' +
         'page at a time, in the order the changes were committed (those of one request in its order): a reader following ' +
         'it never misses or repeats a change, also while several instances write, and sees each pet\'s changes in the order ' +
         'they were made, so applying them in turn leaves a copy equal to the inventory. Each change ' +
         'carries a `cursor`; store the last one you processed and send it as `after` to resume. Every answer carries ' +
         '`Link: <...>; rel="next"`; an empty page means you are caught up: poll the same link later. `requestId` is shown ' +
-        'only for changes made with your own key. Beta: an addition to the specification (docs/decisions.md).',
+        'only for changes made with your own key. To start a copy, take `GET /v1/inventory` and follow from its `Changes-Cursor`. ' +
+        'Beta: an addition to the specification (docs/decisions.md).',
       tags: ['inventory'],
       'x-stability': 'beta',
       querystring: Type.Object({

@@ -32,7 +32,14 @@ const InventoryList = Type.Array(InventoryItem, {
   headers: {
     ...RESPONSE_HEADERS,
     ETag: Type.String({ description: 'Strong validator of the whole inventory (not sent with a page); send it back in If-None-Match' }),
-    Link: Type.String({ description: 'With `limit` or `cursor`: rel="next" link while more entries remain' })
+    Link: Type.String({ description: 'With `limit` or `cursor`: rel="next" link while more entries remain' }),
+    'Changes-Cursor': Type.String({
+      description: 'The change feed\'s cursor this listing reflects: every change up to it is in the listing. To keep a copy, ' +
+        'store the listing, then follow `GET /v1/inventory/changes?after=<this cursor>`. The listing may also hold a few ' +
+        'changes after it, which the feed then repeats; each change carries the values it set, so applying them again ' +
+        'changes nothing. With pages, use the first page\'s. Absent while no change has ever been recorded (follow the ' +
+        'feed from its start). Beta'
+    })
   }
 })
 
@@ -155,6 +162,7 @@ function listingBody (view: InventoryView): Buffer | Readable {
 
 /** Sends the whole listing: already-serialized bytes, which Fastify sends as they are. */
 function sendListing (reply: FastifyReply, view: InventoryView): void {
+  if (view.feed !== null) reply.header('Changes-Cursor', view.feed)
   reply.header('ETag', view.etag).header('Content-Length', view.length).send(listingBody(view) as never)
 }
 
@@ -236,6 +244,7 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
       cursorRefused(error)
     }
     const page = await cache.page(after, size)
+    if (page.feed !== null) reply.header('Changes-Cursor', page.feed)
     if (page.more && page.last !== null) {
       linkNext(reply, '/v1/inventory', { limit: String(size), cursor: encodeCursor(INVENTORY_CURSOR_PREFIX, page.last) })
     }

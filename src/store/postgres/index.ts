@@ -8,7 +8,7 @@ import {
   type EntryRow, type IdempotencyRow, type InventoryRow, type KeyRow, type LedgerRow, type OrderRow, type PetRow
 } from '../rows.js'
 import type {
-  FeedChange, FeedPosition, IdempotencyClaim, IdempotencyRecord, ImportedStockRule, ImportOptions, ImportResult, InventoryPage, NewApiKey, OrderPage, PoolStats, RotationOutcome, StockAdjustment, StockAdjustmentResult, StockChange,
+  FeedChange, FeedPosition, IdempotencyClaim, IdempotencyRecord, ImportedCurrent, ImportedStockRule, ImportOptions, ImportResult, InventoryPage, NewApiKey, OrderPage, PoolStats, RotationOutcome, StockAdjustment, StockAdjustmentResult, StockChange,
   StockBatch, StockBatchResult, StockChangeResult, Store
 } from '../types.js'
 import { aheadError, appliedChecksum, checksum, schemaStatus, type AppliedMigration, type SchemaStatus } from '../migrations.js'
@@ -365,15 +365,22 @@ export class PostgresStore implements Store {
     let open = true
     try {
       await client.query(this.#begin('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY'))
-      const { rows: [row] } = await client.query<{ v: bigint }>('SELECT v FROM inventory_version WHERE id = 1')
+      const { rows: [row] } = await client.query<{ v: bigint, position: bigint | null, id: bigint | null }>(
+        // The feed's last committed change in this snapshot: positions are taken in commit order, so the snapshot holds
+        // every change up to the highest position it sees and none after.
+        `SELECT (SELECT v FROM inventory_version WHERE id = 1) AS v, f.position,
+           (SELECT max(l.id) FROM stock_ledger l WHERE l.txid = f.txid) AS id
+         FROM (SELECT 1) one LEFT JOIN (SELECT position, txid FROM feed_positions ORDER BY position DESC LIMIT 1) f ON true`)
       const version = row?.v ?? 0n
+      // A position without ledger rows is migration 7's own, on a ledger that was empty: the feed is empty.
+      const feed = row === undefined || row.position === null || row.id === null ? null : { order: row.position, id: row.id }
       let after: bigint | null = null
       for (;;) {
         const { rows }: pg.QueryResult<InventoryRow> = await client.query<InventoryRow>(
           `SELECT ${INVENTORY_COLUMNS} FROM inventory i JOIN pets p ON p.id = i.pet_id
            WHERE $1::bigint IS NULL OR i.pet_id > $1 ORDER BY i.pet_id LIMIT $2`, [after, size])
         // An empty page only when the whole listing is empty.
-        if (rows.length > 0 || after === null) yield { version, items: rows.map(toInventoryItem) }
+        if (rows.length > 0 || after === null) yield { version, feed, items: rows.map(toInventoryItem) }
         if (rows.length < size) break
         after = (rows.at(-1) as InventoryRow).pet_id
       }
@@ -536,6 +543,7 @@ export class PostgresStore implements Store {
       // Multi-row upserts from arrays (unnest): one round trip per chunk instead of one per record.
       for (let i = 0; i < pets.length; i += CHUNK) {
         const chunk = pets.slice(i, i + CHUNK)
+        const current = await this.#importCurrent(client, chunk)
         const columns = chunk.map((pet) => [pet.id, ...petColumns(pet)])
         await client.query(
           `INSERT INTO pets (id, name, status, category_id, category_name, photo_urls, tags)
@@ -543,7 +551,7 @@ export class PostgresStore implements Store {
            ON CONFLICT (id) DO UPDATE SET name = excluded.name, status = excluded.status, category_id = excluded.category_id,
              category_name = excluded.category_name, photo_urls = excluded.photo_urls, tags = excluded.tags`,
           [0, 1, 2, 3, 4, 5, 6].map((c) => columns.map((row) => row[c] ?? null)))
-        await this.#importStock(client, chunk.filter((pet) => pet.quantity !== undefined), options.stockChange, at)
+        await this.#importStock(client, chunk, current, options.stockChange, at)
         report(chunk.length)
       }
       for (let i = 0; i < orders.length; i += CHUNK) {
@@ -562,28 +570,41 @@ export class PostgresStore implements Store {
   }
 
   /**
-   * Writes the stock of imported pets that is new or changed, with a ledger row each. The entries are locked
-   * first so that the previous quantities recorded are the ones replaced, even with PATCHes running.
+   * What the store holds of the pets an import chunk is about to replace: their status and their entry's quantity,
+   * both locked (pets first, then entries, each in id order, as every import takes them; a PATCH locks only its entry
+   * and reads the pet without a lock), so that what the ledger records as before is what the import replaces.
    */
-  async #importStock (client: pg.PoolClient, pets: PetImport[], stockChange: ImportedStockRule, at: Date): Promise<void> {
-    if (pets.length === 0) return
-    const { rows: locked } = await client.query<{ pet_id: bigint, quantity: number }>(
-      'SELECT pet_id, quantity FROM inventory WHERE pet_id = ANY ($1::bigint[]) ORDER BY pet_id FOR UPDATE', [pets.map((pet) => pet.id)])
-    const current = new Map(locked.map((row) => [row.pet_id, row.quantity]))
+  async #importCurrent (client: pg.PoolClient, pets: PetImport[]): Promise<Map<bigint, ImportedCurrent>> {
+    const ids = pets.map((pet) => pet.id)
+    const { rows: statuses } = await client.query<{ id: bigint, status: PetStatus }>(
+      'SELECT id, status FROM pets WHERE id = ANY ($1::bigint[]) ORDER BY id FOR UPDATE', [ids])
+    const { rows: entries } = await client.query<{ pet_id: bigint, quantity: number }>(
+      'SELECT pet_id, quantity FROM inventory WHERE pet_id = ANY ($1::bigint[]) ORDER BY pet_id FOR UPDATE', [ids])
+    const current = new Map<bigint, ImportedCurrent>(statuses.map((row) => [row.id, { status: row.status, quantity: null }]))
+    for (const row of entries) current.set(row.pet_id, { status: current.get(row.pet_id)?.status ?? null, quantity: row.quantity })
+    return current
+  }
+
+  /** Writes what the imported pets change in the listing (the domain's rule decides), with a ledger row each. */
+  async #importStock (client: pg.PoolClient, pets: PetImport[], current: Map<bigint, ImportedCurrent>, stockChange: ImportedStockRule, at: Date): Promise<void> {
     const changed = pets.flatMap((pet) => {
-      const change = stockChange(pet, current.get(pet.id) ?? null)
+      const change = stockChange(pet, current.get(pet.id) ?? { quantity: null, status: null })
       return change === null ? [] : [{ petId: pet.id, ...change }]
     })
     if (changed.length === 0) return
     const ids = changed.map((change) => change.petId)
     const quantities = changed.map((change) => change.quantity)
+    // A changed status has grown the revision already (the pets trigger): the entry's own write grows it for a quantity.
     await client.query(
       `INSERT INTO inventory (pet_id, quantity) SELECT * FROM unnest($1::bigint[], $2::integer[])
-       ON CONFLICT (pet_id) DO UPDATE SET quantity = excluded.quantity, revision = inventory.revision + 1`, [ids, quantities])
+       ON CONFLICT (pet_id) DO UPDATE SET quantity = excluded.quantity,
+         revision = inventory.revision + CASE WHEN inventory.quantity = excluded.quantity THEN 0 ELSE 1 END`, [ids, quantities])
     await client.query(
-      `INSERT INTO stock_ledger (pet_id, previous_quantity, quantity, reason, created_at)
-       SELECT pet_id, previous, quantity, 'import', $4 FROM unnest($1::bigint[], $2::integer[], $3::integer[]) AS t (pet_id, previous, quantity)`,
-      [ids, changed.map((change) => change.previous), quantities, at])
+      `INSERT INTO stock_ledger (pet_id, previous_quantity, quantity, reason, status, previous_status, created_at)
+       SELECT pet_id, previous, quantity, 'import', status, previous_status, $6
+       FROM unnest($1::bigint[], $2::integer[], $3::integer[], $4::text[], $5::text[]) AS t (pet_id, previous, quantity, status, previous_status)`,
+      [ids, changed.map((change) => change.previous), quantities, changed.map((change) => change.status),
+        changed.map((change) => change.previousStatus), at])
   }
 
   async createApiKey (key: NewApiKey): Promise<void> {

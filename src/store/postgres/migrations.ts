@@ -228,6 +228,17 @@ export const MIGRATIONS: readonly Migration[] = [
       ALTER TABLE api_keys ADD COLUMN last_deprecated_use_at timestamptz;
       CREATE INDEX api_keys_quota ON api_keys (quota_id) WHERE quota_id IS NOT NULL;
     `
+  },
+  {
+    version: 9,
+    name: 'status changes in the stock ledger',
+    // See the SQLite migration. The checks are NOT VALID: every existing row holds null, and validating would scan the
+    // whole ledger under the ALTER's exclusive lock; new rows are checked all the same.
+    sql: `
+      ALTER TABLE stock_ledger ADD COLUMN status text, ADD COLUMN previous_status text;
+      ALTER TABLE stock_ledger ADD CONSTRAINT stock_ledger_status_check
+        CHECK (status IN ('available', 'pending', 'sold') AND previous_status IN ('available', 'pending', 'sold')) NOT VALID;
+    `
   }
 ]
 

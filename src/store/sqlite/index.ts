@@ -1,7 +1,7 @@
 import Database from 'better-sqlite3'
 import { mkdirSync } from 'node:fs'
 import { dirname } from 'node:path'
-import type { ApiKeyRecord, Ban, InventoryItem, LedgerEntry, Order, OrderStatus, Pet, PetImport, StockEntry } from '../../domain/model.js'
+import type { ApiKeyRecord, Ban, InventoryItem, LedgerEntry, Order, OrderStatus, Pet, PetImport, PetStatus, StockEntry } from '../../domain/model.js'
 import { StoreUnavailableError } from '../../errors.js'
 import type {
   BatchFailure, FeedChange, FeedPosition, IdempotencyRecord, ImportOptions, ImportResult, InventoryPage, NewApiKey, OrderPage, StockAdjustment, StockAdjustmentResult, StockBatch,
@@ -32,6 +32,9 @@ const VERSION_SQL = 'SELECT v FROM inventory_version WHERE id = 1'
 /** Appends a ledger row linked to the pet's previous one (the entry's ledger_head, which the caller then moves). */
 const LEDGER_INSERT_SQL = `INSERT INTO stock_ledger (pet_id, previous_id, previous_quantity, quantity, reason, note, key_id, request_id, batch_id, created_at)
   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+/** An import's ledger row: the status where the import changed it, or created the entry. */
+const IMPORT_LEDGER_SQL = `INSERT INTO stock_ledger (pet_id, previous_id, previous_quantity, quantity, reason, status, previous_status, created_at)
+  VALUES (?, ?, ?, ?, 'import', ?, ?, ?)`
 /** The newest `limit` ledger rows of a pet, following its chain from the head; oldest first. */
 const HISTORY_SQL = `
   WITH RECURSIVE chain (id, depth) AS (
@@ -84,18 +87,24 @@ function singleResult (result: StockBatchResult): StockAdjustmentResult {
 }
 
 /** Rows as pages of `size` items; an empty listing is one empty page. */
-function * pagesOf (version: bigint, rows: Iterable<InventoryRow>, size: number): Generator<InventoryPage> {
+function * pagesOf (version: bigint, feed: FeedPosition | null, rows: Iterable<InventoryRow>, size: number): Generator<InventoryPage> {
   let page: InventoryItem[] = []
   let pages = 0
   for (const row of rows) {
     page.push(toInventoryItem(row))
     if (page.length === size) {
       pages++
-      yield { version, items: page }
+      yield { version, feed, items: page }
       page = []
     }
   }
-  if (page.length > 0 || pages === 0) yield { version, items: page }
+  if (page.length > 0 || pages === 0) yield { version, feed, items: page }
+}
+
+/** The feed's last change (ledger rows commit in id order: the largest id), read inside the caller's transaction. */
+function feedHead (db: Database.Database): FeedPosition | null {
+  const { id } = db.prepare('SELECT max(id) AS id FROM stock_ledger').get() as { id: bigint | null }
+  return id === null ? null : { order: 0n, id }
 }
 
 /** What the group commit applies: an absolute change (quantity), a relative one (delta), or a batch of them. */
@@ -250,17 +259,19 @@ export class SqliteStore implements Store {
     if (db !== this.#db) db.defaultSafeIntegers(true)
     const list = `SELECT ${INVENTORY_COLUMNS} FROM inventory i JOIN pets p ON p.id = i.pet_id ORDER BY i.pet_id`
     if (db === this.#db) {
-      const [version, rows] = guard(() => db.transaction(() => [
+      const [version, feed, rows] = guard(() => db.transaction(() => [
         (db.prepare(VERSION_SQL).get() as { v: bigint }).v,
+        feedHead(db),
         db.prepare(list).all() as InventoryRow[]
       ] as const)())
-      yield * pagesOf(version, rows, size)
+      yield * pagesOf(version, feed, rows, size)
       return
     }
     guard(() => db.exec('BEGIN'))
     try {
       const version = guard(() => (db.prepare(VERSION_SQL).get() as { v: bigint }).v)
-      yield * pagesOf(version, db.prepare(list).iterate() as IterableIterator<InventoryRow>, size)
+      const feed = guard(() => feedHead(db))
+      yield * pagesOf(version, feed, db.prepare(list).iterate() as IterableIterator<InventoryRow>, size)
     } catch (error) {
       throw translate(error)
     } finally {
@@ -471,12 +482,16 @@ export class SqliteStore implements Store {
          ON CONFLICT (id) DO UPDATE SET name = excluded.name, status = excluded.status, category_id = excluded.category_id,
            category_name = excluded.category_name, photo_urls = excluded.photo_urls, tags = excluded.tags`
       )
-      const readStock = db.prepare('SELECT quantity, ledger_head FROM inventory WHERE pet_id = ?')
+      // The pet as it is before the record replaces it: its status and its entry (a left join: a pet may have none).
+      const readCurrent = db.prepare(
+        'SELECT p.status, i.quantity, i.ledger_head FROM pets p LEFT JOIN inventory i ON i.pet_id = p.id WHERE p.id = ?')
+      // A changed status has grown the revision already (the pets trigger): the entry's own write grows it for a quantity.
       const upsertStock = db.prepare(
         `INSERT INTO inventory (pet_id, quantity, ledger_head) VALUES (?, ?, ?)
-         ON CONFLICT (pet_id) DO UPDATE SET quantity = excluded.quantity, revision = revision + 1, ledger_head = excluded.ledger_head`
+         ON CONFLICT (pet_id) DO UPDATE SET quantity = excluded.quantity, revision = revision + (quantity IS NOT excluded.quantity),
+           ledger_head = excluded.ledger_head`
       )
-      const record = db.prepare(LEDGER_INSERT_SQL)
+      const record = db.prepare(IMPORT_LEDGER_SQL)
       const at = (options.at ?? new Date()).toISOString()
       const upsertOrder = db.prepare(
         `INSERT INTO orders (id, pet_id, quantity, ship_date, status, complete) VALUES (?, ?, ?, ?, ?, ?)
@@ -487,14 +502,16 @@ export class SqliteStore implements Store {
       const report = progressReporter(total, options.onProgress)
       db.transaction(() => {
         for (const pet of pets) {
+          const before = readCurrent.get(pet.id) as { status: PetStatus, quantity: bigint | null, ledger_head: bigint | null } | undefined
           upsertPet.run(pet.id, ...petColumns(pet))
-          if (pet.quantity !== undefined) {
-            const entry = readStock.get(pet.id) as { quantity: bigint, ledger_head: bigint | null } | undefined
-            const change = options.stockChange(pet, entry === undefined ? null : Number(entry.quantity))
-            if (change !== null) {
-              const { lastInsertRowid } = record.run(pet.id, entry?.ledger_head ?? null, change.previous, change.quantity, 'import', null, null, null, null, at)
-              upsertStock.run(pet.id, change.quantity, lastInsertRowid)
-            }
+          const change = options.stockChange(pet, {
+            quantity: before === undefined || before.quantity === null ? null : Number(before.quantity),
+            status: before?.status ?? null
+          })
+          if (change !== null) {
+            const { lastInsertRowid } = record.run(pet.id, before?.ledger_head ?? null, change.previous, change.quantity, change.status,
+              change.previousStatus, at)
+            upsertStock.run(pet.id, change.quantity, lastInsertRowid)
           }
           report(1)
         }

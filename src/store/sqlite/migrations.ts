@@ -187,6 +187,18 @@ export const MIGRATIONS: readonly Migration[] = [
       ALTER TABLE api_keys ADD COLUMN last_deprecated_use_at TEXT;
       CREATE INDEX api_keys_quota ON api_keys (quota_id) WHERE quota_id IS NOT NULL;
     `
+  },
+  {
+    version: 9,
+    name: 'status changes in the stock ledger',
+    // What the listing shows is each stock entry with its pet's status, so a change of the status (an import) is a
+    // change the feed must show too. status: the status after a change that set it (a changed status, or a new
+    // entry); previous_status: the one before, when an existing entry's status changed. Null for every other change
+    // (the API changes quantities only) and for the rows written before.
+    sql: `
+      ALTER TABLE stock_ledger ADD COLUMN status TEXT CHECK (status IN ('available', 'pending', 'sold'));
+      ALTER TABLE stock_ledger ADD COLUMN previous_status TEXT CHECK (previous_status IN ('available', 'pending', 'sold'));
+    `
   }
 ]
 
