@@ -213,7 +213,7 @@ export interface operations {
                     ETag?: string;
                     /** @description With `limit` or `cursor`: rel="next" link while more entries remain */
                     Link?: string;
-                    /** @description The change feed's cursor this listing reflects: every change up to it is in the listing. To keep a copy, store the listing, then follow `GET /v1/inventory/changes?after=<this cursor>`. The listing may also hold a few changes after it, which the feed then repeats; each change carries the values it set, so applying them again changes nothing. With pages, use the first page's. Absent while no change has ever been recorded (follow the feed from its start). Beta */
+                    /** @description The change feed's cursor this listing reflects: every change up to it is in the listing. To keep a copy, store the listing, then follow `GET /v1/inventory/changes?after=<this cursor>`. The listing may also hold a few changes after it, which the feed then repeats; each change carries the values it set, so applying them again changes nothing. With pages, on the first page only (later pages may reflect later changes). Absent while no change has ever been recorded (follow the feed from its start). Beta */
                     "Changes-Cursor"?: string;
                     [name: string]: unknown;
                 };

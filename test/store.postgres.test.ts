@@ -11,7 +11,7 @@ import { PostgresStore } from '../src/store/postgres/index.js'
 import { MIGRATIONS } from '../src/store/postgres/migrations.js'
 import { freePort } from './cli/run.js'
 import { POSTGRES_URL, requirePostgres, tempPostgresStore, tempSchema } from './helpers/postgres.js'
-import { setStock, storeContract } from './store/contract.js'
+import { setStock, stockChange, storeContract } from './store/contract.js'
 import { importData } from '../src/domain/import.js'
 
 if (await requirePostgres('PostgreSQL store tests')) {
@@ -139,6 +139,54 @@ if (await requirePostgres('PostgreSQL store tests')) {
       assert.equal((await first).status, 'updated')
       assert.deepEqual(await second, { status: 'recorded' }, 'its own batch applied, through the first instance')
       assert.equal((await a.getStockEntry(1n))?.quantity, 11)
+    })
+
+    test('when a second import starts while a first one that created a pet has not committed, then the second records that pet\'s change of status', async (t) => {
+      const schema = await tempSchema(t)
+      const first = new PostgresStore(POSTGRES_URL, { schema })
+      const second = new PostgresStore(POSTGRES_URL, { schema })
+      t.after(() => Promise.all([first.close(), second.close()]))
+      await first.migrate()
+      // Pet 1 (new, with stock) in the first chunk, then enough pets for the import to be still running when the
+      // second import starts, from the first one's progress report after that chunk.
+      const pets = [{ id: 1n, name: 'new', status: 'available' as const, quantity: 5 },
+        ...Array.from({ length: 20_000 }, (_, i) => ({ id: BigInt(i + 100), name: `p${i}`, status: 'available' as const }))]
+      let secondImport: Promise<unknown> | null = null
+      await importData(first, { pets, orders: [] }, {
+        onProgress: () => { secondImport ??= importData(second, { pets: [{ id: 1n, name: 'new', status: 'sold' }], orders: [] }) }
+      })
+      await secondImport
+      assert.deepEqual((await first.listChanges(null, 10)).map((c) => [c.petId, c.previousQuantity, c.quantity, c.previousStatus, c.status]), [
+        [1n, null, 5, null, 'available'],
+        [1n, 5, 5, 'available', 'sold']
+      ])
+    })
+
+    test('when stock is changed while a large import writes the same pets, then neither deadlocks', async (t) => {
+      const schema = await tempSchema(t)
+      // A long statement timeout: a PATCH may wait for the whole import (that is the point), never for a deadlock.
+      const store = new PostgresStore(POSTGRES_URL, { schema, poolSize: 6, statementTimeoutMs: 120_000 })
+      t.after(() => store.close())
+      await store.migrate()
+      // Pets in the third chunk (5,000 pets a chunk) with stock, changed in a loop while the import writes them.
+      const pets = Array.from({ length: 12_000 }, (_, i) => ({ id: BigInt(i + 1), name: `p${i}`, status: 'available' as const, quantity: 1 }))
+      await importData(store, { pets: pets.slice(11_000), orders: [] })
+      let importing = true
+      const writers = [11_001n, 11_002n, 11_003n].map(async (petId) => {
+        let writes = 0
+        while (importing || writes === 0) {
+          const result = await store.setQuantity(stockChange(petId, writes % 100))
+          assert.equal(result.status, 'updated')
+          writes++
+        }
+        return writes
+      })
+      try {
+        for (let round = 0; round < 3; round++) await importData(store, { pets: pets.map((pet) => ({ ...pet, quantity: round + 2 })), orders: [] })
+      } finally {
+        importing = false
+      }
+      assert.ok((await Promise.all(writers)).every((writes) => writes > 0))
     })
 
     test('when the server cannot be reached, then calls fail fast with StoreUnavailableError', async (t) => {

@@ -37,8 +37,8 @@ const InventoryList = Type.Array(InventoryItem, {
       description: 'The change feed\'s cursor this listing reflects: every change up to it is in the listing. To keep a copy, ' +
         'store the listing, then follow `GET /v1/inventory/changes?after=<this cursor>`. The listing may also hold a few ' +
         'changes after it, which the feed then repeats; each change carries the values it set, so applying them again ' +
-        'changes nothing. With pages, use the first page\'s. Absent while no change has ever been recorded (follow the ' +
-        'feed from its start). Beta'
+        'changes nothing. With pages, on the first page only (later pages may reflect later changes). Absent while no ' +
+        'change has ever been recorded (follow the feed from its start). Beta'
     })
   }
 })
@@ -244,7 +244,8 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
       cursorRefused(error)
     }
     const page = await cache.page(after, size)
-    if (page.feed !== null) reply.header('Changes-Cursor', page.feed)
+    // The first page only: later pages may come from newer snapshots, and a follower must start from the oldest.
+    if (page.feed !== null && after === null) reply.header('Changes-Cursor', page.feed)
     if (page.more && page.last !== null) {
       linkNext(reply, '/v1/inventory', { limit: String(size), cursor: encodeCursor(INVENTORY_CURSOR_PREFIX, page.last) })
     }

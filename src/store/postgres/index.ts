@@ -28,6 +28,12 @@ const NOTHING_DETECTED: ReadonlyMap<string, boolean> = new Map()
 
 /** Migrations of all instances take this advisory lock, so concurrent starters apply each version once. */
 const MIGRATION_LOCK = 7_265_001_042n
+/**
+ * Imports take this advisory lock, one at a time: an import reads what the pets are before it replaces them, and a pet
+ * another import has inserted but not committed is invisible to it (nothing to lock), so two at once could each take a
+ * pet for new and record its status change as nothing, or as a second creation.
+ */
+const IMPORT_LOCK = 7_265_001_043n
 
 /** The outcome row of a stock change: the entry before (old_*) and, when it applied, after. */
 interface ChangeRow { pet_id: bigint, old_quantity: number, old_revision: bigint, status: PetStatus, quantity: number | null, revision: bigint | null }
@@ -540,6 +546,12 @@ export class PostgresStore implements Store {
     const report = progressReporter(pets.length + orders.length, options.onProgress)
     const at = options.at ?? new Date()
     await this.#transaction(async (client) => {
+      await client.query('SELECT pg_advisory_xact_lock($1)', [IMPORT_LOCK])
+      // Every stock entry the import may write, locked before its first write. A chunk's writes take the inventory
+      // version's row lock (its triggers) until the commit; a PATCH of a pet in a later chunk holds that entry's lock
+      // and waits for the version row, so locking entries chunk by chunk could deadlock with it. Locked up front, the
+      // import waits for such PATCHes before it holds the version row, and later ones wait for the import.
+      await client.query('SELECT 1 FROM inventory WHERE pet_id = ANY ($1::bigint[]) ORDER BY pet_id FOR UPDATE', [pets.map((pet) => pet.id)])
       // Multi-row upserts from arrays (unnest): one round trip per chunk instead of one per record.
       for (let i = 0; i < pets.length; i += CHUNK) {
         const chunk = pets.slice(i, i + CHUNK)
@@ -570,16 +582,15 @@ export class PostgresStore implements Store {
   }
 
   /**
-   * What the store holds of the pets an import chunk is about to replace: their status and their entry's quantity,
-   * both locked (pets first, then entries, each in id order, as every import takes them; a PATCH locks only its entry
-   * and reads the pet without a lock), so that what the ledger records as before is what the import replaces.
+   * What the store holds of the pets an import chunk is about to replace: their status and their entry's quantity
+   * (the entries are locked already, importData; imports run one at a time), so that what the ledger records as before
+   * is what the import replaces.
    */
   async #importCurrent (client: pg.PoolClient, pets: PetImport[]): Promise<Map<bigint, ImportedCurrent>> {
     const ids = pets.map((pet) => pet.id)
-    const { rows: statuses } = await client.query<{ id: bigint, status: PetStatus }>(
-      'SELECT id, status FROM pets WHERE id = ANY ($1::bigint[]) ORDER BY id FOR UPDATE', [ids])
+    const { rows: statuses } = await client.query<{ id: bigint, status: PetStatus }>('SELECT id, status FROM pets WHERE id = ANY ($1::bigint[])', [ids])
     const { rows: entries } = await client.query<{ pet_id: bigint, quantity: number }>(
-      'SELECT pet_id, quantity FROM inventory WHERE pet_id = ANY ($1::bigint[]) ORDER BY pet_id FOR UPDATE', [ids])
+      'SELECT pet_id, quantity FROM inventory WHERE pet_id = ANY ($1::bigint[])', [ids])
     const current = new Map<bigint, ImportedCurrent>(statuses.map((row) => [row.id, { status: row.status, quantity: null }]))
     for (const row of entries) current.set(row.pet_id, { status: current.get(row.pet_id)?.status ?? null, quantity: row.quantity })
     return current
@@ -594,11 +605,16 @@ export class PostgresStore implements Store {
     if (changed.length === 0) return
     const ids = changed.map((change) => change.petId)
     const quantities = changed.map((change) => change.quantity)
-    // A changed status has grown the revision already (the pets trigger): the entry's own write grows it for a quantity.
-    await client.query(
-      `INSERT INTO inventory (pet_id, quantity) SELECT * FROM unnest($1::bigint[], $2::integer[])
-       ON CONFLICT (pet_id) DO UPDATE SET quantity = excluded.quantity,
-         revision = inventory.revision + CASE WHEN inventory.quantity = excluded.quantity THEN 0 ELSE 1 END`, [ids, quantities])
+    // One change grows the revision once: a changed status has grown it already (the pets trigger), so the entry's own
+    // write grows it only when the status stayed.
+    for (const statusChanged of [false, true]) {
+      const rows = changed.filter((change) => (change.previousStatus !== null) === statusChanged)
+      if (rows.length === 0) continue
+      await client.query(
+        `INSERT INTO inventory (pet_id, quantity) SELECT * FROM unnest($1::bigint[], $2::integer[])
+         ON CONFLICT (pet_id) DO UPDATE SET quantity = excluded.quantity${statusChanged ? '' : ', revision = inventory.revision + 1'}`,
+        [rows.map((change) => change.petId), rows.map((change) => change.quantity)])
+    }
     await client.query(
       `INSERT INTO stock_ledger (pet_id, previous_quantity, quantity, reason, status, previous_status, created_at)
        SELECT pet_id, previous, quantity, 'import', status, previous_status, $6

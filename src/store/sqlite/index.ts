@@ -485,11 +485,11 @@ export class SqliteStore implements Store {
       // The pet as it is before the record replaces it: its status and its entry (a left join: a pet may have none).
       const readCurrent = db.prepare(
         'SELECT p.status, i.quantity, i.ledger_head FROM pets p LEFT JOIN inventory i ON i.pet_id = p.id WHERE p.id = ?')
-      // A changed status has grown the revision already (the pets trigger): the entry's own write grows it for a quantity.
+      // One change grows the revision once: a changed status has grown it already (the pets trigger), so the entry's own
+      // write grows it (the last parameter, 1 or 0) only when the status stayed.
       const upsertStock = db.prepare(
         `INSERT INTO inventory (pet_id, quantity, ledger_head) VALUES (?, ?, ?)
-         ON CONFLICT (pet_id) DO UPDATE SET quantity = excluded.quantity, revision = revision + (quantity IS NOT excluded.quantity),
-           ledger_head = excluded.ledger_head`
+         ON CONFLICT (pet_id) DO UPDATE SET quantity = excluded.quantity, revision = revision + ?, ledger_head = excluded.ledger_head`
       )
       const record = db.prepare(IMPORT_LEDGER_SQL)
       const at = (options.at ?? new Date()).toISOString()
@@ -511,7 +511,7 @@ export class SqliteStore implements Store {
           if (change !== null) {
             const { lastInsertRowid } = record.run(pet.id, before?.ledger_head ?? null, change.previous, change.quantity, change.status,
               change.previousStatus, at)
-            upsertStock.run(pet.id, change.quantity, lastInsertRowid)
+            upsertStock.run(pet.id, change.quantity, lastInsertRowid, change.previousStatus === null ? 1 : 0)
           }
           report(1)
         }
