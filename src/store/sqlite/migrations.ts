@@ -194,10 +194,12 @@ export const MIGRATIONS: readonly Migration[] = [
     // What the listing shows is each stock entry with its pet's status, so a change of the status (an import) is a
     // change the feed must show too. status: the status after a change that set it (a changed status, or a new
     // entry); previous_status: the one before, when an existing entry's status changed. Null for every other change
-    // (the API changes quantities only) and for the rows written before.
+    // (the API changes quantities only) and for the rows written before. No CHECK on them: on a column added by ALTER
+    // TABLE it cost every ledger insert (every PATCH) about 5 us, a tenth of the PATCH's statements; only the import
+    // writes them, with the domain's statuses.
     sql: `
-      ALTER TABLE stock_ledger ADD COLUMN status TEXT CHECK (status IN ('available', 'pending', 'sold'));
-      ALTER TABLE stock_ledger ADD COLUMN previous_status TEXT CHECK (previous_status IN ('available', 'pending', 'sold'));
+      ALTER TABLE stock_ledger ADD COLUMN status TEXT;
+      ALTER TABLE stock_ledger ADD COLUMN previous_status TEXT;
     `
   }
 ]
