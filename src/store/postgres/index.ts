@@ -551,11 +551,14 @@ export class PostgresStore implements Store {
       // version's row lock (its triggers) until the commit; a PATCH of a pet in a later chunk holds that entry's lock
       // and waits for the version row, so locking entries chunk by chunk could deadlock with it. Locked up front, the
       // import waits for such PATCHes before it holds the version row, and later ones wait for the import.
-      await client.query('SELECT 1 FROM inventory WHERE pet_id = ANY ($1::bigint[]) ORDER BY pet_id FOR UPDATE', [pets.map((pet) => pet.id)])
+      // Their quantities stay as read until the import reaches each pet (a pet appears once in an import).
+      const { rows: locked } = await client.query<{ pet_id: bigint, quantity: number }>(
+        'SELECT pet_id, quantity FROM inventory WHERE pet_id = ANY ($1::bigint[]) ORDER BY pet_id FOR UPDATE', [pets.map((pet) => pet.id)])
+      const quantities = new Map(locked.map((row) => [row.pet_id, row.quantity]))
       // Multi-row upserts from arrays (unnest): one round trip per chunk instead of one per record.
       for (let i = 0; i < pets.length; i += CHUNK) {
         const chunk = pets.slice(i, i + CHUNK)
-        const current = await this.#importCurrent(client, chunk)
+        const current = await this.#importCurrent(client, chunk, quantities)
         const columns = chunk.map((pet) => [pet.id, ...petColumns(pet)])
         await client.query(
           `INSERT INTO pets (id, name, status, category_id, category_name, photo_urls, tags)
@@ -583,16 +586,17 @@ export class PostgresStore implements Store {
 
   /**
    * What the store holds of the pets an import chunk is about to replace: their status and their entry's quantity
-   * (the entries are locked already, importData; imports run one at a time), so that what the ledger records as before
+   * (the quantities as importData read them when it locked the entries; imports run one at a time), so that what the ledger records as before
    * is what the import replaces.
    */
-  async #importCurrent (client: pg.PoolClient, pets: PetImport[]): Promise<Map<bigint, ImportedCurrent>> {
-    const ids = pets.map((pet) => pet.id)
-    const { rows: statuses } = await client.query<{ id: bigint, status: PetStatus }>('SELECT id, status FROM pets WHERE id = ANY ($1::bigint[])', [ids])
-    const { rows: entries } = await client.query<{ pet_id: bigint, quantity: number }>(
-      'SELECT pet_id, quantity FROM inventory WHERE pet_id = ANY ($1::bigint[])', [ids])
+  async #importCurrent (client: pg.PoolClient, pets: PetImport[], quantities: ReadonlyMap<bigint, number>): Promise<Map<bigint, ImportedCurrent>> {
+    const { rows: statuses } = await client.query<{ id: bigint, status: PetStatus }>(
+      'SELECT id, status FROM pets WHERE id = ANY ($1::bigint[])', [pets.map((pet) => pet.id)])
     const current = new Map<bigint, ImportedCurrent>(statuses.map((row) => [row.id, { status: row.status, quantity: null }]))
-    for (const row of entries) current.set(row.pet_id, { status: current.get(row.pet_id)?.status ?? null, quantity: row.quantity })
+    for (const pet of pets) {
+      const quantity = quantities.get(pet.id)
+      if (quantity !== undefined) current.set(pet.id, { status: current.get(pet.id)?.status ?? null, quantity })
+    }
     return current
   }
 
