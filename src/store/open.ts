@@ -33,7 +33,7 @@ export async function readyForUse (store: Store, access: 'read' | 'write'): Prom
  */
 const READS: ReadonlySet<string> = new Set<keyof Store | keyof SqliteStore>([
   'schemaStatus', 'ping', 'close', 'poolStats', 'listInventory', 'inventoryVersion', 'inventoryPages', 'changedElsewhere',
-  'getStockEntry', 'stockHistory', 'listChanges', 'getPet', 'countPets', 'listOrders', 'findApiKeyByHash', 'listApiKeys', 'findIdempotencyRecord',
+  'getStockEntry', 'stockHistory', 'listChanges', 'feedHead', 'listWebhooks', 'getWebhook', 'listWebhookDeliveries', 'getWebhookDelivery', 'webhookBacklog', 'getPet', 'countPets', 'listOrders', 'findApiKeyByHash', 'listApiKeys', 'findIdempotencyRecord',
   'backup', 'durability'
 ])
 

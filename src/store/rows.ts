@@ -6,13 +6,13 @@
 import type { IdempotencyRecord } from './types.js'
 import type { ApiKeyRecord, InventoryItem, KeyScope, LedgerEntry, LedgerReason, Order, OrderStatus, Pet, PetImport, PetStatus, Plan, StockEntry, Tag } from '../domain/model.js'
 
-type Int = bigint | number
-type Time = string | Date
+export type Int = bigint | number
+export type Time = string | Date
 
-const num = (value: Int): number => Number(value)
+export const num = (value: Int): number => Number(value)
 const numOrNull = (value: Int | null): number | null => value === null ? null : Number(value)
-const time = (value: Time): Date => value instanceof Date ? value : new Date(value)
-const timeOrNull = (value: Time | null): Date | null => value === null ? null : time(value)
+export const time = (value: Time): Date => value instanceof Date ? value : new Date(value)
+export const timeOrNull = (value: Time | null): Date | null => value === null ? null : time(value)
 
 export interface InventoryRow { pet_id: bigint, quantity: Int, status: PetStatus }
 export interface EntryRow extends InventoryRow { revision: bigint }

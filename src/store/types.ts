@@ -1,4 +1,5 @@
 import type { SchemaStatus } from './migrations.js'
+import type { WebhookStore } from './webhook-types.js'
 import type { ApiKeyRecord, Ban, KeyScope, InventoryItem, LedgerEntry, Order, OrderStatus, Pet, PetImport, PetStatus, StockEntry, StockReason } from '../domain/model.js'
 
 export interface OrderPage {
@@ -199,7 +200,7 @@ export interface PoolStats {
  * Everything the domain needs from persistence. Implementations: SQLite (embedded default) and PostgreSQL.
  * Methods throw StoreUnavailableError when the database cannot be reached; every write is atomic.
  */
-export interface Store {
+export interface Store extends WebhookStore {
   /** A short name for logs and /readyz: "sqlite" or "postgres". */
   readonly kind: string
   /**

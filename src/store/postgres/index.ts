@@ -14,6 +14,10 @@ import type {
 import { aheadError, appliedChecksum, checksum, schemaStatus, type AppliedMigration, type SchemaStatus } from '../migrations.js'
 import { planBatch } from '../batch.js'
 import { PLAN } from './migrations.js'
+import { PostgresWebhooks } from './webhooks.js'
+import type {
+  AttemptOutcome, ClaimedDelivery, ClaimRequest, EnqueueResult, FailureRun, NewWebhook, WebhookBacklog, WebhookDelivery, WebhookRecord, WebhookUpdate
+} from '../webhook-types.js'
 
 const INT8_OID = 20
 
@@ -194,6 +198,7 @@ export class PostgresStore implements Store {
   readonly #statementTimeoutMs: number
   /** Transaction mode: whether the server's own statement_timeout bounds single statements (asked once; null: not yet). */
   #serverTimeout: Promise<boolean> | null = null
+  readonly #webhooks: PostgresWebhooks
 
   /**
    * With pooler 'transaction' no session setting survives a transaction (the next one may run on another server
@@ -231,6 +236,7 @@ export class PostgresStore implements Store {
     })
     // An idle client losing its connection emits 'error' on the pool; without a listener it would crash.
     this.#pool.on('error', () => {})
+    this.#webhooks = new PostgresWebhooks((text, values) => this.#query(text, values), (work) => this.#transaction(work))
   }
 
   /** The statement that opens a transaction (`begin`, e.g. with an isolation level), with its statement timeout where connections have none. */
@@ -682,4 +688,33 @@ export class PostgresStore implements Store {
        SELECT EXISTS (SELECT 1 FROM api_keys WHERE id = $2) AS found`, [at, id])
     return rows[0]?.found === true
   }
+
+  // Webhooks and change streams (./webhooks.ts).
+  async feedHead (): Promise<FeedPosition | null> { return await this.#webhooks.feedHead() }
+  async createWebhook (webhook: NewWebhook, maxPerQuota: number): Promise<WebhookRecord | 'limit'> { return await this.#webhooks.createWebhook(webhook, maxPerQuota) }
+  async listWebhooks (quotaId: string | null): Promise<WebhookRecord[]> { return await this.#webhooks.listWebhooks(quotaId) }
+  async getWebhook (id: string): Promise<WebhookRecord | null> { return await this.#webhooks.getWebhook(id) }
+  async updateWebhook (id: string, update: WebhookUpdate, at: Date): Promise<WebhookRecord | null> { return await this.#webhooks.updateWebhook(id, update, at) }
+  async deleteWebhook (id: string): Promise<boolean> { return await this.#webhooks.deleteWebhook(id) }
+  async rotateWebhookSecret (id: string, secret: string, previousUntil: Date, at: Date): Promise<WebhookRecord | null> {
+    return await this.#webhooks.rotateWebhookSecret(id, secret, previousUntil, at)
+  }
+  async enqueueWebhookDeliveries (at: Date, giveUpAt: Date, limit: number): Promise<EnqueueResult> { return await this.#webhooks.enqueueWebhookDeliveries(at, giveUpAt, limit) }
+  async claimWebhookDeliveries (request: ClaimRequest): Promise<ClaimedDelivery[]> { return await this.#webhooks.claimWebhookDeliveries(request) }
+  async releaseWebhookLeases (owner: string, deliveryIds: readonly bigint[]): Promise<void> { await this.#webhooks.releaseWebhookLeases(owner, deliveryIds) }
+  async recordWebhookAttempts (outcomes: readonly AttemptOutcome[]): Promise<FailureRun[]> { return await this.#webhooks.recordWebhookAttempts(outcomes) }
+  async listWebhookDeliveries (webhookId: string, beforeId: bigint | null, limit: number): Promise<WebhookDelivery[]> {
+    return await this.#webhooks.listWebhookDeliveries(webhookId, beforeId, limit)
+  }
+  async getWebhookDelivery (webhookId: string, deliveryId: bigint): Promise<WebhookDelivery | null> { return await this.#webhooks.getWebhookDelivery(webhookId, deliveryId) }
+  async retryWebhookDelivery (webhookId: string, deliveryId: bigint, at: Date, giveUpAt: Date): Promise<WebhookDelivery | null> {
+    return await this.#webhooks.retryWebhookDelivery(webhookId, deliveryId, at, giveUpAt)
+  }
+  async webhookBacklog (): Promise<WebhookBacklog[]> { return await this.#webhooks.webhookBacklog() }
+  async purgeWebhookDeliveries (before: Date, limit: number): Promise<number> { return await this.#webhooks.purgeWebhookDeliveries(before, limit) }
+  async openEventStream (id: string, quotaId: string, keyId: string, expiresAt: Date, at: Date, max: number): Promise<boolean> {
+    return await this.#webhooks.openEventStream(id, quotaId, keyId, expiresAt, at, max)
+  }
+  async renewEventStreams (ids: readonly string[], expiresAt: Date, at: Date): Promise<string[]> { return await this.#webhooks.renewEventStreams(ids, expiresAt, at) }
+  async closeEventStream (id: string): Promise<void> { await this.#webhooks.closeEventStream(id) }
 }

@@ -239,6 +239,65 @@ export const MIGRATIONS: readonly Migration[] = [
       ALTER TABLE stock_ledger ADD CONSTRAINT stock_ledger_status_check
         CHECK (status IN ('available', 'pending', 'sold') AND previous_status IN ('available', 'pending', 'sold')) NOT VALID;
     `
+  },
+  {
+    version: 10,
+    name: 'webhook subscriptions, deliveries and open change streams',
+    // See the SQLite migration.
+    sql: `
+      CREATE TABLE webhooks (
+        id text PRIMARY KEY,
+        quota_id text NOT NULL,
+        url text NOT NULL,
+        events text NOT NULL,
+        description text,
+        enabled boolean NOT NULL DEFAULT true,
+        disabled_reason text,
+        secret text NOT NULL,
+        previous_secret text,
+        previous_secret_until timestamptz,
+        feed_order bigint NOT NULL,
+        feed_id bigint NOT NULL,
+        failures integer NOT NULL DEFAULT 0,
+        failing_since timestamptz,
+        created_at timestamptz NOT NULL,
+        updated_at timestamptz NOT NULL
+      );
+      CREATE INDEX webhooks_quota ON webhooks (quota_id);
+      CREATE TABLE webhook_deliveries (
+        id bigserial PRIMARY KEY,
+        webhook_id text NOT NULL REFERENCES webhooks (id) ON DELETE CASCADE,
+        change_id bigint NOT NULL,
+        feed_order bigint NOT NULL,
+        state text NOT NULL CHECK (state IN ('pending', 'delivered', 'failed')),
+        attempts integer NOT NULL DEFAULT 0,
+        next_attempt_at timestamptz,
+        give_up_at timestamptz NOT NULL,
+        lease_owner text,
+        lease_until timestamptz,
+        created_at timestamptz NOT NULL,
+        UNIQUE (webhook_id, change_id)
+      );
+      CREATE INDEX webhook_deliveries_due ON webhook_deliveries (webhook_id, next_attempt_at, id) WHERE state = 'pending';
+      CREATE INDEX webhook_deliveries_created ON webhook_deliveries (created_at);
+      CREATE TABLE webhook_attempts (
+        delivery_id bigint NOT NULL REFERENCES webhook_deliveries (id) ON DELETE CASCADE,
+        attempt integer NOT NULL,
+        at timestamptz NOT NULL,
+        status integer,
+        error text,
+        response text,
+        duration_ms integer NOT NULL,
+        PRIMARY KEY (delivery_id, attempt)
+      );
+      CREATE TABLE event_streams (
+        id text PRIMARY KEY,
+        quota_id text NOT NULL,
+        key_id text NOT NULL,
+        expires_at timestamptz NOT NULL
+      );
+      CREATE INDEX event_streams_quota ON event_streams (quota_id, expires_at);
+    `
   }
 ]
 

@@ -10,6 +10,10 @@ import type {
 import { aheadError, appliedChecksum, checksum, detectQueries, schemaStatus, type AppliedMigration, type SchemaStatus } from '../migrations.js'
 import { planBatch } from '../batch.js'
 import { PLAN } from './migrations.js'
+import { SqliteWebhooks } from './webhooks.js'
+import type {
+  AttemptOutcome, ClaimedDelivery, ClaimRequest, EnqueueResult, FailureRun, NewWebhook, WebhookBacklog, WebhookDelivery, WebhookRecord, WebhookUpdate
+} from '../webhook-types.js'
 import {
   entriesText, IDEMPOTENCY_COLUMNS, INVENTORY_COLUMNS, KEY_COLUMNS, LEDGER_COLUMNS, ORDER_COLUMNS, PET_COLUMNS, petColumns, progressReporter,
   toIdempotencyRecord, toInventoryItem, toKey, toLedgerEntry, toOrder, toPet, toStockEntry,
@@ -67,6 +71,15 @@ function translate (error: unknown): unknown {
 function guard<T> (work: () => T): T {
   try {
     return work()
+  } catch (error) {
+    throw translate(error)
+  }
+}
+
+/** guard for the webhook methods: their statements run synchronously inside the returned promise's executor. */
+async function guardAsync<T> (work: () => Promise<T>): Promise<T> {
+  try {
+    return await work()
   } catch (error) {
     throw translate(error)
   }
@@ -130,6 +143,7 @@ export class SqliteStore implements Store {
   readonly #statements = new Map<string, Database.Statement>()
   /** Stock updates waiting for the next group commit. */
   #pending: PendingUpdate[] = []
+  readonly #webhooks: SqliteWebhooks
 
   constructor (path: string, options: { busyTimeoutMs?: number } = {}) {
     if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true })
@@ -145,6 +159,7 @@ export class SqliteStore implements Store {
     this.#db.pragma('foreign_keys = ON')
     // The CLI may write while a server runs: wait for the lock instead of failing at once.
     this.#db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`)
+    this.#webhooks = new SqliteWebhooks(this.#db, (sql) => this.#prepare(sql))
   }
 
   /** Prepared statements are compiled once per connection and reused. */
@@ -609,4 +624,33 @@ export class SqliteStore implements Store {
       return found
     })
   }
+
+  // Webhooks and change streams (./webhooks.ts), each a transaction of its own.
+  async feedHead (): Promise<FeedPosition | null> { return await guardAsync(() => this.#webhooks.feedHead()) }
+  async createWebhook (webhook: NewWebhook, maxPerQuota: number): Promise<WebhookRecord | 'limit'> { return await guardAsync(() => this.#webhooks.createWebhook(webhook, maxPerQuota)) }
+  async listWebhooks (quotaId: string | null): Promise<WebhookRecord[]> { return await guardAsync(() => this.#webhooks.listWebhooks(quotaId)) }
+  async getWebhook (id: string): Promise<WebhookRecord | null> { return await guardAsync(() => this.#webhooks.getWebhook(id)) }
+  async updateWebhook (id: string, update: WebhookUpdate, at: Date): Promise<WebhookRecord | null> { return await guardAsync(() => this.#webhooks.updateWebhook(id, update, at)) }
+  async deleteWebhook (id: string): Promise<boolean> { return await guardAsync(() => this.#webhooks.deleteWebhook(id)) }
+  async rotateWebhookSecret (id: string, secret: string, previousUntil: Date, at: Date): Promise<WebhookRecord | null> {
+    return await guardAsync(() => this.#webhooks.rotateWebhookSecret(id, secret, previousUntil, at))
+  }
+  async enqueueWebhookDeliveries (at: Date, giveUpAt: Date, limit: number): Promise<EnqueueResult> { return await guardAsync(() => this.#webhooks.enqueueWebhookDeliveries(at, giveUpAt, limit)) }
+  async claimWebhookDeliveries (request: ClaimRequest): Promise<ClaimedDelivery[]> { return await guardAsync(() => this.#webhooks.claimWebhookDeliveries(request)) }
+  async releaseWebhookLeases (owner: string, deliveryIds: readonly bigint[]): Promise<void> { await guardAsync(() => this.#webhooks.releaseWebhookLeases(owner, deliveryIds)) }
+  async recordWebhookAttempts (outcomes: readonly AttemptOutcome[]): Promise<FailureRun[]> { return await guardAsync(() => this.#webhooks.recordWebhookAttempts(outcomes)) }
+  async listWebhookDeliveries (webhookId: string, beforeId: bigint | null, limit: number): Promise<WebhookDelivery[]> {
+    return await guardAsync(() => this.#webhooks.listWebhookDeliveries(webhookId, beforeId, limit))
+  }
+  async getWebhookDelivery (webhookId: string, deliveryId: bigint): Promise<WebhookDelivery | null> { return await guardAsync(() => this.#webhooks.getWebhookDelivery(webhookId, deliveryId)) }
+  async retryWebhookDelivery (webhookId: string, deliveryId: bigint, at: Date, giveUpAt: Date): Promise<WebhookDelivery | null> {
+    return await guardAsync(() => this.#webhooks.retryWebhookDelivery(webhookId, deliveryId, at, giveUpAt))
+  }
+  async webhookBacklog (): Promise<WebhookBacklog[]> { return await guardAsync(() => this.#webhooks.webhookBacklog()) }
+  async purgeWebhookDeliveries (before: Date, limit: number): Promise<number> { return await guardAsync(() => this.#webhooks.purgeWebhookDeliveries(before, limit)) }
+  async openEventStream (id: string, quotaId: string, keyId: string, expiresAt: Date, at: Date, max: number): Promise<boolean> {
+    return await guardAsync(() => this.#webhooks.openEventStream(id, quotaId, keyId, expiresAt, at, max))
+  }
+  async renewEventStreams (ids: readonly string[], expiresAt: Date, at: Date): Promise<string[]> { return await guardAsync(() => this.#webhooks.renewEventStreams(ids, expiresAt, at)) }
+  async closeEventStream (id: string): Promise<void> { await guardAsync(() => this.#webhooks.closeEventStream(id)) }
 }

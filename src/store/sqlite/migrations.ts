@@ -201,6 +201,70 @@ export const MIGRATIONS: readonly Migration[] = [
       ALTER TABLE stock_ledger ADD COLUMN status TEXT;
       ALTER TABLE stock_ledger ADD COLUMN previous_status TEXT;
     `
+  },
+  {
+    version: 10,
+    name: 'webhook subscriptions, deliveries and open change streams',
+    // webhooks: a quota's subscriptions, each with the feed position up to which its events exist (feed_order,
+    // feed_id) and its run of failed attempts. webhook_deliveries: one event of one subscription (a change of the
+    // ledger, which stays the outbox: a delivery is made from a committed change, never from a request), its state and
+    // next attempt, and the lease of the instance attempting it. webhook_attempts: the deliveries log. event_streams:
+    // the change streams open now, each kept alive by its instance (expires_at), counted per quota, ended with its key. Delivery ids are
+    // AUTOINCREMENT: never reused, so a late attempt of a deleted delivery cannot land on a newer one.
+    sql: `
+      CREATE TABLE webhooks (
+        id TEXT PRIMARY KEY,
+        quota_id TEXT NOT NULL,
+        url TEXT NOT NULL,
+        events TEXT NOT NULL,
+        description TEXT,
+        enabled INTEGER NOT NULL DEFAULT 1,
+        disabled_reason TEXT,
+        secret TEXT NOT NULL,
+        previous_secret TEXT,
+        previous_secret_until TEXT,
+        feed_order INTEGER NOT NULL,
+        feed_id INTEGER NOT NULL,
+        failures INTEGER NOT NULL DEFAULT 0,
+        failing_since TEXT,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+      );
+      CREATE INDEX webhooks_quota ON webhooks (quota_id);
+      CREATE TABLE webhook_deliveries (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        webhook_id TEXT NOT NULL REFERENCES webhooks (id) ON DELETE CASCADE,
+        change_id INTEGER NOT NULL,
+        feed_order INTEGER NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('pending', 'delivered', 'failed')),
+        attempts INTEGER NOT NULL DEFAULT 0,
+        next_attempt_at TEXT,
+        give_up_at TEXT NOT NULL,
+        lease_owner TEXT,
+        lease_until TEXT,
+        created_at TEXT NOT NULL,
+        UNIQUE (webhook_id, change_id)
+      );
+      CREATE INDEX webhook_deliveries_due ON webhook_deliveries (webhook_id, next_attempt_at, id) WHERE state = 'pending';
+      CREATE INDEX webhook_deliveries_created ON webhook_deliveries (created_at);
+      CREATE TABLE webhook_attempts (
+        delivery_id INTEGER NOT NULL REFERENCES webhook_deliveries (id) ON DELETE CASCADE,
+        attempt INTEGER NOT NULL,
+        at TEXT NOT NULL,
+        status INTEGER,
+        error TEXT,
+        response TEXT,
+        duration_ms INTEGER NOT NULL,
+        PRIMARY KEY (delivery_id, attempt)
+      );
+      CREATE TABLE event_streams (
+        id TEXT PRIMARY KEY,
+        quota_id TEXT NOT NULL,
+        key_id TEXT NOT NULL,
+        expires_at TEXT NOT NULL
+      );
+      CREATE INDEX event_streams_quota ON event_streams (quota_id, expires_at);
+    `
   }
 ]
 

@@ -1,0 +1,266 @@
+/**
+ * The webhook tables of the shared store (migration 10). Instances work on them at once: the fan-out locks each
+ * subscription it advances and the claim each delivery it leases, both with SKIP LOCKED, so two instances never take
+ * the same one and neither waits for the other.
+ */
+import type pg from 'pg'
+import type { FeedPosition } from '../types.js'
+import {
+  ATTEMPT_COLUMNS, CLAIM_COLUMNS, DELIVERY_COLUMNS, QUOTA_ACTIVE, toClaimed, toDeliveries, toWebhook, WEBHOOK_COLUMNS,
+  type AttemptRow, type ClaimRow, type DeliveryRow, type WebhookRow
+} from '../webhook-rows.js'
+import type {
+  AttemptOutcome, ClaimedDelivery, ClaimRequest, EnqueueResult, FailureRun, NewWebhook, WebhookBacklog, WebhookDelivery, WebhookRecord, WebhookStore, WebhookUpdate
+} from '../webhook-types.js'
+
+type Query = <R extends pg.QueryResultRow>(text: string, values?: unknown[]) => Promise<pg.QueryResult<R>>
+type Transaction = <T>(work: (client: pg.PoolClient) => Promise<T>) => Promise<T>
+
+/**
+ * Serializes the creations of one quota's subscriptions (the count and the insert), and the openings of its streams
+ * (+1): advisory locks of two int4 keys, this one and the quota's hash.
+ */
+const WEBHOOK_QUOTA_LOCK = 726_500
+
+/** The feed's last change: the highest commit position and the last ledger row of its transaction. */
+const HEAD_SQL = `SELECT f.position, (SELECT max(l.id) FROM stock_ledger l WHERE l.txid = f.txid) AS id
+  FROM feed_positions f ORDER BY f.position DESC LIMIT 1`
+
+export class PostgresWebhooks implements WebhookStore {
+  readonly #query: Query
+  readonly #transaction: Transaction
+
+  constructor (query: Query, transaction: Transaction) {
+    this.#query = query
+    this.#transaction = transaction
+  }
+
+  async feedHead (): Promise<FeedPosition | null> {
+    return await head(this.#query)
+  }
+
+  async createWebhook (webhook: NewWebhook, maxPerQuota: number): Promise<WebhookRecord | 'limit'> {
+    return await this.#transaction(async (client) => {
+      await client.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [WEBHOOK_QUOTA_LOCK, webhook.quotaId])
+      const { rows: [count] } = await client.query<{ n: bigint }>('SELECT count(*) AS n FROM webhooks WHERE quota_id = $1', [webhook.quotaId])
+      if (Number(count?.n ?? 0n) >= maxPerQuota) return 'limit'
+      const position = await head((text, values) => client.query(text, values))
+      const { rows } = await client.query<WebhookRow>(
+        `INSERT INTO webhooks (id, quota_id, url, events, description, secret, feed_order, feed_id, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9) RETURNING ${WEBHOOK_COLUMNS}`,
+        [webhook.id, webhook.quotaId, webhook.url, JSON.stringify(webhook.events), webhook.description, webhook.secret,
+          position?.order ?? 0n, position?.id ?? 0n, webhook.createdAt])
+      return toWebhook(rows[0] as WebhookRow)
+    })
+  }
+
+  async listWebhooks (quotaId: string | null): Promise<WebhookRecord[]> {
+    const { rows } = await this.#query<WebhookRow>(
+      `SELECT ${WEBHOOK_COLUMNS} FROM webhooks WHERE $1::text IS NULL OR quota_id = $1 ORDER BY created_at, id`, [quotaId])
+    return rows.map(toWebhook)
+  }
+
+  async getWebhook (id: string): Promise<WebhookRecord | null> {
+    const { rows } = await this.#query<WebhookRow>(`SELECT ${WEBHOOK_COLUMNS} FROM webhooks WHERE id = $1`, [id])
+    return rows[0] === undefined ? null : toWebhook(rows[0])
+  }
+
+  async updateWebhook (id: string, update: WebhookUpdate, at: Date): Promise<WebhookRecord | null> {
+    const enabled = update.enabled ?? null
+    const { rows } = await this.#query<WebhookRow>(
+      `UPDATE webhooks SET url = coalesce($2, url), events = coalesce($3, events),
+         description = CASE WHEN $4 THEN $5 ELSE description END,
+         enabled = coalesce($6, enabled),
+         disabled_reason = CASE WHEN coalesce($6, enabled) THEN NULL WHEN $6 = false THEN $7 ELSE disabled_reason END,
+         failures = CASE WHEN $6 AND NOT enabled THEN 0 ELSE failures END,
+         failing_since = CASE WHEN $6 AND NOT enabled THEN NULL ELSE failing_since END,
+         updated_at = $8
+       WHERE id = $1 RETURNING ${WEBHOOK_COLUMNS}`,
+      [id, update.url ?? null, update.events === undefined ? null : JSON.stringify(update.events), update.description !== undefined,
+        update.description ?? null, enabled, update.disabledReason ?? null, at])
+    return rows[0] === undefined ? null : toWebhook(rows[0])
+  }
+
+  async deleteWebhook (id: string): Promise<boolean> {
+    // The deliveries and their log go with it (ON DELETE CASCADE).
+    const { rowCount } = await this.#query('DELETE FROM webhooks WHERE id = $1', [id])
+    return (rowCount ?? 0) > 0
+  }
+
+  async rotateWebhookSecret (id: string, secret: string, previousUntil: Date, at: Date): Promise<WebhookRecord | null> {
+    const { rows } = await this.#query<WebhookRow>(
+      `UPDATE webhooks SET previous_secret = secret, previous_secret_until = $2, secret = $3, updated_at = $4
+       WHERE id = $1 RETURNING ${WEBHOOK_COLUMNS}`, [id, previousUntil, secret, at])
+    return rows[0] === undefined ? null : toWebhook(rows[0])
+  }
+
+  async enqueueWebhookDeliveries (at: Date, giveUpAt: Date, limit: number): Promise<EnqueueResult> {
+    // Which subscriptions are behind the feed's head, in one read: an idle instance polls this often.
+    const { rows: webhooks } = await this.#query<{ id: string, behind: boolean | null }>(
+      `SELECT w.id, (w.feed_order, w.feed_id) < (h.position, h.id) AS behind
+       FROM webhooks w LEFT JOIN (${HEAD_SQL}) h ON true WHERE w.enabled AND ${QUOTA_ACTIVE('$1')} ORDER BY w.id`, [at])
+    let created = 0
+    // One transaction per subscription: it holds only that subscription's lock, which another instance skips.
+    for (const { id, behind } of webhooks) {
+      if (behind !== true) continue
+      created += await this.#transaction(async (client) => {
+        const { rows: [webhook] } = await client.query<{ feed_order: bigint, feed_id: bigint }>(
+          `SELECT w.feed_order, w.feed_id FROM webhooks w WHERE w.id = $1 AND w.enabled AND ${QUOTA_ACTIVE('$2')} FOR UPDATE OF w SKIP LOCKED`, [id, at])
+        if (webhook === undefined) return 0
+        // The feed after the subscription's position (listChanges' order), its deliveries created in that order, and
+        // the position moved past the last of them.
+        const { rows: [row] } = await client.query<{ n: bigint }>(
+          `WITH changes AS (
+             SELECT f.position, l.id FROM feed_positions f JOIN stock_ledger l ON l.txid = f.txid
+             WHERE (f.position, l.id) > ($2::bigint, $3::bigint) ORDER BY f.position, l.id LIMIT $4
+           ), inserted AS (
+             INSERT INTO webhook_deliveries (webhook_id, change_id, feed_order, state, next_attempt_at, give_up_at, created_at)
+             SELECT $1, id, position, 'pending', $5, $6, $5 FROM changes ORDER BY position, id
+             ON CONFLICT (webhook_id, change_id) DO NOTHING RETURNING 1
+           ), moved AS (
+             UPDATE webhooks w SET feed_order = last.position, feed_id = last.id
+             FROM (SELECT position, id FROM changes ORDER BY position DESC, id DESC LIMIT 1) last WHERE w.id = $1
+           )
+           SELECT count(*) AS n FROM inserted`,
+          [id, webhook.feed_order, webhook.feed_id, limit, at, giveUpAt])
+        return Number(row?.n ?? 0n)
+      })
+    }
+    return { subscriptions: webhooks.length, created }
+  }
+
+  async claimWebhookDeliveries ({ owner, at, leaseUntil, limit, perSubscription, exclude }: ClaimRequest): Promise<ClaimedDelivery[]> {
+    // Subscription by subscription (LATERAL: each its oldest due, through the index of its pending deliveries), so
+    // that one backlog never crowds out the others and a disabled subscription's backlog is never read; rows another
+    // instance holds are skipped.
+    const { rows } = await this.#query<ClaimRow>(
+      `WITH due AS (
+         SELECT d.id, d.next_attempt_at FROM webhooks w CROSS JOIN LATERAL (
+           SELECT d.id, d.next_attempt_at FROM webhook_deliveries d
+           WHERE d.webhook_id = w.id AND d.state = 'pending' AND d.next_attempt_at <= $1 AND (d.lease_until IS NULL OR d.lease_until <= $1)
+           ORDER BY d.next_attempt_at, d.id LIMIT $6 FOR UPDATE OF d SKIP LOCKED
+         ) d
+         WHERE w.enabled AND ${QUOTA_ACTIVE('$1')} AND NOT (w.id = ANY ($5::text[]))
+         ORDER BY d.next_attempt_at, d.id LIMIT $4
+       ), leased AS (
+         UPDATE webhook_deliveries d SET lease_owner = $2, lease_until = $3 FROM due WHERE d.id = due.id RETURNING d.*
+       )
+       SELECT ${CLAIM_COLUMNS} FROM leased d JOIN webhooks w ON w.id = d.webhook_id JOIN stock_ledger l ON l.id = d.change_id
+       ORDER BY d.next_attempt_at, d.id`, [at, owner, leaseUntil, limit, exclude, perSubscription])
+    return rows.map((row) => toClaimed(row, at))
+  }
+
+  async releaseWebhookLeases (owner: string, deliveryIds: readonly bigint[]): Promise<void> {
+    if (deliveryIds.length === 0) return
+    await this.#query('UPDATE webhook_deliveries SET lease_owner = NULL, lease_until = NULL WHERE id = ANY ($1::bigint[]) AND lease_owner = $2',
+      [deliveryIds, owner])
+  }
+
+  async recordWebhookAttempts (outcomes: readonly AttemptOutcome[]): Promise<FailureRun[]> {
+    if (outcomes.length === 0) return []
+    return await this.#transaction(async (client) => {
+      // The subscriptions' rows first, in one order, then their deliveries': the order deleteWebhook takes them in (the
+      // row, then its deliveries by cascade), so that a delete, or another instance recording, waits instead of
+      // deadlocking.
+      const { rows } = await client.query<{ id: string }>('SELECT id FROM webhooks WHERE id = ANY ($1::text[]) ORDER BY id FOR NO KEY UPDATE',
+        [[...new Set(outcomes.map((outcome) => outcome.webhookId))]])
+      const present = new Set(rows.map((row) => row.id))
+      const runs: FailureRun[] = []
+      for (const outcome of outcomes) runs.push(present.has(outcome.webhookId) ? await this.#record(client, outcome) : { failures: 0, failingSince: null })
+      return runs
+    })
+  }
+
+  async #record (client: pg.PoolClient, outcome: AttemptOutcome): Promise<FailureRun> {
+    const { rows: [delivery] } = await client.query<{ attempts: number }>(
+      `UPDATE webhook_deliveries SET attempts = attempts + 1,
+         state = CASE WHEN state = 'delivered' OR lease_owner IS DISTINCT FROM $4 THEN state ELSE $2 END,
+         next_attempt_at = CASE WHEN state = 'delivered' OR lease_owner IS DISTINCT FROM $4 THEN next_attempt_at ELSE $3::timestamptz END,
+         lease_owner = CASE WHEN lease_owner = $4 THEN NULL ELSE lease_owner END,
+         lease_until = CASE WHEN lease_owner = $4 THEN NULL ELSE lease_until END
+       WHERE id = $1 AND webhook_id = $5 RETURNING attempts`, [outcome.deliveryId, outcome.state, outcome.nextAttemptAt, outcome.owner, outcome.webhookId])
+    // Deleted meanwhile (with its subscription): nothing to record.
+    if (delivery === undefined) return { failures: 0, failingSince: null }
+    await client.query(
+      'INSERT INTO webhook_attempts (delivery_id, attempt, at, status, error, response, duration_ms) VALUES ($1, $2, $3, $4, $5, $6, $7)',
+      [outcome.deliveryId, delivery.attempts, outcome.at, outcome.status, outcome.error, outcome.response, Math.round(outcome.durationMs)])
+    const { rows: [run] } = await client.query<{ failures: number, failing_since: Date | null }>(
+      outcome.state === 'delivered'
+        ? 'UPDATE webhooks SET failures = 0, failing_since = NULL WHERE id = $1 RETURNING failures, failing_since'
+        : 'UPDATE webhooks SET failures = failures + 1, failing_since = coalesce(failing_since, $2) WHERE id = $1 RETURNING failures, failing_since',
+      outcome.state === 'delivered' ? [outcome.webhookId] : [outcome.webhookId, outcome.at])
+    return run === undefined ? { failures: 0, failingSince: null } : { failures: run.failures, failingSince: run.failing_since }
+  }
+
+  async #deliveries (rows: DeliveryRow[]): Promise<WebhookDelivery[]> {
+    if (rows.length === 0) return []
+    const { rows: attempts } = await this.#query<AttemptRow>(
+      `SELECT ${ATTEMPT_COLUMNS} FROM webhook_attempts a WHERE a.delivery_id = ANY ($1::bigint[])`, [rows.map((row) => row.id)])
+    return toDeliveries(rows, attempts)
+  }
+
+  async listWebhookDeliveries (webhookId: string, beforeId: bigint | null, limit: number): Promise<WebhookDelivery[]> {
+    const { rows } = await this.#query<DeliveryRow>(
+      `SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries d WHERE d.webhook_id = $1 AND ($2::bigint IS NULL OR d.id < $2)
+       ORDER BY d.id DESC LIMIT $3`, [webhookId, beforeId, limit])
+    return await this.#deliveries(rows)
+  }
+
+  async getWebhookDelivery (webhookId: string, deliveryId: bigint): Promise<WebhookDelivery | null> {
+    const { rows } = await this.#query<DeliveryRow>(
+      `SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries d WHERE d.webhook_id = $1 AND d.id = $2`, [webhookId, deliveryId])
+    return (await this.#deliveries(rows))[0] ?? null
+  }
+
+  async retryWebhookDelivery (webhookId: string, deliveryId: bigint, at: Date, giveUpAt: Date): Promise<WebhookDelivery | null> {
+    const { rows } = await this.#query<DeliveryRow>(
+      `UPDATE webhook_deliveries d SET state = 'pending', next_attempt_at = $3, give_up_at = $4, lease_owner = NULL, lease_until = NULL
+       WHERE d.webhook_id = $1 AND d.id = $2 RETURNING ${DELIVERY_COLUMNS}`, [webhookId, deliveryId, at, giveUpAt])
+    return (await this.#deliveries(rows))[0] ?? null
+  }
+
+  async webhookBacklog (): Promise<WebhookBacklog[]> {
+    const { rows } = await this.#query<{ id: string, pending: bigint, oldest: Date | null }>(
+      `SELECT w.id, count(d.id) AS pending, min(d.created_at) AS oldest
+       FROM webhooks w LEFT JOIN webhook_deliveries d ON d.webhook_id = w.id AND d.state = 'pending' GROUP BY w.id ORDER BY w.id`)
+    return rows.map((row) => ({ webhookId: row.id, pending: Number(row.pending), oldest: row.oldest }))
+  }
+
+  async purgeWebhookDeliveries (before: Date, limit: number): Promise<number> {
+    const { rowCount } = await this.#query(
+      `DELETE FROM webhook_deliveries d USING (
+         SELECT id FROM webhook_deliveries WHERE state <> 'pending' AND created_at < $1 ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED
+       ) old WHERE d.id = old.id`, [before, limit])
+    return rowCount ?? 0
+  }
+
+  async openEventStream (id: string, quotaId: string, keyId: string, expiresAt: Date, at: Date, max: number): Promise<boolean> {
+    return await this.#transaction(async (client) => {
+      await client.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [WEBHOOK_QUOTA_LOCK + 1, quotaId])
+      await client.query('DELETE FROM event_streams WHERE quota_id = $1 AND expires_at <= $2', [quotaId, at])
+      const { rows: [count] } = await client.query<{ n: bigint }>('SELECT count(*) AS n FROM event_streams WHERE quota_id = $1', [quotaId])
+      if (Number(count?.n ?? 0n) >= max) return false
+      await client.query('INSERT INTO event_streams (id, quota_id, key_id, expires_at) VALUES ($1, $2, $3, $4)', [id, quotaId, keyId, expiresAt])
+      return true
+    })
+  }
+
+  async renewEventStreams (ids: readonly string[], expiresAt: Date, at: Date): Promise<string[]> {
+    if (ids.length === 0) return []
+    const { rows } = await this.#query<{ id: string }>(
+      `WITH renewed AS (UPDATE event_streams SET expires_at = $2 WHERE id = ANY ($1::text[]) RETURNING id, key_id)
+       SELECT r.id FROM renewed r LEFT JOIN api_keys k ON k.id = r.key_id
+       WHERE k.id IS NULL OR k.revoked_at IS NOT NULL OR k.expires_at <= $3`, [ids, expiresAt, at])
+    return rows.map((row) => row.id)
+  }
+
+  async closeEventStream (id: string): Promise<void> {
+    await this.#query('DELETE FROM event_streams WHERE id = $1', [id])
+  }
+}
+
+async function head (query: (text: string, values?: unknown[]) => Promise<pg.QueryResult>): Promise<FeedPosition | null> {
+  const { rows: [row] } = await query(HEAD_SQL) as pg.QueryResult<{ position: bigint, id: bigint | null }>
+  // A position without ledger rows is migration 7's own, on a ledger that was empty: the feed is empty.
+  return row === undefined || row.id === null ? null : { order: row.position, id: row.id }
+}
