@@ -8,6 +8,7 @@
  * Every write carries an `Idempotency-Key`, made once per call and sent again with each of its retries, so a retried
  * write never applies twice (a write whose first try is still running is retried after 409 `idempotency_key_in_flight`).
  */
+import { createParser, type EventSourceMessage } from 'eventsource-parser'
 import { isLosslessNumber, parse, stringify } from 'lossless-json'
 import { INT64_PATHS } from './int64.js'
 import type { paths } from './schema.js'
@@ -93,6 +94,19 @@ export interface WriteResult extends ResponseMeta {
 export interface ChangePage extends ResponseMeta {
   data: InventoryChange[]
   nextCursor: string | null
+}
+
+/** Options of streamChanges. */
+export interface StreamOptions {
+  /** Start after this cursor (a change's `cursor`, e.g. the listing's `changesCursor`); without it, from now. */
+  after?: string
+  /** Ends the iteration: it then returns, without an error. */
+  signal?: AbortSignal
+  /**
+   * A connection that brings nothing for this long (no change, no heartbeat) is taken for dead and opened again
+   * (60,000). The service sends a heartbeat every 15 s by default.
+   */
+  idleTimeoutMs?: number
 }
 
 /** What a batch returns: every entry it left, in its order, with their ETags. */
@@ -189,6 +203,15 @@ export interface PetstoreClient {
    * last change you processed and start there next time. Never misses or repeats a change.
    */
   inventoryChanges (query?: { after?: string, limit?: number }): AsyncGenerator<InventoryChange, void, undefined>
+  /**
+   * Every change after `after` (from now without it), each as soon as it is committed, for as long as you iterate: one
+   * long-lived connection (Server-Sent Events), opened again from the last change received (`Last-Event-ID`) whenever
+   * it drops or the service ends it, so no change is missed or repeated. A reconnect after a connection that worked
+   * waits up to the service's `retry` (jittered); failed connects are retried like calls (`Retry-After` on 429 and 503,
+   * backoff otherwise, also for `too_many_streams`) and throw after `maxAttempts` in a row. Each connect counts as one
+   * request. Stop with `break` or `signal`.
+   */
+  streamChanges (options?: StreamOptions): AsyncGenerator<InventoryChange, void, undefined>
   /** A pet by id (deprecated operation: look at `deprecation`); 410 `gone` after the sunset. */
   getPet (petId: Int64Input): Promise<ResponseMeta & { data: Pet, deprecation: DeprecationInfo }>
   /** One page of orders. */
@@ -359,6 +382,10 @@ function deprecationOf (headers: Headers, base: string): DeprecationInfo {
 }
 
 const RETRIED_STATUSES = new Set([502, 503, 504])
+/** The change stream's reconnection delay until the service names one (the SSE `retry` field). */
+const STREAM_RETRY_MS = 1000
+/** The change stream's event type. */
+const CHANGE_EVENT = 'inventory.changed'
 /** An Idempotency-Key the service takes as it is when sent bare: no space at either end, no quote first. */
 const IDEMPOTENCY_KEY = /^[\x21\x23-\x7E](?:[\x20-\x7E]{0,253}[\x21-\x7E])?$/
 
@@ -579,6 +606,125 @@ export function createClient (options: ClientOptions): PetstoreClient {
     return { ...meta, data: body as Order[], nextUrl, nextCursor: nextUrl === null ? null : new URL(nextUrl).searchParams.get('cursor') }
   }
 
+  /** Waits `ms` with the configured sleep, or less when `signal` aborts. */
+  async function pause (ms: number, signal: AbortSignal | undefined): Promise<void> {
+    if (signal?.aborted === true) return
+    let onAbort = (): void => {}
+    const aborted = new Promise<void>((resolve) => {
+      onAbort = resolve
+      signal?.addEventListener('abort', onAbort, { once: true })
+    })
+    try {
+      await Promise.race([sleep(ms), aborted])
+    } finally {
+      signal?.removeEventListener('abort', onAbort)
+    }
+  }
+
+  /**
+   * Opens the change stream after `lastId` on `connection`: the answer when it is a 200 of type text/event-stream; any
+   * other answer is thrown as its PetstoreError (a ban is remembered, as for calls). `timeoutMs` bounds the wait for the
+   * answer's headers only: the stream itself is meant to stay open.
+   */
+  async function openStream (lastId: string | null, connection: AbortController, attempt: number): Promise<Response> {
+    if (now() < bannedUntil) {
+      const left = Math.ceil((bannedUntil - now()) / 1000)
+      throw new PetstoreError({ status: 429, code: 'key_banned', message: `The API key is banned for ${left} more s; no request was sent.`, retryAfterSeconds: left, attempts: 0 })
+    }
+    const headers: Record<string, string> = { authorization: `Bearer ${apiKey}`, accept: 'text/event-stream', 'user-agent': userAgent }
+    if (lastId !== null) headers['last-event-id'] = lastId
+    const timer = timeoutMs === undefined
+      ? undefined
+      : setTimeout(() => { connection.abort(Object.assign(new Error('timeout'), { name: 'TimeoutError' })) }, timeoutMs)
+    let response: Response
+    try {
+      response = await fetchImpl(url('/inventory/changes/stream'), { method: 'GET', headers, signal: connection.signal })
+    } finally {
+      clearTimeout(timer)
+    }
+    if (response.status === 200 && /^text\/event-stream\b/i.test(response.headers.get('content-type') ?? '')) return response
+    const error = response.ok
+      ? new PetstoreError({ status: response.status, code: 'unexpected_response', message: 'The change stream answer is not text/event-stream', requestId: response.headers.get('x-request-id'), attempts: attempt })
+      : await errorOf(response, attempt, 'streamInventoryChanges')
+    if (error.code === 'key_banned' && error.retryAfterSeconds !== undefined) bannedUntil = now() + error.retryAfterSeconds * 1000
+    throw error
+  }
+
+  async function * streamChanges ({ after, signal, idleTimeoutMs = 60_000 }: StreamOptions = {}): AsyncGenerator<InventoryChange, void, undefined> {
+    // The id of the last change handed out: where a new connection resumes.
+    let lastId = after ?? null
+    let retryMs = STREAM_RETRY_MS
+    // Connects that failed in a row; an answered connect starts the count again.
+    let failed = 0
+    // A function, not a property read: the signal aborts while this waits.
+    const aborted = (): boolean => signal?.aborted === true
+    while (!aborted()) {
+      const connection = new AbortController()
+      const stop = (): void => { connection.abort() }
+      signal?.addEventListener('abort', stop, { once: true })
+      let idle: ReturnType<typeof setTimeout> | undefined
+      try {
+        let response: Response
+        try {
+          response = await openStream(lastId, connection, failed + 1)
+        } catch (error) {
+          if (aborted()) return
+          failed++
+          const failure = error instanceof PetstoreError ? error : failureOf(error, failed)
+          // A stream of this client's that just dropped may still count on the service for a moment.
+          const delay = failure.code === 'too_many_streams' ? backoff(failed) : delayAfter(failure, failed)
+          if (delay === null || failed >= maxAttempts) throw failure
+          await pause(delay, signal)
+          continue
+        }
+        failed = 0
+        const received: Array<{ id: string, change: InventoryChange }> = []
+        let malformed: unknown
+        const parser = createParser({
+          onEvent: (event: EventSourceMessage) => {
+            if (event.event !== CHANGE_EVENT || malformed !== undefined) return
+            try {
+              const change = parseBody(event.data, 'streamInventoryChanges', 200) as InventoryChange
+              received.push({ id: event.id ?? change.cursor, change })
+            } catch (error) {
+              malformed = error
+            }
+          },
+          onRetry: (ms: number) => { retryMs = Math.min(ms, maxDelayMs) }
+        })
+        const decoder = new TextDecoder()
+        const armIdle = (): void => {
+          clearTimeout(idle)
+          idle = setTimeout(stop, idleTimeoutMs)
+        }
+        armIdle()
+        try {
+          for await (const chunk of response.body ?? []) {
+            armIdle()
+            parser.feed(decoder.decode(chunk, { stream: true }))
+            if (malformed !== undefined) {
+              throw new PetstoreError({ status: 200, code: 'unexpected_response', message: 'A change stream event is not the documented JSON', requestId: response.headers.get('x-request-id'), attempts: 1, cause: malformed })
+            }
+            for (const { id, change } of received.splice(0)) {
+              lastId = id
+              yield change
+            }
+          }
+        } catch (error) {
+          if (error instanceof PetstoreError) throw error
+          // The connection dropped or went silent: opened again below, from the last change handed out.
+        }
+        if (aborted()) return
+        // Jittered: the clients of an instance that stops do not all come back at the same moment.
+        await pause(random() * retryMs, signal)
+      } finally {
+        clearTimeout(idle)
+        signal?.removeEventListener('abort', stop)
+        connection.abort()
+      }
+    }
+  }
+
   return {
     async listInventory ({ ifNoneMatch } = {}) {
       const answer = await send({ operationId: 'listInventory', method: 'GET', url: url('/inventory'), headers: { 'if-none-match': ifNoneMatch } })
@@ -622,6 +768,8 @@ export function createClient (options: ClientOptions): PetstoreClient {
         next = link
       }
     },
+
+    streamChanges,
 
     async getPet (petId) {
       const { meta, body, url: requested } = await send({ operationId: 'getPetById', method: 'GET', url: url(`/pets/${int64Text(petId, 'petId')}`) })

@@ -29,6 +29,15 @@ export const INT64_PATHS: Readonly<Record<string, Readonly<Record<string, readon
   listOrders: {
     '200': [['[]', 'id'], ['[]', 'petId']]
   },
+  listWebhookDeliveries: {
+    '200': [['[]', 'id'], ['[]', 'changeId']]
+  },
+  retryWebhookDelivery: {
+    '202': [['id'], ['changeId']]
+  },
+  streamInventoryChanges: {
+    '200': [['changeId'], ['petId']]
+  },
   updateInventory: {
     '200': [['petId']]
   }

@@ -90,7 +90,8 @@ export function int64Map (document: OpenAPI3): Record<string, Record<string, str
       if (operation === undefined || typeof operation.operationId !== 'string') continue
       const responses = (operation.responses ?? {}) as Record<string, { content?: Record<string, { schema?: Schema }> }>
       for (const [status, response] of Object.entries(responses)) {
-        const schema = response.content?.['application/json']?.schema
+        // An event stream's schema is that of each event's data, which the client parses like a body.
+        const schema = response.content?.['application/json']?.schema ?? response.content?.['text/event-stream']?.schema
         if (schema === undefined) continue
         const unique = new Map(int64Paths(document, schema).map((path) => [JSON.stringify(path), path]))
         if (unique.size === 0) continue

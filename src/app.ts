@@ -7,6 +7,7 @@ import swagger from '@fastify/swagger'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify'
 import { randomUUID } from 'node:crypto'
+import { hostname } from 'node:os'
 import type { IncomingMessage, Server } from 'node:http'
 import { Gatekeeper } from './access/admission.js'
 import { IdempotencyKeys, purgeExpiredKeys } from './domain/idempotency.js'
@@ -24,6 +25,7 @@ import { Lifecycle } from './lifecycle.js'
 import { healthRoutes } from './http/routes/health.js'
 import { ChangeWatch } from './http/inventory-cache.js'
 import { changeRoutes } from './http/routes/changes.js'
+import { streamRoutes } from './http/routes/stream.js'
 import { inventoryRoutes } from './http/routes/inventory.js'
 import { orderRoutes } from './http/routes/orders.js'
 import { petRoutes } from './http/routes/pets.js'
@@ -38,6 +40,11 @@ import { MemoryLimiter } from './ratelimit/memory.js'
 import type { RateLimiter } from './ratelimit/types.js'
 import { observeDecisions } from './ratelimit/observed.js'
 import type { Store } from './store/types.js'
+import { WebhookDispatcher, type Transport } from './domain/webhook-dispatch.js'
+import { Webhooks } from './domain/webhooks.js'
+import { WEBHOOKS_DOCUMENT, webhookRoutes } from './http/routes/webhooks.js'
+import { checkDestination, DestinationError } from './webhooks/destination.js'
+import { HttpSender } from './webhooks/sender.js'
 
 
 export interface AppDeps {
@@ -52,6 +59,8 @@ export interface AppDeps {
   metrics?: Metrics
   /** Whether the instance is draining before a stop (set by the process entry on SIGTERM); never, when omitted. */
   lifecycle?: Lifecycle
+  /** How webhook deliveries reach their endpoints; over HTTP with the address rules of the configuration when omitted. */
+  webhookTransport?: Transport
 }
 
 // A client's X-Request-Id is kept when it is a sane token (and not a key: request ids are logged and stored in
@@ -107,6 +116,33 @@ function purgeExpiredKeysEvery (app: FastifyInstance, intervalMs: number, store:
   })
 }
 
+/**
+ * Starts this instance's webhook dispatcher once the app is ready and stops it when the app closes (attempts in
+ * flight get a moment, then their leases go back). It works on the store as given (not timed per call: its polling
+ * would swamp the request series), and does nothing on a store this release may only read.
+ */
+function deliverWebhooks (app: FastifyInstance, config: Config, deps: AppDeps, clock: () => number, metrics: Metrics): WebhookDispatcher {
+  const policy = config.webhooks
+  const dispatcher = new WebhookDispatcher({
+    store: deps.store,
+    transport: deps.webhookTransport ?? new HttpSender({ timeoutMs: policy.timeoutMs, policy: { allowPrivateNetworks: policy.allowPrivateNetworks } }),
+    policy: { ...policy, perQuota: policy.concurrencyPerQuota, perSubscription: policy.concurrencyPerSubscription },
+    owner: `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`,
+    clock,
+    events: {
+      attempted: (outcome) => { metrics.recordWebhookAttempt(outcome) },
+      disabled: (webhookId, reason) => { app.log.warn({ webhookId, reason }, 'webhook subscription disabled') },
+      failed: (error) => {
+        if (!(error instanceof StoreReadOnlyError)) app.log.warn({ err: error }, 'webhook delivery step failed; trying again')
+      }
+    }
+  })
+  metrics.watchWebhooks(deps.store, clock)
+  app.addHook('onReady', async () => { dispatcher.start() })
+  app.addHook('onClose', async () => { await dispatcher.stop() })
+  return dispatcher
+}
+
 const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
 
 export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyInstance> {
@@ -143,6 +179,22 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
 
   // Idempotency keys of stock writes: records in the store, purged once expired (below).
   const idempotency = new IdempotencyKeys({ store, clock, ttlSeconds: config.idempotencyTtlSeconds })
+
+  // Webhooks: subscriptions managed through the API, delivered by this instance's dispatcher (src/domain/webhook-dispatch.ts).
+  const destinationPolicy = { allowPrivateNetworks: config.webhooks.allowPrivateNetworks }
+  const webhooks = new Webhooks(store, {
+    maxPerQuota: config.webhooks.maxPerQuota,
+    retryForMs: config.webhooks.retryForMs,
+    clock,
+    checkUrl: async (url) => {
+      try {
+        return { url: (await checkDestination(url, destinationPolicy)).href }
+      } catch (error) {
+        if (error instanceof DestinationError) return { refusal: error.message }
+        throw error
+      }
+    }
+  })
 
   const app = Fastify({
     ...(isInstance ? { loggerInstance: logger as FastifyBaseLogger } : { logger: logger as FastifyServerOptions['logger'] }),
@@ -240,6 +292,10 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
     }
   })
   purgeExpiredKeysEvery(app, IDEMPOTENCY_PURGE_INTERVAL_MS, store, clock)
+  const dispatcher = config.webhooks.deliver ? deliverWebhooks(app, config, deps, clock, metrics) : null
+  // What a commit on this instance wakes: the webhook dispatcher and the change streams' watch.
+  const commits = new Set<() => void>()
+  if (dispatcher !== null) commits.add(() => { dispatcher.committed() })
   // The access log: request id (the logger's label), operation, status, latency and key id; never the key,
   // and no query values (a client may put anything there).
   // Registered only when info lines are written at all (pino would drop them, after the work of building them).
@@ -271,8 +327,11 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
         { name: 'inventory', description: 'Stock levels' },
         { name: 'pets', description: 'Pets (deprecated)' },
         { name: 'store', description: 'Store orders' },
-        { name: 'keys', description: 'The calling API key' }
-      ]
+        { name: 'keys', description: 'The calling API key' },
+        { name: 'webhooks', description: 'Stock changes pushed to your endpoints (docs/webhooks.md)' }
+      ],
+      // The events the service sends (OpenAPI 3.1): plain JSON Schema, which the plugin's types do not describe.
+      webhooks: WEBHOOKS_DOCUMENT as never
     },
     // The servers carry the /v1 prefix, so the paths are relative to it.
     transform: ({ schema, url }) => ({ schema, url: url.replace(/^\/v1(?=\/)/, '') })
@@ -319,8 +378,11 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
       clock,
       idempotency,
       chargeMore: (request, reply, extra, what) => chargeMore(access, request, reply, extra, what),
+      committed: () => { for (const wake of commits) wake() },
       ...(watch === undefined ? {} : { watch }), ...(announceChange === undefined ? {} : { announceChange }) })
     await v1.register(changeRoutes, { store })
+    await v1.register(streamRoutes, { store, config: config.streams, lifecycle, metrics, clock, commits })
+    await v1.register(webhookRoutes, { webhooks })
     await v1.register(orderRoutes, { store })
     await v1.register(rateLimitRoutes)
     await v1.register(petRoutes, {

@@ -64,6 +64,46 @@ export interface Config {
   readonly rateLimits: RateLimitConfig
   /** GET /metrics: its own port (null: the main port) and the bearer token guarding it (null: open). */
   readonly metrics: { readonly port: number | null, readonly token: string | null }
+  readonly webhooks: WebhookConfig
+  readonly streams: StreamConfig
+}
+
+/** Webhook delivery (docs/webhooks.md). */
+export interface WebhookConfig {
+  /** Off: this instance delivers nothing (subscriptions are still managed; other instances deliver). */
+  readonly deliver: boolean
+  /** Lifts the address rules (public https only) for development and tests: http and private addresses allowed. */
+  readonly allowPrivateNetworks: boolean
+  /** One attempt's deadline, connect to the last byte read. */
+  readonly timeoutMs: number
+  /** Attempts in flight per instance, per quota, and per subscription. */
+  readonly concurrency: number
+  readonly concurrencyPerQuota: number
+  readonly concurrencyPerSubscription: number
+  /** How long a delivery is retried before it fails; the first retry's delay (doubling, with jitter, up to maxDelayMs). */
+  readonly retryForMs: number
+  readonly retryBaseMs: number
+  readonly retryMaxDelayMs: number
+  /** A subscription is disabled once this many attempts in a row have failed over at least disableAfterMs. */
+  readonly disableAfterFailures: number
+  readonly disableAfterMs: number
+  /** How often an idle instance looks for new changes and due deliveries. */
+  readonly pollMs: number
+  /** At most this many subscriptions per quota. */
+  readonly maxPerQuota: number
+  /** How long delivered and failed deliveries stay in the log. */
+  readonly retentionMs: number
+}
+
+/** The live change stream (GET /v1/inventory/changes/stream). */
+export interface StreamConfig {
+  /** Open streams per quota (all instances), and per instance. */
+  readonly maxPerQuota: number
+  readonly maxPerInstance: number
+  /** A comment line this often keeps proxies from closing an idle stream. */
+  readonly heartbeatMs: number
+  /** How often an instance with open streams looks for changes committed elsewhere. */
+  readonly pollMs: number
 }
 
 export const REDIS_MODES = ['standalone', 'cluster', 'sentinel'] as const
@@ -176,6 +216,24 @@ export const DEFAULTS = {
   RATE_LIMIT_STATUS: '60/10000',
   RATE_LIMIT_MAX_SUBJECTS: String(LIMITER_DEFAULTS.maxSubjects),
   RATE_LIMIT_IPV6_PREFIX: String(LIMITER_DEFAULTS.ipv6PrefixLength),
+  WEBHOOK_DELIVERY: 'true',
+  WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'false',
+  WEBHOOK_TIMEOUT_MS: '10000',
+  WEBHOOK_CONCURRENCY: '16',
+  WEBHOOK_CONCURRENCY_PER_QUOTA: '4',
+  WEBHOOK_CONCURRENCY_PER_SUBSCRIPTION: '4',
+  WEBHOOK_RETRY_FOR_MS: String(24 * 3_600_000),
+  WEBHOOK_RETRY_BASE_MS: '5000',
+  WEBHOOK_RETRY_MAX_DELAY_MS: String(3_600_000),
+  WEBHOOK_DISABLE_AFTER_FAILURES: '50',
+  WEBHOOK_DISABLE_AFTER_MS: String(24 * 3_600_000),
+  WEBHOOK_POLL_MS: '200',
+  WEBHOOK_MAX_PER_QUOTA: '10',
+  WEBHOOK_RETENTION_MS: String(30 * 86_400_000),
+  STREAM_MAX_PER_QUOTA: '5',
+  STREAM_MAX_PER_INSTANCE: '1000',
+  STREAM_HEARTBEAT_MS: '15000',
+  STREAM_POLL_MS: '250',
   BAN_STRIKES: '',
   BAN_STRIKE_WINDOW_SECONDS: '600',
   BAN_SECONDS: '900',
@@ -197,6 +255,12 @@ function integer (env: Env, name: keyof typeof DEFAULTS, min: number, max: numbe
     throw new ConfigError(`${name} must be an integer from ${min} to ${max}, got "${text}"`)
   }
   return value
+}
+
+function boolean (env: Env, name: keyof typeof DEFAULTS): boolean {
+  const text = read(env, name)
+  if (text !== 'true' && text !== 'false') throw new ConfigError(`${name} must be true or false, got "${text}"`)
+  return text === 'true'
 }
 
 function oneOf<T extends string> (env: Env, name: keyof typeof DEFAULTS, allowed: readonly T[]): T {
@@ -407,6 +471,28 @@ export function loadConfig (env: Env, cwd: string = process.cwd()): Config {
       maxSubjects: integer(env, 'RATE_LIMIT_MAX_SUBJECTS', 1000, 100_000_000),
       ipv6PrefixLength: integer(env, 'RATE_LIMIT_IPV6_PREFIX', 32, 128)
     }),
-    metrics: metrics(env, port)
+    metrics: metrics(env, port),
+    webhooks: Object.freeze({
+      deliver: boolean(env, 'WEBHOOK_DELIVERY'),
+      allowPrivateNetworks: boolean(env, 'WEBHOOK_ALLOW_PRIVATE_NETWORKS'),
+      timeoutMs: integer(env, 'WEBHOOK_TIMEOUT_MS', 100, 60_000),
+      concurrency: integer(env, 'WEBHOOK_CONCURRENCY', 1, 1000),
+      concurrencyPerQuota: integer(env, 'WEBHOOK_CONCURRENCY_PER_QUOTA', 1, 1000),
+      concurrencyPerSubscription: integer(env, 'WEBHOOK_CONCURRENCY_PER_SUBSCRIPTION', 1, 100),
+      retryForMs: integer(env, 'WEBHOOK_RETRY_FOR_MS', 0, 30 * 86_400_000),
+      retryBaseMs: integer(env, 'WEBHOOK_RETRY_BASE_MS', 10, 3_600_000),
+      retryMaxDelayMs: integer(env, 'WEBHOOK_RETRY_MAX_DELAY_MS', 10, 86_400_000),
+      disableAfterFailures: integer(env, 'WEBHOOK_DISABLE_AFTER_FAILURES', 1, 1_000_000),
+      disableAfterMs: integer(env, 'WEBHOOK_DISABLE_AFTER_MS', 0, 30 * 86_400_000),
+      pollMs: integer(env, 'WEBHOOK_POLL_MS', 10, 60_000),
+      maxPerQuota: integer(env, 'WEBHOOK_MAX_PER_QUOTA', 1, 1000),
+      retentionMs: integer(env, 'WEBHOOK_RETENTION_MS', 60_000, 365 * 86_400_000)
+    }),
+    streams: Object.freeze({
+      maxPerQuota: integer(env, 'STREAM_MAX_PER_QUOTA', 1, 1000),
+      maxPerInstance: integer(env, 'STREAM_MAX_PER_INSTANCE', 1, 100_000),
+      heartbeatMs: integer(env, 'STREAM_HEARTBEAT_MS', 100, 600_000),
+      pollMs: integer(env, 'STREAM_POLL_MS', 10, 60_000)
+    })
   })
 }

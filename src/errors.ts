@@ -12,6 +12,7 @@ export const ERROR_CATALOGUE = {
   stock_out_of_range: { status: 409, message: 'The change would take the stock quantity outside 0 to 1,000,000,000.' },
   idempotency_key_in_flight: { status: 409, message: 'A request with this Idempotency-Key is still being processed.' },
   batch_refused: { status: 409, message: 'At least one change of the batch cannot be applied; nothing was changed.' },
+  webhook_limit_reached: { status: 409, message: 'The quota has as many webhook subscriptions as it may have; delete one first.' },
   gone: { status: 410, message: 'This resource is no longer available.' },
   precondition_failed: { status: 412, message: 'The resource has changed since the ETag sent in If-Match.' },
   payload_too_large: { status: 413, message: 'The request body is too large.' },
@@ -20,6 +21,7 @@ export const ERROR_CATALOGUE = {
   idempotency_key_reused: { status: 422, message: 'This Idempotency-Key was used for a different request.' },
   rate_limited: { status: 429, message: 'Too many requests.' },
   key_banned: { status: 429, message: 'This API key is temporarily banned.' },
+  too_many_streams: { status: 429, message: 'The quota has as many change streams open as it may have; close one first.' },
   headers_too_large: { status: 431, message: 'The request headers are too large.' },
   internal_error: { status: 500, message: 'An internal error occurred.' },
   service_unavailable: { status: 503, message: 'The service is temporarily unavailable.' }

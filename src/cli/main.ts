@@ -59,6 +59,11 @@ Commands:
                                  operation, revocation and bans (never the keys themselves).
   keys revoke ID                 Revoke a key.
   keys unban ID                  Lift a key's ban (bans are imposed on keys that keep sending after 429).
+  webhooks list [--json]         List every webhook subscription: id, quota, URL, state, why disabled,
+                                 undelivered events and the age of the oldest (never the secrets).
+  webhooks disable ID [--reason TEXT]
+  webhooks enable ID             Stop or resume deliveries to a subscription (enabling delivers what
+                                 was committed meanwhile, and starts its failure run over).
 
 Configuration comes from the environment (see README): DATABASE_URL, PORT, HOST, LOG_LEVEL, PETSTORE_ENV, ...
 `
@@ -251,6 +256,57 @@ async function keys (args: string[], config: Config, io: Io): Promise<number> {
   }
 }
 
+async function webhooksCommand (args: string[], config: Config, io: Io): Promise<number> {
+  const [sub, ...rest] = args
+  switch (sub) {
+    case 'list': {
+      const { values } = parse(rest, { json: { type: 'boolean' } }, 0)
+      const now = Date.now()
+      const [list, backlog] = await withStore(config, 'read', async (store) => await Promise.all([store.listWebhooks(null), store.webhookBacklog()]))
+      const pending = new Map(backlog.map((row) => [row.webhookId, row]))
+      const rows = list.map((webhook) => {
+        const queue = pending.get(webhook.id)
+        return {
+          id: webhook.id,
+          quota: webhook.quotaId,
+          url: webhook.url,
+          events: webhook.events,
+          description: webhook.description,
+          enabled: webhook.enabled,
+          disabledReason: webhook.disabledReason,
+          failures: webhook.failures,
+          pending: queue?.pending ?? 0,
+          oldestPendingSeconds: queue?.oldest == null ? null : Math.max(0, Math.round((now - queue.oldest.getTime()) / 1000)),
+          createdAt: webhook.createdAt.toISOString()
+        }
+      })
+      io.stdout(values.json === true
+        ? JSON.stringify(rows) + '\n'
+        : table(['ID', 'QUOTA', 'URL', 'STATE', 'PENDING', 'OLDEST', 'FAILURES', 'REASON'], rows.map((row) => [
+          row.id, row.quota, row.url, row.enabled ? 'enabled' : 'disabled', String(row.pending),
+          row.oldestPendingSeconds === null ? '-' : `${row.oldestPendingSeconds}s`, String(row.failures), row.disabledReason ?? ''
+        ])))
+      return 0
+    }
+    case 'disable':
+    case 'enable': {
+      const { values, positionals } = parse(rest, sub === 'disable' ? { reason: { type: 'string' } } : {}, 1)
+      const id = positionals[0] as string
+      const enabled = sub === 'enable'
+      const reason = typeof values.reason === 'string' ? values.reason : 'Disabled by the operator.'
+      const updated = await withStore(config, 'write', (store) => store.updateWebhook(id, enabled ? { enabled } : { enabled, disabledReason: reason }, new Date()))
+      if (updated === null) {
+        io.stderr(`petstore: no webhook subscription with id ${id}\n`)
+        return 1
+      }
+      io.stderr(`${enabled ? 'Enabled' : 'Disabled'} ${id}${enabled ? ': pending and new events are delivered again' : ''}.\n`)
+      return 0
+    }
+    default:
+      throw new UsageError('webhooks needs a subcommand: list, disable or enable')
+  }
+}
+
 async function inventory (args: string[], config: Config, io: Io): Promise<number> {
   const [sub, ...rest] = args
   if (sub !== 'history') throw new UsageError('inventory needs a subcommand: history')
@@ -354,6 +410,8 @@ async function run (argv: string[], io: Io): Promise<number> {
       return await keys(args, config, io)
     case 'inventory':
       return await inventory(args, config, io)
+    case 'webhooks':
+      return await webhooksCommand(args, config, io)
     default:
       throw new UsageError(`unknown command "${command}"`)
   }

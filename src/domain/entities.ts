@@ -131,3 +131,10 @@ export const Order = Type.Object({
   status: OrderStatus,
   complete: Type.Boolean()
 }, { additionalProperties: false, description: 'A store order' })
+
+/** The body of an `inventory.changed` webhook delivery: the change exactly as the feed shows it. */
+export const InventoryChangedEvent = Type.Object({
+  type: Type.Literal('inventory.changed', { description: 'The event type' }),
+  timestamp: Type.String({ format: 'date-time', description: 'When the change was made (the change\'s `at`)' }),
+  data: InventoryChange
+}, { additionalProperties: false, description: 'A stock change, as GET /v1/inventory/changes shows it' })

@@ -39,11 +39,17 @@ export interface ChangePage {
 
 /** One page of the feed after `cursor` (from the start when null), as `keyId` may see it. */
 export async function listChanges (store: Store, query: { cursor: string | null, limit: number }, keyId: string | null): Promise<ChangePage> {
-  const after = query.cursor === null ? null : decodePairCursor(FEED_CURSOR_PREFIX, query.cursor)
-  // The feed issues no negative place; one would point before everything or, read unsigned, after everything.
-  if (after !== null && (after[0] < 0n || after[1] < 0n)) throw new InvalidCursorError()
-  const changes = (await store.listChanges(after === null ? null : { order: after[0], id: after[1] }, query.limit)).map((change) => view(change, keyId))
+  const changes = (await store.listChanges(query.cursor === null ? null : feedPosition(query.cursor), query.limit))
+    .map((change) => viewChange(change, keyId !== null && change.keyId === keyId))
   return { changes, next: changes.at(-1)?.cursor ?? query.cursor }
+}
+
+/** The place a cursor the feed issued names; InvalidCursorError for any other text. */
+export function feedPosition (cursor: string): FeedPosition {
+  const [order, id] = decodePairCursor(FEED_CURSOR_PREFIX, cursor)
+  // The feed issues no negative place; one would point before everything or, read unsigned, after everything.
+  if (order < 0n || id < 0n) throw new InvalidCursorError()
+  return { order, id }
 }
 
 /** The cursor of a place in the feed: where a reader resumes after it. */
@@ -51,7 +57,8 @@ export function feedCursor (position: FeedPosition): string {
   return encodePairCursor(FEED_CURSOR_PREFIX, position.order, position.id)
 }
 
-function view (change: FeedChange, keyId: string | null): ChangeView {
+/** A change as the feed shows it; its request id only to whoever made it (`own`): others' request ids are theirs. */
+export function viewChange (change: FeedChange, own: boolean): ChangeView {
   return {
     changeId: change.id,
     petId: change.petId,
@@ -63,7 +70,7 @@ function view (change: FeedChange, keyId: string | null): ChangeView {
     batchId: change.batchId,
     status: change.status,
     previousStatus: change.previousStatus,
-    requestId: keyId !== null && change.keyId === keyId ? change.requestId : null,
+    requestId: own ? change.requestId : null,
     cursor: feedCursor(change.position)
   }
 }

@@ -8,6 +8,9 @@ import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client'
 import { ResilientLimiter } from '../ratelimit/resilient.js'
 import type { RateLimiter } from '../ratelimit/types.js'
 import type { Store } from '../store/types.js'
+import type { AttemptOutcomeKind } from '../domain/webhook-dispatch.js'
+
+const WEBHOOK_OUTCOMES: readonly AttemptOutcomeKind[] = ['delivered', 'retrying', 'failed']
 import { CounterFamily, HistogramFamily, type CounterChild, type HistogramChild } from './series.js'
 
 /** Request latency buckets (seconds): most answers take well under a millisecond to a few milliseconds. */
@@ -95,6 +98,9 @@ export class Metrics {
   readonly #exposition: () => Promise<string>
   #limiter: RateLimiter | null = null
   #store: Store | null = null
+  #streams: (() => number) | null = null
+  readonly #webhookAttempts: Record<AttemptOutcomeKind, CounterChild>
+  #webhookStore: { store: Store, clock: () => number } | null = null
 
   constructor (options: MetricsOptions = {}) {
     const registry = this.registry
@@ -163,8 +169,63 @@ export class Metrics {
         for (const state of POOL_STATES) this.set({ state }, stats[state])
       }
     })
+    const watchedStreams = (): number => this.#streams?.() ?? 0
+    new Gauge({
+      name: 'petstore_change_streams_open',
+      help: 'Change streams (GET /v1/inventory/changes/stream) open on this instance.',
+      registers: [registry],
+      collect () {
+        this.set(watchedStreams())
+      }
+    })
+
+    const attempts = new CounterFamily(registry, 'petstore_webhook_deliveries_total',
+      'Webhook delivery attempts made by this instance, by outcome: delivered (2xx), retrying (failed, tried again later), ' +
+      'failed (failed, and retries ran out).', ['outcome'])
+    this.#webhookAttempts = Object.fromEntries(WEBHOOK_OUTCOMES.map((outcome) => [outcome, attempts.child(outcome)])) as Record<AttemptOutcomeKind, CounterChild>
+    const watchedWebhooks = (): { store: Store, clock: () => number } | null => this.#webhookStore
+    // Read from the store at scrape time: every instance reports the same shared backlog.
+    const backlog = async (): Promise<Array<{ webhookId: string, pending: number, age: number }>> => {
+      const watched = watchedWebhooks()
+      if (watched === null) return []
+      const rows = await watched.store.webhookBacklog().catch(() => [])
+      const now = watched.clock()
+      return rows.map((row) => ({ webhookId: row.webhookId, pending: row.pending, age: row.oldest === null ? 0 : Math.max(0, (now - row.oldest.getTime()) / 1000) }))
+    }
+    let pendingRows: Promise<Array<{ webhookId: string, pending: number, age: number }>> | null = null
+    new Gauge({
+      name: 'petstore_webhook_oldest_undelivered_seconds',
+      help: 'Per webhook subscription, the age of its oldest event not yet delivered (0: none). Alert when it grows.',
+      labelNames: ['webhook'],
+      registers: [registry],
+      async collect () {
+        this.reset()
+        pendingRows = backlog()
+        for (const row of await pendingRows) this.set({ webhook: row.webhookId }, row.age)
+      }
+    })
+    new Gauge({
+      name: 'petstore_webhook_pending_deliveries',
+      help: 'Per webhook subscription, the events not yet delivered.',
+      labelNames: ['webhook'],
+      registers: [registry],
+      async collect () {
+        this.reset()
+        for (const row of await (pendingRows ?? backlog())) this.set({ webhook: row.webhookId }, row.pending)
+        pendingRows = null
+      }
+    })
 
     if (options.processMetrics === true) collectDefaultMetrics({ register: registry })
+  }
+
+  recordWebhookAttempt (outcome: AttemptOutcomeKind): void {
+    this.#webhookAttempts[outcome].inc()
+  }
+
+  /** The store whose webhook backlog the webhook gauges report (read at scrape time). */
+  watchWebhooks (store: Store, clock: () => number): void {
+    this.#webhookStore = { store, clock }
   }
 
   /** The request series for a route's operation name (a bounded set: one per route, plus fixed names). */
@@ -203,6 +264,11 @@ export class Metrics {
   /** The store whose connection pool the pool gauges report (read at scrape time). */
   watchStore (store: Store): void {
     this.#store = store
+  }
+
+  /** Where the petstore_change_streams_open gauge reads how many change streams are open (at scrape time). */
+  watchStreams (count: () => number): void {
+    this.#streams = count
   }
 
   /** The Prometheus text format of a scrape. */

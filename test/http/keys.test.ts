@@ -263,11 +263,21 @@ describe('keys over HTTP: last use and the document', () => {
       adjustInventory: ['inventory:write'],
       batchUpdateInventory: ['inventory:write'],
       listInventoryChanges: ['inventory:read'],
+      streamInventoryChanges: ['inventory:read'],
       listOrders: ['inventory:read'],
       getRateLimit: ['inventory:read'],
-      getPetById: ['inventory:read']
+      getPetById: ['inventory:read'],
+      createWebhook: ['inventory:write'],
+      listWebhooks: ['inventory:write'],
+      getWebhook: ['inventory:write'],
+      updateWebhook: ['inventory:write'],
+      deleteWebhook: ['inventory:write'],
+      rotateWebhookSecret: ['inventory:write'],
+      listWebhookDeliveries: ['inventory:write'],
+      retryWebhookDelivery: ['inventory:write']
     })
-    assert.deepEqual(forbidden.sort(), ['adjustInventory', 'batchUpdateInventory', 'updateInventory'])
+    assert.deepEqual(forbidden.sort(), ['adjustInventory', 'batchUpdateInventory', 'createWebhook', 'deleteWebhook', 'getWebhook', 'listWebhookDeliveries',
+      'listWebhooks', 'retryWebhookDelivery', 'rotateWebhookSecret', 'updateInventory', 'updateWebhook'])
   })
 })
 

@@ -37,7 +37,16 @@ describe('GET /v1/openapi.json', () => {
   test('when read, then it lists the four operations of the spec, the entry lookup, adjustments, batches, the change feed, the key\'s rate limit, and nothing internal', async (t) => {
     const doc = await document(t)
     assert.deepEqual(Object.keys(doc.paths).sort(),
-      ['/inventory', '/inventory/batch', '/inventory/changes', '/inventory/{petId}', '/inventory/{petId}/adjustments', '/pets/{petId}', '/rate_limit', '/store/orders'])
+      ['/inventory', '/inventory/batch', '/inventory/changes', '/inventory/changes/stream', '/inventory/{petId}', '/inventory/{petId}/adjustments', '/pets/{petId}', '/rate_limit',
+        '/store/orders', '/webhooks', '/webhooks/{webhookId}', '/webhooks/{webhookId}/deliveries', '/webhooks/{webhookId}/deliveries/{deliveryId}/retry',
+        '/webhooks/{webhookId}/secret'])
+    const webhookOperations = [['/webhooks', 'post', 'createWebhook'], ['/webhooks', 'get', 'listWebhooks'], ['/webhooks/{webhookId}', 'get', 'getWebhook'],
+      ['/webhooks/{webhookId}', 'patch', 'updateWebhook'], ['/webhooks/{webhookId}', 'delete', 'deleteWebhook'], ['/webhooks/{webhookId}/secret', 'post', 'rotateWebhookSecret'],
+      ['/webhooks/{webhookId}/deliveries', 'get', 'listWebhookDeliveries'], ['/webhooks/{webhookId}/deliveries/{deliveryId}/retry', 'post', 'retryWebhookDelivery']] as const
+    for (const [path, method, operationId] of webhookOperations) {
+      const operation = (doc.paths[path] as Record<string, { operationId?: string, 'x-stability'?: string } | undefined> | undefined)?.[method]
+      assert.deepEqual([operation?.operationId, operation?.['x-stability']], [operationId, 'beta'], `${method} ${path}`)
+    }
     assert.equal(doc.paths['/inventory/changes']?.get?.operationId, 'listInventoryChanges')
     assert.equal(doc.paths['/inventory/changes']?.get?.['x-stability'], 'beta')
     assert.equal(doc.paths['/inventory/batch']?.post?.operationId, 'batchUpdateInventory')
@@ -49,6 +58,31 @@ describe('GET /v1/openapi.json', () => {
     assert.equal(doc.paths['/inventory/{petId}']?.get?.operationId, 'getInventoryItem')
     assert.equal(doc.paths['/pets/{petId}']?.get?.operationId, 'getPetById')
     assert.equal(doc.paths['/store/orders']?.get?.operationId, 'listOrders')
+  })
+
+  test('when read, then the event the service sends is described under the top-level webhooks object, its body the feed\'s change', async (t) => {
+    const doc = await document(t) as unknown as { webhooks?: Record<string, { post?: { requestBody?: { content?: Record<string, { schema?: { properties?: Record<string, unknown> } }> }, parameters?: Array<{ name: string }> } }> }
+    const event = doc.webhooks?.['inventory.changed']?.post
+    assert.ok(event !== undefined, 'webhooks.inventory.changed.post')
+    assert.deepEqual(event.parameters?.map((p) => p.name), ['webhook-id', 'webhook-timestamp', 'webhook-signature'])
+    const schema = event.requestBody?.content?.['application/json']?.schema
+    assert.deepEqual(Object.keys(schema?.properties ?? {}), ['type', 'timestamp', 'data'])
+    const data = schema?.properties?.data as { properties?: Record<string, unknown> }
+    assert.ok('cursor' in (data.properties ?? {}) && 'changeId' in (data.properties ?? {}))
+  })
+
+  test('when read, then the change stream is a beta operation answering text/event-stream, each event\'s data the feed\'s change', async (t) => {
+    const doc = await document(t)
+    const operation = doc.paths['/inventory/changes/stream']?.get
+    assert.deepEqual([operation?.operationId, operation?.['x-stability']], ['streamInventoryChanges', 'beta'])
+    assert.deepEqual(doc.paths['/inventory/changes/stream'] === undefined ? [] : Object.keys(doc.paths['/inventory/changes/stream']), ['get'], 'no HEAD')
+    assert.deepEqual(operation?.parameters?.map((p) => `${p.in} ${p.name}`).sort(), ['header last-event-id', 'query after'])
+    const ok = operation?.responses['200']
+    assert.deepEqual(Object.keys(ok?.content ?? {}), ['text/event-stream'])
+    const data = ok?.content?.['text/event-stream']?.schema.properties ?? {}
+    const change = doc.paths['/inventory/changes']?.get?.responses['200']?.content?.['application/json']?.schema as { items?: { properties?: Record<string, unknown> } } | undefined
+    assert.deepEqual(Object.keys(data), Object.keys(change?.items?.properties ?? {}))
+    assert.ok('X-RateLimit-Remaining' in ((ok as { headers?: Record<string, unknown> } | undefined)?.headers ?? {}))
   })
 
   test('when read, then updateInventory is experimental and getPetById is deprecated', async (t) => {
@@ -114,6 +148,9 @@ describe('GET /v1/openapi.json', () => {
         415: ['unsupported_media_type'], 422: ['idempotency_key_reused'], 429: LIMITED, 500: ['internal_error'], 503: ['service_unavailable']
       },
       '/inventory/changes get': { 200: null, 400: ['invalid_request'], 401: ['unauthorized'], 414: ['uri_too_long'], 429: LIMITED, 500: ['internal_error'], 503: ['service_unavailable'] },
+      '/inventory/changes/stream get': {
+        200: null, 400: ['invalid_request'], 401: ['unauthorized'], 414: ['uri_too_long'], 429: [...LIMITED, 'too_many_streams'], 500: ['internal_error'], 503: ['service_unavailable']
+      },
       '/pets/{petId} get': { 200: null, 400: ['invalid_request'], 401: ['unauthorized'], 404: ['not_found'], 410: ['gone'], 414: ['uri_too_long'], 429: LIMITED, 500: ['internal_error'], 503: ['service_unavailable'] },
       '/store/orders get': { 200: null, 400: ['invalid_request'], 401: ['unauthorized'], 414: ['uri_too_long'], 429: LIMITED, 500: ['internal_error'], 503: ['service_unavailable'] },
       '/rate_limit get': { 200: null, 401: ['unauthorized'], 414: ['uri_too_long'], 429: ['rate_limited'], 500: ['internal_error'], 503: ['service_unavailable'] }

@@ -175,11 +175,13 @@ export interface InventoryRouteOptions {
   watch?: ChangeWatch
   /** Tells every instance of an acknowledged change (the shared limiter's announceChange). */
   announceChange?: () => Promise<void>
+  /** Tells this instance's pushers (webhooks, streams) that a change committed here, so they need not wait for their poll. */
+  committed?: () => void
   /** Charges the caller for what an operation is worth beyond one request (src/http/plugins/access.ts chargeMore). */
   chargeMore: (request: FastifyRequest, reply: FastifyReply, extra: number, what: string) => Promise<void>
 }
 
-export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> = async (app, { store, clock, idempotency, watch, announceChange, chargeMore }) => {
+export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> = async (app, { store, clock, idempotency, watch, announceChange, committed, chargeMore }) => {
   const keyedWrites = ` With an Idempotency-Key a retry is safe: the same key with the same request within ${retention(idempotency.ttlSeconds)} ` +
     'is answered what the first request was, with `Idempotent-Replayed: true`, and applies nothing again (a replay counts ' +
     'against the rate limit); the key with another request is 422 `idempotency_key_reused`, and while the first request ' +
@@ -424,6 +426,7 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
       return
     }
     cache.applied(entries, version)
+    committed?.()
     await announceChange?.()
   }
 }

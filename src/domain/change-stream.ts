@@ -1,0 +1,309 @@
+/**
+ * The live change stream: the change feed (./feed.ts) followed as it grows, for readers that keep a connection open
+ * instead of polling. Three parts, none of which knows how the changes travel:
+ *
+ * - FeedWatch: one per instance. While anyone follows, it asks the store for the feed's head every `pollMs` and tells
+ *   the followers when it moved. However many streams are open, that is one query per instance per poll, and a change
+ *   committed on another instance (which this one hears nothing about) is seen within one poll.
+ * - StreamRegistry: who may open a stream. Open streams are registered in the store, so the limit per quota holds
+ *   across instances; each instance also bounds its own number. A registration lapses unless renewed, so the streams
+ *   of an instance that died stop counting after a while.
+ * - followChanges: the changes after a cursor, page by page, and then each new one once the watch reports it. It reads
+ *   only when its consumer asks for more, so a slow consumer holds the reading back instead of piling changes up.
+ */
+import { randomUUID } from 'node:crypto'
+import { feedCursor, feedPosition, listChanges, type ChangeView } from './feed.js'
+import type { Store } from '../store/types.js'
+
+/** Each registration lasts this many renewal periods: one missed renewal (a slow store) does not drop it. */
+export const REGISTRATION_PERIODS = 3
+
+export interface FeedWatchOptions {
+  store: Pick<Store, 'feedHead'>
+  /** How often the head is read while anyone listens. */
+  pollMs: number
+  /** A failed read of the head; the next poll tries again. */
+  onError?: (error: unknown) => void
+}
+
+/**
+ * Tells its listeners when the feed's head may have moved. It polls only while it has listeners. A listener is told
+ * "look again", never what changed: each reader reads the feed after its own cursor.
+ */
+export class FeedWatch {
+  readonly #store: Pick<Store, 'feedHead'>
+  readonly #pollMs: number
+  readonly #onError: (error: unknown) => void
+  readonly #listeners = new Set<() => void>()
+  // The head last read, as its cursor ('' for an empty feed); undefined before the first read, so that the first
+  // read always notifies: a listener that arrived between its own read and that poll learns of what came in between.
+  #head: string | undefined
+  #timer: NodeJS.Timeout | null = null
+  #polling = false
+  #closed = false
+
+  constructor (options: FeedWatchOptions) {
+    this.#store = options.store
+    this.#pollMs = options.pollMs
+    this.#onError = options.onError ?? (() => {})
+  }
+
+  /** Listeners now. */
+  get listeners (): number {
+    return this.#listeners.size
+  }
+
+  /**
+   * Calls `listener` whenever the head may have moved, until the returned function is called. A reader must read
+   * after subscribing (not before): then no change can fall between its read and the next notification.
+   */
+  subscribe (listener: () => void): () => void {
+    // A listener of its own, so that one function subscribed twice is two subscriptions.
+    const entry = (): void => { listener() }
+    this.#listeners.add(entry)
+    this.#schedule()
+    return () => {
+      this.#listeners.delete(entry)
+      if (this.#listeners.size === 0 && this.#timer !== null) {
+        clearTimeout(this.#timer)
+        this.#timer = null
+      }
+    }
+  }
+
+  /** A change committed on this instance: the listeners look at once, without waiting for the next poll. */
+  nudge (): void {
+    this.#notify()
+  }
+
+  /** Stops polling for good (the app is closing); listeners are no longer told anything. */
+  close (): void {
+    this.#closed = true
+    if (this.#timer !== null) clearTimeout(this.#timer)
+    this.#timer = null
+    this.#listeners.clear()
+  }
+
+  #schedule (): void {
+    if (this.#closed || this.#timer !== null || this.#polling || this.#listeners.size === 0) return
+    // Not keeping the process alive: the open connections do that.
+    this.#timer = setTimeout(() => { void this.#poll() }, this.#pollMs).unref()
+  }
+
+  async #poll (): Promise<void> {
+    this.#timer = null
+    this.#polling = true
+    try {
+      const head = await this.#store.feedHead()
+      const cursor = head === null ? '' : feedCursor(head)
+      if (cursor !== this.#head) {
+        this.#head = cursor
+        this.#notify()
+      }
+    } catch (error) {
+      this.#onError(error)
+    } finally {
+      this.#polling = false
+      this.#schedule()
+    }
+  }
+
+  #notify (): void {
+    if (this.#closed) return
+    for (const listener of [...this.#listeners]) listener()
+  }
+}
+
+/** Whether `cursor` is one the feed issued; InvalidCursorError when it is not. */
+export function checkFeedCursor (cursor: string): void {
+  feedPosition(cursor)
+}
+
+/**
+ * Where a stream starts: after `given` (a cursor the feed issued, else InvalidCursorError) or, without one, after the
+ * feed's head now, so that it carries what is committed from now on (null: the feed is empty, so from its first change).
+ */
+export async function streamStart (store: Pick<Store, 'feedHead'>, given: string | null): Promise<string | null> {
+  if (given !== null) {
+    checkFeedCursor(given)
+    return given
+  }
+  const head = await store.feedHead()
+  return head === null ? null : feedCursor(head)
+}
+
+export interface FollowOptions {
+  /** Start after this cursor (checked already: see streamStart); null: from the feed's first change. */
+  after: string | null
+  /** The caller's key: its own changes show their request id. */
+  keyId: string | null
+  /** Changes read per query. */
+  pageSize: number
+  /** Ends the iteration, also while it waits for a change. */
+  signal: AbortSignal
+}
+
+/**
+ * The changes after `options.after`, in feed order, as pages that are never empty: what is there now, then what the
+ * watch reports, for as long as the signal allows. The feed is read only when the consumer asks for the next page.
+ * A store failure ends the iteration with that error (the reader resumes later from its last cursor).
+ */
+export async function * followChanges (store: Store, watch: FeedWatch, options: FollowOptions): AsyncGenerator<ChangeView[], void, undefined> {
+  const { keyId, pageSize, signal } = options
+  let cursor = options.after
+  // True when the feed may hold something past `cursor`: at the start, and after each notification.
+  let stale = true
+  let wake: (() => void) | null = null
+  const awaken = (): void => {
+    const resolve = wake
+    wake = null
+    resolve?.()
+  }
+  const unsubscribe = watch.subscribe(() => {
+    stale = true
+    awaken()
+  })
+  signal.addEventListener('abort', awaken)
+  try {
+    while (!signal.aborted) {
+      if (!stale) {
+        await new Promise<void>((resolve) => { wake = resolve })
+        continue
+      }
+      stale = false
+      for (;;) {
+        const page = await listChanges(store, { cursor, limit: pageSize }, keyId)
+        if (signal.aborted) return
+        if (page.changes.length > 0) {
+          cursor = page.next
+          yield page.changes
+        }
+        // A short page reached the end of what is committed; anything later comes with a notification.
+        if (page.changes.length < pageSize || signal.aborted) break
+      }
+    }
+  } finally {
+    unsubscribe()
+    signal.removeEventListener('abort', awaken)
+  }
+}
+
+export interface StreamRegistryOptions {
+  store: Pick<Store, 'openEventStream' | 'renewEventStreams' | 'closeEventStream'>
+  /** Open streams per quota, counted in the store across instances. */
+  maxPerQuota: number
+  /** Open streams on this instance. */
+  maxPerInstance: number
+  /** How often this instance renews its registrations; each lasts REGISTRATION_PERIODS times this. */
+  renewMs: number
+  clock: () => number
+  /** A renewal or a close that failed; the registration lapses by itself. */
+  onError?: (error: unknown, what: 'renew' | 'close') => void
+  /** The id of a new registration; a random UUID by default. */
+  newId?: () => string
+}
+
+/** Whether a stream may open: its registration, or which bound refused it. */
+export type StreamOpening =
+  | { outcome: 'opened', id: string }
+  /** The quota has `max` streams open on all instances together. */
+  | { outcome: 'quota_full', max: number }
+  /** This instance serves `max` streams already (another instance may have room). */
+  | { outcome: 'instance_full', max: number }
+
+/**
+ * The open streams of this instance and their registrations in the store. A registration is made when a stream opens
+ * (refused when the quota is full, counted in the same transaction), renewed every `renewMs` while the stream is
+ * open, and deleted when it closes; one that is not renewed (its instance died) lapses after REGISTRATION_PERIODS
+ * periods and stops counting against its quota.
+ */
+export class StreamRegistry {
+  readonly #options: StreamRegistryOptions
+  /** Open streams, each with what ends it when its key stops working. */
+  readonly #open = new Map<string, () => void>()
+  // Streams between the check of the instance's bound and the store's answer: counted against that bound.
+  #opening = 0
+  #timer: NodeJS.Timeout | null = null
+  #renewing: Promise<void> = Promise.resolve()
+
+  constructor (options: StreamRegistryOptions) {
+    this.#options = options
+  }
+
+  /** Streams open on this instance. */
+  get size (): number {
+    return this.#open.size
+  }
+
+  /**
+   * Registers a stream of key `keyId` (of quota `quotaId`), unless a bound refuses it; `revoked` is called when a
+   * renewal finds the key revoked or expired. Store failures are thrown.
+   */
+  async open (quotaId: string, keyId: string, revoked: () => void): Promise<StreamOpening> {
+    const { store, maxPerQuota, maxPerInstance, clock } = this.#options
+    if (this.#open.size + this.#opening >= maxPerInstance) return { outcome: 'instance_full', max: maxPerInstance }
+    this.#opening++
+    const id = this.#options.newId?.() ?? randomUUID()
+    let opened: boolean
+    try {
+      const now = clock()
+      opened = await store.openEventStream(id, quotaId, keyId, new Date(now + this.#lifetimeMs()), new Date(now), maxPerQuota)
+    } finally {
+      this.#opening--
+    }
+    if (!opened) return { outcome: 'quota_full', max: maxPerQuota }
+    this.#open.set(id, revoked)
+    this.#startRenewing()
+    return { outcome: 'opened', id }
+  }
+
+  /** Frees a stream's place at once, here and in the store. Never throws; closing twice is harmless. */
+  async close (id: string): Promise<void> {
+    if (!this.#open.delete(id)) return
+    if (this.#open.size === 0) this.#stopRenewing()
+    try {
+      await this.#options.store.closeEventStream(id)
+    } catch (error) {
+      this.#options.onError?.(error, 'close')
+    }
+  }
+
+  /**
+   * Extends every registration of this instance by a lifetime from now, and ends the streams whose key was revoked or
+   * expired meanwhile (a revocation reaches open streams within a renewal period). Never throws.
+   */
+  async renew (): Promise<void> {
+    const ids = [...this.#open.keys()]
+    if (ids.length === 0) return
+    try {
+      const now = this.#options.clock()
+      const ended = await this.#options.store.renewEventStreams(ids, new Date(now + this.#lifetimeMs()), new Date(now))
+      for (const id of ended) this.#open.get(id)?.()
+    } catch (error) {
+      this.#options.onError?.(error, 'renew')
+    }
+  }
+
+  /** Stops renewing (the app is closing) once a renewal under way has ended. */
+  async stop (): Promise<void> {
+    this.#stopRenewing()
+    await this.#renewing
+  }
+
+  #lifetimeMs (): number {
+    return REGISTRATION_PERIODS * this.#options.renewMs
+  }
+
+  #startRenewing (): void {
+    if (this.#timer !== null) return
+    this.#timer = setInterval(() => {
+      // One renewal at a time: a slow store does not stack them up.
+      this.#renewing = this.#renewing.then(() => this.renew())
+    }, this.#options.renewMs).unref()
+  }
+
+  #stopRenewing (): void {
+    if (this.#timer !== null) clearInterval(this.#timer)
+    this.#timer = null
+  }
+}

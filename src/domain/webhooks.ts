@@ -1,0 +1,218 @@
+/**
+ * Webhook subscriptions: who may have them, what they are sent, and how a delivery is signed (Standard Webhooks v1).
+ * A subscription belongs to a quota (every key of it manages it; a rotated key keeps it); its events are the changes
+ * of the feed committed after it was made, each delivered at least once by the dispatcher (./webhook-dispatch.ts).
+ */
+import { createHmac, randomBytes } from 'node:crypto'
+import { AppError } from '../errors.js'
+import type { WebhookDelivery, WebhookRecord } from '../store/webhook-types.js'
+import type { Store } from '../store/types.js'
+import { decodeCursor, encodeCursor, InvalidCursorError } from './cursor.js'
+
+/** The event types a subscription may ask for. */
+export const WEBHOOK_EVENTS = ['inventory.changed'] as const
+export type WebhookEventType = typeof WEBHOOK_EVENTS[number]
+/** A rotated secret keeps signing this long, so that receivers can switch without losing a delivery. */
+export const SECRET_OVERLAP_MS = 24 * 3_600_000
+/** The deliveries log's cursors. */
+const DELIVERY_CURSOR_PREFIX = 'd1:'
+export const DEFAULT_DELIVERY_LIMIT = 20
+export const MAX_DELIVERY_LIMIT = 100
+
+/**
+ * Checks a subscription's URL against the address rules: the URL as it will be used (the parser's normal form, which is
+ * what was checked and what is stored), or why it is refused.
+ */
+export type UrlCheck = (url: string) => Promise<{ url: string } | { refusal: string }>
+
+export interface WebhookInput {
+  url: string
+  events: string[]
+  description?: string | null
+}
+
+export interface WebhookChanges {
+  url?: string
+  events?: string[]
+  description?: string | null
+  enabled?: boolean
+}
+
+/** What the API shows of a subscription: never its secrets, except `secret` right after it was made. */
+export interface WebhookView {
+  id: string
+  url: string
+  events: string[]
+  description: string | null
+  enabled: boolean
+  disabledReason: string | null
+  createdAt: Date
+  updatedAt: Date
+  /** Until when the secret a rotation replaced still signs; null when none does. */
+  previousSecretExpiresAt: Date | null
+}
+
+export function webhookView (webhook: WebhookRecord, at: Date): WebhookView {
+  const overlap = webhook.previousSecretUntil !== null && webhook.previousSecretUntil > at ? webhook.previousSecretUntil : null
+  return {
+    id: webhook.id,
+    url: webhook.url,
+    events: webhook.events,
+    description: webhook.description,
+    enabled: webhook.enabled,
+    disabledReason: webhook.disabledReason,
+    createdAt: webhook.createdAt,
+    updatedAt: webhook.updatedAt,
+    previousSecretExpiresAt: overlap
+  }
+}
+
+/** A new secret in the Standard Webhooks form: `whsec_` and the base64 of 32 random bytes. */
+export function newWebhookSecret (): string {
+  return `whsec_${randomBytes(32).toString('base64')}`
+}
+
+function newWebhookId (): string {
+  return `wh_${randomBytes(16).toString('base64url')}`
+}
+
+/** The id of an event: the same for every attempt and every subscription, so receivers can deduplicate. */
+export function eventId (changeId: bigint): string {
+  return `evt_${changeId}`
+}
+
+/**
+ * The Standard Webhooks signature of a delivery: `v1,` and the base64 HMAC-SHA256, keyed with the secret's bytes, of
+ * `id.timestamp.body`; one per secret that signs now, separated by spaces.
+ */
+export function signatures (secrets: readonly string[], id: string, timestamp: number, body: string): string {
+  return secrets.map((secret) => {
+    const key = Buffer.from(secret.startsWith('whsec_') ? secret.slice(6) : secret, 'base64')
+    return `v1,${createHmac('sha256', key).update(`${id}.${timestamp}.${body}`).digest('base64')}`
+  }).join(' ')
+}
+
+/** The headers of one attempt (Standard Webhooks v1): the event id, the attempt's time in seconds, the signatures. */
+export function deliveryHeaders (secrets: readonly string[], id: string, at: Date, body: string): Record<string, string> {
+  const timestamp = Math.floor(at.getTime() / 1000)
+  return { 'webhook-id': id, 'webhook-timestamp': String(timestamp), 'webhook-signature': signatures(secrets, id, timestamp, body) }
+}
+
+function unknownEvents (events: readonly string[]): void {
+  const unknown = events.filter((event) => !(WEBHOOK_EVENTS as readonly string[]).includes(event))
+  if (unknown.length > 0) {
+    throw new AppError('invalid_request', `Unknown event type${unknown.length > 1 ? 's' : ''}: ${unknown.map((e) => JSON.stringify(e)).join(', ')}. ` +
+      `Known: ${WEBHOOK_EVENTS.join(', ')}.`)
+  }
+}
+
+export interface WebhookRules {
+  maxPerQuota: number
+  /** How long a delivery is retried (a manual retry gets as long again). */
+  retryForMs: number
+  checkUrl: UrlCheck
+  clock: () => number
+}
+
+export interface DeliveryPage {
+  deliveries: WebhookDelivery[]
+  /** The cursor of the next page (older deliveries); null when this is the last. */
+  next: string | null
+}
+
+/** The management of a quota's subscriptions; every method is one quota's view (another quota's subscription is not found). */
+export class Webhooks {
+  readonly #store: Store
+  readonly #rules: WebhookRules
+
+  constructor (store: Store, rules: WebhookRules) {
+    this.#store = store
+    this.#rules = rules
+  }
+
+  async #checkUrl (url: string): Promise<string> {
+    const checked = await this.#rules.checkUrl(url)
+    if ('refusal' in checked) throw new AppError('invalid_request', checked.refusal)
+    return checked.url
+  }
+
+  /** Creates a subscription; its secret is in the answer only. */
+  async create (quotaId: string, input: WebhookInput): Promise<{ webhook: WebhookView, secret: string }> {
+    unknownEvents(input.events)
+    const url = await this.#checkUrl(input.url)
+    const at = new Date(this.#rules.clock())
+    const secret = newWebhookSecret()
+    const created = await this.#store.createWebhook({
+      id: newWebhookId(), quotaId, url, events: [...new Set(input.events)], description: input.description ?? null, secret, createdAt: at
+    }, this.#rules.maxPerQuota)
+    if (created === 'limit') {
+      throw new AppError('webhook_limit_reached', `A quota may have at most ${this.#rules.maxPerQuota} webhook subscriptions; delete one first.`)
+    }
+    return { webhook: webhookView(created, at), secret }
+  }
+
+  async list (quotaId: string): Promise<WebhookView[]> {
+    const at = new Date(this.#rules.clock())
+    return (await this.#store.listWebhooks(quotaId)).map((webhook) => webhookView(webhook, at))
+  }
+
+  async #own (quotaId: string, id: string): Promise<WebhookRecord> {
+    const webhook = await this.#store.getWebhook(id)
+    if (webhook === null || webhook.quotaId !== quotaId) throw new AppError('not_found', `No webhook subscription ${JSON.stringify(id)}.`)
+    return webhook
+  }
+
+  async get (quotaId: string, id: string): Promise<WebhookView> {
+    return webhookView(await this.#own(quotaId, id), new Date(this.#rules.clock()))
+  }
+
+  async update (quotaId: string, id: string, changes: WebhookChanges): Promise<WebhookView> {
+    await this.#own(quotaId, id)
+    if (changes.events !== undefined) unknownEvents(changes.events)
+    const url = changes.url === undefined ? undefined : await this.#checkUrl(changes.url)
+    const at = new Date(this.#rules.clock())
+    const updated = await this.#store.updateWebhook(id, {
+      ...changes,
+      ...(url === undefined ? {} : { url }),
+      ...(changes.events === undefined ? {} : { events: [...new Set(changes.events)] }),
+      ...(changes.enabled === false ? { disabledReason: 'Disabled through the API.' } : {})
+    }, at)
+    if (updated === null) throw new AppError('not_found', `No webhook subscription ${JSON.stringify(id)}.`)
+    return webhookView(updated, at)
+  }
+
+  async delete (quotaId: string, id: string): Promise<void> {
+    await this.#own(quotaId, id)
+    await this.#store.deleteWebhook(id)
+  }
+
+  /** A new secret, in the answer only; the current one keeps signing for SECRET_OVERLAP_MS. */
+  async rotateSecret (quotaId: string, id: string): Promise<{ webhook: WebhookView, secret: string }> {
+    await this.#own(quotaId, id)
+    const at = new Date(this.#rules.clock())
+    const secret = newWebhookSecret()
+    const rotated = await this.#store.rotateWebhookSecret(id, secret, new Date(at.getTime() + SECRET_OVERLAP_MS), at)
+    if (rotated === null) throw new AppError('not_found', `No webhook subscription ${JSON.stringify(id)}.`)
+    return { webhook: webhookView(rotated, at), secret }
+  }
+
+  /** The deliveries log, newest first. */
+  async deliveries (quotaId: string, id: string, query: { cursor: string | null, limit: number }): Promise<DeliveryPage> {
+    await this.#own(quotaId, id)
+    const before = query.cursor === null ? null : decodeCursor(DELIVERY_CURSOR_PREFIX, query.cursor)
+    if (before !== null && before < 0n) throw new InvalidCursorError()
+    const deliveries = await this.#store.listWebhookDeliveries(id, before, query.limit + 1)
+    const page = deliveries.slice(0, query.limit)
+    const last = page.at(-1)
+    return { deliveries: page, next: deliveries.length > query.limit && last !== undefined ? encodeCursor(DELIVERY_CURSOR_PREFIX, last.id) : null }
+  }
+
+  /** Makes a delivery due now, whatever its state: a failed one is retried, a delivered one sent again (same event id). */
+  async retry (quotaId: string, id: string, deliveryId: bigint): Promise<WebhookDelivery> {
+    await this.#own(quotaId, id)
+    const at = new Date(this.#rules.clock())
+    const delivery = await this.#store.retryWebhookDelivery(id, deliveryId, at, new Date(at.getTime() + this.#rules.retryForMs))
+    if (delivery === null) throw new AppError('not_found', `Webhook subscription ${JSON.stringify(id)} has no delivery ${deliveryId}.`)
+    return delivery
+  }
+}

@@ -1,0 +1,304 @@
+/**
+ * GET /v1/inventory/changes/stream: the change feed as Server-Sent Events (docs/decisions.md, "Change stream"). The
+ * rules (where a stream starts, who may open one, when to look for changes) are the domain's
+ * (src/domain/change-stream.ts); this file writes them as text/event-stream and ends streams when the instance stops.
+ *
+ * The body is a Readable that Fastify pipes to the socket, so the answer goes through the usual hooks: the gate's
+ * rate-limit fields are sent with the 200, and the access line and request metrics are written when the stream ends.
+ */
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import { Readable } from 'node:stream'
+import { Type } from 'typebox'
+import type { StreamConfig } from '../../config.js'
+import { FeedWatch, followChanges, StreamRegistry, streamStart } from '../../domain/change-stream.js'
+import { InventoryChange } from '../../domain/entities.js'
+import { DEFAULT_FEED_LIMIT, type ChangeView } from '../../domain/feed.js'
+import { AppError } from '../../errors.js'
+import type { Lifecycle } from '../../lifecycle.js'
+import type { Metrics } from '../../metrics/index.js'
+import type { Store } from '../../store/types.js'
+import { cursorRefused } from '../paging.js'
+import { COMMON_ERRORS, ErrorResponse, INVALID_REQUEST, RESPONSE_HEADERS } from '../schemas/common.js'
+
+/** The event type of a change, as webhooks name it too. */
+export const CHANGE_EVENT = 'inventory.changed'
+/** The reconnection delay a client is told (the SSE `retry` field), in ms. */
+export const RECONNECT_MS = 1000
+/** What a 503 for a full instance asks a client to wait: another instance, or this one a little later, has room. */
+const INSTANCE_FULL_RETRY_AFTER_SECONDS = 5
+/**
+ * When the instance stops, what is queued for a client gets this long to go out; a client that reads nothing meanwhile
+ * loses the connection rather than hold up the stop (it resumes from its Last-Event-ID either way).
+ */
+const SHUTDOWN_GRACE_MS = 1000
+/** A failing store is reported at most this often by the feed watch (it polls every few hundred ms). */
+const WATCH_ERROR_LOG_INTERVAL_MS = 60_000
+/** setTimeout's largest delay (24 days): a stream of a key that expires later ends then, and its client reconnects. */
+const MAX_TIMER_MS = 2_147_483_647
+
+export interface StreamRouteOptions {
+  store: Store
+  config: StreamConfig
+  lifecycle: Lifecycle
+  metrics: Metrics
+  clock: () => number
+  /** Where this instance's commits are announced: the streams then look at once instead of at the next poll. */
+  commits: Set<() => void>
+}
+
+/**
+ * The body of one stream. pipe() stops reading it while the socket's buffer is full; `write` then waits until it is
+ * read again, and the stream reads no more of the feed meanwhile: a slow client holds back its own stream, and what
+ * waits for it is bounded by the buffers and one page of the feed.
+ */
+class EventStreamBody extends Readable {
+  readonly #stop = new AbortController()
+  #wanted: (() => void) | null = null
+
+  constructor () {
+    super()
+    this.#stop.signal.addEventListener('abort', () => { this.#release() })
+  }
+
+  /** Aborted when the stream should end: the client left, or the server ends it. */
+  get signal (): AbortSignal {
+    return this.#stop.signal
+  }
+
+  /** Queues text; resolves once the reader can take more (or the stream is ending). */
+  async write (text: string): Promise<void> {
+    if (this.#stop.signal.aborted || this.push(text)) return
+    await new Promise<void>((resolve) => { this.#wanted = resolve })
+  }
+
+  /** Queues a line that may be dropped (a heartbeat): only while the reader keeps up, never waiting. */
+  note (text: string): void {
+    if (!this.#stop.signal.aborted && this.#wanted === null && this.readableLength < this.readableHighWaterMark) this.push(text)
+  }
+
+  stop (): void {
+    this.#stop.abort()
+  }
+
+  override _read (): void {
+    this.#release()
+  }
+
+  override _destroy (error: Error | null, callback: (error?: Error | null) => void): void {
+    this.#stop.abort()
+    callback(error)
+  }
+
+  #release (): void {
+    const resolve = this.#wanted
+    this.#wanted = null
+    resolve?.()
+  }
+}
+
+/** Node reports no 'finish' for an answer the client cut short; Fastify runs the onResponse hooks on this instead. */
+class ClientClosedStreamError extends Error {
+  constructor () {
+    super('the client closed the change stream')
+    this.name = 'ClientClosedStreamError'
+  }
+}
+
+/** A stream being served, as the stop of the instance sees it. */
+interface OpenStream {
+  /** Ends it after what is queued; with `closeConnection`, its connection too, so that the client reconnects elsewhere. */
+  end (closeConnection: boolean): void
+  /** Settles once its registration is freed. */
+  readonly done: Promise<void>
+}
+
+/** The `Last-Event-ID` header, when it names a place (an empty one names none, as for EventSource). */
+function lastEventId (request: FastifyRequest): string | null {
+  const header = request.headers['last-event-id']
+  return typeof header === 'string' && header !== '' ? header : null
+}
+
+function changeEvent (change: ChangeView, serialize: (change: unknown) => string): string {
+  return `id: ${change.cursor}\nevent: ${CHANGE_EVENT}\ndata: ${serialize({ ...change, at: change.at.toISOString() })}\n\n`
+}
+
+const RETRY_AFTER = { 'Retry-After': Type.Integer({ description: 'Seconds to wait before retrying' }) }
+
+export const streamRoutes: FastifyPluginAsyncTypebox<StreamRouteOptions> = async (app, { store, config, lifecycle, metrics, clock, commits }) => {
+  let lastWatchError = Number.NEGATIVE_INFINITY
+  const watch = new FeedWatch({
+    store,
+    pollMs: config.pollMs,
+    onError: (error) => {
+      const now = performance.now()
+      if (now - lastWatchError < WATCH_ERROR_LOG_INTERVAL_MS) return
+      lastWatchError = now
+      app.log.warn({ err: error }, 'change streams: could not read the feed head; trying again')
+    }
+  })
+  const nudge = (): void => { watch.nudge() }
+  commits.add(nudge)
+  const registry = new StreamRegistry({
+    store,
+    maxPerQuota: config.maxPerQuota,
+    maxPerInstance: config.maxPerInstance,
+    // Renewed at each heartbeat, each registration lasts three: an instance that dies stops counting after that.
+    renewMs: config.heartbeatMs,
+    clock,
+    onError: (error, what) => { app.log.warn({ err: error }, `change streams: could not ${what} a registration; it lapses by itself`) }
+  })
+  metrics.watchStreams(() => registry.size)
+  const open = new Set<OpenStream>()
+  let closing = false
+
+  // SIGTERM: every stream ends now, its connection too, so that its client reconnects to an instance that stays (the
+  // balancer still sends some here until it notices the drain: those are served, and ended by the close).
+  const stopListening = lifecycle.onDrain(() => {
+    for (const stream of open) stream.end(true)
+  })
+  // Before the listener closes (the close waits for every connection): streams end, so app.close() never waits on one.
+  app.addHook('preClose', async () => {
+    closing = true
+    stopListening()
+    for (const stream of open) stream.end(true)
+    await Promise.all([...open].map((stream) => stream.done))
+  })
+  app.addHook('onClose', async () => {
+    commits.delete(nudge)
+    watch.close()
+    await registry.stop()
+  })
+
+  /** Serves an admitted stream whose registration is `id`: replay, then live changes, until one side ends it. */
+  function serve (request: FastifyRequest, reply: FastifyReply, id: string, after: string | null): EventStreamBody {
+    const body = new EventStreamBody()
+    const serialize = reply.getSerializationFunction('200', 'text/event-stream') as (change: unknown) => string
+    // Skipped for a client that is behind: it is not idle, the data itself keeps the connection alive.
+    const heartbeat = setInterval(() => { body.note(': heartbeat\n\n') }, config.heartbeatMs).unref()
+    // A key stops working when it expires; so does its stream.
+    const expiresAt = request.apiKey?.expiresAt?.getTime() ?? null
+    const expiry = expiresAt === null ? null : setTimeout(() => { body.stop() }, Math.min(MAX_TIMER_MS, Math.max(0, expiresAt - clock()))).unref()
+    // The server keeps half-open connections (app.ts), where a client that leaves would show only when a later write
+    // fails. A stream's client keeps its side open (EventSource, fetch and curl all do): once it closes it, the client
+    // is taken for gone and the stream ends, freeing its place now rather than a heartbeat or two later.
+    const socket = request.raw.socket
+    const left = (): void => { body.stop() }
+    socket.once('end', left)
+    const pump = async (): Promise<void> => {
+      await body.write(`retry: ${RECONNECT_MS}\n\n`)
+      const follow = followChanges(store, watch, { after, keyId: request.apiKey?.id ?? null, pageSize: DEFAULT_FEED_LIMIT, signal: body.signal })
+      for await (const changes of follow) {
+        for (const change of changes) await body.write(changeEvent(change, serialize))
+      }
+    }
+    let resolveDone: () => void = () => {}
+    const stream: OpenStream = {
+      done: new Promise<void>((resolve) => { resolveDone = resolve }),
+      end (closeConnection) {
+        if (closeConnection) {
+          // Closed without waiting for the client's own FIN (half-open connections are kept: see app.ts).
+          reply.raw.once('finish', () => { socket.end(() => { socket.destroy() }) })
+          setTimeout(() => { if (!reply.raw.writableFinished) reply.raw.destroy() }, SHUTDOWN_GRACE_MS).unref()
+        }
+        body.stop()
+      }
+    }
+    open.add(stream)
+    reply.raw.once('close', () => {
+      if (!reply.raw.writableFinished && reply.raw.listenerCount('error') > 0) reply.raw.emit('error', new ClientClosedStreamError())
+    })
+    pump().catch((error: unknown) => {
+      // The client resumes from its last event when it reconnects, on this instance or another.
+      request.log.warn({ err: error }, 'change stream ended by a failure')
+    }).finally(async () => {
+      clearInterval(heartbeat)
+      if (expiry !== null) clearTimeout(expiry)
+      socket.removeListener('end', left)
+      if (!body.destroyed) body.push(null)
+      await registry.close(id)
+      open.delete(stream)
+      resolveDone()
+    })
+    return body
+  }
+
+  app.get('/inventory/changes/stream', {
+    config: { scope: 'read' },
+    // A HEAD would open a stream only to drop it: answered 405 instead.
+    exposeHeadRoute: false,
+    schema: {
+      operationId: 'streamInventoryChanges',
+      summary: 'Follow stock changes live, as Server-Sent Events',
+      description: 'The change feed (`GET /v1/inventory/changes`) pushed as it grows, over one long-lived answer of type ' +
+        '`text/event-stream` (Server-Sent Events; a browser\'s EventSource reads it). Each change is one event: ' +
+        `\`id: <cursor>\`, \`event: ${CHANGE_EVENT}\`, \`data: <the change as JSON, as the feed shows it>\`. It starts after ` +
+        'the `Last-Event-ID` header or, without it, after `after`; with neither, from now (changes committed after the ' +
+        'connect). What came after the place given is sent first, then each change as it is committed, on any instance, ' +
+        'within about a second. A comment line (`: heartbeat`) keeps an idle stream open through proxies. The connect ' +
+        'counts as one request. When the stream ends (the instance stops, or the connection drops), reconnect with the ' +
+        'last `id` received as `Last-Event-ID`: no change is missed or repeated. A quota may keep a few streams open at ' +
+        'once (429 `too_many_streams` beyond). Beta: an addition to the specification (docs/decisions.md).',
+      tags: ['inventory'],
+      'x-stability': 'beta',
+      headers: Type.Object({
+        'last-event-id': Type.Optional(Type.String({
+          maxLength: 128,
+          description: 'The `id` of the last event received (a change\'s cursor): the stream resumes after it. Sent by ' +
+            'EventSource on a reconnect; takes precedence over `after`.'
+        }))
+      }),
+      querystring: Type.Object({
+        after: Type.Optional(Type.String({ minLength: 1, maxLength: 128, description: 'A change\'s cursor: the stream starts after it. Without it (and without Last-Event-ID), from now.' }))
+      }, { additionalProperties: false }),
+      response: {
+        200: {
+          description: `A stream of Server-Sent Events: \`retry: ${RECONNECT_MS}\` first, then one \`${CHANGE_EVENT}\` event per ` +
+            'change, in feed order, whose `id` is the change\'s cursor and whose `data` is the change as JSON (the schema ' +
+            'below), and `: heartbeat` comments while idle. It ends when the instance stops or the key expires.',
+          headers: RESPONSE_HEADERS,
+          content: {
+            'text/event-stream': {
+              schema: Type.Object(InventoryChange.properties, {
+                additionalProperties: false,
+                description: `The \`data\` of each \`${CHANGE_EVENT}\` event: one stock change, exactly as the change feed shows it`
+              })
+            }
+          }
+        },
+        400: INVALID_REQUEST,
+        ...COMMON_ERRORS,
+        429: ErrorResponse(['rate_limited', 'key_banned', 'too_many_streams'],
+          'Rate limit exceeded, the key is temporarily banned, or the quota has as many change streams open as it may (on all ' +
+          'instances together; close one first).', { 'Retry-After': Type.Integer({ description: 'Seconds until the violated window admits again, or until the ban ends (not sent with `too_many_streams`)' }) }),
+        503: ErrorResponse(['service_unavailable'], 'The store cannot be reached, or this instance serves as many streams as it ' +
+          'may (another instance may have room).', RETRY_AFTER)
+      }
+    }
+  }, async (request, reply) => {
+    const after = await streamStart(store, lastEventId(request) ?? request.query.after ?? null).catch(cursorRefused)
+    if (closing) {
+      throw new AppError('service_unavailable', 'This instance is stopping; reconnect (with Last-Event-ID) to continue.', { 'Retry-After': '1' })
+    }
+    const key = request.apiKey as NonNullable<typeof request.apiKey>
+    // A key revoked (or expired) while its stream is open: the registry's next renewal ends the stream.
+    let end: (() => void) | null = null
+    const opening = await registry.open(key.quotaId, key.id, () => { end?.() })
+    if (opening.outcome === 'opened' && closing) {
+      // The close began while the store answered: preClose has ended the streams it knew of, not this one.
+      await registry.close(opening.id)
+      throw new AppError('service_unavailable', 'This instance is stopping; reconnect (with Last-Event-ID) to continue.', { 'Retry-After': '1' })
+    }
+    if (opening.outcome === 'quota_full') {
+      throw new AppError('too_many_streams', `This key's quota has ${opening.max} change streams open, the most it may have at once; close one first.`)
+    }
+    if (opening.outcome === 'instance_full') {
+      throw new AppError('service_unavailable', 'This instance serves as many change streams as it may; retry shortly.',
+        { 'Retry-After': String(INSTANCE_FULL_RETRY_AFTER_SECONDS) })
+    }
+    const body = serve(request, reply, opening.id, after)
+    end = () => { body.stop() }
+    // Proxies that buffer answers (nginx) would hold events back.
+    return reply.type('text/event-stream').header('X-Accel-Buffering', 'no').send(body as never)
+  })
+}

@@ -1,0 +1,528 @@
+/**
+ * GET /v1/inventory/changes/stream over real HTTP, as a follower sees it: a replay from its cursor and then each change
+ * as it commits (also a change made on another instance), heartbeats while idle, the connect counted once, the limits
+ * per quota, streams that end when the instance stops, and a slow reader that holds its stream back. Then the typed
+ * client's iterator, which reconnects after a stream ends or drops without missing or repeating a change.
+ */
+import assert from 'node:assert/strict'
+import { get as httpGet, type IncomingMessage } from 'node:http'
+import type { AddressInfo, Socket } from 'node:net'
+import { join } from 'node:path'
+import { Writable } from 'node:stream'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { describe, test, type TestContext } from 'node:test'
+import { createParser } from 'eventsource-parser'
+import type { FastifyInstance } from 'fastify'
+import { pino } from 'pino'
+import { createClient, type InventoryChange } from '../../client/index.js'
+import { createKey, revokeKey } from '../../src/access/keys.js'
+import { buildApp, type AppDeps } from '../../src/app.js'
+import { loadConfig } from '../../src/config.js'
+import { feedCursor } from '../../src/domain/feed.js'
+import { importData } from '../../src/domain/import.js'
+import type { PetImport } from '../../src/domain/model.js'
+import { Lifecycle } from '../../src/lifecycle.js'
+import { PostgresStore } from '../../src/store/postgres/index.js'
+import { SqliteStore } from '../../src/store/sqlite/index.js'
+import type { Store } from '../../src/store/types.js'
+import { auth, newKey, pet, tempDir, tempStore } from '../helpers/app.js'
+import { POSTGRES_URL, requirePostgres, tempSchema } from '../helpers/postgres.js'
+
+const BIG = 9007199254740993n // 2^53 + 1
+const JSON_BODY = { 'content-type': 'application/json' }
+
+interface Served {
+  app: FastifyInstance
+  store: Store
+  baseUrl: string
+  key: string
+  /** The server side of every connection, to drop them. */
+  sockets: Set<Socket>
+}
+
+/** An app listening on a loopback port, on the given store (a temp SQLite store by default). */
+async function served (t: TestContext, options: { env?: Record<string, string>, store?: Store, pets?: PetImport[], deps?: Partial<AppDeps> } = {}): Promise<Served> {
+  const store = options.store ?? await tempStore(t)
+  if (options.pets !== undefined) await importData(store, { pets: options.pets, orders: [] })
+  const app = await buildApp(loadConfig({ AUTH_CACHE_TTL_MS: '0', ...options.env }), { store, logger: false, ...options.deps })
+  t.after(() => app.close())
+  const sockets = new Set<Socket>()
+  app.server.on('connection', (socket: Socket) => {
+    sockets.add(socket)
+    socket.once('close', () => sockets.delete(socket))
+  })
+  await app.listen({ port: 0, host: '127.0.0.1' })
+  const { port } = app.server.address() as AddressInfo
+  return { app, store, baseUrl: `http://127.0.0.1:${port}`, key: await newKey(store), sockets }
+}
+
+interface SseEvent { id: string | undefined, event: string | undefined, data: string }
+
+/** One stream as a test reads it: what arrived so far, and waits for more. */
+interface OpenedStream {
+  status: number
+  headers: Headers
+  /** The body of an answer that is not a stream. */
+  text: string
+  events: SseEvent[]
+  comments: string[]
+  retry: number | null
+  /** Settles when the body ends, however it ends. */
+  ended: Promise<void>
+  isEnded: () => boolean
+  /** Resolves once `count` events have arrived; fails after `ms`. */
+  waitFor: (count: number, ms?: number) => Promise<SseEvent[]>
+  close: () => void
+}
+
+/** Opens a stream on a connection of its own (no pool keeps a spare connection open past the test). */
+async function openStream (baseUrl: string, headers: Record<string, string>, query = ''): Promise<OpenedStream> {
+  const response = await new Promise<IncomingMessage>((resolve, reject) => {
+    httpGet(`${baseUrl}/v1/inventory/changes/stream${query}`, { headers, agent: false }, resolve).once('error', reject)
+  })
+  let done = false
+  const opened: OpenedStream = {
+    status: response.statusCode ?? 0,
+    headers: new Headers(Object.entries(response.headers).map(([name, value]) => [name, String(value)] as [string, string])),
+    text: '',
+    events: [],
+    comments: [],
+    retry: null,
+    ended: Promise.resolve(),
+    isEnded: () => done,
+    waitFor: async (count, ms = 2000) => {
+      const deadline = Date.now() + ms
+      while (opened.events.length < count) {
+        if (Date.now() > deadline) assert.fail(`${count} events expected, ${opened.events.length} arrived: ${JSON.stringify(opened.events.map((e) => e.data))}`)
+        await sleep(5)
+      }
+      return opened.events
+    },
+    close: () => { response.destroy() }
+  }
+  response.setEncoding('utf8')
+  if (opened.status !== 200) {
+    for await (const text of response) opened.text += text as string
+    done = true
+    return opened
+  }
+  const parser = createParser({
+    onEvent: (event) => { opened.events.push({ id: event.id, event: event.event, data: event.data }) },
+    onComment: (comment) => { opened.comments.push(comment) },
+    onRetry: (retry) => { opened.retry = retry }
+  })
+  opened.ended = (async () => {
+    try {
+      for await (const text of response) parser.feed(text as string)
+    } catch {
+      // Closed by the test, or dropped.
+    } finally {
+      done = true
+    }
+  })()
+  return opened
+}
+
+/** Resolves once `check` holds; fails after `ms`. */
+async function until (check: () => boolean | Promise<boolean>, ms = 2000, what = 'condition'): Promise<void> {
+  const deadline = Date.now() + ms
+  while (!await check()) {
+    if (Date.now() > deadline) assert.fail(`${what} not met within ${ms} ms`)
+    await sleep(5)
+  }
+}
+
+async function patch (target: Served | FastifyInstance, key: string, petId: bigint | number, quantity: number) {
+  const app = 'app' in target ? target.app : target
+  const res = await app.inject({ method: 'PATCH', url: `/v1/inventory/${petId}`, headers: { ...auth(key), ...JSON_BODY }, payload: { quantity } })
+  assert.equal(res.statusCode, 200, res.body)
+  return res
+}
+
+/** The cursor of the feed's n-th change (from 0). */
+async function cursorAt (store: Store, index: number): Promise<string> {
+  const change = (await store.listChanges(null, index + 1))[index]
+  assert.ok(change !== undefined)
+  return feedCursor(change.position)
+}
+
+const quantityOf = (event: SseEvent): number => (JSON.parse(event.data) as { quantity: number }).quantity
+
+describe('GET /v1/inventory/changes/stream', () => {
+  test('when following from ?after, then the missed changes are replayed, then each new one arrives as it commits, written as the feed writes it', async (t) => {
+    const s = await served(t, { pets: [pet(1, { quantity: 5 }), pet(BIG, { quantity: 2 }), pet(3, { quantity: 1 })] })
+    const stream = await openStream(s.baseUrl, auth(s.key), `?after=${await cursorAt(s.store, 0)}`)
+    t.after(() => { stream.close() })
+    assert.equal(stream.status, 200)
+    assert.equal(stream.headers.get('content-type'), 'text/event-stream')
+    assert.equal(stream.headers.get('cache-control'), 'no-store')
+    assert.equal(stream.headers.get('x-ratelimit-remaining'), '59', 'the rate-limit fields come with the 200')
+    assert.ok(stream.headers.get('x-request-id'))
+    const replayed = await stream.waitFor(2)
+    assert.equal(stream.retry, 1000)
+    assert.deepEqual(replayed.map(quantityOf), [2, 1])
+    assert.ok(replayed[0]?.data.includes(`"petId":${BIG}`), 'int64 digit for digit, as the feed writes them')
+    await patch(s, s.key, 1, 9)
+    const [, , live] = await stream.waitFor(3)
+    assert.ok(live !== undefined)
+    assert.equal(live.event, 'inventory.changed')
+    // The same bytes the feed answers for that change.
+    const feed = await s.app.inject({ method: 'GET', url: `/v1/inventory/changes?after=${replayed[1]?.id}`, headers: auth(s.key) })
+    assert.equal(feed.body, `[${live.data}]`)
+    const change = JSON.parse(live.data) as { cursor: string, requestId: string | null }
+    assert.equal(live.id, change.cursor, 'each event\'s id is its cursor')
+    assert.ok(change.requestId !== null, 'the caller\'s own change shows its request id')
+  })
+
+  test('when neither Last-Event-ID nor after is sent, then the stream starts from now; an empty Last-Event-ID is none', async (t) => {
+    const s = await served(t, { pets: [pet(1, { quantity: 5 }), pet(2, { quantity: 2 })] })
+    const stream = await openStream(s.baseUrl, { ...auth(s.key), 'last-event-id': '' })
+    t.after(() => { stream.close() })
+    assert.equal(stream.status, 200)
+    await sleep(100)
+    assert.deepEqual(stream.events, [], 'nothing committed before the connect')
+    await patch(s, s.key, 2, 7)
+    assert.deepEqual((await stream.waitFor(1)).map(quantityOf), [7])
+  })
+
+  test('when Last-Event-ID is sent, then the stream resumes after it, and it wins over after', async (t) => {
+    const s = await served(t, { pets: [pet(1, { quantity: 1 }), pet(2, { quantity: 2 }), pet(3, { quantity: 3 })] })
+    const stream = await openStream(s.baseUrl, { ...auth(s.key), 'last-event-id': await cursorAt(s.store, 1) }, `?after=${await cursorAt(s.store, 0)}`)
+    t.after(() => { stream.close() })
+    assert.deepEqual((await stream.waitFor(1)).map(quantityOf), [3])
+    await sleep(50)
+    assert.equal(stream.events.length, 1)
+  })
+
+  test('when the cursor is not one the feed issued, then it answers 400 like the feed, counted; without a key 401', async (t) => {
+    const s = await served(t, { pets: [pet(1)] })
+    const bad = Buffer.from('o1:5').toString('base64url')
+    for (const [headers, query] of [[{ 'last-event-id': 'nonsense' }, ''], [{}, `?after=${bad}`], [{ 'last-event-id': bad }, `?after=${await cursorAt(s.store, 0)}`], [{}, '?since=1']] as const) {
+      const stream = await openStream(s.baseUrl, { ...auth(s.key), ...headers }, query)
+      assert.equal(stream.status, 400, query)
+      assert.equal((JSON.parse(stream.text) as { code: string }).code, 'invalid_request')
+      assert.ok(stream.headers.get('x-ratelimit-remaining'))
+    }
+    assert.equal((await openStream(s.baseUrl, {})).status, 401)
+    const head = await s.app.inject({ method: 'HEAD', url: '/v1/inventory/changes/stream', headers: auth(s.key) })
+    assert.equal(head.statusCode, 405, 'a HEAD would open a stream for nothing')
+  })
+
+  test('when the stream is idle, then a heartbeat comment comes every heartbeat interval; the connect is counted once', async (t) => {
+    const s = await served(t, { env: { STREAM_HEARTBEAT_MS: '100' }, pets: [pet(1)] })
+    const stream = await openStream(s.baseUrl, auth(s.key))
+    t.after(() => { stream.close() })
+    assert.equal(stream.headers.get('x-ratelimit-remaining'), '59')
+    await until(() => stream.comments.length >= 3, 2000, 'three heartbeats')
+    assert.ok(stream.comments.every((comment) => comment.trim() === 'heartbeat'))
+    const next = await s.app.inject({ method: 'GET', url: '/v1/inventory', headers: auth(s.key) })
+    assert.equal(next.headers['x-ratelimit-remaining'], '58', 'the open stream cost one request, not one per heartbeat')
+  })
+
+  test('when a read-only key streams, then it is served', async (t) => {
+    const s = await served(t, { pets: [pet(1)] })
+    const { key } = await createKey(s.store, 'production', { plan: 'free', name: 'reader', perMinute: null, perDay: null, scope: 'read' })
+    const stream = await openStream(s.baseUrl, auth(key), `?after=${await cursorAt(s.store, 0)}`)
+    t.after(() => { stream.close() })
+    assert.equal(stream.status, 200)
+    await patch(s, s.key, 1, 4)
+    assert.deepEqual((await stream.waitFor(1)).map(quantityOf), [4])
+  })
+
+  test('when the key expires, then its stream ends', async (t) => {
+    const s = await served(t, { pets: [pet(1)] })
+    const { key } = await createKey(s.store, 'production', { plan: 'free', name: 'short', perMinute: null, perDay: null, expiresAt: new Date(Date.now() + 300) })
+    const stream = await openStream(s.baseUrl, auth(key))
+    t.after(() => { stream.close() })
+    assert.equal(stream.status, 200)
+    await until(() => stream.isEnded(), 2000, 'the stream to end')
+    assert.equal((await openStream(s.baseUrl, auth(key))).status, 401, 'and it cannot be opened again')
+  })
+
+  test('when the key is revoked, then its open stream ends at the next renewal, and the other keys\' streams go on', async (t) => {
+    const s = await served(t, { pets: [pet(1)], env: { STREAM_HEARTBEAT_MS: '200' } })
+    const { key, record } = await createKey(s.store, 'production', { plan: 'free', name: 'revoked', perMinute: null, perDay: null })
+    const revoked = await openStream(s.baseUrl, auth(key))
+    const kept = await openStream(s.baseUrl, auth(s.key))
+    t.after(() => { revoked.close(); kept.close() })
+    assert.deepEqual([revoked.status, kept.status], [200, 200])
+    await revokeKey(s.store, record.id)
+    await until(() => revoked.isEnded(), 2000, 'the revoked key\'s stream to end')
+    await sleep(300)
+    assert.equal(kept.isEnded(), false)
+    assert.equal((await openStream(s.baseUrl, auth(key))).status, 401, 'and it cannot be opened again')
+  })
+
+  test('when a quota has five streams open, then the sixth is refused 429 too_many_streams; a closed one frees its place', async (t) => {
+    const s = await served(t, { pets: [pet(1)] })
+    const streams = await Promise.all([1, 2, 3, 4, 5].map(() => openStream(s.baseUrl, auth(s.key))))
+    t.after(() => { for (const stream of streams) stream.close() })
+    assert.deepEqual(streams.map((stream) => stream.status), [200, 200, 200, 200, 200])
+    const sixth = await openStream(s.baseUrl, auth(s.key))
+    assert.equal(sixth.status, 429)
+    assert.equal(sixth.headers.get('content-type'), 'application/json; charset=utf-8')
+    assert.deepEqual(JSON.parse(sixth.text), {
+      code: 'too_many_streams', status: 429, message: 'This key\'s quota has 5 change streams open, the most it may have at once; close one first.'
+    })
+    assert.equal(sixth.headers.get('x-ratelimit-remaining'), '54', 'counted like any request')
+    const other = await openStream(s.baseUrl, auth(await newKey(s.store)))
+    t.after(() => { other.close() })
+    assert.equal(other.status, 200, 'another quota has its own count')
+    streams[0]?.close()
+    let again: OpenedStream | undefined
+    await until(async () => {
+      again = await openStream(s.baseUrl, auth(s.key))
+      return again.status === 200
+    }, 1000, 'a free place')
+    t.after(() => { again?.close() })
+  })
+
+  test('when more streams are open than the instance serves, then it answers 503 with Retry-After', async (t) => {
+    const s = await served(t, { env: { STREAM_MAX_PER_INSTANCE: '1' }, pets: [pet(1)] })
+    const first = await openStream(s.baseUrl, auth(s.key))
+    t.after(() => { first.close() })
+    const second = await openStream(s.baseUrl, auth(await newKey(s.store)))
+    assert.equal(second.status, 503)
+    assert.equal((JSON.parse(second.text) as { code: string }).code, 'service_unavailable')
+    assert.equal(second.headers.get('retry-after'), '5')
+  })
+
+  test('when a client leaves, cleanly or with a reset, then the access line and the request metrics are written and the open-streams gauge goes back', async (t) => {
+    const lines: Array<Record<string, unknown>> = []
+    const logger = pino({ level: 'info' }, new Writable({ write (chunk: Buffer, _encoding, done) { lines.push(JSON.parse(chunk.toString()) as Record<string, unknown>); done() } }))
+    const s = await served(t, { env: { STREAM_HEARTBEAT_MS: '100' }, pets: [pet(1)], deps: { logger } })
+    const metrics = async () => (await s.app.inject({ method: 'GET', url: '/metrics' })).body
+    const streamLines = () => lines.filter((line) => line.operation === 'streamInventoryChanges')
+    const stream = await openStream(s.baseUrl, auth(s.key))
+    assert.equal(stream.status, 200)
+    assert.match(await metrics(), /^petstore_change_streams_open 1$/m)
+    stream.close()
+    await until(async () => /^petstore_change_streams_open 0$/m.test(await metrics()), 2000, 'the gauge at 0')
+    await until(() => streamLines().length === 1, 2000, 'the access line')
+    const [line] = streamLines()
+    assert.equal(line?.msg, 'request completed')
+    assert.equal(line?.status, 200)
+    assert.equal(typeof line?.keyId, 'string')
+
+    // A client that stops reading and then drops the connection with data unread resets it: no FIN, no 'finish'.
+    const { port } = s.app.server.address() as AddressInfo
+    const stalled = await new Promise<IncomingMessage>((resolve) => {
+      httpGet({ host: '127.0.0.1', port, path: '/v1/inventory/changes/stream', headers: auth(s.key), agent: false }, resolve)
+    })
+    stalled.pause()
+    await sleep(300)
+    stalled.socket.resetAndDestroy()
+    await until(() => streamLines().length === 2, 2000, 'the access line of the reset stream')
+    await until(async () => /^petstore_change_streams_open 0$/m.test(await metrics()), 2000, 'the gauge at 0 again')
+    assert.match(await metrics(), /^petstore_http_requests_total\{operation="streamInventoryChanges",method="GET",status="200"\} 2$/m)
+  })
+
+  test('when the app closes, then open streams end at once and the close does not wait for them', async (t) => {
+    const s = await served(t, { pets: [pet(1)] })
+    const streams = await Promise.all([s.key, await newKey(s.store)].map((key) => openStream(s.baseUrl, auth(key))))
+    assert.deepEqual(streams.map((stream) => stream.status), [200, 200])
+    const started = Date.now()
+    await s.app.close()
+    assert.ok(Date.now() - started < 1000, `closed in ${Date.now() - started} ms`)
+    await Promise.all(streams.map((stream) => stream.ended))
+  })
+
+  test('when the instance drains (SIGTERM), then open streams end and their connection closes; a stream opened while draining is served until the close', async (t) => {
+    const lifecycle = new Lifecycle()
+    const s = await served(t, { pets: [pet(1)], deps: { lifecycle } })
+    const stream = await openStream(s.baseUrl, auth(s.key))
+    assert.equal(stream.status, 200)
+    const connections = s.sockets.size
+    lifecycle.drain()
+    await stream.ended
+    await until(() => s.sockets.size < connections, 1000, 'its connection closed')
+    const late = await openStream(s.baseUrl, auth(s.key))
+    assert.equal(late.status, 200)
+    assert.equal(late.headers.get('connection'), 'close')
+    await patch(s, s.key, 1, 3)
+    assert.deepEqual((await late.waitFor(1)).map(quantityOf), [3])
+    await s.app.close()
+    await late.ended
+  })
+
+  test('when a reader stops reading, then the stream stops reading the feed; once it reads again, every change arrives in order', async (t) => {
+    const total = 30_000
+    const store = await tempStore(t)
+    const s = await served(t, { store, pets: Array.from({ length: total }, (_, i) => pet(i + 1, { quantity: i })) })
+    let read = 0
+    const listChanges = store.listChanges.bind(store)
+    store.listChanges = async (after, limit) => {
+      const changes = await listChanges(after, limit)
+      read += changes.length
+      return changes
+    }
+    const { port } = s.app.server.address() as AddressInfo
+    const response = await new Promise<IncomingMessage>((resolve) => {
+      httpGet({ host: '127.0.0.1', port, path: `/v1/inventory/changes/stream?after=${Buffer.from('f1:0.0').toString('base64url')}`, headers: auth(s.key) }, resolve)
+    })
+    t.after(() => { response.destroy() })
+    assert.equal(response.statusCode, 200)
+    response.pause()
+    // The socket's buffers fill; then nothing more is read from the store.
+    let before = -1
+    await until(async () => {
+      const now = read
+      await sleep(100)
+      const stable = now === read && now === before
+      before = read
+      return stable
+    }, 10_000, 'reading to stop')
+    assert.ok(read < total, `read ${read} of ${total} changes while the reader was stalled`)
+    const quantities: number[] = []
+    const parser = createParser({ onEvent: (event) => { quantities.push(quantityOf(event as SseEvent)) } })
+    response.setEncoding('utf8')
+    response.on('data', (text: string) => { parser.feed(text) })
+    response.resume()
+    await until(() => quantities.length === total, 20_000, 'every change')
+    assert.deepEqual(quantities, Array.from({ length: total }, (_, i) => i), 'all, in order, once')
+  })
+})
+
+describe('the stream across instances', () => {
+  test('when a change is committed on another instance (two SQLite stores on one file), then it reaches the stream within a second', async (t) => {
+    const file = join(tempDir(t), 'shared.db')
+    const stores = [new SqliteStore(file), new SqliteStore(file)]
+    t.after(() => Promise.all(stores.map((store) => store.close())))
+    await stores[0]?.migrate()
+    const [a, b] = await Promise.all(stores.map((store) => served(t, { store })))
+    assert.ok(a !== undefined && b !== undefined)
+    await importData(a.store, { pets: [pet(1, { quantity: 1 })], orders: [] })
+    const stream = await openStream(a.baseUrl, auth(a.key))
+    t.after(() => { stream.close() })
+    await sleep(50)
+    const sent = Date.now()
+    await patch(b, a.key, 1, 8)
+    assert.deepEqual((await stream.waitFor(1, 1000)).map(quantityOf), [8])
+    assert.ok(Date.now() - sent < 1000)
+  })
+})
+
+if (await requirePostgres('the change stream on PostgreSQL')) {
+  describe('the stream on PostgreSQL', () => {
+    test('when a change is committed on another instance, then it reaches the stream within a second; a quota\'s streams are counted across instances', async (t) => {
+      const schema = await tempSchema(t)
+      const stores = [0, 1].map(() => new PostgresStore(POSTGRES_URL, { schema, poolSize: 4 }))
+      t.after(() => Promise.all(stores.map((store) => store.close())))
+      await stores[0]?.migrate()
+      await importData(stores[0] as Store, { pets: [pet(1, { quantity: 1 }), pet(BIG, { quantity: 2 })], orders: [] })
+      const [a, b] = await Promise.all(stores.map((store) => served(t, { store, env: { STREAM_MAX_PER_QUOTA: '2' } })))
+      assert.ok(a !== undefined && b !== undefined)
+      const stream = await openStream(a.baseUrl, auth(a.key))
+      t.after(() => { stream.close() })
+      assert.equal(stream.status, 200)
+      await sleep(50)
+      for (const [i, quantity] of [[0, 8], [1, 9]] as const) {
+        const sent = Date.now()
+        await patch(b, a.key, BIG, quantity)
+        const events = await stream.waitFor(i + 1, 1000)
+        assert.ok(Date.now() - sent < 1000)
+        assert.equal(quantityOf(events[i] as SseEvent), quantity)
+      }
+      const second = await openStream(b.baseUrl, auth(a.key))
+      t.after(() => { second.close() })
+      assert.equal(second.status, 200)
+      const third = await openStream(a.baseUrl, auth(a.key))
+      assert.equal(third.status, 429, 'two open, one on each instance: the quota is full')
+    })
+  })
+}
+
+describe('client: streamChanges', () => {
+  /** Real fetch, recording each stream connect's Last-Event-ID. */
+  function recordingFetch () {
+    const connects: Array<string | null> = []
+    const recorded: typeof fetch = async (input, init) => {
+      if (String(input).endsWith('/changes/stream')) connects.push(new Headers(init?.headers).get('last-event-id'))
+      return await fetch(input, init)
+    }
+    return { fetch: recorded, connects }
+  }
+
+  /** Collects what the iterator yields until stopped. */
+  function collect (iterator: AsyncIterable<InventoryChange>) {
+    const changes: InventoryChange[] = []
+    const done = (async () => { for await (const change of iterator) changes.push(change) })()
+    done.catch(() => {})
+    return { changes, done }
+  }
+
+  test('when the server ends the stream (a drain), then the iterator reconnects from the last change: nothing missed or repeated, ids exact', async (t) => {
+    const lifecycle = new Lifecycle()
+    const s = await served(t, { pets: [pet(1, { quantity: 1 }), pet(BIG, { quantity: 2 }), pet(3, { quantity: 3 })], deps: { lifecycle } })
+    const recorder = recordingFetch()
+    const delays: number[] = []
+    const client = createClient({ baseUrl: s.baseUrl, apiKey: s.key, fetch: recorder.fetch, random: () => 0.5, sleep: async (ms) => { delays.push(ms) } })
+    const stop = new AbortController()
+    const { changes, done } = collect(client.streamChanges({ after: await cursorAt(s.store, 0), signal: stop.signal }))
+    await until(() => changes.length === 2, 2000, 'the replay')
+    assert.deepEqual(changes.map((c) => [c.petId, c.quantity]), [[BIG, 2], [3n, 3]])
+    await patch(s, s.key, 1, 10)
+    await until(() => changes.length === 3, 2000, 'a live change')
+    const lastBefore = changes[2]?.cursor
+    lifecycle.drain()
+    // Committed while the client is between connections.
+    await patch(s, s.key, BIG, 20)
+    await until(() => changes.length === 4, 3000, 'the change made during the reconnect')
+    await patch(s, s.key, 3, 30)
+    await until(() => changes.length === 5, 2000, 'a live change on the new connection')
+    stop.abort()
+    await done
+    assert.deepEqual(changes.map((c) => [c.petId, c.quantity]), [[BIG, 2], [3n, 3], [1n, 10], [BIG, 20], [3n, 30]])
+    assert.equal(new Set(changes.map((c) => c.cursor)).size, 5, 'none twice')
+    assert.deepEqual(recorder.connects, [await cursorAt(s.store, 0), lastBefore], 'the reconnect resumed after the last change handed out')
+    assert.deepEqual(delays, [500], 'the server\'s retry (1000 ms), jittered')
+    assert.equal(typeof changes[0]?.changeId, 'bigint')
+  })
+
+  test('when the connection drops, then the iterator reconnects and goes on; break closes the connection', async (t) => {
+    const s = await served(t, { pets: [pet(1, { quantity: 1 })] })
+    const recorder = recordingFetch()
+    const client = createClient({ baseUrl: s.baseUrl, apiKey: s.key, fetch: recorder.fetch, random: () => 0, sleep: async () => {} })
+    const seen: number[] = []
+    const iterating = (async () => {
+      for await (const change of client.streamChanges()) {
+        seen.push(change.quantity)
+        if (seen.length === 1) {
+          // The server's side of the connection goes away.
+          for (const socket of s.sockets) socket.destroy()
+          await patch(s, s.key, 1, 3)
+        }
+        if (seen.length === 2) break
+      }
+    })()
+    // Open: its start (the head at connect) is taken.
+    await until(async () => /^petstore_change_streams_open 1$/m.test((await s.app.inject({ method: 'GET', url: '/metrics' })).body), 2000, 'the stream open')
+    await patch(s, s.key, 1, 2)
+    await iterating
+    assert.deepEqual(seen, [2, 3])
+    assert.equal(recorder.connects.length, 2)
+    await until(async () => /^petstore_change_streams_open 0$/m.test((await s.app.inject({ method: 'GET', url: '/metrics' })).body), 2000, 'no stream left open')
+  })
+
+  test('when a reconnect is refused 429 rate_limited, then the iterator waits Retry-After and goes on', async (t) => {
+    const clock = { now: Date.parse('2026-11-22T12:00:00Z') }
+    const lifecycle = new Lifecycle()
+    const s = await served(t, { env: { RATE_LIMIT_FREE: '1/100' }, pets: [pet(1, { quantity: 1 })], deps: { lifecycle, clock: () => clock.now } })
+    const delays: number[] = []
+    const client = createClient({
+      baseUrl: s.baseUrl, apiKey: s.key, random: () => 0, sleep: async (ms) => { delays.push(ms); clock.now += ms }
+    })
+    const stop = new AbortController()
+    const { changes, done } = collect(client.streamChanges({ after: await cursorAt(s.store, 0), signal: stop.signal }))
+    await sleep(100)
+    lifecycle.drain()
+    const other = await newKey(s.store)
+    await patch(s, other, 1, 5)
+    await until(() => changes.length === 1, 3000, 'the change after the refused reconnect')
+    stop.abort()
+    await done
+    assert.equal(delays.length, 2)
+    assert.equal(delays[0], 0, 'the server\'s retry, jittered to 0')
+    assert.ok((delays[1] ?? 0) >= 1000 && (delays[1] ?? 0) % 1000 === 0, `then exactly Retry-After: ${delays[1]}`)
+  })
+})

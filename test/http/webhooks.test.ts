@@ -1,0 +1,323 @@
+/**
+ * Webhooks as a shop's developer meets them: subscriptions managed over the API with the write scope, every committed
+ * change delivered and verified by the `standardwebhooks` package, a failing endpoint retried and then disabled with
+ * its log, secrets rotated without a lost delivery, and the address rules refusing private destinations by default.
+ */
+import assert from 'node:assert/strict'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { describe, test, type TestContext } from 'node:test'
+import { buildApp } from '../../src/app.js'
+import { createKey, revokeKey } from '../../src/access/keys.js'
+import { loadConfig } from '../../src/config.js'
+import { importData } from '../../src/domain/import.js'
+import type { Store } from '../../src/store/types.js'
+import { PostgresStore } from '../../src/store/postgres/index.js'
+import { auth, newKey, pet, tempStore } from '../helpers/app.js'
+import { POSTGRES_URL, requirePostgres, tempSchema } from '../helpers/postgres.js'
+import { distinctIds, receiver, type Receiver } from '../helpers/webhooks.js'
+
+const json = { 'content-type': 'application/json' }
+const FAST = { AUTH_CACHE_TTL_MS: '0', WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', WEBHOOK_POLL_MS: '20', WEBHOOK_RETRY_BASE_MS: '50', WEBHOOK_RETRY_MAX_DELAY_MS: '200', WEBHOOK_TIMEOUT_MS: '2000' }
+
+async function webhookApp (t: TestContext, env: Record<string, string> = {}, given?: Store) {
+  const store = given ?? await tempStore(t)
+  const app = await buildApp(loadConfig({ ...FAST, ...env }), { store, logger: false })
+  t.after(() => app.close())
+  await app.ready()
+  const key = await newKey(store, 'enterprise')
+  const request = async (method: string, url: string, body?: unknown, as = key) =>
+    await app.inject({ method: method as 'GET', url, headers: { ...auth(as), ...(body === undefined ? {} : json) }, ...(body === undefined ? {} : { payload: body as object }) })
+  return { app, store, key, request }
+}
+
+async function subscribe (request: Awaited<ReturnType<typeof webhookApp>>['request'], hook: Receiver, as?: string): Promise<{ id: string, secret: string }> {
+  const res = await request('POST', '/v1/webhooks', { url: hook.url, events: ['inventory.changed'], description: 'shop' }, as)
+  assert.equal(res.statusCode, 201, res.body)
+  const created = res.json<{ id: string, secret: string }>()
+  hook.secrets.push(created.secret)
+  return created
+}
+
+describe('webhook subscriptions', () => {
+  test('when a key subscribes, then it gets 201 with a Standard Webhooks secret shown once, and the subscription can be listed, changed and deleted', async (t) => {
+    const { request } = await webhookApp(t)
+    const res = await request('POST', '/v1/webhooks', { url: 'http://127.0.0.1:9/hook', events: ['inventory.changed'] })
+    assert.equal(res.statusCode, 201, res.body)
+    const created = res.json<{ id: string, secret: string, url: string, enabled: boolean, events: string[] }>()
+    assert.match(created.id, /^wh_/)
+    assert.equal(res.headers.location, `/v1/webhooks/${created.id}`)
+    assert.match(created.secret, /^whsec_[A-Za-z0-9+/]+=*$/)
+    assert.ok(Buffer.from(created.secret.slice(6), 'base64').length >= 24, 'at least 24 random bytes')
+    assert.deepEqual([created.url, created.enabled, created.events], ['http://127.0.0.1:9/hook', true, ['inventory.changed']])
+
+    const listed = await request('GET', '/v1/webhooks')
+    assert.equal(listed.statusCode, 200)
+    assert.deepEqual(listed.json<Array<{ id: string }>>().map((w) => w.id), [created.id])
+    assert.ok(!listed.body.includes('whsec_'), 'the secret is shown only when made')
+    const got = await request('GET', `/v1/webhooks/${created.id}`)
+    assert.equal(got.statusCode, 200)
+    assert.ok(!got.body.includes('whsec_'))
+
+    const changed = await request('PATCH', `/v1/webhooks/${created.id}`, { enabled: false, description: 'paused' })
+    assert.equal(changed.statusCode, 200, changed.body)
+    assert.deepEqual([changed.json<{ enabled: boolean }>().enabled, changed.json<{ description: string }>().description, changed.json<{ disabledReason: string }>().disabledReason],
+      [false, 'paused', 'Disabled through the API.'])
+    const enabled = await request('PATCH', `/v1/webhooks/${created.id}`, { enabled: true, description: null })
+    assert.deepEqual([enabled.json<{ enabled: boolean }>().enabled, enabled.json<{ description: null }>().description, enabled.json<{ disabledReason: null }>().disabledReason], [true, null, null])
+
+    assert.equal((await request('DELETE', `/v1/webhooks/${created.id}`)).statusCode, 204)
+    assert.equal((await request('GET', `/v1/webhooks/${created.id}`)).statusCode, 404)
+    assert.equal((await request('DELETE', `/v1/webhooks/${created.id}`)).statusCode, 404)
+  })
+
+  test('when a read-only key manages subscriptions, then every webhook operation answers 403 insufficient_scope', async (t) => {
+    const { request, store } = await webhookApp(t)
+    const { key: reader } = await createKey(store, 'production', { plan: 'enterprise', name: 'reader', scope: 'read', perMinute: 10_000, perDay: 100_000 })
+    for (const [method, url, body] of [['POST', '/v1/webhooks', { url: 'http://127.0.0.1:9/', events: ['inventory.changed'] }], ['GET', '/v1/webhooks'], ['GET', '/v1/webhooks/wh_x'],
+      ['PATCH', '/v1/webhooks/wh_x', { enabled: false }], ['DELETE', '/v1/webhooks/wh_x'], ['POST', '/v1/webhooks/wh_x/secret'], ['GET', '/v1/webhooks/wh_x/deliveries'],
+      ['POST', '/v1/webhooks/wh_x/deliveries/1/retry']] as const) {
+      const res = await request(method, url, body, reader)
+      assert.equal(res.statusCode, 403, `${method} ${url}`)
+      assert.equal(res.json<{ code: string }>().code, 'insufficient_scope')
+    }
+  })
+
+  test('when the events name unknown types, then 400 names them; the 11th subscription of a quota is 409 webhook_limit_reached', async (t) => {
+    const { request } = await webhookApp(t)
+    const unknown = await request('POST', '/v1/webhooks', { url: 'http://127.0.0.1:9/', events: ['inventory.changed', 'order.created', 'pets.*'] })
+    assert.equal(unknown.statusCode, 400)
+    assert.match(unknown.json<{ message: string }>().message, /"order\.created", "pets\.\*"/)
+    for (let i = 0; i < 10; i++) assert.equal((await request('POST', '/v1/webhooks', { url: `http://127.0.0.1:9/${i}`, events: ['inventory.changed'] })).statusCode, 201)
+    const eleventh = await request('POST', '/v1/webhooks', { url: 'http://127.0.0.1:9/x', events: ['inventory.changed'] })
+    assert.equal(eleventh.statusCode, 409)
+    assert.equal(eleventh.json<{ code: string }>().code, 'webhook_limit_reached')
+  })
+
+  test('when another quota asks for a subscription, then it is not found; a rotated key keeps its quota\'s subscriptions', async (t) => {
+    const { request, store } = await webhookApp(t)
+    const res = await request('POST', '/v1/webhooks', { url: 'http://127.0.0.1:9/', events: ['inventory.changed'] })
+    const { id } = res.json<{ id: string }>()
+    const stranger = await newKey(store, 'enterprise')
+    assert.equal((await request('GET', `/v1/webhooks/${id}`, undefined, stranger)).statusCode, 404)
+    assert.equal((await request('DELETE', `/v1/webhooks/${id}`, undefined, stranger)).statusCode, 404)
+    assert.deepEqual((await request('GET', '/v1/webhooks', undefined, stranger)).json(), [])
+  })
+
+  test('when the URL is not https, or resolves to loopback, private, link-local or metadata addresses, then it is refused by default', async (t) => {
+    const { request } = await webhookApp(t, { WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'false' })
+    for (const url of ['http://shop.example/hook', 'https://127.0.0.1/hook', 'https://10.1.2.3/', 'https://192.168.0.10/', 'https://169.254.169.254/latest/meta-data/',
+      'https://[::1]/', 'https://[fd00::1]/', 'https://[::ffff:127.0.0.1]/', 'https://2130706433/', 'https://localhost/hook', 'https://user:pass@shop.example/hook']) {
+      const res = await request('POST', '/v1/webhooks', { url, events: ['inventory.changed'] })
+      assert.equal(res.statusCode, 400, `${url}: ${res.body}`)
+      assert.equal(res.json<{ code: string }>().code, 'invalid_request')
+    }
+  })
+})
+
+describe('webhook delivery', () => {
+  test('when stock changes every way, then each committed change arrives once, verified by standardwebhooks, with the change as the feed shows it', async (t) => {
+    const hook = await receiver(t)
+    const { request, store, key } = await webhookApp(t)
+    await importData(store, { pets: [pet(1, { quantity: 5 }), pet(2, { quantity: 1 }), pet(3, { quantity: 0 })], orders: [] })
+    await subscribe(request, hook)
+    assert.equal((await request('PATCH', '/v1/inventory/1', { quantity: 7 })).statusCode, 200)
+    assert.equal((await request('POST', '/v1/inventory/2/adjustments', { delta: 4, reason: 'arrival' })).statusCode, 200)
+    assert.equal((await request('POST', '/v1/inventory/batch', { changes: [{ petId: 1, delta: -1 }, { petId: 3, quantity: 9 }] })).statusCode, 200)
+    assert.equal((await request('PATCH', '/v1/inventory/99', { quantity: 1 })).statusCode, 404, 'no change, no event')
+    await importData(store, { pets: [pet(2, { quantity: 5, status: 'sold' })], orders: [] })
+    await hook.until(() => distinctIds(hook).size === 5)
+    const feed = (await request('GET', '/v1/inventory/changes?limit=100')).json<Array<{ changeId: number, cursor: string }>>()
+    const expected = feed.slice(-5)
+    assert.deepEqual([...distinctIds(hook)].sort(), expected.map((c) => `evt_${c.changeId}`).sort())
+    for (const got of hook.received) {
+      const inFeed = feed.find((c) => c.cursor === got.event.data.cursor)
+      assert.deepEqual(got.event.data, inFeed, 'data is the change exactly as the feed shows it')
+      assert.equal(got.event.type, 'inventory.changed')
+      assert.equal(got.id, `evt_${got.event.data.changeId}`)
+    }
+    assert.equal(hook.rejected, 0)
+    const sold = hook.received.find((r) => r.event.data.status === 'sold')
+    assert.ok(sold !== undefined, 'the import\'s status change is an event too')
+    void key
+  })
+
+  test('when the endpoint fails, then the delivery is retried with backoff, logged, and after the run of failures the subscription is disabled saying why', async (t) => {
+    const hook = await receiver(t)
+    hook.answer = () => 500
+    const { request, store } = await webhookApp(t, { WEBHOOK_DISABLE_AFTER_FAILURES: '4', WEBHOOK_DISABLE_AFTER_MS: '0' })
+    await importData(store, { pets: [pet(1, { quantity: 5 })], orders: [] })
+    const { id } = await subscribe(request, hook)
+    await request('PATCH', '/v1/inventory/1', { quantity: 6 })
+    await hook.until(() => hook.requests >= 4)
+    await waitFor(async () => !(await request('GET', `/v1/webhooks/${id}`)).json<{ enabled: boolean }>().enabled)
+    const webhook = (await request('GET', `/v1/webhooks/${id}`)).json<{ enabled: boolean, disabledReason: string }>()
+    assert.match(webhook.disabledReason, /4 attempts in a row failed since .*HTTP 500/)
+    const log = (await request('GET', `/v1/webhooks/${id}/deliveries`)).json<Array<{ id: number, state: string, eventId: string, attempts: Array<{ attempt: number, status: number, error: string, durationMs: number }> }>>()
+    assert.equal(log.length, 1)
+    assert.deepEqual(log[0]?.attempts.map((a) => [a.attempt, a.status]), [[1, 500], [2, 500], [3, 500], [4, 500]])
+    assert.equal(log[0]?.state, 'pending', 'kept for when the subscription is enabled again')
+    const requestsWhenDisabled = hook.requests
+    await new Promise((resolve) => setTimeout(resolve, 300))
+    assert.equal(hook.requests, requestsWhenDisabled, 'a disabled subscription gets nothing')
+
+    // Fixed and enabled again: the pending event arrives; a manual retry of a delivered one sends it again, same id.
+    hook.answer = () => 200
+    assert.equal((await request('PATCH', `/v1/webhooks/${id}`, { enabled: true })).statusCode, 200)
+    await hook.until(() => hook.received.length === 1)
+    const deliveryId = log[0]?.id as number
+    const retried = await request('POST', `/v1/webhooks/${id}/deliveries/${deliveryId}/retry`)
+    assert.equal(retried.statusCode, 202, retried.body)
+    await hook.until(() => hook.received.length === 2)
+    assert.equal(hook.received[0]?.id, hook.received[1]?.id)
+    assert.equal((await request('POST', `/v1/webhooks/${id}/deliveries/424242/retry`)).statusCode, 404)
+  })
+
+  test('when the endpoint answers 410 Gone, then the subscription is disabled at once', async (t) => {
+    const hook = await receiver(t)
+    hook.answer = () => 410
+    const { request, store } = await webhookApp(t)
+    await importData(store, { pets: [pet(1, { quantity: 5 })], orders: [] })
+    const { id } = await subscribe(request, hook)
+    await request('PATCH', '/v1/inventory/1', { quantity: 6 })
+    await waitFor(async () => !(await request('GET', `/v1/webhooks/${id}`)).json<{ enabled: boolean }>().enabled)
+    assert.match((await request('GET', `/v1/webhooks/${id}`)).json<{ disabledReason: string }>().disabledReason, /410 Gone/)
+    assert.equal(hook.requests, 1)
+  })
+
+  test('when the secret is rotated, then deliveries carry both signatures for the overlap, each verifying with its secret', async (t) => {
+    const hook = await receiver(t)
+    const { request, store } = await webhookApp(t)
+    await importData(store, { pets: [pet(1, { quantity: 5 })], orders: [] })
+    const { id, secret: old } = await subscribe(request, hook)
+    const rotated = await request('POST', `/v1/webhooks/${id}/secret`)
+    assert.equal(rotated.statusCode, 200)
+    const fresh = rotated.json<{ secret: string, previousSecretExpiresAt: string }>()
+    assert.notEqual(fresh.secret, old)
+    assert.ok(Date.parse(fresh.previousSecretExpiresAt) - Date.now() > 23 * 3_600_000)
+    hook.secrets = [fresh.secret]
+    await request('PATCH', '/v1/inventory/1', { quantity: 6 })
+    await hook.until(() => hook.received.length === 1)
+    const { Webhook } = await import('standardwebhooks')
+    const got = hook.received[0]
+    assert.ok(got !== undefined)
+    assert.equal(got.signature.split(' ').length, 2)
+    const headers = { 'webhook-id': got.id, 'webhook-timestamp': got.timestamp, 'webhook-signature': got.signature }
+    assert.doesNotThrow(() => new Webhook(old).verify(got.body, headers), 'a receiver still on the old secret verifies')
+    assert.doesNotThrow(() => new Webhook(fresh.secret).verify(got.body, headers))
+  })
+
+  test('when the quota\'s keys are revoked, then its subscriptions stop', async (t) => {
+    const hook = await receiver(t)
+    const { request, store } = await webhookApp(t)
+    await importData(store, { pets: [pet(1, { quantity: 5 })], orders: [] })
+    const { key: owner, record } = await createKey(store, 'production', { plan: 'enterprise', name: 'owner', perMinute: 10_000, perDay: 100_000 })
+    await subscribe(request, hook, owner)
+    await request('PATCH', '/v1/inventory/1', { quantity: 6 })
+    await hook.until(() => hook.received.length === 1)
+    await revokeKey(store, record.id)
+    await request('PATCH', '/v1/inventory/1', { quantity: 7 })
+    await new Promise((resolve) => setTimeout(resolve, 400))
+    assert.equal(hook.requests, 1)
+  })
+
+  test('when deliveries succeed and one endpoint fails, then /metrics counts attempts by outcome and shows the failing one\'s oldest undelivered age', async (t) => {
+    const good = await receiver(t)
+    const bad = await receiver(t)
+    bad.answer = () => 503
+    const { request, store, app } = await webhookApp(t, { WEBHOOK_RETRY_BASE_MS: '60000', WEBHOOK_RETRY_MAX_DELAY_MS: '60000' })
+    await importData(store, { pets: [pet(1, { quantity: 5 })], orders: [] })
+    await subscribe(request, good)
+    const { id: failing } = await subscribe(request, bad)
+    await request('PATCH', '/v1/inventory/1', { quantity: 6 })
+    await good.until(() => good.received.length === 1)
+    await bad.until(() => bad.requests === 1)
+    await new Promise((resolve) => setTimeout(resolve, 1100))
+    const metrics = (await app.inject({ method: 'GET', url: '/metrics' })).body
+    assert.match(metrics, /petstore_webhook_deliveries_total\{outcome="delivered"\} 1\n/)
+    assert.match(metrics, /petstore_webhook_deliveries_total\{outcome="retrying"\} 1\n/)
+    assert.match(metrics, /petstore_webhook_deliveries_total\{outcome="failed"\} 0\n/)
+    const age = new RegExp(`petstore_webhook_oldest_undelivered_seconds\\{webhook="${failing}"\\} ([0-9.]+)`).exec(metrics)?.[1]
+    assert.ok(age !== undefined && Number(age) >= 1, `the failing subscription's oldest event is at least a second old (${age})`)
+    assert.match(metrics, new RegExp(`petstore_webhook_pending_deliveries\\{webhook="${failing}"\\} 1\n`))
+  })
+
+  test('when two instances share PostgreSQL under a mixed load, then every change arrives, each event attempted by one instance', async (t) => {
+    if (!await requirePostgres('webhooks across instances')) return t.skip('PostgreSQL is not reachable')
+    const schema = await tempSchema(t)
+    const stores = [new PostgresStore(POSTGRES_URL, { schema }), new PostgresStore(POSTGRES_URL, { schema })]
+    t.after(() => Promise.all(stores.map((s) => s.close())))
+    await stores[0]?.migrate()
+    await importData(stores[0] as Store, { pets: Array.from({ length: 10 }, (_, i) => pet(i + 1, { quantity: 100 })), orders: [] })
+    const hook = await receiver(t)
+    const a = await webhookApp(t, {}, stores[0])
+    const b = await webhookApp(t, {}, stores[1])
+    await subscribe(a.request, hook)
+    const writes = Array.from({ length: 60 }, (_, i) => (i % 2 === 0 ? a : b).request('POST', `/v1/inventory/${(i % 10) + 1}/adjustments`, { delta: -1 }))
+    for (const res of await Promise.all(writes)) assert.equal(res.statusCode, 200)
+    await hook.until(() => distinctIds(hook).size === 60, 15_000)
+    assert.equal(hook.received.length, 60, 'no event attempted twice while both instances ran')
+    assert.equal(hook.rejected, 0)
+  })
+})
+
+describe('webhook isolation', () => {
+  test('when one quota\'s endpoints hang, then another quota\'s deliveries still arrive within a second', async (t) => {
+    const hanging = await receiver(t)
+    hanging.answer = async () => await new Promise<number>(() => {})
+    const healthy = await receiver(t)
+    const { request, store } = await webhookApp(t, { WEBHOOK_TIMEOUT_MS: '5000', WEBHOOK_CONCURRENCY: '8' })
+    await importData(store, { pets: [pet(1, { quantity: 1000 })], orders: [] })
+    const { key: attacker } = await createKey(store, 'production', { plan: 'enterprise', name: 'attacker', perMinute: 10_000, perDay: 100_000 })
+    for (let i = 0; i < 10; i++) await subscribe(request, hanging, attacker)
+    await subscribe(request, healthy)
+    for (let i = 0; i < 20; i++) {
+      assert.equal((await request('POST', '/v1/inventory/1/adjustments', { delta: -1 })).statusCode, 200)
+      await new Promise((resolve) => setTimeout(resolve, 50))
+    }
+    // The hanging attempts last 5 s: the healthy quota's events come meanwhile, within a second of the last write.
+    await healthy.until(() => healthy.received.length === 20, 1000)
+    assert.ok(hanging.requests <= 4, `the hanging quota holds at most WEBHOOK_CONCURRENCY_PER_QUOTA attempts (${hanging.requests})`)
+  })
+
+  test('when an import makes thousands of changes for ten subscriptions, then the fan-out never holds the event loop for long', async (t) => {
+    const hook = await receiver(t)
+    const { request, store } = await webhookApp(t)
+    for (let i = 0; i < 10; i++) await subscribe(request, hook)
+    const { monitorEventLoopDelay } = await import('node:perf_hooks')
+    const delay = monitorEventLoopDelay({ resolution: 10 })
+    await importData(store, { pets: Array.from({ length: 5000 }, (_, i) => pet(i + 1, { quantity: 1 })), orders: [] })
+    delay.enable()
+    // Until every event has its ten deliveries (the fan-out is done), while they are being attempted.
+    await waitFor(async () => (await store.webhookBacklog()).reduce((sum, row) => sum + row.pending, 0) + hook.received.length >= 50_000, 60_000)
+    delay.disable()
+    assert.ok(delay.max / 1e6 < 250, `the longest event-loop stall was ${Math.round(delay.max / 1e6)} ms`)
+  })
+
+  test('when an endpoint echoes the request, then the deliveries log keeps its answer without the signature; a URL is stored as checked', async (t) => {
+    const hook = await receiver(t)
+    hook.answer = () => 200
+    const echo = createServer((req, res) => { res.end(JSON.stringify(req.headers)) })
+    await new Promise<void>((resolve) => echo.listen(0, '127.0.0.1', resolve))
+    t.after(() => new Promise<void>((resolve) => echo.close(() => resolve())))
+    const { request, store } = await webhookApp(t)
+    await importData(store, { pets: [pet(1, { quantity: 5 })], orders: [] })
+    const res = await request('POST', '/v1/webhooks', { url: `http://127.0.0.1:${(echo.address() as AddressInfo).port}/a\tb`, events: ['inventory.changed'] })
+    assert.equal(res.statusCode, 201)
+    const { id, url } = res.json<{ id: string, url: string }>()
+    assert.equal(url, `http://127.0.0.1:${(echo.address() as AddressInfo).port}/ab`, 'the parser\'s form: what was checked is what is used')
+    await request('PATCH', '/v1/inventory/1', { quantity: 6 })
+    await waitFor(async () => (await request('GET', `/v1/webhooks/${id}/deliveries`)).json<Array<{ state: string }>>()[0]?.state === 'delivered')
+    const log = (await request('GET', `/v1/webhooks/${id}/deliveries`)).body
+    assert.match(log, /webhook-signature/)
+    assert.doesNotMatch(log, /v1,[A-Za-z0-9+/=]{16,}/)
+  })
+})
+
+async function waitFor (condition: () => Promise<boolean>, ms = 10_000): Promise<void> {
+  const end = Date.now() + ms
+  while (!await condition()) {
+    if (Date.now() > end) throw new Error('condition not met in time')
+    await new Promise((resolve) => setTimeout(resolve, 25))
+  }
+}
