@@ -8,7 +8,7 @@ import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { describe, test, type TestContext } from 'node:test'
 import { buildApp } from '../../src/app.js'
-import { createKey, revokeKey } from '../../src/access/keys.js'
+import { createKey, revokeKey, rotateKey } from '../../src/access/keys.js'
 import { loadConfig } from '../../src/config.js'
 import { importData } from '../../src/domain/import.js'
 import type { Store } from '../../src/store/types.js'
@@ -102,6 +102,16 @@ describe('webhook subscriptions', () => {
     assert.equal((await request('GET', `/v1/webhooks/${id}`, undefined, stranger)).statusCode, 404)
     assert.equal((await request('DELETE', `/v1/webhooks/${id}`, undefined, stranger)).statusCode, 404)
     assert.deepEqual((await request('GET', '/v1/webhooks', undefined, stranger)).json(), [])
+
+    // The key that made it is rotated with no overlap: its replacement manages the subscription, and deliveries go on.
+    const hook = await receiver(t)
+    const { key: owner, record } = await createKey(store, 'production', { plan: 'enterprise', name: 'owner', perMinute: 10_000, perDay: 100_000 })
+    const { id: owned } = await subscribe(request, hook, owner)
+    const { key: replacement } = await rotateKey(store, 'production', record.id, { overlapMs: 0 })
+    assert.equal((await request('GET', `/v1/webhooks/${owned}`, undefined, owner)).statusCode, 401, 'the rotated key no longer works')
+    assert.equal((await request('GET', `/v1/webhooks/${owned}`, undefined, replacement)).statusCode, 200)
+    await importData(store, { pets: [pet(1, { quantity: 5 })], orders: [] })
+    await hook.until(() => hook.received.length === 1)
   })
 
   test('when the URL is not https, or resolves to loopback, private, link-local or metadata addresses, then it is refused by default', async (t) => {
