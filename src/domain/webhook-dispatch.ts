@@ -217,8 +217,11 @@ export class WebhookDispatcher {
     clearTimeout(this.#timer)
     await this.#running
     const settled = Promise.allSettled([...this.#attempts])
-    const grace = new Promise<void>((resolve) => setTimeout(resolve, Math.min(STOP_GRACE_MS, this.#policy.timeoutMs)).unref())
+    // Not unref'd: the stop must reach the release below even when nothing else keeps the process alive.
+    let graceTimer: NodeJS.Timeout | undefined
+    const grace = new Promise<void>((resolve) => { graceTimer = setTimeout(resolve, Math.min(STOP_GRACE_MS, this.#policy.timeoutMs)) })
     await Promise.race([settled, grace])
+    clearTimeout(graceTimer)
     if (this.#inFlight.size > 0) {
       const abandoned = [...this.#inFlight.keys()]
       this.#abort.abort()

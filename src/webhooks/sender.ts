@@ -93,7 +93,11 @@ export class HttpSender {
   }
 
   #attempt (url: URL, request: WebhookRequest, signal: AbortSignal | undefined): Promise<Outcome> {
-    const deadline = AbortSignal.timeout(this.#timeoutMs)
+    // A timer of its own rather than AbortSignal.timeout, whose timer does not keep the process alive (Node 22): an
+    // attempt waiting on nothing but a hung DNS lookup must still reach its deadline.
+    const expired = new AbortController()
+    const timer = setTimeout(() => { expired.abort() }, this.#timeoutMs)
+    const deadline = expired.signal
     const abort = signal === undefined ? deadline : AbortSignal.any([deadline, signal])
     const guard = !this.#policy.allowPrivateNetworks
     const https = url.protocol === 'https:'
@@ -117,6 +121,7 @@ export class HttpSender {
       const finish = (failure: string | null): void => {
         if (settled) return
         settled = true
+        clearTimeout(timer)
         abort.removeEventListener('abort', onAbort)
         // Also drops the socket: with no agent it is this request's alone.
         req?.destroy()
