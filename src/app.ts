@@ -119,7 +119,7 @@ function purgeExpiredKeysEvery (app: FastifyInstance, intervalMs: number, store:
 /**
  * Starts this instance's webhook dispatcher once the app is ready and stops it when the app closes (attempts in
  * flight get a moment, then their leases go back). It works on the store as given (not timed per call: its polling
- * would swamp the request series), and does nothing on a store this release may only read.
+ * would swamp the request series); on a store this release may only read, its steps fail quietly and it delivers nothing.
  */
 function deliverWebhooks (app: FastifyInstance, config: Config, deps: AppDeps, clock: () => number, metrics: Metrics): WebhookDispatcher {
   const policy = config.webhooks

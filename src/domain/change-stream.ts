@@ -114,18 +114,14 @@ export class FeedWatch {
   }
 }
 
-/** Whether `cursor` is one the feed issued; InvalidCursorError when it is not. */
-export function checkFeedCursor (cursor: string): void {
-  feedPosition(cursor)
-}
-
 /**
  * Where a stream starts: after `given` (a cursor the feed issued, else InvalidCursorError) or, without one, after the
  * feed's head now, so that it carries what is committed from now on (null: the feed is empty, so from its first change).
  */
 export async function streamStart (store: Pick<Store, 'feedHead'>, given: string | null): Promise<string | null> {
   if (given !== null) {
-    checkFeedCursor(given)
+    // Only a cursor the feed issued: InvalidCursorError otherwise.
+    feedPosition(given)
     return given
   }
   const head = await store.feedHead()

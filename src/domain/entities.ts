@@ -132,9 +132,12 @@ export const Order = Type.Object({
   complete: Type.Boolean()
 }, { additionalProperties: false, description: 'A store order' })
 
+/** The event of a stock change, as webhooks and the change stream name it. */
+export const INVENTORY_CHANGED = 'inventory.changed'
+
 /** The body of an `inventory.changed` webhook delivery: the change exactly as the feed shows it. */
 export const InventoryChangedEvent = Type.Object({
-  type: Type.Literal('inventory.changed', { description: 'The event type' }),
+  type: Type.Literal(INVENTORY_CHANGED, { description: 'The event type' }),
   timestamp: Type.String({ format: 'date-time', description: 'When the change was made (the change\'s `at`)' }),
   data: InventoryChange
 }, { additionalProperties: false, description: 'A stock change, as GET /v1/inventory/changes shows it' })

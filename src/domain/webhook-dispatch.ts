@@ -13,7 +13,7 @@
  * subscriptions: each has at most `perSubscription` of the instance's `concurrency` slots.
  */
 import fastJson from 'fast-json-stringify'
-import { InventoryChangedEvent } from './entities.js'
+import { INVENTORY_CHANGED, InventoryChangedEvent } from './entities.js'
 import { viewChange } from './feed.js'
 import { deliveryHeaders, eventId } from './webhooks.js'
 import type { Store } from '../store/types.js'
@@ -81,7 +81,7 @@ const serializeEvent = fastJson(InventoryChangedEvent as object)
 /** The body of an event: the change as the feed shows it to the subscription's quota. */
 export function eventBody (delivery: Pick<ClaimedDelivery, 'change' | 'own'>): string {
   const view = viewChange(delivery.change, delivery.own)
-  return serializeEvent({ type: 'inventory.changed', timestamp: view.at.toISOString(), data: { ...view, at: view.at.toISOString() } })
+  return serializeEvent({ type: INVENTORY_CHANGED, timestamp: view.at.toISOString(), data: { ...view, at: view.at.toISOString() } })
 }
 
 /** An answer as the deliveries log keeps it: an endpoint that echoes its request must not put signatures or secrets there. */
@@ -102,6 +102,9 @@ export function retryDelay (attempt: number, policy: Pick<DispatchPolicy, 'retry
 export function failureRunDisables (run: { failures: number, failingSince: Date | null }, at: Date, policy: Pick<DispatchPolicy, 'disableAfterFailures' | 'disableAfterMs'>): boolean {
   return run.failingSince !== null && run.failures >= policy.disableAfterFailures && at.getTime() - run.failingSince.getTime() >= policy.disableAfterMs
 }
+
+/** Attempts in flight, per subscription and per quota. */
+interface InFlightCounts { subscriptions: Map<string, number>, quotas: Map<string, number> }
 
 export interface DispatcherOptions {
   store: Store
@@ -151,11 +154,6 @@ export class WebhookDispatcher {
     this.#events = options.events ?? {}
   }
 
-  /** Attempts in flight now. */
-  get inFlight (): number {
-    return this.#inFlight.size
-  }
-
   start (): void {
     if (!this.#stopped) return
     this.#stopped = false
@@ -196,15 +194,12 @@ export class WebhookDispatcher {
     this.#running = this.#tick().finally(() => {
       this.#running = null
       if (this.#stopped) return
-      if (this.#again) {
-        this.#again = false
-        // After I/O and timers had their turn: on SQLite a tick is synchronous work.
-        this.#timer = setTimeout(() => { this.wake() }, 0)
-        this.#timer.unref()
-      } else {
-        this.#timer = setTimeout(() => { this.wake() }, this.#policy.pollMs)
-        this.#timer.unref()
-      }
+      // Again (more may be due) after I/O and timers had their turn, as a tick on SQLite is synchronous work; else at
+      // the next poll.
+      const delay = this.#again ? 0 : this.#policy.pollMs
+      this.#again = false
+      this.#timer = setTimeout(() => { this.wake() }, delay)
+      this.#timer.unref()
     })
   }
 
@@ -246,12 +241,15 @@ export class WebhookDispatcher {
           perSubscription: this.#policy.perSubscription, exclude: this.#atCapacity()
         })
         const extra: bigint[] = []
+        const counts = this.#counts()
         for (const delivery of claimed) {
           this.#known.set(delivery.webhookId, { quotaId: delivery.quotaId, failing: delivery.failing })
-          if (this.#stopped || !this.#hasRoom(delivery.webhookId, delivery.quotaId, delivery.failing)) {
+          if (this.#stopped || this.#full(counts, delivery.webhookId, delivery)) {
             extra.push(delivery.deliveryId)
             continue
           }
+          counts.subscriptions.set(delivery.webhookId, (counts.subscriptions.get(delivery.webhookId) ?? 0) + 1)
+          counts.quotas.set(delivery.quotaId, (counts.quotas.get(delivery.quotaId) ?? 0) + 1)
           this.#begin(delivery)
         }
         if (extra.length > 0) await this.#store.releaseWebhookLeases(this.#owner, extra)
@@ -293,7 +291,7 @@ export class WebhookDispatcher {
   }
 
   /** Attempts in flight now, per subscription and per quota. */
-  #counts (): { subscriptions: Map<string, number>, quotas: Map<string, number> } {
+  #counts (): InFlightCounts {
     const subscriptions = new Map<string, number>()
     const quotas = new Map<string, number>()
     for (const { webhookId, quotaId } of this.#inFlight.values()) {
@@ -303,18 +301,15 @@ export class WebhookDispatcher {
     return { subscriptions, quotas }
   }
 
-  #hasRoom (webhookId: string, quotaId: string, failing: boolean): boolean {
-    const { subscriptions, quotas } = this.#counts()
-    const perSubscription = failing ? 1 : this.#policy.perSubscription
-    return (subscriptions.get(webhookId) ?? 0) < perSubscription && (quotas.get(quotaId) ?? 0) < this.#policy.perQuota
+  /** Whether a subscription may have no more attempts in flight: at its own limit (1 while failing), or its quota at its. */
+  #full ({ subscriptions, quotas }: InFlightCounts, webhookId: string, { quotaId, failing }: { quotaId: string, failing: boolean }): boolean {
+    return (subscriptions.get(webhookId) ?? 0) >= (failing ? 1 : this.#policy.perSubscription) || (quotas.get(quotaId) ?? 0) >= this.#policy.perQuota
   }
 
-  /** The subscriptions not to claim for now: at their own limit, or of a quota at its limit. */
+  /** The subscriptions not to claim for now. */
   #atCapacity (): string[] {
-    const { subscriptions, quotas } = this.#counts()
-    return [...this.#known].filter(([webhookId, { quotaId, failing }]) =>
-      (subscriptions.get(webhookId) ?? 0) >= (failing ? 1 : this.#policy.perSubscription) || (quotas.get(quotaId) ?? 0) >= this.#policy.perQuota)
-      .map(([webhookId]) => webhookId)
+    const counts = this.#counts()
+    return [...this.#known].filter(([webhookId, known]) => this.#full(counts, webhookId, known)).map(([webhookId]) => webhookId)
   }
 
   #begin (delivery: ClaimedDelivery): void {

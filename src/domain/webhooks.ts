@@ -8,10 +8,10 @@ import { AppError } from '../errors.js'
 import type { WebhookDelivery, WebhookRecord } from '../store/webhook-types.js'
 import type { Store } from '../store/types.js'
 import { decodeCursor, encodeCursor, InvalidCursorError } from './cursor.js'
+import { INVENTORY_CHANGED } from './entities.js'
 
 /** The event types a subscription may ask for. */
-export const WEBHOOK_EVENTS = ['inventory.changed'] as const
-export type WebhookEventType = typeof WEBHOOK_EVENTS[number]
+export const WEBHOOK_EVENTS = [INVENTORY_CHANGED] as const
 /** A rotated secret keeps signing this long, so that receivers can switch without losing a delivery. */
 export const SECRET_OVERLAP_MS = 24 * 3_600_000
 /** The deliveries log's cursors. */
@@ -98,6 +98,11 @@ export function deliveryHeaders (secrets: readonly string[], id: string, at: Dat
   return { 'webhook-id': id, 'webhook-timestamp': String(timestamp), 'webhook-signature': signatures(secrets, id, timestamp, body) }
 }
 
+/** The answer for a subscription that does not exist, or is another quota's. */
+function noSubscription (id: string): AppError {
+  return new AppError('not_found', `No webhook subscription ${JSON.stringify(id)}.`)
+}
+
 function unknownEvents (events: readonly string[]): void {
   const unknown = events.filter((event) => !(WEBHOOK_EVENTS as readonly string[]).includes(event))
   if (unknown.length > 0) {
@@ -158,7 +163,7 @@ export class Webhooks {
 
   async #own (quotaId: string, id: string): Promise<WebhookRecord> {
     const webhook = await this.#store.getWebhook(id)
-    if (webhook === null || webhook.quotaId !== quotaId) throw new AppError('not_found', `No webhook subscription ${JSON.stringify(id)}.`)
+    if (webhook === null || webhook.quotaId !== quotaId) throw noSubscription(id)
     return webhook
   }
 
@@ -177,7 +182,7 @@ export class Webhooks {
       ...(changes.events === undefined ? {} : { events: [...new Set(changes.events)] }),
       ...(changes.enabled === false ? { disabledReason: 'Disabled through the API.' } : {})
     }, at)
-    if (updated === null) throw new AppError('not_found', `No webhook subscription ${JSON.stringify(id)}.`)
+    if (updated === null) throw noSubscription(id)
     return webhookView(updated, at)
   }
 
@@ -192,7 +197,7 @@ export class Webhooks {
     const at = new Date(this.#rules.clock())
     const secret = newWebhookSecret()
     const rotated = await this.#store.rotateWebhookSecret(id, secret, new Date(at.getTime() + SECRET_OVERLAP_MS), at)
-    if (rotated === null) throw new AppError('not_found', `No webhook subscription ${JSON.stringify(id)}.`)
+    if (rotated === null) throw noSubscription(id)
     return { webhook: webhookView(rotated, at), secret }
   }
 

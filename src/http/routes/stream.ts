@@ -12,7 +12,7 @@ import { Readable } from 'node:stream'
 import { Type } from 'typebox'
 import type { StreamConfig } from '../../config.js'
 import { FeedWatch, followChanges, StreamRegistry, streamStart } from '../../domain/change-stream.js'
-import { InventoryChange } from '../../domain/entities.js'
+import { INVENTORY_CHANGED, InventoryChange } from '../../domain/entities.js'
 import { DEFAULT_FEED_LIMIT, type ChangeView } from '../../domain/feed.js'
 import { AppError } from '../../errors.js'
 import type { Lifecycle } from '../../lifecycle.js'
@@ -22,7 +22,7 @@ import { cursorRefused } from '../paging.js'
 import { COMMON_ERRORS, ErrorResponse, INVALID_REQUEST, RESPONSE_HEADERS } from '../schemas/common.js'
 
 /** The event type of a change, as webhooks name it too. */
-export const CHANGE_EVENT = 'inventory.changed'
+const CHANGE_EVENT = INVENTORY_CHANGED
 /** The reconnection delay a client is told (the SSE `retry` field), in ms. */
 export const RECONNECT_MS = 1000
 /** What a 503 for a full instance asks a client to wait: another instance, or this one a little later, has room. */

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyRequest } from 'fastify'
 import { Type, type Static } from 'typebox'
-import { InventoryChangedEvent } from '../../domain/entities.js'
+import { INVENTORY_CHANGED, InventoryChangedEvent } from '../../domain/entities.js'
 import { feedCursor } from '../../domain/feed.js'
 import { DEFAULT_DELIVERY_LIMIT, eventId, MAX_DELIVERY_LIMIT, WEBHOOK_EVENTS, type Webhooks, type WebhookView } from '../../domain/webhooks.js'
 import { SAFE_TEXT_PATTERN, SAFE_TEXT_RULE } from '../../domain/text.js'
@@ -22,7 +22,7 @@ const Events = Type.Array(Type.String({ minLength: 1, maxLength: 100 }), {
   minItems: 1,
   maxItems: 10,
   description: `The event types to send: ${WEBHOOK_EVENTS.map((e) => '`' + e + '`').join(', ')}`,
-  examples: [['inventory.changed']]
+  examples: [[INVENTORY_CHANGED]]
 })
 const Description = Type.String({
   minLength: 1, maxLength: MAX_DESCRIPTION_LENGTH, pattern: SAFE_TEXT_PATTERN, description: `A note for yourself (${SAFE_TEXT_RULE})`
@@ -96,7 +96,7 @@ function showDelivery (delivery: WebhookDelivery): Static<typeof Delivery> {
 
 /** The event as OpenAPI 3.1 describes what the service sends (the document's top-level `webhooks`). */
 export const WEBHOOKS_DOCUMENT = {
-  'inventory.changed': {
+  [INVENTORY_CHANGED]: {
     post: {
       operationId: 'inventoryChangedEvent',
       summary: 'A stock change, pushed',

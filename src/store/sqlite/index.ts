@@ -114,9 +114,12 @@ function * pagesOf (version: bigint, feed: FeedPosition | null, rows: Iterable<I
   if (page.length > 0 || pages === 0) yield { version, feed, items: page }
 }
 
-/** The feed's last change (ledger rows commit in id order: the largest id), read inside the caller's transaction. */
-function feedHead (db: Database.Database): FeedPosition | null {
-  const { id } = db.prepare('SELECT max(id) AS id FROM stock_ledger').get() as { id: bigint | null }
+/**
+ * The feed's last change (ledger rows commit in id order: the largest id), read inside the caller's transaction, on the
+ * connection whose statements `prepare` makes (the store's own cache, or a listing's second connection).
+ */
+function feedHead (prepare: (sql: string) => Database.Statement): FeedPosition | null {
+  const { id } = prepare('SELECT max(id) AS id FROM stock_ledger').get() as { id: bigint | null }
   return id === null ? null : { order: 0n, id }
 }
 
@@ -159,7 +162,7 @@ export class SqliteStore implements Store {
     this.#db.pragma('foreign_keys = ON')
     // The CLI may write while a server runs: wait for the lock instead of failing at once.
     this.#db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`)
-    this.#webhooks = new SqliteWebhooks(this.#db, (sql) => this.#prepare(sql))
+    this.#webhooks = new SqliteWebhooks(this.#db, (sql) => this.#prepare(sql), () => feedHead((sql) => this.#prepare(sql)))
   }
 
   /** Prepared statements are compiled once per connection and reused. */
@@ -276,7 +279,7 @@ export class SqliteStore implements Store {
     if (db === this.#db) {
       const [version, feed, rows] = guard(() => db.transaction(() => [
         (db.prepare(VERSION_SQL).get() as { v: bigint }).v,
-        feedHead(db),
+        feedHead((sql) => db.prepare(sql)),
         db.prepare(list).all() as InventoryRow[]
       ] as const)())
       yield * pagesOf(version, feed, rows, size)
@@ -285,7 +288,7 @@ export class SqliteStore implements Store {
     guard(() => db.exec('BEGIN'))
     try {
       const version = guard(() => (db.prepare(VERSION_SQL).get() as { v: bigint }).v)
-      const feed = guard(() => feedHead(db))
+      const feed = guard(() => feedHead((sql) => db.prepare(sql)))
       yield * pagesOf(version, feed, db.prepare(list).iterate() as IterableIterator<InventoryRow>, size)
     } catch (error) {
       throw translate(error)

@@ -22,19 +22,17 @@ const idList = (ids: readonly bigint[]): string => `[${ids.join(',')}]`
 export class SqliteWebhooks implements WebhookStore {
   readonly #db: Database.Database
   readonly #prepare: Prepare
+  /** The feed's last change, read on the store's connection (the store's own reading of it, shared with its listings). */
+  readonly #head: () => FeedPosition | null
 
-  constructor (db: Database.Database, prepare: Prepare) {
+  constructor (db: Database.Database, prepare: Prepare, head: () => FeedPosition | null) {
     this.#db = db
     this.#prepare = prepare
-  }
-
-  #headSync (): FeedPosition | null {
-    const { id } = this.#prepare('SELECT max(id) AS id FROM stock_ledger').get() as { id: bigint | null }
-    return id === null ? null : { order: 0n, id }
+    this.#head = head
   }
 
   async feedHead (): Promise<FeedPosition | null> {
-    return this.#headSync()
+    return this.#head()
   }
 
   #get (id: string): WebhookRecord | null {
@@ -46,7 +44,7 @@ export class SqliteWebhooks implements WebhookStore {
     return this.#db.transaction((): WebhookRecord | 'limit' => {
       const { n } = this.#prepare('SELECT count(*) AS n FROM webhooks WHERE quota_id = ?').get(webhook.quotaId) as { n: bigint }
       if (Number(n) >= maxPerQuota) return 'limit'
-      const head = this.#headSync()
+      const head = this.#head()
       this.#prepare(`INSERT INTO webhooks (id, quota_id, url, events, description, secret, feed_order, feed_id, created_at, updated_at)
         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`).run(webhook.id, webhook.quotaId, webhook.url, JSON.stringify(webhook.events), webhook.description,
         webhook.secret, head?.order ?? 0n, head?.id ?? 0n, iso(webhook.createdAt), iso(webhook.createdAt))
