@@ -129,9 +129,10 @@ const LISTENING = /Petstore Inventory Service: API (http:\/\/127\.0\.0\.1:(\d+))
  * Starts `petstore serve` and waits until it listens and GET /healthz answers 200; fails early, with the
  * server's stderr, when the process exits first. Without env.PORT it asks for port 0 and reads the port the server
  * got from its start line (at LOG_LEVEL info unless the test sets another level, with env.PORT then): a port
- * picked free beforehand could be taken by another test's server in between.
+ * picked free beforehand could be taken by another test's server in between. With --workers it waits twice as long:
+ * the primary starts first, then each worker loads the whole server (on a loaded two-core machine, over 10 s).
  */
-export async function startServe (cli: Cli, args: string[] = [], env: Record<string, string> = {}, timeoutMs = 10_000): Promise<{ base: string, port: number, server: Started }> {
+export async function startServe (cli: Cli, args: string[] = [], env: Record<string, string> = {}, timeoutMs = args.includes('--workers') ? 20_000 : 10_000): Promise<{ base: string, port: number, server: Started }> {
   const server = cli.start(['serve', ...args], { PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env })
   const deadline = Date.now() + timeoutMs
   let base: string | null = env.PORT === undefined ? null : `http://127.0.0.1:${env.PORT}`
