@@ -29,7 +29,7 @@ export interface paths {
         };
         /**
          * Get the stock entry of one pet
-         * @description Returns one stock entry with its strong ETag, for a later PATCH with If-Match (optimistic concurrency). A request with a matching If-None-Match gets 304 without a body and, like the listing, costs no quota. Beta: an addition to the specification's two inventory operations (docs/decisions.md).
+         * @description Returns one stock entry with its strong ETag, for a later PATCH with If-Match (optimistic concurrency). A request with a matching If-None-Match gets 304 without a body and, like the listing, costs no quota. Beta: an addition to the specification's two inventory operations.
          */
         get: operations["getInventoryItem"];
         put?: never;
@@ -55,7 +55,7 @@ export interface paths {
         put?: never;
         /**
          * Add to or take from the stock of one pet
-         * @description Adds `delta` to the stock quantity of one pet (positive for arrivals and returns, negative for what left), atomically: concurrent adjustments never lose one another, with no read and If-Match needed. The change and its reason and note are recorded in the stock ledger in the same transaction. A result outside 0 to 1,000,000,000 is refused with 409 `stock_out_of_range` and changes nothing. With If-Match the change applies only if the entry is unchanged since that ETag (412 otherwise). Answers the updated entry and its ETag. Beta: an addition to the specification (docs/decisions.md). With an Idempotency-Key a retry is safe: the same key with the same request within 24 hours is answered what the first request was, with `Idempotent-Replayed: true`, and applies nothing again (a replay counts against the rate limit); the key with another request is 422 `idempotency_key_reused`, and while the first request is still processed, 409 `idempotency_key_in_flight`. Only a change that applied is recorded.
+         * @description Adds `delta` to the stock quantity of one pet (positive for arrivals and returns, negative for what left), atomically: concurrent adjustments never lose one another, with no read and If-Match needed. The change and its reason and note are recorded in the stock ledger in the same transaction. A result outside 0 to 1,000,000,000 is refused with 409 `stock_out_of_range` and changes nothing. With If-Match the change applies only if the entry is unchanged since that ETag (412 otherwise). Answers the updated entry and its ETag. Beta: an addition to the specification. With an Idempotency-Key a retry is safe: the same key with the same request within 24 hours is answered what the first request was, with `Idempotent-Replayed: true`, and applies nothing again (a replay counts against the rate limit); the key with another request is 422 `idempotency_key_reused`, and while the first request is still processed, 409 `idempotency_key_in_flight`. Only a change that applied is recorded.
          */
         post: operations["adjustInventory"];
         delete?: never;
@@ -75,7 +75,7 @@ export interface paths {
         put?: never;
         /**
          * Change the stock of several pets at once, all or nothing
-         * @description Applies 1 to 100 stock changes in one transaction: each sets a `quantity` (as PATCH) or adds a `delta` (as an adjustment) for one pet, optionally only if the entry still has the ETag in `ifMatch`. Either every change applies, or none: when any cannot (no entry, a stale `ifMatch`, a result outside 0 to 1,000,000,000), the answer is 409 `batch_refused` listing every failing change (`index`, `petId`, `code`, `message`, and the entry's current `etag` where it has one), and nothing is changed. A pet appears at most once per batch. The ledger rows of a batch share one batch id. A batch of N changes costs N requests of quota; when fewer remain it is refused whole with 429, and the rate-limit fields show what is left. Answers every resulting entry with its ETag, in the batch's order. Beta: an addition to the specification (docs/decisions.md). With an Idempotency-Key a retry is safe: the same key with the same request within 24 hours is answered what the first request was, with `Idempotent-Replayed: true`, and applies nothing again (a replay counts against the rate limit); the key with another request is 422 `idempotency_key_reused`, and while the first request is still processed, 409 `idempotency_key_in_flight`. Only a change that applied is recorded.
+         * @description Applies 1 to 100 stock changes in one transaction: each sets a `quantity` (as PATCH) or adds a `delta` (as an adjustment) for one pet, optionally only if the entry still has the ETag in `ifMatch`. Either every change applies, or none: when any cannot (no entry, a stale `ifMatch`, a result outside 0 to 1,000,000,000), the answer is 409 `batch_refused` listing every failing change (`index`, `petId`, `code`, `message`, and the entry's current `etag` where it has one), and nothing is changed. A pet appears at most once per batch. The ledger rows of a batch share one batch id. A batch of N changes costs N requests of quota; when fewer remain it is refused whole with 429, and the rate-limit fields show what is left. Answers every resulting entry with its ETag, in the batch's order. Beta: an addition to the specification. With an Idempotency-Key a retry is safe: the same key with the same request within 24 hours is answered what the first request was, with `Idempotent-Replayed: true`, and applies nothing again (a replay counts against the rate limit); the key with another request is 422 `idempotency_key_reused`, and while the first request is still processed, 409 `idempotency_key_in_flight`. Only a change that applied is recorded.
          */
         post: operations["batchUpdateInventory"];
         delete?: never;
@@ -93,7 +93,7 @@ export interface paths {
         };
         /**
          * List stock changes in commit order, to keep a copy in sync
-         * @description Every change to what the listing shows, from the stock ledger: quantities set through PATCH, adjustments and batches, and what the operator's imports change (a quantity, a pet's status, an entry added), one page at a time, in the order the changes were committed (those of one request in its order): a reader following it never misses or repeats a change, also while several instances write, and sees each pet's changes in the order they were made, so applying them in turn leaves a copy equal to the inventory. Each change carries a `cursor`; store the last one you processed and send it as `after` to resume. Every answer carries `Link: <...>; rel="next"`; an empty page means you are caught up: poll the same link later. `requestId` is shown only for changes made with your own key. To start a copy, take `GET /v1/inventory` and follow from its `Changes-Cursor`. Beta: an addition to the specification (docs/decisions.md).
+         * @description Every change to what the listing shows, from the stock ledger: quantities set through PATCH, adjustments and batches, and what the operator's imports change (a quantity, a pet's status, an entry added), one page at a time, in the order the changes were committed (those of one request in its order): a reader following it never misses or repeats a change, also while several instances write, and sees each pet's changes in the order they were made, so applying them in turn leaves a copy equal to the inventory. Each change carries a `cursor`; store the last one you processed and send it as `after` to resume. Every answer carries `Link: <...>; rel="next"`; an empty page means you are caught up: poll the same link later. `requestId` is shown only for changes made with your own key. To start a copy, take `GET /v1/inventory` and follow from its `Changes-Cursor`. Beta: an addition to the specification.
          */
         get: operations["listInventoryChanges"];
         put?: never;
@@ -113,7 +113,7 @@ export interface paths {
         };
         /**
          * Follow stock changes live, as Server-Sent Events
-         * @description The change feed (`GET /v1/inventory/changes`) pushed as it grows, over one long-lived answer of type `text/event-stream` (Server-Sent Events; a browser's EventSource reads it). Each change is one event: `id: <cursor>`, `event: inventory.changed`, `data: <the change as JSON, as the feed shows it>`. It starts after the `Last-Event-ID` header or, without it, after `after`; with neither, from now (changes committed after the connect). What came after the place given is sent first, then each change as it is committed, on any instance, within about a second. A comment line (`: heartbeat`) keeps an idle stream open through proxies. The connect counts as one request. When the stream ends (the instance stops, or the connection drops), reconnect with the last `id` received as `Last-Event-ID`: no change is missed or repeated. A quota may keep a few streams open at once (429 `too_many_streams` beyond). Beta: an addition to the specification (docs/decisions.md).
+         * @description The change feed (`GET /v1/inventory/changes`) pushed as it grows, over one long-lived answer of type `text/event-stream` (Server-Sent Events; a browser's EventSource reads it). Each change is one event: `id: <cursor>`, `event: inventory.changed`, `data: <the change as JSON, as the feed shows it>`. It starts after the `Last-Event-ID` header or, without it, after `after`; with neither, from now (changes committed after the connect). What came after the place given is sent first, then each change as it is committed, on any instance, within about a second. A comment line (`: heartbeat`) keeps an idle stream open through proxies. The connect counts as one request. When the stream ends (the instance stops, or the connection drops), reconnect with the last `id` received as `Last-Event-ID`: no change is missed or repeated. A quota may keep a few streams open at once (429 `too_many_streams` beyond). Beta: an addition to the specification.
          */
         get: operations["streamInventoryChanges"];
         put?: never;
@@ -133,13 +133,13 @@ export interface paths {
         };
         /**
          * List the quota's webhook subscriptions
-         * @description Every subscription of the calling key's quota (at most 10), oldest first, without secrets. See docs/webhooks.md. Beta: an addition to the specification (docs/decisions.md).
+         * @description Every subscription of the calling key's quota (at most 10), oldest first, without secrets. The event sent, its headers and retries: the `inventory.changed` webhook of this document. Beta: an addition to the specification.
          */
         get: operations["listWebhooks"];
         put?: never;
         /**
          * Subscribe an endpoint to stock changes
-         * @description Creates a subscription of the calling key's quota (every key of the quota manages it; a rotated key keeps it). Its events are the changes committed from now on. The answer holds the signing `secret`, shown only here. Unknown event types are refused naming them; a URL that is not https, carries a user name or password, or resolves to a loopback, private, link-local or otherwise non-public address is refused. See docs/webhooks.md. Beta: an addition to the specification (docs/decisions.md).
+         * @description Creates a subscription of the calling key's quota (every key of the quota manages it; a rotated key keeps it). Its events are the changes committed from now on. The answer holds the signing `secret`, shown only here. Unknown event types are refused naming them; a URL that is not https, carries a user name or password, or resolves to a loopback, private, link-local or otherwise non-public address is refused. The event sent, its headers and retries: the `inventory.changed` webhook of this document. Beta: an addition to the specification.
          */
         post: operations["createWebhook"];
         delete?: never;
@@ -157,21 +157,21 @@ export interface paths {
         };
         /**
          * Get one webhook subscription
-         * @description A subscription of the calling key's quota; another quota's is not found. See docs/webhooks.md. Beta: an addition to the specification (docs/decisions.md).
+         * @description A subscription of the calling key's quota; another quota's is not found. The event sent, its headers and retries: the `inventory.changed` webhook of this document. Beta: an addition to the specification.
          */
         get: operations["getWebhook"];
         put?: never;
         post?: never;
         /**
          * Delete a webhook subscription
-         * @description Deletes the subscription, its pending deliveries and its deliveries log. See docs/webhooks.md. Beta: an addition to the specification (docs/decisions.md).
+         * @description Deletes the subscription, its pending deliveries and its deliveries log. The event sent, its headers and retries: the `inventory.changed` webhook of this document. Beta: an addition to the specification.
          */
         delete: operations["deleteWebhook"];
         options?: never;
         head?: never;
         /**
          * Change a webhook subscription
-         * @description Changes the fields sent; the others stay. `enabled: true` re-enables a disabled subscription: the events committed while it was disabled are then delivered too (nothing is lost), and its failure run starts over. `description: null` removes the description. See docs/webhooks.md. Beta: an addition to the specification (docs/decisions.md).
+         * @description Changes the fields sent; the others stay. `enabled: true` re-enables a disabled subscription: the events committed while it was disabled are then delivered too (nothing is lost), and its failure run starts over. `description: null` removes the description. The event sent, its headers and retries: the `inventory.changed` webhook of this document. Beta: an addition to the specification.
          */
         patch: operations["updateWebhook"];
         trace?: never;
@@ -187,7 +187,7 @@ export interface paths {
         put?: never;
         /**
          * Rotate a subscription's signing secret
-         * @description Makes a new secret, shown only in this answer. For 24 hours the replaced secret keeps signing too: every delivery carries both signatures in `webhook-signature`, so a receiver can switch to the new secret without losing one. Rotating again within the 24 hours ends the oldest secret at once (at most two sign): the way to drop a leaked secret now. See docs/webhooks.md. Beta: an addition to the specification (docs/decisions.md).
+         * @description Makes a new secret, shown only in this answer. For 24 hours the replaced secret keeps signing too: every delivery carries both signatures in `webhook-signature`, so a receiver can switch to the new secret without losing one. Rotating again within the 24 hours ends the oldest secret at once (at most two sign): the way to drop a leaked secret now. The event sent, its headers and retries: the `inventory.changed` webhook of this document. Beta: an addition to the specification.
          */
         post: operations["rotateWebhookSecret"];
         delete?: never;
@@ -205,7 +205,7 @@ export interface paths {
         };
         /**
          * The deliveries log of a subscription
-         * @description Its events, newest first, each with every attempt (time, HTTP status or error, duration) and the next one. While more remain the answer carries `Link: <...>; rel="next"`. Delivered and failed deliveries are kept 30 days. See docs/webhooks.md. Beta: an addition to the specification (docs/decisions.md).
+         * @description Its events, newest first, each with every attempt (time, HTTP status or error, duration) and the next one. While more remain the answer carries `Link: <...>; rel="next"`. Delivered and failed deliveries are kept 30 days. The event sent, its headers and retries: the `inventory.changed` webhook of this document. Beta: an addition to the specification.
          */
         get: operations["listWebhookDeliveries"];
         put?: never;
@@ -227,7 +227,7 @@ export interface paths {
         put?: never;
         /**
          * Attempt a delivery again now
-         * @description Makes the delivery due now and retried for another 24 hours: a failed one is tried again, a delivered one sent again (with the same `webhook-id`). Answers 202; the attempt follows within a second while the subscription is enabled. See docs/webhooks.md. Beta: an addition to the specification (docs/decisions.md).
+         * @description Makes the delivery due now and retried for another 24 hours: a failed one is tried again, a delivered one sent again (with the same `webhook-id`). Answers 202; the attempt follows within a second while the subscription is enabled. The event sent, its headers and retries: the `inventory.changed` webhook of this document. Beta: an addition to the specification.
          */
         post: operations["retryWebhookDelivery"];
         delete?: never;
@@ -310,7 +310,7 @@ export interface webhooks {
         put?: never;
         /**
          * A stock change, pushed
-         * @description Sent to every enabled subscription for each change of the feed committed after it was made (API writes, batches and imports), at least once. Headers (Standard Webhooks v1): `webhook-id` (the same for every attempt: deduplicate by it), `webhook-timestamp` (Unix seconds of the attempt: refuse old ones), `webhook-signature` (`v1,` + base64 HMAC-SHA256 of `id.timestamp.body` with the secret; several, space-separated, during a rotation). Answer 2xx within 10 s; anything else is retried with exponential backoff for 24 hours; 410 disables the subscription. Events may arrive out of order: order them by `data.cursor`, or per pet by `data.changeId`. See docs/webhooks.md.
+         * @description Sent to every enabled subscription for each change of the feed committed after it was made (API writes, batches and imports), at least once. Headers (Standard Webhooks v1): `webhook-id` (the same for every attempt: deduplicate by it), `webhook-timestamp` (Unix seconds of the attempt: refuse old ones), `webhook-signature` (`v1,` + base64 HMAC-SHA256 of `id.timestamp.body` with the secret; several, space-separated, during a rotation). Answer 2xx within 10 s; anything else is retried with exponential backoff for 24 hours; 410 disables the subscription. Events may arrive out of order: order them by `data.cursor`, or per pet by `data.changeId`.
          */
         post: operations["inventoryChangedEvent"];
         delete?: never;

@@ -308,8 +308,11 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
         title: 'Petstore Inventory Service',
         version: '1.0.0',
         description: 'Tracks the stock of pets in a store. Every operation requires an API key sent as ' +
-          '`Authorization: Bearer <key>`. Errors are `{code, message, status}`. See docs/decisions.md for the ' +
-          'choices made where the specification is silent.',
+          '`Authorization: Bearer <key>` and names the scope it needs (`inventory:read`, or `inventory:write` for ' +
+          'changes). Errors are `{code, message, status}`; every answer carries `X-Request-Id` and the key\'s rate-limit ' +
+          'fields (`X-RateLimit-*`, `RateLimit-Policy`, `RateLimit`; 429 with `Retry-After` over the limit). Writes taking ' +
+          '`Idempotency-Key` may be retried safely with the same key, and `If-Match` with an entry\'s `ETag` applies a ' +
+          'change only if the entry is unchanged. Operations marked beta are additions to the specification.',
         contact: { name: 'Petstore Inventory Service', url: config.docsUrl },
         license: { name: 'MIT', identifier: 'MIT' }
       },
@@ -328,7 +331,7 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
         { name: 'pets', description: 'Pets (deprecated)' },
         { name: 'store', description: 'Store orders' },
         { name: 'keys', description: 'The calling API key' },
-        { name: 'webhooks', description: 'Stock changes pushed to your endpoints (docs/webhooks.md)' }
+        { name: 'webhooks', description: 'Stock changes pushed to your endpoints: signed (Standard Webhooks), retried for 24 hours, at least once' }
       ],
       // The events the service sends (OpenAPI 3.1): plain JSON Schema, which the plugin's types do not describe.
       webhooks: WEBHOOKS_DOCUMENT as never

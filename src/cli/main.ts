@@ -65,7 +65,7 @@ Commands:
   webhooks enable ID             Stop or resume deliveries to a subscription (enabling delivers what
                                  was committed meanwhile, and starts its failure run over).
 
-Configuration comes from the environment (see README): DATABASE_URL, PORT, HOST, LOG_LEVEL, PETSTORE_ENV, ...
+Configuration comes from the environment (see docs/configuration.md): DATABASE_URL, PORT, HOST, LOG_LEVEL, PETSTORE_ENV, ...
 `
 
 class UsageError extends Error {}

@@ -2,7 +2,7 @@
  * The service's Prometheus metrics: one prom-client Registry per app (never the global default registry, so
  * that tests can build many apps in one process). Every label takes its values from a bounded set — route
  * operations, HTTP methods and statuses, store method names, fixed words — and never a URL, a key id or an
- * IP address. README.md "## Metrics" lists what is exported.
+ * IP address. docs/observability.md lists what is exported.
  */
 import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client'
 import { ResilientLimiter } from '../ratelimit/resilient.js'

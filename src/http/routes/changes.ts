@@ -20,7 +20,7 @@ export const changeRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async (
         'carries a `cursor`; store the last one you processed and send it as `after` to resume. Every answer carries ' +
         '`Link: <...>; rel="next"`; an empty page means you are caught up: poll the same link later. `requestId` is shown ' +
         'only for changes made with your own key. To start a copy, take `GET /v1/inventory` and follow from its `Changes-Cursor`. ' +
-        'Beta: an addition to the specification (docs/decisions.md).',
+        'Beta: an addition to the specification.',
       tags: ['inventory'],
       'x-stability': 'beta',
       querystring: Type.Object({

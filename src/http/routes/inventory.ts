@@ -270,7 +270,7 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
       summary: 'Get the stock entry of one pet',
       description: 'Returns one stock entry with its strong ETag, for a later PATCH with If-Match (optimistic concurrency). ' +
         'A request with a matching If-None-Match gets 304 without a body and, like the listing, costs no quota. ' +
-        'Beta: an addition to the specification\'s two inventory operations (docs/decisions.md).',
+        'Beta: an addition to the specification\'s two inventory operations.',
       tags: ['inventory'],
       'x-stability': 'beta',
       params: PetIdParams,
@@ -325,7 +325,7 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
         'reason and note are recorded in the stock ledger in the same transaction. A result outside 0 to 1,000,000,000 is ' +
         'refused with 409 `stock_out_of_range` and changes nothing. With If-Match the change applies only if the entry is ' +
         'unchanged since that ETag (412 otherwise). Answers the updated entry and its ETag. ' +
-        'Beta: an addition to the specification (docs/decisions.md).' + keyedWrites,
+        'Beta: an addition to the specification.' + keyedWrites,
       tags: ['inventory'],
       'x-stability': 'beta',
       params: PetIdParams,
@@ -354,7 +354,7 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
         'current `etag` where it has one), and nothing is changed. A pet appears at most once per batch. The ledger rows of a ' +
         'batch share one batch id. A batch of N changes costs N requests of quota; when fewer remain it is refused whole ' +
         'with 429, and the rate-limit fields show what is left. Answers every resulting entry with its ETag, in the ' +
-        'batch\'s order. Beta: an addition to the specification (docs/decisions.md).' + keyedWrites,
+        'batch\'s order. Beta: an addition to the specification.' + keyedWrites,
       tags: ['inventory'],
       'x-stability': 'beta',
       headers: Type.Object({ 'idempotency-key': WriteHeaders.properties['idempotency-key'] }),

@@ -238,7 +238,7 @@ export const streamRoutes: FastifyPluginAsyncTypebox<StreamRouteOptions> = async
         'within about a second. A comment line (`: heartbeat`) keeps an idle stream open through proxies. The connect ' +
         'counts as one request. When the stream ends (the instance stops, or the connection drops), reconnect with the ' +
         'last `id` received as `Last-Event-ID`: no change is missed or repeated. A quota may keep a few streams open at ' +
-        'once (429 `too_many_streams` beyond). Beta: an addition to the specification (docs/decisions.md).',
+        'once (429 `too_many_streams` beyond). Beta: an addition to the specification.',
       tags: ['inventory'],
       'x-stability': 'beta',
       headers: Type.Object({

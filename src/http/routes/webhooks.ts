@@ -72,7 +72,8 @@ const Delivery = Type.Object({
 const Params = Type.Object({ webhookId: WebhookId })
 const DeliveryParams = Type.Object({ webhookId: WebhookId, deliveryId: Int64Text('The delivery') })
 const LIMIT_REACHED = ErrorResponse(['webhook_limit_reached'], 'The quota has the most subscriptions it may have (10 by default).')
-const DOCS = ' See docs/webhooks.md. Beta: an addition to the specification (docs/decisions.md).'
+/** Where the event and its delivery are described: the document's top-level `webhooks` (inventoryChangedEvent). */
+const DOCS = ' The event sent, its headers and retries: the `inventory.changed` webhook of this document. Beta: an addition to the specification.'
 
 const iso = (at: Date | null): string | null => at === null ? null : at.toISOString()
 
@@ -105,7 +106,7 @@ export const WEBHOOKS_DOCUMENT = {
         'deduplicate by it), `webhook-timestamp` (Unix seconds of the attempt: refuse old ones), `webhook-signature` ' +
         '(`v1,` + base64 HMAC-SHA256 of `id.timestamp.body` with the secret; several, space-separated, during a rotation). ' +
         'Answer 2xx within 10 s; anything else is retried with exponential backoff for 24 hours; 410 disables the subscription. ' +
-        'Events may arrive out of order: order them by `data.cursor`, or per pet by `data.changeId`. See docs/webhooks.md.',
+        'Events may arrive out of order: order them by `data.cursor`, or per pet by `data.changeId`.',
       tags: ['webhooks'],
       parameters: [
         { name: 'webhook-id', in: 'header', required: true, schema: { type: 'string', examples: ['evt_1042'] } },

@@ -1,6 +1,6 @@
 /**
- * The README's webhook receiver, run as written: taken from the README, started as its own process, subscribed to a
- * running server, it verifies a real delivery and prints it.
+ * The webhook receiver of docs/webhooks.md, run as written: taken from the page, started as its own process,
+ * subscribed to a running server, it verifies a real delivery and prints it.
  */
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
@@ -12,21 +12,21 @@ import { cliFor, freePort, startServe } from './run.js'
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 
-/** The README's receiver: the js block that starts with `// receiver.mjs`. */
-function readmeReceiver (): string {
-  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8')
-  const block = /```js\n(\/\/ receiver\.mjs[\s\S]*?)```/.exec(readme)?.[1]
-  assert.ok(block !== undefined, 'the README shows the receiver')
+/** The page's receiver: the js block that starts with `// receiver.mjs`. */
+function documentedReceiver (): string {
+  const page = readFileSync(join(ROOT, 'docs/webhooks.md'), 'utf8')
+  const block = /```js\n(\/\/ receiver\.mjs[\s\S]*?)```/.exec(page)?.[1]
+  assert.ok(block !== undefined, 'docs/webhooks.md shows the receiver')
   return block
 }
 
-describe('the README\'s webhook receiver', () => {
+describe('the webhook receiver of docs/webhooks.md', () => {
   test('when run as written and subscribed, then it verifies a delivery and prints the change', async (t) => {
     // Inside the project, so that the example's import of standardwebhooks resolves to the project's own.
-    const dir = mkdtempSync(join(ROOT, '.readme-example-'))
+    const dir = mkdtempSync(join(ROOT, '.docs-example-'))
     t.after(() => rmSync(dir, { recursive: true, force: true }))
     const file = join(dir, 'receiver.mjs')
-    writeFileSync(file, readmeReceiver())
+    writeFileSync(file, documentedReceiver())
 
     const cli = cliFor(t, { WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', WEBHOOK_POLL_MS: '20' })
     const pets = [{ id: 1, name: 'Rex', status: 'available', quantity: 3 }]
