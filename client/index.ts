@@ -8,8 +8,8 @@
  * Every write carries an `Idempotency-Key`, made once per call and sent again with each of its retries, so a retried
  * write never applies twice (a write whose first try is still running is retried after 409 `idempotency_key_in_flight`).
  */
-import { createParser, type EventSourceMessage } from 'eventsource-parser'
-import { isLosslessNumber, parse, stringify } from 'lossless-json'
+import { eventStreamReader, type StreamEvent } from './event-stream.js'
+import { JsonNumber, parseExact, requireExactJson, stringifyExact } from './exact-json.js'
 import { INT64_PATHS } from './int64.js'
 import type { paths } from './schema.js'
 
@@ -302,15 +302,15 @@ function int64Text (id: Int64Input, name: string): string {
 }
 
 function isRecord (value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value) && !isLosslessNumber(value)
+  return typeof value === 'object' && value !== null && !Array.isArray(value) && !(value instanceof JsonNumber)
 }
 
 function toBigInts (value: unknown, path: readonly string[]): unknown {
   const [step, ...rest] = path
   if (step === undefined) {
-    if (!isLosslessNumber(value)) return value
-    if (!/^-?[0-9]+$/.test(value.value)) throw new TypeError(`expected an int64, got ${value.value}`)
-    return BigInt(value.value)
+    if (!(value instanceof JsonNumber)) return value
+    if (!/^-?[0-9]+$/.test(value.text)) throw new TypeError(`expected an int64, got ${value.text}`)
+    return BigInt(value.text)
   }
   if (step === '[]') {
     if (Array.isArray(value)) value.forEach((item, index) => { value[index] = toBigInts(item, rest) })
@@ -323,7 +323,7 @@ function toBigInts (value: unknown, path: readonly string[]): unknown {
 }
 
 function toNumbers (value: unknown): unknown {
-  if (isLosslessNumber(value)) return Number(value.value)
+  if (value instanceof JsonNumber) return Number(value.text)
   if (Array.isArray(value)) return value.map(toNumbers)
   if (isRecord(value)) {
     for (const key of Object.keys(value)) value[key] = toNumbers(value[key])
@@ -333,7 +333,7 @@ function toNumbers (value: unknown): unknown {
 
 /** Parses a body keeping every digit: int64 places (from the OpenAPI document) become bigint, the rest number. */
 function parseBody (text: string, operationId: string, status: number): unknown {
-  const value = parse(text)
+  const value = parseExact(text)
   for (const path of INT64_PATHS[operationId]?.[String(status)] ?? []) toBigInts(value, path)
   return toNumbers(value)
 }
@@ -425,6 +425,7 @@ export function createClient (options: ClientOptions): PetstoreClient {
     newKey = () => globalThis.crypto.randomUUID()
   } = options
   if (!Number.isInteger(maxAttempts) || maxAttempts < 1) throw new RangeError('maxAttempts must be an integer >= 1')
+  requireExactJson()
   const base = new URL(options.baseUrl)
   base.search = ''
   base.hash = ''
@@ -521,8 +522,8 @@ export function createClient (options: ClientOptions): PetstoreClient {
     if (call.idempotencyKey !== undefined) headers['idempotency-key'] = call.idempotencyKey
     let body: string | undefined
     if (call.body !== undefined) {
-      // lossless-json writes bigint values as bare JSON numbers, digit for digit.
-      body = stringify(call.body)
+      // bigint values as bare JSON numbers, digit for digit.
+      body = stringifyExact(call.body)
       headers['content-type'] = 'application/json'
     }
     for (let attempt = 1; ; attempt++) {
@@ -680,8 +681,8 @@ export function createClient (options: ClientOptions): PetstoreClient {
         failed = 0
         const received: Array<{ id: string, change: InventoryChange }> = []
         let malformed: unknown
-        const parser = createParser({
-          onEvent: (event: EventSourceMessage) => {
+        const parser = eventStreamReader({
+          onEvent: (event: StreamEvent) => {
             if (event.event !== CHANGE_EVENT || malformed !== undefined) return
             try {
               const change = parseBody(event.data, 'streamInventoryChanges', 200) as InventoryChange
