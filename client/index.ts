@@ -1,5 +1,6 @@
 /**
- * A small typed client for the Petstore Inventory Service, importable as `petstore-inventory/client`.
+ * A small typed client for the Petstore Inventory Service: the package `@petstore/inventory-client` (client/package.json,
+ * no runtime dependencies), also importable as `petstore-inventory/client` from the service's own package.
  *
  * Types come from the service's OpenAPI document (client/schema.ts, generated); int64 values are bigint,
  * parsed losslessly from the JSON (client/int64.ts, generated, says where they are). Retries follow the API's
