@@ -135,6 +135,23 @@ export interface DeprecationInfo {
   link: string | null
 }
 
+/** Query of listInventoryPage: page size (1 to 1000; 100 when not given) and the cursor from the previous page. */
+export type InventoryPageQuery = NonNullable<Operation<'/inventory', 'get'>['parameters']['query']>
+
+/** One page of the inventory listing, ordered by petId, and where the next one is (null on the last page). */
+export interface InventoryPage extends ResponseMeta {
+  data: InventoryItem[]
+  /** The absolute URL of the `rel="next"` link. */
+  nextUrl: string | null
+  /** The cursor of that link, for `listInventoryPage({ cursor })`. */
+  nextCursor: string | null
+  /**
+   * `Changes-Cursor`, on the first page only (null on later pages, and while the feed is empty): every change up to it
+   * is in the pages; follow `inventoryChanges({ after: changesCursor })` from it to keep a copy.
+   */
+  changesCursor: string | null
+}
+
 /** One page of orders and where the next one is (null on the last page). */
 export interface OrderPage extends ResponseMeta {
   data: Order[]
@@ -171,13 +188,23 @@ export interface ClientOptions {
   newKey?: () => string
 }
 
-/** The client: one method per operation, plus an iterator over every order. */
+/** The client: one method per operation, plus iterators over every stock entry, order and change. */
 export interface PetstoreClient {
   /**
    * All stock entries, ordered by petId, with the feed cursor they reflect; with `ifNoneMatch`, `notModified` when
    * unchanged.
    */
   listInventory (options?: { ifNoneMatch?: string }): Promise<InventoryListing>
+  /**
+   * One page of the stock entries, ordered by petId (`limit` of them, 100 by default), and the cursor of the next page.
+   * Pages carry no ETag: use listInventory to revalidate the whole listing.
+   */
+  listInventoryPage (query?: InventoryPageQuery): Promise<InventoryPage>
+  /**
+   * Every stock entry, ordered by petId, page after page (`limit` per request, 100 by default), following the
+   * `rel="next"` links: for an inventory too large to hold in one answer.
+   */
+  allInventory (query?: Omit<InventoryPageQuery, 'cursor'>): AsyncGenerator<InventoryItem, void, undefined>
   /** One stock entry with its ETag; with `ifNoneMatch`, `notModified` when unchanged. 404 `not_found` if none. */
   getInventoryItem (petId: Int64Input, options?: { ifNoneMatch?: string }): Promise<Conditional<InventoryItem>>
   /**
@@ -383,6 +410,11 @@ function deprecationOf (headers: Headers, base: string): DeprecationInfo {
 }
 
 const RETRIED_STATUSES = new Set([502, 503, 504])
+/**
+ * The page size of the inventory when none is given: the service's own default once it pages. Always sent, since a
+ * listing request with neither limit nor cursor is answered the whole inventory.
+ */
+const INVENTORY_PAGE_SIZE = 100
 /** The change stream's reconnection delay until the service names one (the SSE `retry` field). */
 const STREAM_RETRY_MS = 1000
 /** The change stream's event type. */
@@ -608,6 +640,19 @@ export function createClient (options: ClientOptions): PetstoreClient {
     return { ...meta, data: body as Order[], nextUrl, nextCursor: nextUrl === null ? null : new URL(nextUrl).searchParams.get('cursor') }
   }
 
+  function inventoryPage ({ meta, body, url: requested }: Answer): InventoryPage {
+    const nextUrl = linkTarget(meta.headers.get('link'), 'next', requested)
+    return {
+      ...meta,
+      data: body as InventoryItem[],
+      nextUrl,
+      nextCursor: nextUrl === null ? null : new URL(nextUrl).searchParams.get('cursor'),
+      changesCursor: meta.headers.get('changes-cursor')
+    }
+  }
+
+  const inventoryPageUrl = ({ limit = INVENTORY_PAGE_SIZE, cursor }: InventoryPageQuery) => url('/inventory', { limit, cursor })
+
   /** Waits `ms` with the configured sleep, or less when `signal` aborts. */
   async function pause (ms: number, signal: AbortSignal | undefined): Promise<void> {
     if (signal?.aborted === true) return
@@ -731,6 +776,20 @@ export function createClient (options: ClientOptions): PetstoreClient {
     async listInventory ({ ifNoneMatch } = {}) {
       const answer = await send({ operationId: 'listInventory', method: 'GET', url: url('/inventory'), headers: { 'if-none-match': ifNoneMatch } })
       return { ...conditional<InventoryItem[]>(answer), changesCursor: answer.meta.headers.get('changes-cursor') }
+    },
+
+    async listInventoryPage (query = {}) {
+      return inventoryPage(await send({ operationId: 'listInventory', method: 'GET', url: inventoryPageUrl(query) }))
+    },
+
+    async * allInventory ({ limit } = {}) {
+      let next: string | null = inventoryPageUrl({ limit })
+      while (next !== null) {
+        // The link is followed as given, like the orders': the cursor is opaque and the link keeps the limit.
+        const current: InventoryPage = inventoryPage(await send({ operationId: 'listInventory', method: 'GET', url: next }))
+        yield * current.data
+        next = current.nextUrl
+      }
     },
 
     async getInventoryItem (petId, { ifNoneMatch } = {}) {

@@ -165,6 +165,41 @@ describe('typed client: data', () => {
     assert.deepEqual(second.data.map((o) => o.id), [3n, 4n])
   })
 
+  test('when the inventory spans pages, then allInventory yields every entry once, in petId order, one request per page', async (t) => {
+    const pets = [BIG, 1n, 2n, 3n, BIG - 1n].map((id, i) => pet(id, { quantity: i }))
+    const { baseUrl, key } = await served(t, {}, { pets })
+    const { client, requests } = clientFor(baseUrl, key)
+    const seen = []
+    for await (const item of client.allInventory({ limit: 2 })) seen.push(item)
+    assert.deepEqual(seen.map((item) => [item.petId, item.quantity]), [[1n, 1], [2n, 2], [3n, 3], [BIG - 1n, 4], [BIG, 0]])
+    assert.deepEqual(seen, (await client.listInventory()).data, 'the pages hold what the whole listing holds')
+    assert.equal(requests.length, 4, 'three pages and the whole listing')
+    assert.equal(requests[0], `GET ${baseUrl}/v1/inventory?limit=2`)
+    assert.match(requests[1] ?? '', /^GET http:\/\/127\.0\.0\.1:\d+\/v1\/inventory\?limit=2&cursor=[^&]+$/)
+
+    const { client: fresh, requests: one } = clientFor(baseUrl, key)
+    const all = []
+    for await (const item of fresh.allInventory()) all.push(item.petId)
+    assert.deepEqual([all.length, one], [5, [`GET ${baseUrl}/v1/inventory?limit=100`]], 'a page of 100 by default')
+  })
+
+  test('when listing page by page, then each page holds limit entries and the cursor of the next; the first carries the feed cursor', async (t) => {
+    const { baseUrl, key } = await served(t, {}, { pets: [1, 2, 3].map((id) => pet(id, { quantity: id })) })
+    const { client } = clientFor(baseUrl, key)
+    const first = await client.listInventoryPage({ limit: 2 })
+    assert.deepEqual(first.data, [{ petId: 1n, quantity: 1, status: 'available' }, { petId: 2n, quantity: 2, status: 'available' }])
+    assert.equal(first.status, 200)
+    assert.equal(first.etag, null, 'a page carries no ETag')
+    assert.ok(first.changesCursor)
+    assert.equal(first.changesCursor, (await client.listInventory()).changesCursor, 'the feed cursor, as on the whole listing')
+    assert.ok(first.nextCursor !== null && first.nextUrl?.endsWith(`cursor=${first.nextCursor}`))
+    const last = await client.listInventoryPage({ limit: 2, cursor: first.nextCursor })
+    assert.deepEqual(last.data.map((item) => item.petId), [3n])
+    assert.deepEqual([last.nextCursor, last.nextUrl, last.changesCursor], [null, null, null])
+    const refused = await rejection(client.listInventoryPage({ cursor: 'not-a-cursor' }))
+    assert.deepEqual([refused.status, refused.code], [400, 'invalid_request'])
+  })
+
   test('when imported through the package path petstore-inventory/client, then the built client works', async (t) => {
     const { baseUrl, key } = await served(t, {}, { pets: [pet(BIG, { quantity: 4 })] })
     const packaged = await import('petstore-inventory/client')
