@@ -161,6 +161,24 @@ export interface OrderPage extends ResponseMeta {
   nextCursor: string | null
 }
 
+/** What the client tells `onRateLimited` before it sleeps on a 429 and tries again. */
+export interface RateLimitedEvent {
+  /** The operationId of the refused call: `listInventory`, `updateInventory`, `streamInventoryChanges`, ... */
+  operation: string
+  /**
+   * The refusal, as the call throws it when the hook declines the wait: its `code` (`rate_limited`, or
+   * `too_many_streams` for a change stream), `requestId` and `rateLimit` (the window that refused it).
+   */
+  error: PetstoreError
+  /** What the service asked for (`Retry-After`), in seconds; undefined when the answer named none. */
+  retryAfterSeconds: number | undefined
+  /** How long the client is about to sleep, in milliseconds: exactly `Retry-After` when the service named one. */
+  waitMs: number
+  /** The try that was refused, from 1; the next is `attempt + 1`, and a call makes at most `maxAttempts`. */
+  attempt: number
+  maxAttempts: number
+}
+
 export interface ClientOptions {
   /** The service's address, e.g. `https://api.petstore.example`; `/v1` is appended when it is not there. */
   baseUrl: string
@@ -172,8 +190,17 @@ export interface ClientOptions {
   maxAttempts?: number
   /** The backoff base: the n-th retry waits up to baseDelayMs * 2^(n-1) (500). */
   baseDelayMs?: number
-  /** The longest wait; a server asking for a longer one makes the call give up instead (60,000). */
+  /**
+   * The longest wait before a retry, 429s included: a service asking for a longer one makes the call throw at once
+   * instead (60,000).
+   */
   maxDelayMs?: number
+  /**
+   * Called before the client sleeps on a 429 to try again (not when it gives up anyway: past `maxAttempts`, or a wait
+   * above `maxDelayMs`), and awaited. Return `false` to decline the wait: the call then throws the 429's PetstoreError
+   * at once. Throw to make the call throw that instead. Anything else (`true`, nothing) lets it sleep `waitMs` and retry.
+   */
+  onRateLimited?: (event: RateLimitedEvent) => boolean | void | Promise<boolean | void>
   /** Per-try timeout (AbortSignal.timeout); none by default. A timed-out try is retried like a network error. */
   timeoutMs?: number
   /** How to wait between tries (setTimeout by default); injected by tests. */
@@ -273,8 +300,10 @@ export class PetstoreError extends Error {
   idempotencyKey: string | null = null
   /** On 409 `batch_refused`: every change of the batch that cannot apply (its index, petId, code and message). */
   readonly failures: BatchFailure[] | null
+  /** The rate-limit window of the answer (`X-RateLimit-*`), when it had one: on a 429, the window that refused. */
+  readonly rateLimit: RateLimit | null
 
-  constructor (init: { status: number, code: ApiErrorCode | ClientErrorCode, message: string, requestId?: string | null, retryAfterSeconds?: number | undefined, attempts: number, etag?: string | null, failures?: BatchFailure[] | null, cause?: unknown }) {
+  constructor (init: { status: number, code: ApiErrorCode | ClientErrorCode, message: string, requestId?: string | null, retryAfterSeconds?: number | undefined, attempts: number, etag?: string | null, failures?: BatchFailure[] | null, rateLimit?: RateLimit | null, cause?: unknown }) {
     super(init.message, init.cause === undefined ? undefined : { cause: init.cause })
     this.name = 'PetstoreError'
     this.status = init.status
@@ -284,6 +313,7 @@ export class PetstoreError extends Error {
     this.attempts = init.attempts
     this.etag = init.etag ?? null
     this.failures = init.failures ?? null
+    this.rateLimit = init.rateLimit ?? null
   }
 }
 
@@ -455,7 +485,8 @@ export function createClient (options: ClientOptions): PetstoreClient {
     random = Math.random,
     now = Date.now,
     userAgent = 'petstore-inventory-client/1.0.0',
-    newKey = () => globalThis.crypto.randomUUID()
+    newKey = () => globalThis.crypto.randomUUID(),
+    onRateLimited
   } = options
   if (!Number.isInteger(maxAttempts) || maxAttempts < 1) throw new RangeError('maxAttempts must be an integer >= 1')
   requireExactJson()
@@ -514,11 +545,19 @@ export function createClient (options: ClientOptions): PetstoreClient {
       retryAfterSeconds: retryAfter,
       attempts: attempt,
       etag: response.headers.get('etag'),
-      failures: isRecord(body) && Array.isArray(body.failures) ? body.failures as BatchFailure[] : null
+      failures: isRecord(body) && Array.isArray(body.failures) ? body.failures as BatchFailure[] : null,
+      rateLimit: rateLimitOf(response.headers)
     }
     return response.status === 403 && known.code === 'insufficient_scope'
       ? new InsufficientScopeError({ ...init, requiredScope: challengedScope(response.headers.get('www-authenticate')) })
       : new PetstoreError(init)
+  }
+
+  /** Before sleeping `waitMs` on a 429: asks onRateLimited, and throws the refusal when it declines the wait. */
+  async function mayWaitOut (operation: string, failure: PetstoreError, waitMs: number, attempt: number): Promise<void> {
+    if (onRateLimited === undefined || failure.status !== 429) return
+    const answer = await onRateLimited({ operation, error: failure, retryAfterSeconds: failure.retryAfterSeconds, waitMs, attempt, maxAttempts })
+    if (answer === false) throw failure
   }
 
   function failureOf (error: unknown, attempt: number): PetstoreError {
@@ -610,6 +649,7 @@ export function createClient (options: ClientOptions): PetstoreClient {
       }
       const delay = delayAfter(failure, attempt)
       if (delay === null || attempt >= maxAttempts) throw failure
+      await mayWaitOut(call.operationId, failure, delay, attempt)
       await sleep(delay)
     }
   }
@@ -721,6 +761,7 @@ export function createClient (options: ClientOptions): PetstoreClient {
           // A stream of this client's that just dropped may still count on the service for a moment.
           const delay = failure.code === 'too_many_streams' ? backoff(failed) : delayAfter(failure, failed)
           if (delay === null || failed >= maxAttempts) throw failure
+          await mayWaitOut('streamInventoryChanges', failure, delay, failed)
           await pause(delay, signal)
           continue
         }
