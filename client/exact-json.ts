@@ -1,6 +1,6 @@
 /**
- * JSON that keeps every digit of its numbers, with what the platform offers (ES2025 JSON.parse source text access and
- * JSON.rawJSON, in Node.js 22 and later): a parsed number stays its text until its place says whether it is an int64
+ * JSON that keeps every digit of its numbers, with what the platform offers (JSON.parse source text access and
+ * JSON.rawJSON, a TC39 proposal shipped in V8 and so in Node.js 22 and later): a parsed number stays its text until its place says whether it is an int64
  * (a bigint) or any other number; a bigint is written as a bare JSON number, digit for digit.
  */
 
