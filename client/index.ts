@@ -1,5 +1,6 @@
 /**
- * A small typed client for the Petstore Inventory Service, importable as `petstore-inventory/client`.
+ * A small typed client for the Petstore Inventory Service: the package `@petstore/inventory-client` (client/package.json,
+ * no runtime dependencies), also importable as `petstore-inventory/client` from the service's own package.
  *
  * Types come from the service's OpenAPI document (client/schema.ts, generated); int64 values are bigint,
  * parsed losslessly from the JSON (client/int64.ts, generated, says where they are). Retries follow the API's
@@ -8,8 +9,8 @@
  * Every write carries an `Idempotency-Key`, made once per call and sent again with each of its retries, so a retried
  * write never applies twice (a write whose first try is still running is retried after 409 `idempotency_key_in_flight`).
  */
-import { createParser, type EventSourceMessage } from 'eventsource-parser'
-import { isLosslessNumber, parse, stringify } from 'lossless-json'
+import { eventStreamReader, type StreamEvent } from './event-stream.js'
+import { JsonNumber, parseExact, requireExactJson, stringifyExact } from './exact-json.js'
 import { INT64_PATHS } from './int64.js'
 import type { paths } from './schema.js'
 
@@ -134,6 +135,23 @@ export interface DeprecationInfo {
   link: string | null
 }
 
+/** Query of listInventoryPage: page size (1 to 1000; 100 when not given) and the cursor from the previous page. */
+export type InventoryPageQuery = NonNullable<Operation<'/inventory', 'get'>['parameters']['query']>
+
+/** One page of the inventory listing, ordered by petId, and where the next one is (null on the last page). */
+export interface InventoryPage extends ResponseMeta {
+  data: InventoryItem[]
+  /** The absolute URL of the `rel="next"` link. */
+  nextUrl: string | null
+  /** The cursor of that link, for `listInventoryPage({ cursor })`. */
+  nextCursor: string | null
+  /**
+   * `Changes-Cursor`, on the first page only (null on later pages, and while the feed is empty): every change up to it
+   * is in the pages; follow `inventoryChanges({ after: changesCursor })` from it to keep a copy.
+   */
+  changesCursor: string | null
+}
+
 /** One page of orders and where the next one is (null on the last page). */
 export interface OrderPage extends ResponseMeta {
   data: Order[]
@@ -141,6 +159,24 @@ export interface OrderPage extends ResponseMeta {
   nextUrl: string | null
   /** The cursor of that link, for `listOrders({ cursor })`. */
   nextCursor: string | null
+}
+
+/** What the client tells `onRateLimited` before it sleeps on a 429 and tries again. */
+export interface RateLimitedEvent {
+  /** The operationId of the refused call: `listInventory`, `updateInventory`, `streamInventoryChanges`, ... */
+  operation: string
+  /**
+   * The refusal, as the call throws it when the hook declines the wait: its `code` (`rate_limited`, or
+   * `too_many_streams` for a change stream), `requestId` and `rateLimit` (the window that refused it).
+   */
+  error: PetstoreError
+  /** What the service asked for (`Retry-After`), in seconds; undefined when the answer named none. */
+  retryAfterSeconds: number | undefined
+  /** How long the client is about to sleep, in milliseconds: exactly `Retry-After` when the service named one. */
+  waitMs: number
+  /** The try that was refused, from 1; the next is `attempt + 1`, and a call makes at most `maxAttempts`. */
+  attempt: number
+  maxAttempts: number
 }
 
 export interface ClientOptions {
@@ -154,8 +190,17 @@ export interface ClientOptions {
   maxAttempts?: number
   /** The backoff base: the n-th retry waits up to baseDelayMs * 2^(n-1) (500). */
   baseDelayMs?: number
-  /** The longest wait; a server asking for a longer one makes the call give up instead (60,000). */
+  /**
+   * The longest wait before a retry, 429s included: a service asking for a longer one makes the call throw at once
+   * instead (60,000).
+   */
   maxDelayMs?: number
+  /**
+   * Called before the client sleeps on a 429 to try again (not when it gives up anyway: past `maxAttempts`, or a wait
+   * above `maxDelayMs`), and awaited. Return `false` to decline the wait: the call then throws the 429's PetstoreError
+   * at once. Throw to make the call throw that instead. Anything else (`true`, nothing) lets it sleep `waitMs` and retry.
+   */
+  onRateLimited?: (event: RateLimitedEvent) => boolean | void | Promise<boolean | void>
   /** Per-try timeout (AbortSignal.timeout); none by default. A timed-out try is retried like a network error. */
   timeoutMs?: number
   /** How to wait between tries (setTimeout by default); injected by tests. */
@@ -170,13 +215,23 @@ export interface ClientOptions {
   newKey?: () => string
 }
 
-/** The client: one method per operation, plus an iterator over every order. */
+/** The client: one method per operation, plus iterators over every stock entry, order and change. */
 export interface PetstoreClient {
   /**
    * All stock entries, ordered by petId, with the feed cursor they reflect; with `ifNoneMatch`, `notModified` when
    * unchanged.
    */
   listInventory (options?: { ifNoneMatch?: string }): Promise<InventoryListing>
+  /**
+   * One page of the stock entries, ordered by petId (`limit` of them, 100 by default), and the cursor of the next page.
+   * Pages carry no ETag: use listInventory to revalidate the whole listing.
+   */
+  listInventoryPage (query?: InventoryPageQuery): Promise<InventoryPage>
+  /**
+   * Every stock entry, ordered by petId, page after page (`limit` per request, 100 by default), following the
+   * `rel="next"` links: for an inventory too large to hold in one answer.
+   */
+  allInventory (query?: Omit<InventoryPageQuery, 'cursor'>): AsyncGenerator<InventoryItem, void, undefined>
   /** One stock entry with its ETag; with `ifNoneMatch`, `notModified` when unchanged. 404 `not_found` if none. */
   getInventoryItem (petId: Int64Input, options?: { ifNoneMatch?: string }): Promise<Conditional<InventoryItem>>
   /**
@@ -245,8 +300,10 @@ export class PetstoreError extends Error {
   idempotencyKey: string | null = null
   /** On 409 `batch_refused`: every change of the batch that cannot apply (its index, petId, code and message). */
   readonly failures: BatchFailure[] | null
+  /** The rate-limit window of the answer (`X-RateLimit-*`), when it had one: on a 429, the window that refused. */
+  readonly rateLimit: RateLimit | null
 
-  constructor (init: { status: number, code: ApiErrorCode | ClientErrorCode, message: string, requestId?: string | null, retryAfterSeconds?: number | undefined, attempts: number, etag?: string | null, failures?: BatchFailure[] | null, cause?: unknown }) {
+  constructor (init: { status: number, code: ApiErrorCode | ClientErrorCode, message: string, requestId?: string | null, retryAfterSeconds?: number | undefined, attempts: number, etag?: string | null, failures?: BatchFailure[] | null, rateLimit?: RateLimit | null, cause?: unknown }) {
     super(init.message, init.cause === undefined ? undefined : { cause: init.cause })
     this.name = 'PetstoreError'
     this.status = init.status
@@ -256,6 +313,7 @@ export class PetstoreError extends Error {
     this.attempts = init.attempts
     this.etag = init.etag ?? null
     this.failures = init.failures ?? null
+    this.rateLimit = init.rateLimit ?? null
   }
 }
 
@@ -302,15 +360,15 @@ function int64Text (id: Int64Input, name: string): string {
 }
 
 function isRecord (value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value) && !isLosslessNumber(value)
+  return typeof value === 'object' && value !== null && !Array.isArray(value) && !(value instanceof JsonNumber)
 }
 
 function toBigInts (value: unknown, path: readonly string[]): unknown {
   const [step, ...rest] = path
   if (step === undefined) {
-    if (!isLosslessNumber(value)) return value
-    if (!/^-?[0-9]+$/.test(value.value)) throw new TypeError(`expected an int64, got ${value.value}`)
-    return BigInt(value.value)
+    if (!(value instanceof JsonNumber)) return value
+    if (!/^-?[0-9]+$/.test(value.text)) throw new TypeError(`expected an int64, got ${value.text}`)
+    return BigInt(value.text)
   }
   if (step === '[]') {
     if (Array.isArray(value)) value.forEach((item, index) => { value[index] = toBigInts(item, rest) })
@@ -323,7 +381,7 @@ function toBigInts (value: unknown, path: readonly string[]): unknown {
 }
 
 function toNumbers (value: unknown): unknown {
-  if (isLosslessNumber(value)) return Number(value.value)
+  if (value instanceof JsonNumber) return Number(value.text)
   if (Array.isArray(value)) return value.map(toNumbers)
   if (isRecord(value)) {
     for (const key of Object.keys(value)) value[key] = toNumbers(value[key])
@@ -333,7 +391,7 @@ function toNumbers (value: unknown): unknown {
 
 /** Parses a body keeping every digit: int64 places (from the OpenAPI document) become bigint, the rest number. */
 function parseBody (text: string, operationId: string, status: number): unknown {
-  const value = parse(text)
+  const value = parseExact(text)
   for (const path of INT64_PATHS[operationId]?.[String(status)] ?? []) toBigInts(value, path)
   return toNumbers(value)
 }
@@ -382,6 +440,11 @@ function deprecationOf (headers: Headers, base: string): DeprecationInfo {
 }
 
 const RETRIED_STATUSES = new Set([502, 503, 504])
+/**
+ * The page size of the inventory when none is given: the service's own default once it pages. Always sent, since a
+ * listing request with neither limit nor cursor is answered the whole inventory.
+ */
+const INVENTORY_PAGE_SIZE = 100
 /** The change stream's reconnection delay until the service names one (the SSE `retry` field). */
 const STREAM_RETRY_MS = 1000
 /** The change stream's event type. */
@@ -422,9 +485,11 @@ export function createClient (options: ClientOptions): PetstoreClient {
     random = Math.random,
     now = Date.now,
     userAgent = 'petstore-inventory-client/1.0.0',
-    newKey = () => globalThis.crypto.randomUUID()
+    newKey = () => globalThis.crypto.randomUUID(),
+    onRateLimited
   } = options
   if (!Number.isInteger(maxAttempts) || maxAttempts < 1) throw new RangeError('maxAttempts must be an integer >= 1')
+  requireExactJson()
   const base = new URL(options.baseUrl)
   base.search = ''
   base.hash = ''
@@ -480,11 +545,19 @@ export function createClient (options: ClientOptions): PetstoreClient {
       retryAfterSeconds: retryAfter,
       attempts: attempt,
       etag: response.headers.get('etag'),
-      failures: isRecord(body) && Array.isArray(body.failures) ? body.failures as BatchFailure[] : null
+      failures: isRecord(body) && Array.isArray(body.failures) ? body.failures as BatchFailure[] : null,
+      rateLimit: rateLimitOf(response.headers)
     }
     return response.status === 403 && known.code === 'insufficient_scope'
       ? new InsufficientScopeError({ ...init, requiredScope: challengedScope(response.headers.get('www-authenticate')) })
       : new PetstoreError(init)
+  }
+
+  /** Before sleeping `waitMs` on a 429: asks onRateLimited, and throws the refusal when it declines the wait. */
+  async function mayWaitOut (operation: string, failure: PetstoreError, waitMs: number, attempt: number): Promise<void> {
+    if (onRateLimited === undefined || failure.status !== 429) return
+    const answer = await onRateLimited({ operation, error: failure, retryAfterSeconds: failure.retryAfterSeconds, waitMs, attempt, maxAttempts })
+    if (answer === false) throw failure
   }
 
   function failureOf (error: unknown, attempt: number): PetstoreError {
@@ -521,8 +594,8 @@ export function createClient (options: ClientOptions): PetstoreClient {
     if (call.idempotencyKey !== undefined) headers['idempotency-key'] = call.idempotencyKey
     let body: string | undefined
     if (call.body !== undefined) {
-      // lossless-json writes bigint values as bare JSON numbers, digit for digit.
-      body = stringify(call.body)
+      // bigint values as bare JSON numbers, digit for digit.
+      body = stringifyExact(call.body)
       headers['content-type'] = 'application/json'
     }
     for (let attempt = 1; ; attempt++) {
@@ -576,6 +649,7 @@ export function createClient (options: ClientOptions): PetstoreClient {
       }
       const delay = delayAfter(failure, attempt)
       if (delay === null || attempt >= maxAttempts) throw failure
+      await mayWaitOut(call.operationId, failure, delay, attempt)
       await sleep(delay)
     }
   }
@@ -605,6 +679,19 @@ export function createClient (options: ClientOptions): PetstoreClient {
     const nextUrl = linkTarget(meta.headers.get('link'), 'next', requested)
     return { ...meta, data: body as Order[], nextUrl, nextCursor: nextUrl === null ? null : new URL(nextUrl).searchParams.get('cursor') }
   }
+
+  function inventoryPage ({ meta, body, url: requested }: Answer): InventoryPage {
+    const nextUrl = linkTarget(meta.headers.get('link'), 'next', requested)
+    return {
+      ...meta,
+      data: body as InventoryItem[],
+      nextUrl,
+      nextCursor: nextUrl === null ? null : new URL(nextUrl).searchParams.get('cursor'),
+      changesCursor: meta.headers.get('changes-cursor')
+    }
+  }
+
+  const inventoryPageUrl = ({ limit = INVENTORY_PAGE_SIZE, cursor }: InventoryPageQuery) => url('/inventory', { limit, cursor })
 
   /** Waits `ms` with the configured sleep, or less when `signal` aborts. */
   async function pause (ms: number, signal: AbortSignal | undefined): Promise<void> {
@@ -674,14 +761,15 @@ export function createClient (options: ClientOptions): PetstoreClient {
           // A stream of this client's that just dropped may still count on the service for a moment.
           const delay = failure.code === 'too_many_streams' ? backoff(failed) : delayAfter(failure, failed)
           if (delay === null || failed >= maxAttempts) throw failure
+          await mayWaitOut('streamInventoryChanges', failure, delay, failed)
           await pause(delay, signal)
           continue
         }
         failed = 0
         const received: Array<{ id: string, change: InventoryChange }> = []
         let malformed: unknown
-        const parser = createParser({
-          onEvent: (event: EventSourceMessage) => {
+        const parser = eventStreamReader({
+          onEvent: (event: StreamEvent) => {
             if (event.event !== CHANGE_EVENT || malformed !== undefined) return
             try {
               const change = parseBody(event.data, 'streamInventoryChanges', 200) as InventoryChange
@@ -729,6 +817,20 @@ export function createClient (options: ClientOptions): PetstoreClient {
     async listInventory ({ ifNoneMatch } = {}) {
       const answer = await send({ operationId: 'listInventory', method: 'GET', url: url('/inventory'), headers: { 'if-none-match': ifNoneMatch } })
       return { ...conditional<InventoryItem[]>(answer), changesCursor: answer.meta.headers.get('changes-cursor') }
+    },
+
+    async listInventoryPage (query = {}) {
+      return inventoryPage(await send({ operationId: 'listInventory', method: 'GET', url: inventoryPageUrl(query) }))
+    },
+
+    async * allInventory ({ limit } = {}) {
+      let next: string | null = inventoryPageUrl({ limit })
+      while (next !== null) {
+        // The link is followed as given, like the orders': the cursor is opaque and the link keeps the limit.
+        const current: InventoryPage = inventoryPage(await send({ operationId: 'listInventory', method: 'GET', url: next }))
+        yield * current.data
+        next = current.nextUrl
+      }
     },
 
     async getInventoryItem (petId, { ifNoneMatch } = {}) {

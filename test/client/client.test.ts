@@ -7,7 +7,7 @@ import { createServer, type Socket } from 'node:net'
 import type { AddressInfo } from 'node:net'
 import { describe, test, type TestContext } from 'node:test'
 import { inspect } from 'node:util'
-import { createClient, InsufficientScopeError, PetstoreError, type ClientOptions, type PetstoreClient } from '../../client/index.js'
+import { createClient, InsufficientScopeError, PetstoreError, type ClientOptions, type PetstoreClient, type RateLimitedEvent } from '../../client/index.js'
 import { createKey } from '../../src/access/keys.js'
 import { StoreUnavailableError } from '../../src/errors.js'
 import type { Order, PetImport } from '../../src/domain/model.js'
@@ -165,6 +165,41 @@ describe('typed client: data', () => {
     assert.deepEqual(second.data.map((o) => o.id), [3n, 4n])
   })
 
+  test('when the inventory spans pages, then allInventory yields every entry once, in petId order, one request per page', async (t) => {
+    const pets = [BIG, 1n, 2n, 3n, BIG - 1n].map((id, i) => pet(id, { quantity: i }))
+    const { baseUrl, key } = await served(t, {}, { pets })
+    const { client, requests } = clientFor(baseUrl, key)
+    const seen = []
+    for await (const item of client.allInventory({ limit: 2 })) seen.push(item)
+    assert.deepEqual(seen.map((item) => [item.petId, item.quantity]), [[1n, 1], [2n, 2], [3n, 3], [BIG - 1n, 4], [BIG, 0]])
+    assert.deepEqual(seen, (await client.listInventory()).data, 'the pages hold what the whole listing holds')
+    assert.equal(requests.length, 4, 'three pages and the whole listing')
+    assert.equal(requests[0], `GET ${baseUrl}/v1/inventory?limit=2`)
+    assert.match(requests[1] ?? '', /^GET http:\/\/127\.0\.0\.1:\d+\/v1\/inventory\?limit=2&cursor=[^&]+$/)
+
+    const { client: fresh, requests: one } = clientFor(baseUrl, key)
+    const all = []
+    for await (const item of fresh.allInventory()) all.push(item.petId)
+    assert.deepEqual([all.length, one], [5, [`GET ${baseUrl}/v1/inventory?limit=100`]], 'a page of 100 by default')
+  })
+
+  test('when listing page by page, then each page holds limit entries and the cursor of the next; the first carries the feed cursor', async (t) => {
+    const { baseUrl, key } = await served(t, {}, { pets: [1, 2, 3].map((id) => pet(id, { quantity: id })) })
+    const { client } = clientFor(baseUrl, key)
+    const first = await client.listInventoryPage({ limit: 2 })
+    assert.deepEqual(first.data, [{ petId: 1n, quantity: 1, status: 'available' }, { petId: 2n, quantity: 2, status: 'available' }])
+    assert.equal(first.status, 200)
+    assert.equal(first.etag, null, 'a page carries no ETag')
+    assert.ok(first.changesCursor)
+    assert.equal(first.changesCursor, (await client.listInventory()).changesCursor, 'the feed cursor, as on the whole listing')
+    assert.ok(first.nextCursor !== null && first.nextUrl?.endsWith(`cursor=${first.nextCursor}`))
+    const last = await client.listInventoryPage({ limit: 2, cursor: first.nextCursor })
+    assert.deepEqual(last.data.map((item) => item.petId), [3n])
+    assert.deepEqual([last.nextCursor, last.nextUrl, last.changesCursor], [null, null, null])
+    const refused = await rejection(client.listInventoryPage({ cursor: 'not-a-cursor' }))
+    assert.deepEqual([refused.status, refused.code], [400, 'invalid_request'])
+  })
+
   test('when imported through the package path petstore-inventory/client, then the built client works', async (t) => {
     const { baseUrl, key } = await served(t, {}, { pets: [pet(BIG, { quantity: 4 })] })
     const packaged = await import('petstore-inventory/client')
@@ -211,6 +246,101 @@ describe('typed client: errors and retries', () => {
     assert.equal(error.retryAfterSeconds, 60)
     assert.deepEqual(delays, [])
     assert.equal(requests.length, 3)
+  })
+
+  test('when a call is refused 429 and onRateLimited is given, then it is told the operation, the wait and the attempt before the sleep, and the retry passes', async (t) => {
+    const { baseUrl, key, clock } = await served(t, { RATE_LIMIT_FREE: '2/100' }, { pets: [pet(1)] })
+    const happened: string[] = []
+    const events: RateLimitedEvent[] = []
+    const { client, requests } = clientFor(baseUrl, key, {
+      sleep: async (ms) => { happened.push(`sleep ${ms}`); clock.now += ms },
+      onRateLimited: async (event) => {
+        // Awaited: the sleep starts once this resolves.
+        await new Promise((resolve) => setTimeout(resolve, 20))
+        happened.push('told')
+        events.push(event)
+        return true
+      }
+    })
+    await client.listInventory()
+    await client.listInventory()
+    const third = await client.listInventory()
+    assert.equal(third.status, 200)
+    assert.deepEqual(happened, ['told', 'sleep 60000'])
+    assert.equal(requests.length, 4)
+    const [event] = events
+    assert.deepEqual([event?.operation, event?.retryAfterSeconds, event?.waitMs, event?.attempt, event?.maxAttempts], ['listInventory', 60, 60_000, 1, 4])
+    assert.deepEqual([event?.error.status, event?.error.code, event?.error.retryAfterSeconds], [429, 'rate_limited', 60])
+    assert.deepEqual([event?.error.rateLimit?.limit, event?.error.rateLimit?.remaining], [2, 0], 'the window that refused')
+    assert.ok(event?.error.requestId)
+  })
+
+  test('when onRateLimited returns false (a 60 s wait is too long for this caller), then the call throws the 429 at once, without sleeping', async (t) => {
+    const { baseUrl, key } = await served(t, { RATE_LIMIT_FREE: '2/100' }, { pets: [pet(1, { quantity: 1 })] })
+    const asked: number[] = []
+    const { client, requests, delays } = clientFor(baseUrl, key, {
+      onRateLimited: ({ waitMs }) => {
+        asked.push(waitMs)
+        return waitMs <= 5_000
+      }
+    })
+    await client.listInventory()
+    await client.listInventory()
+    const error = await rejection(client.updateInventory(1, { quantity: 2 }))
+    assert.deepEqual([error.status, error.code, error.retryAfterSeconds, error.attempts], [429, 'rate_limited', 60, 1])
+    assert.match(error.idempotencyKey ?? '', /^[0-9a-f-]{36}$/, 'a write says which key to send again later')
+    assert.deepEqual(asked, [60_000])
+    assert.deepEqual(delays, [])
+    assert.equal(requests.length, 3)
+  })
+
+  test('when onRateLimited throws, then the call throws that error, without sleeping', async (t) => {
+    const { baseUrl, key } = await served(t, { RATE_LIMIT_FREE: '1/100' }, { pets: [pet(1, { quantity: 1 })] })
+    const stop = new Error('the nightly sync is over its budget: try tomorrow')
+    const { client, delays } = clientFor(baseUrl, key, { onRateLimited: () => { throw stop } })
+    await client.adjustInventory(1, { delta: 1 })
+    await assert.rejects(client.adjustInventory(1, { delta: 1 }), (error) => error === stop)
+    assert.deepEqual(delays, [])
+  })
+
+  test('when the client would not sleep on a 429 anyway, or retries another answer, then onRateLimited is not called', async (t) => {
+    const { baseUrl, key, store } = await served(t, { RATE_LIMIT_FREE: '2/100' }, { pets: [pet(1)] })
+    const told: string[] = []
+    const onRateLimited = ({ operation }: RateLimitedEvent) => { told.push(operation) }
+    // Retry-After (60 s) above maxDelayMs: the call gives up without a wait to announce.
+    const { client } = clientFor(baseUrl, key, { onRateLimited, maxDelayMs: 30_000 })
+    await client.listInventory()
+    await client.listInventory()
+    assert.equal((await rejection(client.listInventory())).code, 'rate_limited')
+    // The last try: nothing follows it.
+    assert.equal((await rejection(clientFor(baseUrl, key, { onRateLimited, maxAttempts: 1 }).client.listInventory())).code, 'rate_limited')
+    // A 503 is retried after its backoff: not a rate limit.
+    let failures = 1
+    const getPet = store.getPet.bind(store)
+    store.getPet = async (id) => {
+      if (failures-- > 0) throw new StoreUnavailableError('injected outage')
+      return getPet(id)
+    }
+    const { client: other } = clientFor(baseUrl, (await createKey(store, 'production', { plan: 'free', name: 'other', perMinute: null, perDay: null })).key, { onRateLimited })
+    assert.equal((await other.getPet(1)).status, 200)
+    assert.deepEqual(told, [])
+  })
+
+  test('when a change stream\'s connect is refused 429 and onRateLimited declines the wait, then the iteration throws the refusal', async (t) => {
+    const { baseUrl, key } = await served(t, { RATE_LIMIT_FREE: '1/100' }, { pets: [pet(1)] })
+    const events: RateLimitedEvent[] = []
+    const { client, requests, delays } = clientFor(baseUrl, key, {
+      onRateLimited: (event) => {
+        events.push(event)
+        return false
+      }
+    })
+    await client.listInventory()
+    const error = await rejection((async () => { for await (const change of client.streamChanges()) assert.fail(`no change expected: ${inspect(change)}`) })())
+    assert.deepEqual([error.status, error.code], [429, 'rate_limited'])
+    assert.deepEqual(events.map((event) => [event.operation, event.attempt, event.waitMs]), [['streamInventoryChanges', 1, (error.retryAfterSeconds ?? 0) * 1000]])
+    assert.deepEqual(delays, [])
+    assert.deepEqual(requests, [`GET ${baseUrl}/v1/inventory`, `GET ${baseUrl}/v1/inventory/changes/stream`], 'one connect, not retried')
   })
 
   test('when the key is banned, then the call throws at once and later calls fail fast until the ban ends', async (t) => {
