@@ -23,6 +23,11 @@ export const PINNING: { server: string, load: string } | null = (() => {
   return found.status === 0 && found.stdout.trim() !== '' ? { server: '0', load: '1' } : null
 })()
 
+/** Whether `name` is a command on PATH. */
+export function hasCommand (name: string): boolean {
+  return spawnSync('sh', ['-c', `command -v ${name}`]).status === 0
+}
+
 /** Cleanup steps, run last-in first-out, each at most once, even when an earlier one fails. */
 export class Cleanup {
   static readonly active = new Set<Cleanup>()

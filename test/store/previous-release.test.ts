@@ -1,31 +1,71 @@
 /**
  * A rolling upgrade: instances of the previous release keep running (or start) while this release's migrations
  * are applied. Each release's migrations must keep the previous release working (expand now, contract in a later
- * release). Here the previous release's own store code (test/fixtures/release-6344baa, verbatim) reads and writes
- * a store that this release has migrated, and this release reads what it wrote.
+ * release). Here the previous release's own store code, built from its git commit (test/helpers/release.ts),
+ * reads and writes a store that this release has migrated, and this release reads what it wrote.
+ *
+ * When a release adds a migration, PREVIOUS_RELEASE moves to the last commit before it: the test then checks the
+ * expand step of that migration the same way.
  */
 import assert from 'node:assert/strict'
 import { join } from 'node:path'
+import { pathToFileURL } from 'node:url'
 import { describe, test } from 'node:test'
 import { PostgresStore } from '../../src/store/postgres/index.js'
 import { SqliteStore } from '../../src/store/sqlite/index.js'
 import type { Store } from '../../src/store/types.js'
-import { PostgresStore as PreviousPostgresStore } from '../fixtures/release-6344baa/src/store/postgres/index.js'
-import { SqliteStore as PreviousSqliteStore } from '../fixtures/release-6344baa/src/store/sqlite/index.js'
-import type { Store as PreviousStore } from '../fixtures/release-6344baa/src/store/types.js'
 import { tempDir } from '../helpers/app.js'
 import { POSTGRES_URL, requirePostgres, tempSchema } from '../helpers/postgres.js'
+import { releaseFromGit } from '../helpers/release.js'
 import { importData } from '../../src/domain/import.js'
 
+/** 6344baa: the last release before migration 9. */
+const PREVIOUS_RELEASE = '6344baadd31cf9cb3fda0b730fa01eee8384d779'
+
+/**
+ * What this test calls of the previous release's Store (its src/store/types.ts), with the fields it reads. That
+ * code is built while the test runs, out of the compiler's sight: a call it no longer accepts fails at run time.
+ */
+interface PreviousStore {
+  schemaStatus (): Promise<{ pending: unknown[], ahead: Array<{ version: number }> }>
+  listInventory (): Promise<Array<{ petId: bigint, quantity: number, status: string }>>
+  inventoryVersion (): Promise<bigint>
+  getStockEntry (petId: bigint): Promise<{ quantity: number, revision: bigint, status: string } | null>
+  setQuantity (stockChange: ReturnType<typeof change>): Promise<{ status: string }>
+  importData (data: { pets: object[], orders: object[] }, options: { stockChange: ImportRule }): Promise<unknown>
+  createApiKey (key: { id: string, keyHash: string, name: string, plan: string, perMinute: null, perDay: null, createdAt: Date }): Promise<void>
+  banApiKey (id: string, ban: { since: Date, until: Date, seconds: number }): Promise<boolean>
+  findApiKeyByHash (keyHash: string): Promise<{ id: string } | null>
+  listApiKeys (): Promise<Array<{ id: string }>>
+  stockHistory (petId: bigint, limit: number): Promise<Array<{ previousQuantity: number | null, quantity: number }>>
+  close (): Promise<void>
+}
+/** Which stock change an import makes of a pet (the previous release's rule: quantities only). */
+type ImportRule = (pet: { quantity?: number }, current: number | null) => { previous: number | null, quantity: number } | null
+interface PreviousRelease {
+  SqliteStore: new (path: string) => PreviousStore
+  PostgresStore: new (url: string, options: { schema: string }) => PreviousStore
+  importedStockChange: ImportRule
+}
+
+/** The stores and the import rule of the release extracted to `dir`, loaded by tsx as this release's are. */
+async function loadRelease (dir: string | undefined): Promise<PreviousRelease | undefined> {
+  if (dir === undefined) return undefined
+  const load = (path: string) => import(pathToFileURL(join(dir, path)).href)
+  const [{ SqliteStore }, { PostgresStore }, { importedStockChange }] = await Promise.all([
+    load('src/store/sqlite/index.ts'), load('src/store/postgres/index.ts'), load('src/domain/inventory.ts')])
+  return { SqliteStore, PostgresStore, importedStockChange }
+}
+
+const WHAT = 'the previous release on this release\'s schema'
+const previousRelease = await loadRelease(releaseFromGit(PREVIOUS_RELEASE, WHAT))
+
 const AT = new Date('2026-11-23T10:00:00.000Z')
-/** The previous release's import rule (its src/domain/inventory.ts, verbatim): quantities only. */
-const previousImportRule = (pet: { quantity?: number }, current: number | null) =>
-  pet.quantity === undefined || pet.quantity === current ? null : { previous: current, quantity: pet.quantity }
 const change = (petId: bigint, quantity: number, expectedRevisions: bigint[] | null = null) =>
   ({ petId, quantity, expectedRevisions, reason: 'arrival' as const, note: 'old release', keyId: 'key_old', requestId: 'req-old', at: AT })
 
 /** The previous release's read and write paths on the migrated store, then this release reading the result. */
-async function exercise (current: Store, previous: PreviousStore): Promise<void> {
+async function exercise (current: Store, previous: PreviousStore, previousImportRule: ImportRule): Promise<void> {
   await importData(current, { pets: [{ id: 1n, name: 'Rex', status: 'available', quantity: 2 }], orders: [] })
   // An instance of the previous release that was running when the store was migrated goes on reading and writing (one
   // started afterwards sees the store ahead of it and serves reads only).
@@ -73,32 +113,34 @@ async function exercise (current: Store, previous: PreviousStore): Promise<void>
   assert.deepEqual(await previous.getStockEntry(2n).then((e) => e?.status), 'sold')
 }
 
-describe('the previous release on this release\'s schema', () => {
-  test('when the previous release\'s SQLite store reads and writes a file this release migrated, then both see the same, consistent data', async (t) => {
-    const path = join(tempDir(t), 'shared.db')
-    const current = new SqliteStore(path)
-    await current.migrate()
-    const previous = new PreviousSqliteStore(path)
-    t.after(async () => {
-      await previous.close()
-      await current.close()
+if (previousRelease !== undefined) {
+  describe(WHAT, () => {
+    test('when the previous release\'s SQLite store reads and writes a file this release migrated, then both see the same, consistent data', async (t) => {
+      const path = join(tempDir(t), 'shared.db')
+      const current = new SqliteStore(path)
+      await current.migrate()
+      const previous = new previousRelease.SqliteStore(path)
+      t.after(async () => {
+        await previous.close()
+        await current.close()
+      })
+      await exercise(current, previous, previousRelease.importedStockChange)
     })
-    await exercise(current, previous)
   })
-})
+}
 
-if (await requirePostgres('the previous release on this release\'s PostgreSQL schema')) {
+if (previousRelease !== undefined && await requirePostgres('the previous release on this release\'s PostgreSQL schema')) {
   describe('the previous release on this release\'s PostgreSQL schema', () => {
     test('when the previous release\'s PostgreSQL store reads and writes a schema this release migrated, then both see the same data', async (t) => {
       const schema = await tempSchema(t)
       const current = new PostgresStore(POSTGRES_URL, { schema })
       await current.migrate()
-      const previous = new PreviousPostgresStore(POSTGRES_URL, { schema })
+      const previous = new previousRelease.PostgresStore(POSTGRES_URL, { schema })
       t.after(async () => {
         await previous.close()
         await current.close()
       })
-      await exercise(current, previous)
+      await exercise(current, previous, previousRelease.importedStockChange)
     })
   })
 }
