@@ -168,7 +168,7 @@ export async function privateRedis (dir: string, cleanup: Cleanup): Promise<stri
 }
 
 /**
- * A Redis Cluster of `nodes` primaries without replicas, of the scenario's own (as README.md's local Cluster, on
+ * A Redis Cluster of `nodes` primaries without replicas, of the scenario's own (as docs/scaling.md's local Cluster, on
  * free ports, files in `dir`), once every node says cluster_state:ok; its seed URLs, or why it was not started.
  * Stopped by `cleanup`.
  */

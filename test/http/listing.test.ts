@@ -1,6 +1,6 @@
 /**
  * GET /v1/inventory served from the listing cache, through the API: no store round trip while nothing changed
- * (the store counters of /metrics prove it), writes seen by the next GET as the README promises per deployment,
+ * (the store counters of /metrics prove it), writes seen by the next GET as docs/scaling.md promises per deployment,
  * large listings byte-exact, and pages with limit and cursor.
  */
 import assert from 'node:assert/strict'

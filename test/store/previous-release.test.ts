@@ -86,7 +86,7 @@ async function exercise (current: Store, previous: PreviousStore, previousImport
   await previous.createApiKey({ id: 'key_old', keyHash: 'hash-old', name: 'old', plan: 'free', perMinute: null, perDay: null, createdAt: AT })
   assert.equal(await previous.banApiKey('key_old', { since: AT, until: new Date('2030-01-01T00:00:00Z'), seconds: 900 }), true)
   // A key this release made (a scope, an expiry, a rotation) reads as a plain key there: the previous release enforces
-  // none of it (README, "Upgrading"), but it reads and lists such keys without error.
+  // none of it (docs/operating.md, "Upgrading"), but it reads and lists such keys without error.
   await current.createApiKey({ id: 'key_new', keyHash: 'hash-new', name: 'new', plan: 'pro', perMinute: null, perDay: null, createdAt: AT, scope: 'read',
     expiresAt: new Date('2030-01-01T00:00:00Z') })
   assert.equal(await current.rotateApiKey('key_new', { id: 'key_next', keyHash: 'hash-next', name: 'new', plan: 'pro', perMinute: null, perDay: null,
