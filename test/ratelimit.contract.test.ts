@@ -150,6 +150,18 @@ if (await requireRedis('Redis limiter tests')) {
       assert.ok(strikeTtl > Math.max(30_000, retryIn) && strikeTtl <= Math.max(30_000, retryIn) + 5_000, `strike PTTL ${strikeTtl}`)
     })
 
+    test('a limiter on a connection of its own (the CLI\'s) peeks the windows an instance counted, and counts nothing', async (t) => {
+      const instance = await openRedis(t)
+      const reader = new RedisLimiter({ client: (await tempRedis(t)).client, prefix: instance.prefix })
+      const limits = { perMinute: 50, perDay: 500 }
+      for (let i = 0; i < 4; i++) await instance.limiter.consume(key('watched'), limits)
+      for (let i = 0; i < 3; i++) {
+        const seen = await reader.peek(key('watched'), limits)
+        assert.deepEqual([seen.windows[0].remaining, seen.windows[1].remaining], [46, 496])
+      }
+      assert.equal((await instance.limiter.consume(key('watched'), limits)).windows[1].remaining, 495)
+    })
+
     test('two instances on their own connections share the limits exactly', async (t) => {
       const first = await openRedis(t)
       const second = await openRedis(t)

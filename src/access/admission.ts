@@ -29,6 +29,7 @@ import type { Store } from '../store/types.js'
 import { Authenticator, type CredentialProblem, type Credentials, type Identity } from './authenticator.js'
 import { isBanned, nextBan, strikeThreshold } from './bans.js'
 import { clientSubject } from './clients.js'
+import { quotaSubject } from './usage.js'
 
 /** What the operation a request reached needs from its caller. */
 export interface OperationNeeds {
@@ -250,7 +251,7 @@ export class Gatekeeper {
     if (isExpired(key, now)) return this.#admitClient(clientSubject(request.client, this.#limits.ipv6PrefixLength), request.needs, 'expired')
     this.#uses.note(key.id, request.needs.deprecated === true, now)
     const limits = limitsOf(key, this.#limits.plans) ?? this.#limits.anonymous
-    const subject: Subject = { kind: 'key', id: key.quotaId }
+    const subject = quotaSubject(key)
     if (request.needs.charge === 'status') return this.#admitStatus(key, subject, limits, now)
     if (isBanned(key.ban, now)) {
       this.#events.decided('key', 'banned')

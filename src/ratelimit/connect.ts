@@ -130,7 +130,7 @@ export function redisTarget (config: RedisConfig): string {
 }
 
 /** Resolves when the client is ready; rejects with its first error; resolves false when `ms` pass first. */
-async function ready (client: RedisClient, ms: number): Promise<boolean> {
+export async function whenReady (client: RedisClient, ms: number): Promise<boolean> {
   if (client.status === 'ready') return true
   const controller = new AbortController()
   try {
@@ -161,7 +161,7 @@ export async function checkRedis (config: RedisConfig, client: RedisClient, limi
   for (;;) {
     try {
       if (config.mode === 'sentinel') await askSentinels(config, where)
-      if (!await ready(client, Math.max(0, deadline - Date.now()))) return { usable: false, reason }
+      if (!await whenReady(client, Math.max(0, deadline - Date.now()))) return { usable: false, reason }
       await inspect(where, client, limiter)
       return { usable: true }
     } catch (error) {

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict'
-import { existsSync } from 'node:fs'
+import { existsSync, readFileSync } from 'node:fs'
 import { describe, test } from 'node:test'
 import { PLAN } from '../../src/store/sqlite/migrations.js'
 import { cliFor, freePort, startServe } from './run.js'
@@ -145,6 +145,40 @@ describe('petstore (usage)', () => {
         assert.ok(res.stdout.includes(name), `usage mentions ${name}`)
       }
     }
+  })
+
+  test('when --help or -h follows any command or subcommand, then that command\'s usage is on stdout and it exits 0, whatever the configuration', async (t) => {
+    // An invalid configuration (PORT=abc): help must not need a valid one.
+    const cli = cliFor(t, { PORT: 'abc' })
+    const commands = ['serve', 'health', 'migrate', 'backup', 'restore', 'import', 'inventory history', 'keys create', 'keys rotate', 'keys list',
+      'keys show', 'keys find', 'keys revoke', 'keys unban', 'webhooks list', 'webhooks disable', 'webhooks enable']
+    for (const [i, command] of commands.entries()) {
+      const res = await cli.run([...command.split(' '), i % 2 === 0 ? '--help' : '-h'])
+      assert.equal(res.code, 0, `${command}: ${res.stderr}`)
+      assert.equal(res.stderr, '', command)
+      assert.ok(res.stdout.startsWith(`Usage: petstore ${command}`), `${command}: ${res.stdout}`)
+      assert.ok(res.stdout.split('\n').length < 12, `${command}: its own usage, not every command's`)
+    }
+    const group = await cli.run(['keys', '--help'])
+    assert.equal(group.code, 0)
+    assert.match(group.stdout, /^Usage: petstore keys <subcommand>/)
+    for (const sub of ['create', 'rotate', 'list', 'show', 'find', 'revoke', 'unban']) assert.match(group.stdout, new RegExp(`^  keys ${sub}`, 'm'))
+    const asked = await cli.run(['help', 'keys', 'find'])
+    assert.equal(asked.code, 0)
+    assert.match(asked.stdout, /^Usage: petstore keys find \[--json\]\n\nWhich key is this\?/)
+    const withArguments = await cli.run(['backup', 'some.db', '--force', '--help'])
+    assert.equal(withArguments.code, 0)
+    assert.match(withArguments.stdout, /^Usage: petstore backup FILE/)
+    assert.equal(existsSync(`${cli.dir}/some.db`), false, '--help does nothing else')
+  })
+
+  test('when --version is given, then the release version is printed and it exits 0', async (t) => {
+    const cli = cliFor(t, { PORT: 'abc' })
+    const res = await cli.run(['--version'])
+    assert.equal(res.code, 0, res.stderr)
+    const { version } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }
+    assert.equal(res.stdout, `${version}\n`)
+    assert.equal(res.stderr, '')
   })
 
   test('when asking for help with an invalid configuration, then help still works', async (t) => {

@@ -34,10 +34,10 @@ export interface Cli {
   db: string
   /** The environment every run gets, before per-run overrides. */
   env: Record<string, string>
-  /** Runs one command to completion. */
-  run: (args: string[], env?: Record<string, string>) => Promise<CliResult>
+  /** Runs one command to completion; `input`, when given, is its standard input (otherwise it reads none). */
+  run: (args: string[], env?: Record<string, string>, input?: string) => Promise<CliResult>
   /** Starts a long-running command (serve); the child is killed after the test if still running. */
-  start: (args: string[], env?: Record<string, string>) => Started
+  start: (args: string[], env?: Record<string, string>, input?: string) => Started
   /** Writes a file into the test's directory and returns its path. */
   file: (name: string, content: string | Uint8Array) => string
 }
@@ -60,8 +60,9 @@ export function cliFor (t: TestContext, env: Record<string, string> = {}): Cli {
   // No drain on SIGTERM (SHUTDOWN_DRAIN_MS): no balancer is in front of a test's server; the drain's own tests set it.
   const base: Record<string, string> = { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', DATABASE_URL: db, SHUTDOWN_DRAIN_MS: '0', ...env }
 
-  const start = (args: string[], extra: Record<string, string> = {}): Started => {
-    const child = spawn(process.execPath, [BIN, ...args], { cwd: dir, env: { ...base, ...extra }, stdio: ['ignore', 'pipe', 'pipe'] })
+  const start = (args: string[], extra: Record<string, string> = {}, input?: string): Started => {
+    const child = spawn(process.execPath, [BIN, ...args], { cwd: dir, env: { ...base, ...extra }, stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] })
+    if (input !== undefined) child.stdin?.end(input)
     let stdout = ''
     let stderr = ''
     child.stdout?.setEncoding('utf8').on('data', (chunk: string) => { stdout += chunk })
@@ -76,8 +77,8 @@ export function cliFor (t: TestContext, env: Record<string, string> = {}): Cli {
     return { child, output: () => ({ stdout, stderr }), exited }
   }
 
-  const run = async (args: string[], extra: Record<string, string> = {}): Promise<CliResult> => {
-    const started = start(args, extra)
+  const run = async (args: string[], extra: Record<string, string> = {}, input?: string): Promise<CliResult> => {
+    const started = start(args, extra, input)
     const timer = setTimeout(() => started.child.kill('SIGKILL'), RUN_TIMEOUT_MS)
     try {
       const { code, signal } = await started.exited

@@ -252,6 +252,18 @@ export function limiterContract (name: string, open: (t: TestContext) => Promise
       assert.equal(dayOf(exhausted).remaining, 3)
     })
 
+    test('peek under limits lower than what was counted reports the window spent, never a negative remainder', async (t) => {
+      // What a usage reader sees when the plan's limits were lowered (PLANS) after the requests were counted.
+      const opened = await open(t)
+      await toNextBoundary(opened, MINUTE_MS)
+      await consumeTimes(opened.limiter, key('lowered'), { perMinute: 10, perDay: 100 }, 5)
+      const peeked = await opened.limiter.peek(key('lowered'), { perMinute: 3, perDay: 4 })
+      assert.equal(peeked.allowed, false)
+      assert.deepEqual([minuteOf(peeked).limit, minuteOf(peeked).remaining, dayOf(peeked).limit, dayOf(peeked).remaining], [3, 0, 4, 0])
+      const raised = await opened.limiter.peek(key('lowered'), { perMinute: 10, perDay: 100 })
+      assert.deepEqual([minuteOf(raised).remaining, dayOf(raised).remaining], [5, 95], 'nothing was counted by the peeks')
+    })
+
     test('reset clears the windows and strikes of a subject, and only of that subject', async (t) => {
       const opened = await open(t)
       await toNextBoundary(opened, MINUTE_MS)

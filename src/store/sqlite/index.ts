@@ -123,6 +123,37 @@ function feedHead (prepare: (sql: string) => Database.Statement): FeedPosition |
   return id === null ? null : { order: 0n, id }
 }
 
+/** The rows of schema_migrations (checksums null where not recorded); none when the table does not exist. */
+function appliedMigrations (db: Database.Database): AppliedMigration[] {
+  if (db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'").get() === undefined) return []
+  const hasChecksum = db.prepare("SELECT 1 FROM pragma_table_info('schema_migrations') WHERE name = 'checksum'").get() !== undefined
+  const rows = db.prepare(`SELECT version, name, ${hasChecksum ? 'checksum' : 'NULL AS checksum'} FROM schema_migrations ORDER BY version`)
+    .all() as Array<{ version: bigint | number, name: string, checksum: string | null }>
+  return rows.map((row) => ({ version: Number(row.version), name: row.name, checksum: row.checksum }))
+}
+
+/**
+ * Where the schema of the SQLite database on `db` stands against this release; throws SchemaError when an applied
+ * migration was edited. Also for files that are not the store (a backup being checked).
+ */
+export function sqliteSchemaStatus (db: Database.Database, applied: AppliedMigration[] = appliedMigrations(db)): SchemaStatus {
+  const detected = new Map(detectQueries(PLAN).map((query) => [query, Number(db.prepare(query).pluck().get()) === 1]))
+  return schemaStatus(applied, PLAN, detected)
+}
+
+/** Pages per step of an online backup: all of them. */
+const WHOLE_FILE = 0x7fffffff
+
+/**
+ * Copies the database on `db` to a new file at `path` with SQLite's online backup API, in one step. A step reads one
+ * snapshot, so the copy is consistent while other connections go on writing (WAL: they do not wait for it). In
+ * steps of better-sqlite3's default 100 pages, a write by another connection between two steps restarts the copy from
+ * its first page, and under steady writes it may never finish.
+ */
+export async function onlineCopy (db: Database.Database, path: string): Promise<void> {
+  await db.backup(path, { progress: () => WHOLE_FILE })
+}
+
 /** What the group commit applies: an absolute change (quantity), a relative one (delta), or a batch of them. */
 type Write = StockChange | StockAdjustment | StockBatch
 type WriteResult = StockAdjustmentResult | StockBatchResult
@@ -182,24 +213,8 @@ export class SqliteStore implements Store {
     return { journalMode, synchronous: (['OFF', 'NORMAL', 'FULL', 'EXTRA'] as const)[level] ?? 'OFF' }
   }
 
-  /** The rows of schema_migrations (checksums null where not recorded); none when the table does not exist. */
-  #appliedMigrations (): AppliedMigration[] {
-    const db = this.#db
-    if (db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'").get() === undefined) return []
-    const hasChecksum = db.prepare("SELECT 1 FROM pragma_table_info('schema_migrations') WHERE name = 'checksum'").get() !== undefined
-    const rows = db.prepare(`SELECT version, name, ${hasChecksum ? 'checksum' : 'NULL AS checksum'} FROM schema_migrations ORDER BY version`)
-      .all() as Array<{ version: bigint, name: string, checksum: string | null }>
-    return rows.map((row) => ({ version: Number(row.version), name: row.name, checksum: row.checksum }))
-  }
-
-  /** Where the schema stands; throws SchemaError when an applied migration was edited. */
-  #status (applied: AppliedMigration[] = this.#appliedMigrations()): SchemaStatus {
-    const detected = new Map(detectQueries(PLAN).map((query) => [query, Number(this.#db.prepare(query).pluck().get()) === 1]))
-    return schemaStatus(applied, PLAN, detected)
-  }
-
   async schemaStatus (): Promise<SchemaStatus> {
-    return guard(() => this.#status())
+    return guard(() => sqliteSchemaStatus(this.#db))
   }
 
   /**
@@ -214,8 +229,8 @@ export class SqliteStore implements Store {
       if (db.prepare("SELECT 1 FROM pragma_table_info('schema_migrations') WHERE name = 'checksum'").get() === undefined) {
         db.exec('ALTER TABLE schema_migrations ADD COLUMN checksum TEXT')
       }
-      const applied = this.#appliedMigrations()
-      const status = this.#status(applied)
+      const applied = appliedMigrations(db)
+      const status = sqliteSchemaStatus(db, applied)
       if (status.ahead.length > 0) throw aheadError(status)
       const detected = new Map(detectQueries(PLAN).map((query) => [query, Number(db.prepare(query).pluck().get()) === 1]))
       const record = db.prepare('UPDATE schema_migrations SET checksum = ? WHERE version = ?')
@@ -237,7 +252,7 @@ export class SqliteStore implements Store {
 
   /** Copies the database to `path` with SQLite's online backup (a consistent copy while others may write). */
   async backup (path: string): Promise<void> {
-    await this.#db.backup(path)
+    await onlineCopy(this.#db, path)
   }
 
   async ping (): Promise<void> {

@@ -1,0 +1,285 @@
+/**
+ * `petstore backup` and `petstore restore` as an operator runs them: against the store of a real server (the built
+ * CLI's `serve` in a child process) under write load, then restored into a stopped one; and the files a restore must
+ * refuse.
+ */
+import assert from 'node:assert/strict'
+import { createHash } from 'node:crypto'
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { describe, test } from 'node:test'
+import Database from 'better-sqlite3'
+import { checksum } from '../../src/store/migrations.js'
+import { MIGRATIONS } from '../../src/store/sqlite/migrations.js'
+import { cliFor, startServe, within, type Cli } from './run.js'
+
+const LATEST = Math.max(...MIGRATIONS.map((m) => m.version))
+
+interface Report {
+  path: string
+  bytes: number
+  integrity: string
+  schemaVersion: number
+  releaseSchemaVersion: number
+  counts: Record<string, number>
+  kept?: string | null
+}
+
+/** Imports `count` pets with stock 0 and creates a key with room for any load; returns the key. */
+async function arrange (cli: Cli, count: number): Promise<string> {
+  const pets = Array.from({ length: count }, (_, i) => ({ id: i + 1, name: `pet ${i + 1}`, status: 'available', quantity: 0 }))
+  assert.equal((await cli.run(['import', cli.file('pets.json', JSON.stringify({ pets }))])).code, 0)
+  const created = await cli.run(['keys', 'create', '--plan', 'enterprise', '--per-minute', '1000000000', '--per-day', '1000000000', '--json'])
+  assert.equal(created.code, 0, created.stderr)
+  return (JSON.parse(created.stdout) as { key: string }).key
+}
+
+async function setQuantity (base: string, key: string, petId: number, quantity: number): Promise<number> {
+  const res = await fetch(`${base}/v1/inventory/${petId}`, {
+    method: 'PATCH', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify({ quantity })
+  })
+  await res.arrayBuffer()
+  return res.status
+}
+
+async function quantityServed (base: string, key: string, petId: number): Promise<number> {
+  const res = await fetch(`${base}/v1/inventory/${petId}`, { headers: { authorization: `Bearer ${key}` } })
+  assert.equal(res.status, 200)
+  return ((await res.json()) as { quantity: number }).quantity
+}
+
+/** Reads a database file directly, read-only. */
+function readDb<T> (path: string, work: (db: Database.Database) => T): T {
+  const db = new Database(path, { readonly: true, fileMustExist: true })
+  try {
+    return work(db)
+  } finally {
+    db.close()
+  }
+}
+
+const quantityIn = (path: string, petId: number): number =>
+  readDb(path, (db) => Number(db.prepare('SELECT quantity FROM inventory WHERE pet_id = ?').pluck().get(petId)))
+
+const sha256 = (path: string): string => createHash('sha256').update(readFileSync(path)).digest('hex')
+
+/** The files of the test's directory a backup or restore may have left: kept stores and partial copies. */
+const leftovers = (cli: Cli): string[] => readdirSync(cli.dir).filter((name) => name.includes('.before-restore-') || name.endsWith('.partial'))
+
+async function stop (server: Awaited<ReturnType<typeof startServe>>['server']): Promise<void> {
+  server.child.kill('SIGTERM')
+  await within(10_000, server.exited, 'the server to stop')
+}
+
+describe('petstore backup', () => {
+  test('when a backup is taken while PATCHes keep arriving, then it holds every change acknowledged before it began and passes the integrity check', async (t) => {
+    const cli = cliFor(t)
+    // Many pets make a file of some size to copy; WRITTEN of them take the load, each from one writer at a time, so
+    // its acknowledged quantities only grow.
+    const key = await arrange(cli, 3000)
+    const WRITTEN = 48
+    const WRITERS = 8
+    const { base, server } = await startServe(cli)
+    const acknowledged = new Map<number, number>()
+    let acknowledgedCount = 0
+    let stopping = false
+    const load = Promise.all(Array.from({ length: WRITERS }, async (_, writer) => {
+      for (let round = 1; !stopping; round++) {
+        for (let petId = writer + 1; petId <= WRITTEN && !stopping; petId += WRITERS) {
+          assert.equal(await setQuantity(base, key, petId, round), 200)
+          acknowledged.set(petId, round)
+          acknowledgedCount++
+        }
+      }
+    }))
+    while (acknowledged.size < WRITTEN) await new Promise((resolve) => setTimeout(resolve, 20))
+
+    const before = new Map(acknowledged)
+    const countBefore = acknowledgedCount
+    const file = join(cli.dir, 'under-load.db')
+    const backup = await cli.run(['backup', file, '--json'])
+    const duringBackup = acknowledgedCount - countBefore
+    stopping = true
+    await load
+    await stop(server)
+
+    assert.equal(backup.code, 0, backup.stderr)
+    const report = JSON.parse(backup.stdout) as Report
+    assert.equal(report.integrity, 'ok')
+    assert.equal(report.schemaVersion, LATEST)
+    assert.equal(report.counts.pets, 3000)
+    assert.ok(duringBackup > 0, 'the load went on while the backup ran')
+    assert.deepEqual(readDb(file, (db) => db.prepare('PRAGMA integrity_check').pluck().all()), ['ok'])
+    for (const [petId, quantity] of before) {
+      const copied = quantityIn(file, petId)
+      assert.ok(copied >= quantity, `pet ${petId}: ${quantity} was acknowledged before the backup began, the copy holds ${copied}`)
+      assert.ok(copied <= (acknowledged.get(petId) ?? 0) + 1, `pet ${petId}: the copy holds ${copied}, more than was ever sent`)
+      const ledger = readDb(file, (db) => Number(db.prepare("SELECT count(*) FROM stock_ledger WHERE pet_id = ? AND reason <> 'import'").pluck().get(petId)))
+      assert.equal(ledger, copied, `pet ${petId}: one ledger row per change in the copy`)
+    }
+    assert.equal(report.counts.stock_ledger, readDb(file, (db) => Number(db.prepare('SELECT count(*) FROM stock_ledger').pluck().get())))
+    assert.deepEqual(leftovers(cli), [], 'no partial copy is left')
+  })
+
+  test('when FILE exists, then backup refuses it and leaves it as it was; --force replaces it', async (t) => {
+    const cli = cliFor(t)
+    await arrange(cli, 3)
+    const file = cli.file('existing.db', 'an earlier backup')
+    const refused = await cli.run(['backup', file])
+    assert.equal(refused.code, 1)
+    assert.match(refused.stderr, /existing\.db exists: name a new file, or replace it with --force/)
+    assert.equal(readFileSync(file, 'utf8'), 'an earlier backup')
+
+    const forced = await cli.run(['backup', file, '--force'])
+    assert.equal(forced.code, 0, forced.stderr)
+    assert.match(forced.stdout, new RegExp(`^Backed up .* to .*existing\\.db in [0-9.]+ s: \\d+ KB, schema version ${LATEST}, integrity check ok\\.\\n`))
+    assert.match(forced.stdout, /\n {2}pets +3\n/)
+    assert.equal(quantityIn(file, 1), 0)
+    assert.deepEqual(leftovers(cli), [])
+  })
+
+  test('when the store is not a database, then backup fails naming it and writes no file', async (t) => {
+    const cli = cliFor(t)
+    writeFileSync(cli.db, 'x'.repeat(4096))
+    const res = await cli.run(['backup', 'copy.db'])
+    assert.equal(res.code, 1)
+    assert.match(res.stderr, /petstore\.db is not a SQLite database/)
+    assert.equal(existsSync(join(cli.dir, 'copy.db')), false)
+    assert.deepEqual(leftovers(cli), [])
+  })
+
+  test('when there is no store yet, then backup says so and creates none', async (t) => {
+    const cli = cliFor(t)
+    const res = await cli.run(['backup', 'copy.db'])
+    assert.equal(res.code, 1)
+    assert.match(res.stderr, /there is no store at .*petstore\.db to back up/)
+    assert.equal(existsSync(cli.db), false)
+  })
+
+  test('when DATABASE_URL names PostgreSQL, then backup and restore point to its own tools and exit 2 without connecting', async (t) => {
+    const cli = cliFor(t, { DATABASE_URL: 'postgres://postgres@127.0.0.1:1/none' })
+    const backup = await cli.run(['backup', 'copy.db'])
+    assert.equal(backup.code, 2)
+    assert.match(backup.stderr, /DATABASE_URL names PostgreSQL: back it up with pg_dump, or with base backups and WAL archiving for point-in-time recovery/)
+    const restore = await cli.run(['restore', 'copy.db'])
+    assert.equal(restore.code, 2)
+    assert.match(restore.stderr, /restore it with pg_restore/)
+  })
+})
+
+describe('petstore restore', () => {
+  test('when a server holds the store, then restore refuses and changes nothing; once it is stopped, restore replaces the store, keeps the old one, and a new server serves the backed-up stock', async (t) => {
+    const cli = cliFor(t)
+    const key = await arrange(cli, 3)
+    const first = await startServe(cli)
+    assert.equal(await setQuantity(first.base, key, 1, 7), 200)
+    const file = join(cli.dir, 'at-seven.db')
+    assert.equal((await cli.run(['backup', file])).code, 0)
+    assert.equal(await setQuantity(first.base, key, 1, 9), 200)
+
+    const refused = await cli.run(['restore', file])
+    assert.equal(refused.code, 1)
+    assert.match(refused.stderr, /cannot restore: .*petstore\.db is open in another process \(a running server, or another command\)\. Stop the service/)
+    assert.equal(await quantityServed(first.base, key, 1), 9, 'the server goes on serving its store')
+    assert.deepEqual(leftovers(cli), [])
+    await stop(first.server)
+
+    const restored = await cli.run(['restore', file, '--json'])
+    assert.equal(restored.code, 0, restored.stderr)
+    const report = JSON.parse(restored.stdout) as Report
+    assert.equal(report.integrity, 'ok')
+    assert.equal(report.counts.pets, 3)
+    assert.match(String(report.kept), /petstore\.db\.before-restore-\d{8}T\d{6}Z$/)
+    assert.equal(quantityIn(String(report.kept), 1), 9, 'the replaced store is kept whole, its last write included')
+    assert.equal(existsSync(`${cli.db}-wal`), false, 'no write-ahead log of the old store is left for the new one')
+
+    const second = await startServe(cli)
+    assert.equal(await quantityServed(second.base, key, 1), 7)
+    await stop(second.server)
+  })
+
+  test('when the server was killed, then restore is not held up by what it left, and the kept store holds its acknowledged writes', async (t) => {
+    const cli = cliFor(t)
+    const key = await arrange(cli, 2)
+    const file = join(cli.dir, 'backup.db')
+    assert.equal((await cli.run(['backup', file])).code, 0)
+    const { base, server } = await startServe(cli)
+    assert.equal(await setQuantity(base, key, 2, 42), 200)
+    server.child.kill('SIGKILL')
+    await within(10_000, server.exited, 'the server to die')
+    assert.ok(existsSync(`${cli.db}-wal`), 'the killed server left its write-ahead log')
+
+    const restored = await cli.run(['restore', file])
+    assert.equal(restored.code, 0, restored.stderr)
+    const kept = /kept at (.+)\.\n/.exec(restored.stdout)?.[1]
+    assert.ok(kept !== undefined, restored.stdout)
+    assert.equal(quantityIn(kept, 2), 42, 'the write acknowledged before the crash is in the kept store')
+    assert.equal(quantityIn(cli.db, 2), 0)
+  })
+
+  test('when the backup is at an older schema version, then it is restored and migrate brings it up to date', async (t) => {
+    const cli = cliFor(t)
+    const file = join(cli.dir, 'old.db')
+    const db = new Database(file)
+    db.exec('CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL, checksum TEXT)')
+    for (const migration of MIGRATIONS.filter((m) => m.version < LATEST)) {
+      for (const step of migration.steps ?? [migration.sql ?? '']) {
+        if (typeof step === 'string') db.exec(step)
+        else if (Number(db.prepare(step.when).pluck().get()) === 1) db.exec(step.then)
+      }
+      db.prepare('INSERT INTO schema_migrations VALUES (?, ?, ?, ?)').run(migration.version, migration.name, new Date().toISOString(), checksum(migration))
+    }
+    db.close()
+
+    const restored = await cli.run(['restore', file])
+    assert.equal(restored.code, 0, restored.stderr)
+    assert.match(restored.stdout, new RegExp(`schema version ${LATEST - 1}, integrity check ok\\. It is at schema version ${LATEST - 1}: the next petstore serve \\(or petstore migrate\\) brings it to ${LATEST}\\.`))
+    assert.match(restored.stdout, /There was no store to replace\./)
+    const migrated = await cli.run(['migrate'])
+    assert.equal(migrated.code, 0, migrated.stderr)
+    assert.match(migrated.stderr, new RegExp(`version ${LATEST - 1} to ${LATEST}`))
+  })
+
+  describe('a file that cannot be restored is refused with the reason, and the store stays as it was', () => {
+    const cases: Array<[string, (cli: Cli, valid: string) => string, RegExp]> = [
+      ['a file that is not SQLite', (cli) => cli.file('notes.txt', 'these are notes, not a database\n'.repeat(100)), /notes\.txt is not a SQLite database/],
+      ['a damaged database', (cli, valid) => {
+        const bytes = readFileSync(valid)
+        // Every page after the first two overwritten: the schema is still readable, its tables are not.
+        const pageSize = bytes.readUInt16BE(16)
+        for (let at = 2 * pageSize; at < bytes.length; at++) bytes[at] = (at * 7) & 0xff
+        return cli.file('damaged.db', bytes)
+      }, /damaged\.db (fails SQLite's integrity check|is damaged)/],
+      ['a store of a newer release', (cli, valid) => {
+        const newer = join(cli.dir, 'newer.db')
+        writeFileSync(newer, readFileSync(valid))
+        const db = new Database(newer)
+        db.prepare('INSERT INTO schema_migrations VALUES (?, ?, ?, ?)').run(LATEST + 1, 'from the future', new Date().toISOString(), 'f'.repeat(64))
+        db.close()
+        return newer
+      }, new RegExp(`newer\\.db is at schema version ${LATEST + 1}, newer than this release's \\(${LATEST}\\): restore it with the release that wrote it`)],
+      ['a SQLite database of something else', (cli) => {
+        const other = join(cli.dir, 'other.db')
+        const db = new Database(other)
+        db.exec('CREATE TABLE notes (text TEXT)')
+        db.close()
+        return other
+      }, /other\.db is a SQLite database, but not a store of this service/]
+    ]
+    for (const [what, make, message] of cases) {
+      test(`when it is ${what}`, async (t) => {
+        const cli = cliFor(t)
+        await arrange(cli, 2)
+        const valid = join(cli.dir, 'valid.db')
+        assert.equal((await cli.run(['backup', valid])).code, 0)
+        const file = make(cli, valid)
+        const store = sha256(cli.db)
+        const res = await cli.run(['restore', file])
+        assert.equal(res.code, 1)
+        assert.match(res.stderr, message)
+        assert.equal(sha256(cli.db), store, 'the store is unchanged')
+        assert.deepEqual(leftovers(cli), [], 'nothing kept, no partial copy')
+      })
+    }
+  })
+})
