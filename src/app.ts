@@ -78,15 +78,17 @@ function trustHops (hops: number): (address: string, hop: number) => boolean {
 
 const accessLogOn = (level: string): boolean => ['trace', 'debug', 'info'].includes(level)
 
-/** The access log line of a request: never the key, and no query values (a client may put anything there). */
+/**
+ * The access log line of a request: never the key, and no query values (a client may put anything there). The key
+ * id comes with the request's logger, bound by the gate (src/http/plugins/access.ts) as on every line of the request.
+ */
 function accessLog (request: FastifyRequest, reply: FastifyReply): void {
   request.log.info({
     method: request.method,
     url: loggedUrl(request.url),
     operation: request.routeOptions?.schema?.operationId,
     status: reply.statusCode,
-    ms: Math.round(reply.elapsedTime * 100) / 100,
-    keyId: request.apiKey?.id
+    ms: Math.round(reply.elapsedTime * 100) / 100
   }, 'request completed')
 }
 

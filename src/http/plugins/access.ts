@@ -6,12 +6,13 @@
  */
 import ipaddr from 'ipaddr.js'
 import type { FastifyContextConfig, FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
-import { KEY_OPTIONAL, KEY_REQUIRED, type Admission, type Gatekeeper, type OperationNeeds, type QuotaView } from '../../access/admission.js'
+import { KEY_OPTIONAL, KEY_REQUIRED, keyIdOf, type Admission, type Gatekeeper, type OperationNeeds, type QuotaView } from '../../access/admission.js'
 import type { CredentialProblem, Credentials } from '../../access/authenticator.js'
 import { KEY_PREFIXES } from '../../access/keys.js'
 import type { Environment } from '../../config.js'
 import type { ApiKeyRecord, KeyScope } from '../../domain/model.js'
 import { AppError } from '../../errors.js'
+import { bindKeyId } from '../../logger.js'
 import { LimiterUnavailableError } from '../../ratelimit/types.js'
 import { INSUFFICIENT_SCOPE } from '../schemas/common.js'
 import { holdsOnlyTag, noneMatch } from '../preconditions.js'
@@ -157,13 +158,15 @@ function ask (options: AccessOptions, request: FastifyRequest, reply: FastifyRep
 function noted (request: FastifyRequest, reply: FastifyReply, admission: Admission): Admission {
   request.admission = admission
   setQuotaHeaders(reply, admission.quota)
+  // From here on every line of the request names the key it named, whatever the answer (never the key itself).
+  const keyId = keyIdOf(admission)
+  if (keyId !== null) bindKeyId(request.log, keyId)
   if (admission.outcome === 'banned' && admission.imposed !== undefined) {
     const { ban, strikes } = admission.imposed
-    request.log.warn({ keyId: admission.key.id, bannedUntil: ban.until.toISOString(), banSeconds: ban.seconds, strikes },
-      'API key banned for sending requests before Retry-After')
+    request.log.warn({ bannedUntil: ban.until.toISOString(), banSeconds: ban.seconds, strikes }, 'API key banned for sending requests before Retry-After')
   }
   if (admission.outcome === 'limited' && admission.banNotRecorded !== undefined) {
-    request.log.error({ err: admission.banNotRecorded.error, keyId: admission.banNotRecorded.keyId }, 'could not record a ban; answering 429 without it')
+    request.log.error({ err: admission.banNotRecorded.error }, 'could not record a ban; answering 429 without it')
   }
   return admission
 }
