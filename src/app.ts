@@ -40,6 +40,8 @@ import { MemoryLimiter } from './ratelimit/memory.js'
 import type { RateLimiter } from './ratelimit/types.js'
 import { observeDecisions } from './ratelimit/observed.js'
 import type { Store } from './store/types.js'
+import { tracingOn } from './tracing/spans.js'
+import { traceStore } from './tracing/store.js'
 import { WebhookDispatcher, type Transport } from './domain/webhook-dispatch.js'
 import { Webhooks } from './domain/webhooks.js'
 import { WEBHOOKS_DOCUMENT, webhookRoutes } from './http/routes/webhooks.js'
@@ -153,9 +155,10 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
   const logger = deps.logger ?? loggerOptions(config.logLevel)
   const isInstance = typeof logger === 'object' && logger !== null && 'child' in logger
 
-  // Every store call the app makes is timed (petstore_store_*); the caller keeps and closes the real store.
+  // Every store call the app makes is timed (petstore_store_*), and in a traced process a span (src/tracing); the
+  // caller keeps and closes the real store.
   const metrics = deps.metrics ?? new Metrics()
-  const store = instrumentStore(deps.store, metrics)
+  const store = instrumentStore(tracingOn() ? traceStore(deps.store) : deps.store, metrics)
   metrics.watchStore(deps.store)
   const limiter: RateLimiter = deps.limiter ?? new MemoryLimiter({ clock, maxSubjects: config.rateLimits.maxSubjects })
   metrics.watchLimiter(limiter)
