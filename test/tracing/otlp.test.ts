@@ -138,6 +138,25 @@ describe('tracing with the embedded SQLite store', () => {
   })
 })
 
+describe('sampling', () => {
+  test('when OTEL_TRACES_SAMPLER follows the caller (parentbased_always_off), then only requests a caller sampled are traced', async (t) => {
+    const receiver = await otlpReceiver(t)
+    const cli = cliFor(t)
+    const key = await prepared(cli)
+    const { base } = await startServe(cli, [], tracingEnv(receiver, { OTEL_BSP_SCHEDULE_DELAY: '50', OTEL_TRACES_SAMPLER: 'parentbased_always_off' }))
+    const send = async (traceparent?: string) => {
+      const res = await fetch(`${base}/v1/inventory`, { headers: { authorization: `Bearer ${key.key}`, ...(traceparent === undefined ? {} : { traceparent }) } })
+      assert.equal(res.status, 200)
+    }
+    await send()
+    await send(`00-${randomBytes(16).toString('hex')}-${randomBytes(8).toString('hex')}-00`)
+    const sampled = randomBytes(16).toString('hex')
+    await send(`00-${sampled}-${randomBytes(8).toString('hex')}-01`)
+    const spans = await receiver.waitFor((spans) => spans.some((span) => span.traceId === sampled && span.kind === SPAN_KIND.SERVER))
+    assert.deepEqual([...new Set(spans.map((span) => span.traceId))], [sampled], 'no trace of the requests the caller did not sample')
+  })
+})
+
 const services = (await requirePostgres('tracing on PostgreSQL and Redis')) && (await requireRedis('tracing on PostgreSQL and Redis'))
 
 if (services) {
