@@ -32,6 +32,8 @@ RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund \
   && arch=$(node -p 'process.arch') \
   && rm -rf node_modules/better-sqlite3/deps node_modules/better-sqlite3/src \
   && find node_modules/better-sqlite3/prebuilds -type f ! -name "linux-${arch}.node" -delete \
+  # Source maps and type declarations serve nothing at run time (about 30 MB, most of it the OpenTelemetry SDK's).
+  && find node_modules -type f \( -name '*.map' -o -name '*.d.ts' -o -name '*.d.mts' -o -name '*.d.cts' \) -delete \
   && node -e "require('better-sqlite3')(':memory:').close()"
 
 FROM ${RUNTIME_IMAGE}

@@ -6,5 +6,12 @@ if (major < 22) {
   process.stderr.write(`petstore: Node.js 22 or newer is required (22, 24 and 26 are supported); this is ${process.version}\n`)
   process.exit(1)
 }
+// Traces (docs/observability.md): started before the CLI is imported, so that the instrumentations see pg and ioredis
+// load. Only `serve` traces, and only when the environment names an OTLP endpoint; otherwise nothing of it loads.
+const { tracingRequested } = await import('../dist/tracing/env.js')
+if (process.argv[2] === 'serve' && tracingRequested(process.env)) {
+  const { startTracing } = await import('../dist/tracing/start.js')
+  await startTracing()
+}
 const { main } = await import('../dist/cli/main.js')
 process.exitCode = await main(process.argv.slice(2))

@@ -40,6 +40,8 @@ import { MemoryLimiter } from './ratelimit/memory.js'
 import type { RateLimiter } from './ratelimit/types.js'
 import { observeDecisions } from './ratelimit/observed.js'
 import type { Store } from './store/types.js'
+import { tracingOn } from './tracing/spans.js'
+import { traceStore } from './tracing/store.js'
 import { WebhookDispatcher, type Transport } from './domain/webhook-dispatch.js'
 import { Webhooks } from './domain/webhooks.js'
 import { WEBHOOKS_DOCUMENT, webhookRoutes } from './http/routes/webhooks.js'
@@ -78,15 +80,17 @@ function trustHops (hops: number): (address: string, hop: number) => boolean {
 
 const accessLogOn = (level: string): boolean => ['trace', 'debug', 'info'].includes(level)
 
-/** The access log line of a request: never the key, and no query values (a client may put anything there). */
+/**
+ * The access log line of a request: never the key, and no query values (a client may put anything there). The key
+ * id comes with the request's logger, bound by the gate (src/http/plugins/access.ts) as on every line of the request.
+ */
 function accessLog (request: FastifyRequest, reply: FastifyReply): void {
   request.log.info({
     method: request.method,
     url: loggedUrl(request.url),
     operation: request.routeOptions?.schema?.operationId,
     status: reply.statusCode,
-    ms: Math.round(reply.elapsedTime * 100) / 100,
-    keyId: request.apiKey?.id
+    ms: Math.round(reply.elapsedTime * 100) / 100
   }, 'request completed')
 }
 
@@ -151,9 +155,10 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
   const logger = deps.logger ?? loggerOptions(config.logLevel)
   const isInstance = typeof logger === 'object' && logger !== null && 'child' in logger
 
-  // Every store call the app makes is timed (petstore_store_*); the caller keeps and closes the real store.
+  // Every store call the app makes is timed (petstore_store_*), and in a traced process a span (src/tracing); the
+  // caller keeps and closes the real store.
   const metrics = deps.metrics ?? new Metrics()
-  const store = instrumentStore(deps.store, metrics)
+  const store = instrumentStore(tracingOn() ? traceStore(deps.store) : deps.store, metrics)
   metrics.watchStore(deps.store)
   const limiter: RateLimiter = deps.limiter ?? new MemoryLimiter({ clock, maxSubjects: config.rateLimits.maxSubjects })
   metrics.watchLimiter(limiter)

@@ -42,6 +42,8 @@ class LazyChild {
   readonly #bindings: Bindings
   readonly #options: ChildLoggerOptions
   #real: FastifyBaseLogger | null = null
+  /** The key the request named, once the gate knows it: bound into the child when it is made. */
+  #keyId: string | null = null
   declare fatal: LogMethod
   declare error: LogMethod
   declare warn: LogMethod
@@ -69,8 +71,15 @@ class LazyChild {
     return this.#child().child(bindings, options)
   }
 
+  /** Every line written from now on carries `keyId` (the child, if already made, gets it as a binding). */
+  bindKeyId (keyId: string): void {
+    if (this.#keyId === keyId) return
+    this.#keyId = keyId
+    ;(this.#real as Partial<Pick<Logger, 'setBindings'>> | null)?.setBindings?.({ keyId })
+  }
+
   #child (): FastifyBaseLogger {
-    this.#real ??= this.#parent.child(this.#bindings, this.#options)
+    this.#real ??= this.#parent.child(this.#keyId === null ? this.#bindings : { ...this.#bindings, keyId: this.#keyId }, this.#options)
     return this.#real
   }
 
@@ -84,6 +93,15 @@ class LazyChild {
       })
     }
   }
+}
+
+/**
+ * Names the key a request named (its id, never the key) on every line its logger writes from now on, refusals
+ * included. Costs a field store: the binding is serialized only if a line is written.
+ */
+export function bindKeyId (log: FastifyBaseLogger, keyId: string): void {
+  if (log instanceof LazyChild) log.bindKeyId(keyId)
+  else (log as Partial<Pick<Logger, 'setBindings'>>).setBindings?.({ keyId })
 }
 
 /** Fastify's childLoggerFactory: request loggers that cost nothing until they write. */

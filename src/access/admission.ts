@@ -79,11 +79,14 @@ export type Admission =
   }
   /** A conditional read of what the client holds: answered as not modified, nothing counted. */
   | { outcome: 'not_modified', key: ApiKeyRecord, quota: QuotaView }
-  | { outcome: 'unauthenticated', problem: CredentialProblem, quota: QuotaView }
+  /** `keyId`: the key the request named, when it is known (revoked or expired). */
+  | { outcome: 'unauthenticated', problem: CredentialProblem, quota: QuotaView, keyId?: string }
   /** A valid key without the scope the operation needs: charged like any request, then refused. */
   | { outcome: 'insufficient_scope', key: ApiKeyRecord, needed: KeyScope, quota: QuotaView }
   | {
     outcome: 'limited', subject: Subject['kind'], window: WindowState, retryAfterSeconds: number, quota: QuotaView,
+    /** The key the request named, when known (subject `key`; a revoked or expired one for subject `ip`). */
+    keyId?: string,
     banNotRecorded?: { keyId: string, error: unknown },
     /** Set when the status budget refused (the quota shown is the budget's; the key's own is untouched). */
     budget?: 'status'
@@ -93,6 +96,27 @@ export type Admission =
   | { outcome: 'unavailable', error: unknown, quota: QuotaView }
 
 export type DecisionOutcome = 'allowed' | 'limited' | 'banned' | 'not_modified'
+
+/**
+ * The id of the key a request named, when known: the admitted key, or the one refused (out of scope, limited,
+ * banned, revoked or expired). Null for a request without a key, with a key nobody issued, or when the store could
+ * not be asked. For the logs and traces; never the key itself.
+ */
+export function keyIdOf (admission: Admission): string | null {
+  switch (admission.outcome) {
+    case 'admitted':
+      return admission.key?.id ?? null
+    case 'not_modified':
+    case 'insufficient_scope':
+    case 'banned':
+      return admission.key.id
+    case 'unauthenticated':
+    case 'limited':
+      return admission.keyId ?? null
+    case 'unavailable':
+      return null
+  }
+}
 
 /** Where admission decisions are reported (metrics); never with key ids or addresses. */
 export interface AdmissionEvents {
@@ -205,7 +229,7 @@ export class Gatekeeper {
 
   /** A request whose caller is known: a valid key is charged as the key, anyone else by client address. */
   #admitIdentified (identity: Identity, request: AdmissionRequest): Admission | Promise<Admission> {
-    if ('problem' in identity) return this.#admitClient(clientSubject(request.client, this.#limits.ipv6PrefixLength), request.needs, identity.problem)
+    if ('problem' in identity) return this.#admitClient(clientSubject(request.client, this.#limits.ipv6PrefixLength), request.needs, identity.problem, identity.keyId)
     return this.#admitKey(identity.key, identity.token, request)
   }
 
@@ -234,13 +258,17 @@ export class Gatekeeper {
     return await this.#admitIdentified(identity, request)
   }
 
-  /** A request without a valid key: counted against its client address, never against a key. */
-  #admitClient (client: Subject, needs: OperationNeeds, problem: CredentialProblem): Admission | Promise<Admission> {
+  /**
+   * A request without a valid key: counted against its client address, never against a key. `keyId` names the key
+   * it presented, when that is known (revoked or expired).
+   */
+  #admitClient (client: Subject, needs: OperationNeeds, problem: CredentialProblem, keyId?: string): Admission | Promise<Admission> {
     const settle = (decision: Decision): Admission => {
       this.#events.decided('ip', decision.allowed ? 'allowed' : 'limited')
-      if (!decision.allowed) return this.#limited('ip', decision)
+      if (!decision.allowed) return this.#limited('ip', decision, 1, keyId)
       const quota = quotaOf(decision)
-      return needs.credential === 'optional' ? { outcome: 'admitted', key: null, quota } : { outcome: 'unauthenticated', problem, quota }
+      if (needs.credential === 'optional') return { outcome: 'admitted', key: null, quota }
+      return keyId === undefined ? { outcome: 'unauthenticated', problem, quota } : { outcome: 'unauthenticated', problem, quota, keyId }
     }
     return this.#consume(client, this.#limits.anonymous, {}, settle)
   }
@@ -248,7 +276,7 @@ export class Gatekeeper {
   #admitKey (key: ApiKeyRecord, token: string, request: AdmissionRequest): Admission | Promise<Admission> {
     const now = this.#clock()
     // An expired key is no key: its requests count against the client address, as an unknown key's do.
-    if (isExpired(key, now)) return this.#admitClient(clientSubject(request.client, this.#limits.ipv6PrefixLength), request.needs, 'expired')
+    if (isExpired(key, now)) return this.#admitClient(clientSubject(request.client, this.#limits.ipv6PrefixLength), request.needs, 'expired', key.id)
     this.#uses.note(key.id, request.needs.deprecated === true, now)
     const limits = limitsOf(key, this.#limits.plans) ?? this.#limits.anonymous
     const subject = quotaSubject(key)
@@ -273,7 +301,7 @@ export class Gatekeeper {
     if (!budget.allowed) {
       // As every 429: the rate-limit fields describe the window that refused, here the status budget's.
       this.#events.decided('key', 'limited')
-      return { ...this.#limited('key', budget), budget: 'status' }
+      return { ...this.#limited('key', budget, 1, key.id), budget: 'status' }
     }
     const peeked = await this.#limiter.peek(subject, limits)
     const quota = isBanned(key.ban, now) ? banQuota(limits, key.ban.until, now) : quotaOf(peeked)
@@ -307,7 +335,7 @@ export class Gatekeeper {
       }
       if (bans === null || decision.strikes < threshold) {
         this.#events.decided('key', 'limited')
-        return this.#limited('key', decision)
+        return this.#limited('key', decision, 1, key.id)
       }
       return this.#ban(key, token, limits, decision, nextBan(key.ban, this.#clock(), bans))
     })
@@ -320,12 +348,12 @@ export class Gatekeeper {
       recorded = await this.#store.banApiKey(key.id, ban)
     } catch (error) {
       this.#events.decided('key', 'limited')
-      return { ...this.#limited('key', decision), banNotRecorded: { keyId: key.id, error } }
+      return { ...this.#limited('key', decision, 1, key.id), banNotRecorded: { keyId: key.id, error } }
     }
     if (!recorded) {
       // The key was deleted meanwhile: nothing to ban.
       this.#events.decided('key', 'limited')
-      return this.#limited('key', decision)
+      return this.#limited('key', decision, 1, key.id)
     }
     // The next request of this key reads the ban from the store instead of the cached record.
     this.#authenticator.forget(token)
@@ -350,7 +378,7 @@ export class Gatekeeper {
     const decision = await this.#limiter.consume({ kind: 'key', id: key.quotaId }, limits, { cost: extra })
     if (decision.allowed) return { outcome: 'admitted', key, quota: quotaOf(decision) }
     this.#events.decided('key', 'limited')
-    return this.#limited('key', decision, extra)
+    return this.#limited('key', decision, extra, key.id)
   }
 
   /** One limiter decision, then `settle`: synchronously when the limiter decides in process. */
@@ -360,16 +388,21 @@ export class Gatekeeper {
     return this.#limiter.consume(subject, limits, options).then(settle)
   }
 
-  /** A refusal for want of room for `cost` requests; the quota shown is what remains (nothing, for one request). */
-  #limited (subject: Subject['kind'], decision: Decision, cost = 1): Admission & { outcome: 'limited' } {
+  /**
+   * A refusal for want of room for `cost` requests; the quota shown is what remains (nothing, for one request).
+   * `keyId`: the key the request named, when known.
+   */
+  #limited (subject: Subject['kind'], decision: Decision, cost = 1, keyId?: string): Admission & { outcome: 'limited' } {
     const window = violatedWindow(decision.windows, cost)
-    return {
+    const limited: Admission & { outcome: 'limited' } = {
       outcome: 'limited',
       subject,
       window,
       retryAfterSeconds: secondsUntil(window.resetAt, decision.now),
       quota: quotaOf(decision, cost === 1 ? { ...window, remaining: 0 } : window)
     }
+    if (keyId !== undefined) limited.keyId = keyId
+    return limited
   }
 
   #banned (key: ApiKeyRecord, until: Date, limits: WindowLimits, now: number): Admission & { outcome: 'banned' } {

@@ -24,13 +24,15 @@ export type Credentials =
  */
 export type CredentialProblem = 'missing' | 'unsupported' | 'malformed' | 'wrong_environment' | 'invalid' | 'expired'
 
-export type Identity = { key: ApiKeyRecord, token: string } | { problem: CredentialProblem }
+/** Who is calling, or why nobody is: a revoked key's problem names the key (for the logs: never the token). */
+export type Identity = { key: ApiKeyRecord, token: string } | { problem: CredentialProblem, keyId?: string }
 
 const PROBLEM_OF_KIND = { none: 'missing', unsupported: 'unsupported', malformed: 'malformed' } as const
 
 /** A lookup's answer as an identity: unknown and revoked keys are invalid. */
 function identityOf (record: ApiKeyRecord | false | undefined, token: string): Identity {
-  return record === undefined || record === false || record.revokedAt !== null ? { problem: 'invalid' } : { key: record, token }
+  if (record === undefined || record === false) return { problem: 'invalid' }
+  return record.revokedAt !== null ? { problem: 'invalid', keyId: record.id } : { key: record, token }
 }
 
 /**

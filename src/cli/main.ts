@@ -10,6 +10,7 @@ import { ImportError } from '../domain/import.js'
 import { isWorker, leaveCluster, runPrimary, WORKERS_NEED_REDIS } from '../cluster.js'
 import { Lifecycle } from '../lifecycle.js'
 import { closeOnSignals, startServer } from '../server.js'
+import { stopTracing } from '../tracing/spans.js'
 import { parseInt64 } from '../int64.js'
 import { SchemaError } from '../store/migrations.js'
 import { migrateStore, openStore } from '../store/open.js'
@@ -157,6 +158,8 @@ async function run (argv: string[], io: Io): Promise<number> {
         throw error
       })
       await closeOnSignals(app, lifecycle, { drainMs: config.shutdownDrainMs, deadlineMs: config.shutdownTimeoutMs })
+      // The spans of the last requests leave before the process does (nothing to do when it does not trace).
+      await stopTracing().catch((error: unknown) => { app.log.warn({ err: error }, 'tracing did not stop cleanly: the last spans may be lost') })
       if (isWorker()) leaveCluster()
       return 0
     }

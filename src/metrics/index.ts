@@ -9,6 +9,7 @@ import { ResilientLimiter } from '../ratelimit/resilient.js'
 import type { RateLimiter } from '../ratelimit/types.js'
 import type { Store } from '../store/types.js'
 import type { AttemptOutcomeKind } from '../domain/webhook-dispatch.js'
+import { VERSION } from '../version.js'
 
 const WEBHOOK_OUTCOMES: readonly AttemptOutcomeKind[] = ['delivered', 'retrying', 'failed']
 import { CounterFamily, HistogramFamily, type CounterChild, type HistogramChild } from './series.js'
@@ -215,6 +216,15 @@ export class Metrics {
         pendingRows = null
       }
     })
+
+    new Gauge({
+      name: 'petstore_build_info',
+      help: 'The release this instance runs (version: package.json\'s) and the Node.js version it runs on; always 1.',
+      labelNames: ['version', 'node'],
+      registers: [registry],
+      // A cluster's workers run one release: the primary's sum would count them instead.
+      aggregator: 'max'
+    }).set({ version: VERSION, node: process.version }, 1)
 
     if (options.processMetrics === true) collectDefaultMetrics({ register: registry })
   }

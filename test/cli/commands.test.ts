@@ -44,7 +44,8 @@ describe('petstore health', () => {
     const env = { HOST: '127.0.0.1', PORT: String(port) }
     const alive = await cli.run(['health'], env)
     assert.equal(alive.code, 0, alive.stderr)
-    assert.equal(alive.stdout, '{"status":"ok"}\n')
+    const { version } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }
+    assert.equal(alive.stdout, `${JSON.stringify({ status: 'ok', version })}\n`)
     const ready = await cli.run(['health', '--ready'], env)
     assert.equal(ready.code, 0, ready.stderr)
     assert.match(ready.stdout, /"status":"ready"/)

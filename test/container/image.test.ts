@@ -4,6 +4,7 @@
  * root filesystem without capabilities, the health check, and a stop that drains and exits 0.
  */
 import assert from 'node:assert/strict'
+import { readFileSync } from 'node:fs'
 import { before, describe, test, type TestContext } from 'node:test'
 import { freePort } from '../helpers/net.js'
 import { buildImage, docker, inspect, requireDocker, runContainer, uniqueName, volume, waitFor, waitForStatus } from './docker.js'
@@ -54,7 +55,8 @@ if (await requireDocker('the container image tests')) {
       const data = await volume(t, 'data')
       // The image's HEALTHCHECK (petstore health), run every second instead of every ten.
       const { name, base } = await serve(t, image, data, ['--health-interval=1s', '--health-start-period=1s'])
-      assert.deepEqual(await (await fetch(`${base}/healthz`)).json(), { status: 'ok' })
+      const { version } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }
+      assert.deepEqual(await (await fetch(`${base}/healthz`)).json(), { status: 'ok', version })
       await petstore(name, 'import', '/app/data/demo.json')
       const key = (await petstore(name, 'keys', 'create', '--plan', 'pro', '--name', 'container')).trim()
       assert.match(key, /^psk_live_[0-9A-Za-z]{49}$/)

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict'
+import { readFileSync } from 'node:fs'
 import { describe, test } from 'node:test'
 import { StoreUnavailableError } from '../../src/errors.js'
 import { auth, pet, testApp } from '../helpers/app.js'
@@ -143,11 +144,12 @@ describe('server-side failures', () => {
 })
 
 describe('health', () => {
-  test('when the process is up, then /healthz answers 200 without a key', async (t) => {
+  test('when the process is up, then /healthz answers 200 without a key, naming the release it runs', async (t) => {
     const { request } = await testApp(t)
     const res = await request({ method: 'GET', url: '/healthz' })
     assert.equal(res.statusCode, 200)
-    assert.deepEqual(res.json(), { status: 'ok' })
+    const { version } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }
+    assert.deepEqual(res.json(), { status: 'ok', version })
   })
 
   test('when the store answers, then /readyz answers 200 without a key', async (t) => {

@@ -8,6 +8,8 @@ import { loadConfig } from '../../src/config.js'
 import { loggerOptions } from '../../src/logger.js'
 import { auth, newKey, pet, tempStore } from '../helpers/app.js'
 import { importData } from '../../src/domain/import.js'
+import { createKey, revokeKey } from '../../src/access/keys.js'
+import type { ApiKeyRecord } from '../../src/domain/model.js'
 
 /** An app whose JSON log lines are collected in memory, at debug level. */
 async function appWithLog (t: Parameters<typeof tempStore>[0], env: Record<string, string> = {}) {
@@ -79,6 +81,47 @@ describe('logs', () => {
     assert.ok(!log.includes(secretPart), 'the key never appears')
     assert.ok(!log.includes('UnknownSecretValue'), 'an unknown token never appears')
     assert.match(log, /"requestId":"[0-9a-f-]{36}"/)
+  })
+
+  test('when a request names a known key, then every line it writes carries the key id, refusals included, and never the key', async (t) => {
+    const { app, store, lines } = await appWithLog(t, { RATE_LIMIT_FREE: '3/100', BAN_STRIKES: '1' })
+    const issue = async (input: Partial<Parameters<typeof createKey>[2]> = {}, now = new Date()) =>
+      await createKey(store, 'production', { plan: 'free', name: 'test', perMinute: null, perDay: null, ...input }, now)
+    const ok = await issue()
+    const reader = await issue({ scope: 'read' })
+    const expired = await issue({ expiresAt: new Date(Date.now() - 1000) }, new Date(Date.now() - 60_000))
+    const revoked = await issue()
+    await revokeKey(store, revoked.record.id)
+    const limited = await issue()
+    const send = (id: string, key: string, init: { method?: 'GET' | 'PATCH', url?: string, payload?: string } = {}) =>
+      app.inject({ method: init.method ?? 'GET', url: init.url ?? '/v1/inventory', headers: { ...auth(key), 'content-type': 'application/json', 'x-request-id': id }, payload: init.payload })
+    const cases: Array<[string, string, number, ApiKeyRecord]> = []
+    const expect = async (id: string, key: { key: string, record: ApiKeyRecord }, status: number, init?: Parameters<typeof send>[2]) => {
+      assert.equal((await send(id, key.key, init)).statusCode, status, id)
+      cases.push([id, key.key, status, key.record])
+    }
+    await expect('ok-200', ok, 200)
+    await expect('scope-403', reader, 403, { method: 'PATCH', url: '/v1/inventory/1', payload: '{"quantity":2}' })
+    await expect('expired-401', expired, 401)
+    await expect('revoked-401', revoked, 401)
+    for (let i = 0; i < 3; i++) await send(`spend-${i}`, limited.key)
+    await expect('limited-429', limited, 429)
+    // A strike (before the Retry-After) reaches the threshold: the ban is logged as the request's own line.
+    await expect('banned-429', limited, 429)
+    store.getPet = async () => { throw new Error('disk on fire') }
+    await expect('failed-500', ok, 500, { url: '/v1/pets/1' })
+    assert.equal((await send('unknown-401', 'psk_live_UnknownSecretValue')).statusCode, 401)
+
+    const entries = lines.map((line) => JSON.parse(line) as { requestId?: string, keyId?: string, msg: string, status?: number })
+    for (const [id, key, status, record] of cases) {
+      const own = entries.filter((e) => e.requestId === id)
+      assert.ok(own.some((e) => e.msg === 'request completed' && e.status === status), `${id}: an access line`)
+      for (const entry of own) assert.equal(entry.keyId, record.id, `${id}: ${JSON.stringify(entry)}`)
+      assert.ok(!lines.join('\n').includes(key.slice('psk_live_'.length)), `${id}: the key is never written`)
+    }
+    assert.ok(entries.some((e) => e.requestId === 'banned-429' && /banned/.test(e.msg)), 'the ban has its own line')
+    assert.ok(entries.some((e) => e.requestId === 'failed-500' && e.msg !== 'request completed'), 'the 500 has its error line')
+    assert.deepEqual(entries.filter((e) => e.requestId === 'unknown-401').map((e) => e.keyId), [undefined], 'a key nobody issued has no id')
   })
 
   test('when a 500 happens, then it is logged with the request id', async (t) => {

@@ -4,8 +4,10 @@
  */
 import assert from 'node:assert/strict'
 import { randomUUID } from 'node:crypto'
+import { readFileSync } from 'node:fs'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { describe, test, type TestContext } from 'node:test'
+import { AggregatorRegistry } from 'prom-client'
 import { buildApp } from '../../src/app.js'
 import { loadConfig } from '../../src/config.js'
 import { Metrics } from '../../src/metrics/index.js'
@@ -243,6 +245,23 @@ describe('GET /metrics: store', () => {
     await a.request(get('/v1/inventory', a.key))
     assert.equal(value(await scrape(b.request), 'petstore_http_requests_total', { operation: 'listInventory' }), undefined)
     assert.equal(value(await scrape(a.request), 'petstore_http_requests_total', { operation: 'listInventory' }), 1)
+  })
+})
+
+describe('GET /metrics: build info', () => {
+  test('when scraped, then petstore_build_info names the release (package.json\'s version) and the Node.js version, at 1', async (t) => {
+    const { request } = await testApp(t)
+    const { version } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }
+    const samples = parse(await scrape(request)).filter((s) => s.name === 'petstore_build_info')
+    assert.deepEqual(samples, [{ name: 'petstore_build_info', labels: { version, node: process.version }, value: 1 }])
+  })
+
+  test('when the workers of a cluster are added up, then the build info is still 1', async () => {
+    const workers = [new Metrics(), new Metrics(), new Metrics()]
+    for (const worker of workers) worker.recordBan()
+    const text = await AggregatorRegistry.aggregate(await Promise.all(workers.map((worker) => worker.registry.getMetricsAsJSON()))).metrics()
+    assert.equal(value(text, 'petstore_build_info'), 1)
+    assert.equal(value(text, 'petstore_ratelimit_bans_total'), 3, 'counters are still summed')
   })
 })
 

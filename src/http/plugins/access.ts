@@ -6,13 +6,16 @@
  */
 import ipaddr from 'ipaddr.js'
 import type { FastifyContextConfig, FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
-import { KEY_OPTIONAL, KEY_REQUIRED, type Admission, type Gatekeeper, type OperationNeeds, type QuotaView } from '../../access/admission.js'
+import type { Span } from '@opentelemetry/api'
+import { KEY_OPTIONAL, KEY_REQUIRED, keyIdOf, type Admission, type AdmissionRequest, type Gatekeeper, type OperationNeeds, type QuotaView } from '../../access/admission.js'
 import type { CredentialProblem, Credentials } from '../../access/authenticator.js'
 import { KEY_PREFIXES } from '../../access/keys.js'
 import type { Environment } from '../../config.js'
 import type { ApiKeyRecord, KeyScope } from '../../domain/model.js'
 import { AppError } from '../../errors.js'
+import { bindKeyId } from '../../logger.js'
 import { LimiterUnavailableError } from '../../ratelimit/types.js'
+import { endSpan, serverSpanOf, SpanKind, startSpan, tracingOn, within } from '../../tracing/spans.js'
 import { INSUFFICIENT_SCOPE } from '../schemas/common.js'
 import { holdsOnlyTag, noneMatch } from '../preconditions.js'
 import { handleError } from './errors.js'
@@ -145,25 +148,83 @@ function clientAddress (request: FastifyRequest): string {
  */
 function ask (options: AccessOptions, request: FastifyRequest, reply: FastifyReply, needs: OperationNeeds,
   holdsCurrent?: () => Promise<boolean>): Admission | Promise<Admission> {
-  const admission = options.gatekeeper.admit({
+  const asked: AdmissionRequest = {
     credentials: credentialsOf(request.headers.authorization),
     client: clientAddress(request),
     needs,
     ...(holdsCurrent === undefined ? {} : { holdsCurrent })
-  })
+  }
+  const admission = tracingOn() ? admitTraced(options.gatekeeper, request, asked) : options.gatekeeper.admit(asked)
   return admission instanceof Promise ? admission.then((answer) => noted(request, reply, answer)) : noted(request, reply, admission)
+}
+
+/** The rate-limit decision an admission stands for, as traces show it (the metrics' decision names). */
+function decisionOf (admission: Admission): string | null {
+  switch (admission.outcome) {
+    case 'admitted':
+    case 'unauthenticated':
+    case 'insufficient_scope':
+      // Counted and let through to the answer (a 401 or 403 is counted against its caller like any request).
+      return 'allowed'
+    case 'unavailable':
+      return null
+    default:
+      return admission.outcome
+  }
+}
+
+/** What the gate decided, on its span and on the request's server span: the key id (never the key) and the decision. */
+function describeAdmission (request: FastifyRequest, gate: Span, admission: Admission): void {
+  const keyId = keyIdOf(admission)
+  const decision = decisionOf(admission)
+  const attributes = {
+    'petstore.admission': admission.outcome,
+    ...(keyId === null ? {} : { 'petstore.key.id': keyId }),
+    ...(decision === null ? {} : { 'petstore.ratelimit.decision': decision, 'petstore.ratelimit.remaining': admission.quota.shown.remaining })
+  }
+  gate.setAttributes(attributes)
+  serverSpanOf(request)?.setAttributes(attributes)
+}
+
+/**
+ * The admission in a traced process: the gate (authentication and the rate-limit decision) as a span of its own,
+ * active while the gatekeeper works, so that the key lookup, the limiter's Redis commands and a conditional read's
+ * store call are its children.
+ */
+function admitTraced (gatekeeper: Gatekeeper, request: FastifyRequest, asked: AdmissionRequest): Admission | Promise<Admission> {
+  const span = startSpan('gate', SpanKind.INTERNAL)
+  if (span === null) return gatekeeper.admit(asked)
+  const settle = (admission: Admission): Admission => {
+    describeAdmission(request, span, admission)
+    endSpan(span)
+    return admission
+  }
+  let admission: Admission | Promise<Admission>
+  try {
+    admission = within(span, () => gatekeeper.admit(asked))
+  } catch (error) {
+    endSpan(span, error)
+    throw error
+  }
+  if (!(admission instanceof Promise)) return settle(admission)
+  return admission.then(settle, (error: unknown) => {
+    endSpan(span, error)
+    throw error
+  })
 }
 
 function noted (request: FastifyRequest, reply: FastifyReply, admission: Admission): Admission {
   request.admission = admission
   setQuotaHeaders(reply, admission.quota)
+  // From here on every line of the request names the key it named, whatever the answer (never the key itself).
+  const keyId = keyIdOf(admission)
+  if (keyId !== null) bindKeyId(request.log, keyId)
   if (admission.outcome === 'banned' && admission.imposed !== undefined) {
     const { ban, strikes } = admission.imposed
-    request.log.warn({ keyId: admission.key.id, bannedUntil: ban.until.toISOString(), banSeconds: ban.seconds, strikes },
-      'API key banned for sending requests before Retry-After')
+    request.log.warn({ bannedUntil: ban.until.toISOString(), banSeconds: ban.seconds, strikes }, 'API key banned for sending requests before Retry-After')
   }
   if (admission.outcome === 'limited' && admission.banNotRecorded !== undefined) {
-    request.log.error({ err: admission.banNotRecorded.error, keyId: admission.banNotRecorded.keyId }, 'could not record a ban; answering 429 without it')
+    request.log.error({ err: admission.banNotRecorded.error }, 'could not record a ban; answering 429 without it')
   }
   return admission
 }

@@ -4,7 +4,14 @@ import type { Lifecycle } from '../../lifecycle.js'
 import { ResilientLimiter } from '../../ratelimit/resilient.js'
 import type { RateLimiter } from '../../ratelimit/types.js'
 import type { Store } from '../../store/types.js'
+import { VERSION } from '../../version.js'
 import { LIMITER_RETRY_AFTER_SECONDS, sendError, STORE_RETRY_AFTER_SECONDS } from '../plugins/errors.js'
+
+/** Liveness: the process answers, and which release it runs (package.json's version). */
+const Liveness = Type.Object({
+  status: Type.Literal('ok'),
+  version: Type.String()
+}, { additionalProperties: false })
 
 const Health = Type.Object({
   status: Type.String(),
@@ -24,7 +31,9 @@ function answeringLimiter (limiter: RateLimiter): 'in-process' | 'redis' | 'in-p
 
 /** Liveness and readiness, outside /v1 and without a key; hidden from the API document. */
 export const healthRoutes: FastifyPluginAsyncTypebox<{ store: Store, limiter: RateLimiter, lifecycle: Lifecycle }> = async (app, { store, limiter, lifecycle }) => {
-  app.get('/healthz', { schema: { hide: true, response: { 200: Health } } }, async () => ({ status: 'ok' }))
+  // The answer never changes while the process runs: made once.
+  const alive = { status: 'ok', version: VERSION } as const
+  app.get('/healthz', { schema: { hide: true, response: { 200: Liveness } } }, async () => alive)
 
   // Ready: the instance is not stopping, the store answers and a rate limiter decides. The limiter is named, so a
   // fallback to per-instance counting (Redis away) shows here as well as in the metrics.

@@ -11,6 +11,8 @@ import { aheadError, appliedChecksum, checksum, detectQueries, schemaStatus, typ
 import { planBatch } from '../batch.js'
 import { PLAN } from './migrations.js'
 import { SqliteWebhooks } from './webhooks.js'
+import { activeContext, endSpan, linkTo, SpanKind, startSpan, tracingOn } from '../../tracing/spans.js'
+import type { Context, Span } from '@opentelemetry/api'
 import type {
   AttemptOutcome, ClaimedDelivery, ClaimRequest, EnqueueResult, FailureRun, NewWebhook, WebhookBacklog, WebhookDelivery, WebhookRecord, WebhookUpdate
 } from '../webhook-types.js'
@@ -162,6 +164,17 @@ interface PendingUpdate {
   change: Write
   resolve: (result: WriteResult) => void
   reject: (error: unknown) => void
+  /** Where the update was asked for, when the process traces: the commit's span links to it. */
+  context: Context | undefined
+}
+
+/**
+ * The span of a group commit (a traced process only): the transaction's statements, under the store call that asked
+ * first (the commit runs from its setImmediate) and linked to the others it serves.
+ */
+function commitSpan (batch: readonly PendingUpdate[]): Span | null {
+  const links = batch.slice(1).map((item) => linkTo(item.context)).filter((link) => link !== null)
+  return startSpan('sqlite commit', SpanKind.CLIENT, { 'db.system.name': 'sqlite', 'petstore.sqlite.writes': batch.length }, links)
 }
 
 /**
@@ -340,7 +353,7 @@ export class SqliteStore implements Store {
 
   #enqueue (change: Write): Promise<WriteResult> {
     return new Promise((resolve, reject) => {
-      this.#pending.push({ change, resolve, reject })
+      this.#pending.push({ change, resolve, reject, context: activeContext() })
       if (this.#pending.length === 1) setImmediate(() => this.#commitPending())
     })
   }
@@ -353,13 +366,16 @@ export class SqliteStore implements Store {
   #commitPending (): void {
     const batch = this.#pending
     this.#pending = []
+    const span = tracingOn() ? commitSpan(batch) : null
     let outcomes: Array<{ result: WriteResult } | { error: unknown }>
     try {
       outcomes = this.#applyBatch(batch)
     } catch (error) {
+      if (span !== null) endSpan(span, translate(error))
       for (const item of batch) item.reject(translate(error))
       return
     }
+    if (span !== null) endSpan(span)
     outcomes.forEach((outcome, i) => {
       const item = batch[i] as PendingUpdate
       if ('error' in outcome) item.reject(translate(outcome.error))

@@ -1,0 +1,15 @@
+/**
+ * Whether the environment asks for traces, read as the OpenTelemetry SDK reads it: an OTLP endpoint is set
+ * (OTEL_EXPORTER_OTLP_ENDPOINT, or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT for traces alone), the SDK is not disabled
+ * (OTEL_SDK_DISABLED=true) and the traces exporter is not `none`. Everything else (service name, sampler, resource
+ * attributes, protocol) the SDK reads itself. This module imports nothing, so that bin/petstore.js can ask before
+ * any other module is loaded.
+ */
+export function tracingRequested (env: Readonly<Record<string, string | undefined>>): boolean {
+  // The specification's rule for every OTEL_ variable: an empty value is no value.
+  const value = (name: string): string => (env[name] ?? '').trim()
+  if (value('OTEL_EXPORTER_OTLP_ENDPOINT') === '' && value('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT') === '') return false
+  if (value('OTEL_SDK_DISABLED').toLowerCase() === 'true') return false
+  // The SDK sets up no tracer provider when `none` comes first.
+  return value('OTEL_TRACES_EXPORTER').split(',')[0]?.trim().toLowerCase() !== 'none'
+}

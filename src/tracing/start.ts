@@ -1,0 +1,91 @@
+/**
+ * OpenTelemetry tracing for `petstore serve` (docs/observability.md, "Tracing"; docs/decisions.md, "Tracing"). Loaded by
+ * bin/petstore.js only when the environment asks for traces (src/tracing/env.ts), and before any module of the app:
+ * the pg and ioredis instrumentations patch those packages as they load, and this project imports them from ES
+ * modules, which Node's require hooks never see. So the loader hook of import-in-the-middle is registered first (in
+ * the application thread with module.registerHooks where Node allows, else on the loader thread), then the SDK
+ * starts, and only then does bin/petstore.js import the CLI (and with it pg and ioredis).
+ *
+ * The SDK reads the standard variables itself: OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT and _PROTOCOL, OTEL_SERVICE_NAME,
+ * OTEL_RESOURCE_ATTRIBUTES, OTEL_TRACES_SAMPLER and _ARG, OTEL_PROPAGATORS, OTEL_BSP_*. Traces only: the metrics stay
+ * Prometheus's (/metrics) and the logs stay on stdout.
+ */
+import { FastifyOtelInstrumentation } from '@fastify/otel'
+import { trace, type Span } from '@opentelemetry/api'
+import { IORedisInstrumentation } from '@opentelemetry/instrumentation-ioredis'
+import { PgInstrumentation } from '@opentelemetry/instrumentation-pg'
+import { defaultResource, resourceFromAttributes } from '@opentelemetry/resources'
+import { NodeSDK } from '@opentelemetry/sdk-node'
+import type { FastifyRequest } from 'fastify'
+import { createAddHookMessageChannel } from 'import-in-the-middle'
+import { register as registerSyncHooks, supportsSyncHooks } from 'import-in-the-middle/register-hooks.mjs'
+import { register } from 'node:module'
+import { loggedUrl } from '../http/log-url.js'
+import { VERSION } from '../version.js'
+import { enableSpans, noteServerSpan } from './spans.js'
+
+/** The packages whose ES-module imports are intercepted, for their instrumentations: no other module is touched. */
+const HOOKED = ['pg', 'ioredis']
+
+/** Requests that make no trace: probes and scrapes, which would otherwise be most of the traces. */
+const UNTRACED = /^\/(?:healthz|readyz|metrics)(?:[?#]|$)/
+
+/**
+ * Registers import-in-the-middle's loader hook before the hooked packages load. Returns what to wait for once the
+ * instrumentations exist: on the loader thread (Node versions whose module.registerHooks cannot run it), the loader
+ * learns the hooked modules by message and must have acknowledged them before the app imports anything.
+ */
+function hookModules (): () => Promise<void> {
+  if (supportsSyncHooks()) {
+    registerSyncHooks({ include: HOOKED })
+    return async () => {}
+  }
+  const { registerOptions, waitForAllMessagesAcknowledged } = createAddHookMessageChannel()
+  register('import-in-the-middle/hook.mjs', import.meta.url, registerOptions)
+  return waitForAllMessagesAcknowledged
+}
+
+/** The attributes a request's server span gets when it starts; the gate adds the key id and its decision. */
+function describeRequest (span: Span, request: FastifyRequest): void {
+  noteServerSpan(request, span)
+  const route = request.routeOptions.url
+  // The HTTP conventions' name: method and route (the path template, never the path a client chose).
+  if (route !== undefined) span.updateName(`${request.method} ${route}`)
+  const operationId = request.routeOptions.schema?.operationId
+  const mark = request.url.search(/[?#]/)
+  span.setAttributes({
+    // The path without the query, as the access log writes it: a key a client put in it is redacted.
+    'url.path': loggedUrl(mark === -1 ? request.url : request.url.slice(0, mark)),
+    'petstore.request.id': request.id,
+    ...(operationId === undefined ? {} : { 'petstore.operation.id': operationId })
+  })
+}
+
+/** Starts tracing: the loader hook, the instrumentations, the SDK, and the service's own spans (src/tracing/spans.ts). */
+export async function startTracing (): Promise<void> {
+  const acknowledged = hookModules()
+  const sdk = new NodeSDK({
+    // Defaults below what the environment says: OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES win.
+    resource: defaultResource().merge(resourceFromAttributes({ 'service.name': 'petstore-inventory', 'service.version': VERSION })),
+    instrumentations: [
+      // Spans only inside a traced request: the webhook dispatcher's polls and the purge timer make no traces.
+      new PgInstrumentation({ requireParentSpan: true }),
+      // The command name only: a Redis key holds a key id or a client's address, and its arguments are counters.
+      new IORedisInstrumentation({ requireParentSpan: true, dbStatementSerializer: (command) => command }),
+      new FastifyOtelInstrumentation({
+        // Registers itself on the app as Fastify creates it (the fastify.initialization diagnostics channel).
+        registerOnInitialization: true,
+        // One span per request and one for its handler; the gate's own span (src/http/plugins/access.ts) stands for
+        // the hook that matters, and a span per hook would outnumber everything else.
+        instrumentHooks: false,
+        ignorePaths: ({ url }) => UNTRACED.test(url),
+        requestHook: describeRequest
+      })
+    ],
+    metricReaders: [],
+    logRecordProcessors: []
+  })
+  sdk.start()
+  await acknowledged()
+  enableSpans(trace.getTracer('petstore-inventory', VERSION), () => sdk.shutdown())
+}

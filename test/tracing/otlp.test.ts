@@ -1,0 +1,200 @@
+/**
+ * Traces as a collector receives them: the built server (bin/petstore.js serve, a child process, so that the
+ * instrumentations hook pg and ioredis as a real start does) sends OTLP/HTTP to a receiver in the test. One PATCH
+ * makes one trace, continuing the caller's traceparent: the server span, the gate under it, the store under the
+ * handler (the SQLite store's own spans; pg's on PostgreSQL) and Redis under the gate.
+ */
+import assert from 'node:assert/strict'
+import { randomBytes, randomUUID } from 'node:crypto'
+import { fileURLToPath } from 'node:url'
+import { describe, test, type TestContext } from 'node:test'
+import { cliFor, startServe, within, type Cli } from '../cli/run.js'
+import { descendsFrom, otlpReceiver, SPAN_KIND, type OtlpReceiver, type ReceivedSpan } from '../helpers/otlp.js'
+import { requirePostgres, tempPostgresDatabase } from '../helpers/postgres.js'
+import { cleanRedis, REDIS_URL, requireRedis } from '../ratelimit/redis-env.js'
+
+const DEMO = fileURLToPath(new URL('../../data/demo.json', import.meta.url))
+
+/** The variables an operator sets, plus the JSON encoding the receiver reads. */
+function tracingEnv (receiver: OtlpReceiver, env: Record<string, string> = {}): Record<string, string> {
+  return {
+    OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint,
+    OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/json',
+    OTEL_SERVICE_NAME: 'petstore-under-test',
+    OTEL_RESOURCE_ATTRIBUTES: 'deployment.environment.name=test',
+    ...env
+  }
+}
+
+/** A store with the demo data and a key; returns the key and its id. */
+async function prepared (cli: Cli): Promise<{ key: string, keyId: string }> {
+  assert.equal((await cli.run(['migrate'])).code, 0)
+  assert.equal((await cli.run(['import', DEMO])).code, 0)
+  const created = await cli.run(['keys', 'create', '--plan', 'pro', '--json'])
+  assert.equal(created.code, 0, created.stderr)
+  const { key, id } = JSON.parse(created.stdout) as { key: string, id: string }
+  return { key, keyId: id }
+}
+
+interface Patched { traceId: string, callerSpanId: string, requestId: string, remaining: number }
+
+/** One PATCH, as a traced caller sends it (W3C traceparent). */
+async function tracedPatch (base: string, key: string): Promise<Patched> {
+  const traceId = randomBytes(16).toString('hex')
+  const callerSpanId = randomBytes(8).toString('hex')
+  const res = await fetch(`${base}/v1/inventory/1`, {
+    method: 'PATCH',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', traceparent: `00-${traceId}-${callerSpanId}-01` },
+    body: JSON.stringify({ quantity: 42 })
+  })
+  assert.equal(res.status, 200, await res.text())
+  return { traceId, callerSpanId, requestId: res.headers.get('x-request-id') ?? '', remaining: Number(res.headers.get('x-ratelimit-remaining')) }
+}
+
+const isServerSpanOf = (patched: Patched) => (span: ReceivedSpan): boolean =>
+  span.traceId === patched.traceId && span.kind === SPAN_KIND.SERVER
+
+/**
+ * What every store shows for the PATCH: the server span continues the caller's trace and carries the operation, the
+ * key id, the request id and the decision; the gate is its child with the same decision; the handler's store call
+ * is under it; the key's text is nowhere. Returns the trace's spans and its server and gate spans.
+ */
+function assertPatchTrace (received: ReceivedSpan[], patched: Patched, key: { key: string, keyId: string }) {
+  const spans = received.filter((span) => span.traceId === patched.traceId)
+  const server = spans.find(isServerSpanOf(patched))
+  assert.ok(server !== undefined, `a server span in the caller's trace; got ${spans.map((s) => s.name).join(', ')}`)
+  assert.equal(server.parentSpanId, patched.callerSpanId, 'the caller\'s span is the parent')
+  assert.equal(server.name, 'PATCH /v1/inventory/:petId')
+  assert.deepEqual({
+    operation: server.attributes['petstore.operation.id'],
+    keyId: server.attributes['petstore.key.id'],
+    requestId: server.attributes['petstore.request.id'],
+    decision: server.attributes['petstore.ratelimit.decision'],
+    remaining: server.attributes['petstore.ratelimit.remaining'],
+    status: server.attributes['http.response.status_code'],
+    route: server.attributes['http.route'],
+    path: server.attributes['url.path']
+  }, {
+    operation: 'updateInventory', keyId: key.keyId, requestId: patched.requestId, decision: 'allowed', remaining: patched.remaining,
+    status: 200, route: '/v1/inventory/:petId', path: '/v1/inventory/1'
+  })
+  assert.equal(server.resource['service.name'], 'petstore-under-test', 'OTEL_SERVICE_NAME')
+  assert.equal(server.resource['deployment.environment.name'], 'test', 'OTEL_RESOURCE_ATTRIBUTES')
+  assert.equal(typeof server.resource['service.version'], 'string')
+
+  const gate = spans.find((span) => span.name === 'gate')
+  assert.ok(gate !== undefined, 'a gate span')
+  assert.equal(gate.parentSpanId, server.spanId)
+  assert.deepEqual([gate.attributes['petstore.key.id'], gate.attributes['petstore.ratelimit.decision'], gate.attributes['petstore.admission']],
+    [key.keyId, 'allowed', 'admitted'])
+
+  const write = spans.find((span) => span.name === 'store setQuantity')
+  assert.ok(write !== undefined && descendsFrom(spans, write, server.spanId), 'the store write under the server span')
+  assert.ok(!descendsFrom(spans, write, gate.spanId), 'the handler\'s store call is not the gate\'s')
+
+  // The key's text in no attribute, event, status or link of anything the collector received.
+  const secret = key.key.slice('psk_live_'.length)
+  assert.ok(received.length > 0)
+  for (const span of received) assert.ok(!JSON.stringify(span).includes(secret), `the key in ${span.name}`)
+  assert.ok(!received.some((span) => span.attributes['url.path'] === '/healthz'), 'probes make no traces')
+  return { spans, server, gate, write }
+}
+
+describe('tracing with the embedded SQLite store', () => {
+  test('when a traced caller PATCHes, then one trace shows the server span, the gate and the SQLite store\'s own spans; a graceful stop sends them', async (t) => {
+    const receiver = await otlpReceiver(t)
+    const cli = cliFor(t)
+    const key = await prepared(cli)
+    // Nothing is exported on a timer in this test: only the stop's flush sends the spans.
+    const { base, server: serve } = await startServe(cli, [], tracingEnv(receiver, { OTEL_BSP_SCHEDULE_DELAY: '600000' }))
+    const patched = await tracedPatch(base, key.key)
+    // A key at its limit: the refusal's trace names the key and the decision.
+    const created = await cli.run(['keys', 'create', '--plan', 'enterprise', '--per-minute', '1', '--per-day', '10', '--json'])
+    const tight = JSON.parse(created.stdout) as { key: string, id: string }
+    await tracedPatch(base, tight.key)
+    const refusedTrace = randomBytes(16).toString('hex')
+    const refused = await fetch(`${base}/v1/inventory/1`, {
+      method: 'PATCH',
+      headers: { authorization: `Bearer ${tight.key}`, 'content-type': 'application/json', traceparent: `00-${refusedTrace}-${randomBytes(8).toString('hex')}-01` },
+      body: JSON.stringify({ quantity: 43 })
+    })
+    assert.equal(refused.status, 429)
+    serve.child.kill('SIGTERM')
+    assert.equal((await within(10_000, serve.exited, 'the server to stop')).code, 0)
+
+    const { spans, gate, write } = assertPatchTrace(await receiver.waitFor((spans) => spans.some(isServerSpanOf(patched)), 2000), patched, key)
+    assert.equal(write.kind, SPAN_KIND.CLIENT)
+    assert.equal(write.attributes['db.system.name'], 'sqlite')
+    const commit = spans.find((span) => span.name === 'sqlite commit')
+    assert.ok(commit !== undefined && commit.parentSpanId === write.spanId, 'the group commit under the write it serves')
+    assert.equal(commit.attributes['petstore.sqlite.writes'], 1)
+    const lookup = spans.find((span) => span.name === 'store findApiKeyByHash')
+    assert.ok(lookup !== undefined && lookup.parentSpanId === gate.spanId, 'the key lookup under the gate')
+
+    const limited = receiver.spans().find((span) => span.traceId === refusedTrace && span.kind === SPAN_KIND.SERVER)
+    assert.deepEqual([limited?.attributes['petstore.key.id'], limited?.attributes['petstore.ratelimit.decision'], limited?.attributes['petstore.ratelimit.remaining'],
+      limited?.attributes['http.response.status_code']], [tight.id, 'limited', 0, 429])
+    assert.ok(!receiver.bodies().some((body) => body.includes(tight.key.slice('psk_live_'.length))), 'the key in nothing sent')
+  })
+})
+
+describe('sampling', () => {
+  test('when OTEL_TRACES_SAMPLER follows the caller (parentbased_always_off), then only requests a caller sampled are traced', async (t) => {
+    const receiver = await otlpReceiver(t)
+    const cli = cliFor(t)
+    const key = await prepared(cli)
+    const { base } = await startServe(cli, [], tracingEnv(receiver, { OTEL_BSP_SCHEDULE_DELAY: '50', OTEL_TRACES_SAMPLER: 'parentbased_always_off' }))
+    const send = async (traceparent?: string) => {
+      const res = await fetch(`${base}/v1/inventory`, { headers: { authorization: `Bearer ${key.key}`, ...(traceparent === undefined ? {} : { traceparent }) } })
+      assert.equal(res.status, 200)
+    }
+    await send()
+    await send(`00-${randomBytes(16).toString('hex')}-${randomBytes(8).toString('hex')}-00`)
+    const sampled = randomBytes(16).toString('hex')
+    await send(`00-${sampled}-${randomBytes(8).toString('hex')}-01`)
+    const spans = await receiver.waitFor((spans) => spans.some((span) => span.traceId === sampled && span.kind === SPAN_KIND.SERVER))
+    assert.deepEqual([...new Set(spans.map((span) => span.traceId))], [sampled], 'no trace of the requests the caller did not sample')
+  })
+})
+
+const services = (await requirePostgres('tracing on PostgreSQL and Redis')) && (await requireRedis('tracing on PostgreSQL and Redis'))
+
+if (services) {
+  describe('tracing with PostgreSQL and the Redis limiter', () => {
+    async function setup (t: TestContext): Promise<Cli> {
+      const REDIS_KEY_PREFIX = `test:${randomUUID()}:`
+      t.after(() => cleanRedis(REDIS_KEY_PREFIX))
+      return cliFor(t, { DATABASE_URL: await tempPostgresDatabase(t), REDIS_URL, REDIS_KEY_PREFIX })
+    }
+
+    test('when a traced caller PATCHes, then one trace shows the server span, the gate with its Redis commands, and the store with its pg queries', async (t) => {
+      const receiver = await otlpReceiver(t)
+      const cli = await setup(t)
+      const key = await prepared(cli)
+      const { base } = await startServe(cli, [], tracingEnv(receiver, { OTEL_BSP_SCHEDULE_DELAY: '50' }))
+      const patched = await tracedPatch(base, key.key)
+
+      const received = await receiver.waitFor((spans) => {
+        const trace = spans.filter((span) => span.traceId === patched.traceId)
+        return trace.some((span) => span.kind === SPAN_KIND.SERVER) && trace.some((span) => span.scope.includes('ioredis')) &&
+          trace.some((span) => span.scope.includes('instrumentation-pg'))
+      })
+      const { spans, server, gate, write } = assertPatchTrace(received, patched, key)
+      assert.equal(write.kind, SPAN_KIND.INTERNAL, 'on PostgreSQL the client spans are pg\'s')
+
+      const redis = spans.filter((span) => span.scope.includes('ioredis'))
+      // The limiter's decisions under the gate; the write's announcement to the other instances' listing caches under
+      // the handler.
+      assert.ok(redis.some((span) => descendsFrom(spans, span, gate.spanId)), 'the limiter\'s Redis commands under the gate')
+      assert.ok(redis.every((span) => descendsFrom(spans, span, server.spanId)), 'every Redis command in the request\'s trace')
+      assert.ok(redis.every((span) => span.kind === SPAN_KIND.CLIENT && span.attributes['db.system.name'] === 'redis'))
+      // The command name only: a Redis key holds a key id or a client's address.
+      for (const span of redis) assert.ok(!String(span.attributes['db.query.text'] ?? '').includes(':'), String(span.attributes['db.query.text']))
+
+      const queries = spans.filter((span) => span.scope.includes('instrumentation-pg') && span.kind === SPAN_KIND.CLIENT)
+      assert.ok(queries.some((span) => descendsFrom(spans, span, write.spanId) && /UPDATE/i.test(String(span.attributes['db.query.text']))),
+        `an UPDATE under the store write; got ${queries.map((s) => `${s.name} ${String(s.attributes['db.query.text'])}`).join(' | ')}`)
+      assert.ok(queries.every((span) => span.attributes['db.system.name'] === 'postgresql'))
+    })
+  })
+}
