@@ -138,6 +138,29 @@ describe('petstore backup', () => {
     assert.deepEqual(leftovers(cli), [])
   })
 
+  test('when FILE names the store\'s write-ahead log or another file SQLite keeps beside it, then backup refuses it, --force or not, and the store stays readable', async (t) => {
+    const cli = cliFor(t)
+    const key = await arrange(cli, 2)
+    const { base, server } = await startServe(cli)
+    assert.equal(await setQuantity(base, key, 1, 5), 200)
+    assert.ok(existsSync(`${cli.db}-wal`), 'the serving store has its write-ahead log')
+    for (const suffix of ['-wal', '-shm', '-journal']) {
+      for (const args of [[], ['--force']]) {
+        // Relative to the working directory (the store's), as an operator would type it.
+        const res = await cli.run(['backup', `petstore.db${suffix}`, ...args])
+        assert.equal(res.code, 1, `backup petstore.db${suffix} ${args.join(' ')}: ${res.stdout}`)
+        assert.match(res.stderr, new RegExp(`petstore\\.db${suffix} is a file SQLite keeps beside the store .*: name a file of its own`))
+      }
+    }
+    const listed = await cli.run(['keys', 'list', '--json'])
+    assert.equal(listed.code, 0, listed.stderr)
+    assert.equal(await quantityServed(base, key, 1), 5)
+    await stop(server)
+    assert.equal(existsSync(`${cli.db}-journal`), false)
+    assert.equal(quantityIn(cli.db, 1), 5, 'the write is in the store once the server has stopped')
+    assert.deepEqual(leftovers(cli), [])
+  })
+
   test('when the store is not a database, then backup fails naming it and writes no file', async (t) => {
     const cli = cliFor(t)
     writeFileSync(cli.db, 'x'.repeat(4096))
