@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict'
 import { createHash } from 'node:crypto'
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, test } from 'node:test'
 import Database from 'better-sqlite3'
@@ -158,6 +158,23 @@ describe('petstore backup', () => {
     await stop(server)
     assert.equal(existsSync(`${cli.db}-journal`), false)
     assert.equal(quantityIn(cli.db, 1), 5, 'the write is in the store once the server has stopped')
+    assert.deepEqual(leftovers(cli), [])
+  })
+
+  test('when FILE is a directory, or in a directory that does not exist, then backup and restore say so and write nothing', async (t) => {
+    const cli = cliFor(t)
+    await arrange(cli, 1)
+    mkdirSync(join(cli.dir, 'backups'))
+    for (const args of [['backup', 'backups'], ['backup', 'backups', '--force'], ['restore', 'backups']]) {
+      const res = await cli.run(args)
+      assert.equal(res.code, 1, args.join(' '))
+      assert.match(res.stderr, /^petstore: backups is a directory/, args.join(' '))
+    }
+    const missing = await cli.run(['backup', 'nightly/petstore.db'])
+    assert.equal(missing.code, 1)
+    assert.equal(missing.stderr, 'petstore: the directory nightly does not exist: create it first\n')
+    assert.equal(existsSync(join(cli.dir, 'nightly')), false)
+    assert.deepEqual(readdirSync(join(cli.dir, 'backups')), [])
     assert.deepEqual(leftovers(cli), [])
   })
 

@@ -206,6 +206,8 @@ function install (temp: string, path: string, replace: boolean): void {
 export async function backupStoreFile (storePath: string, path: string, options: { replace: boolean }): Promise<StoreFileReport> {
   if (!existsSync(storePath)) throw new StoreFileError(`there is no store at ${storePath} to back up`)
   if (sameFile(storePath, path)) throw new StoreFileError(`${path} is the store itself`)
+  if (statSync(path, { throwIfNoEntry: false })?.isDirectory() === true) throw new StoreFileError(`${path} is a directory: name the backup's file`)
+  if (!existsSync(dirname(resolve(path)))) throw new StoreFileError(`the directory ${dirname(path)} does not exist: create it first`)
   const companion = companionOf(storePath, path)
   if (companion !== null) {
     throw new StoreFileError(`${path} is a file SQLite keeps beside the store (its ${companion} file): name a file of its own`)
@@ -299,6 +301,7 @@ export interface RestoreResult {
  */
 export async function restoreStoreFile (path: string, storePath: string, now: Date = new Date()): Promise<RestoreResult> {
   if (!existsSync(path)) throw new StoreFileError(`${path} does not exist`)
+  if (statSync(path).isDirectory()) throw new StoreFileError(`${path} is a directory, not a backup file`)
   if (sameFile(path, storePath)) throw new StoreFileError(`${path} is the store itself`)
   mkdirSync(dirname(storePath), { recursive: true })
   const temp = partialName(storePath)
