@@ -1,6 +1,5 @@
 import { createInterface } from 'node:readline'
-import { Writable } from 'node:stream'
-import { text } from 'node:stream/consumers'
+import { type Readable, Writable } from 'node:stream'
 
 /** Where a CLI invocation reads its environment and writes its output: the process, or a test's buffers. */
 export interface Io {
@@ -12,10 +11,12 @@ export interface Io {
   /** The terminal's width, when stderr is one. */
   stderrColumns?: number
   /**
-   * Reads a secret from standard input: all of it from a pipe or file; on a terminal, one line typed without echo,
-   * after `prompt` on stderr. The secret never appears on the command line, in the shell history or on the screen.
+   * Reads a secret from standard input: all of it from a pipe or file, but no more than `maxBytes` and one byte (so
+   * that the caller can tell more from enough, however much follows, even an input that never ends); on a terminal,
+   * one line typed without echo, after `prompt` on stderr. The secret never appears on the command line, in the shell
+   * history or on the screen.
    */
-  readSecret: (prompt: string) => Promise<string>
+  readSecret: (prompt: string, maxBytes: number) => Promise<string>
 }
 
 /** One line from the terminal on stdin, typed without echo (readline writes its echo to a stream that drops it). */
@@ -35,11 +36,24 @@ async function readHidden (prompt: string): Promise<string> {
   }
 }
 
+/** The first `maxBytes` + 1 bytes of `input` as text, and not a byte further: the rest is left unread. */
+async function readAtMost (input: Readable, maxBytes: number): Promise<string> {
+  const chunks: Buffer[] = []
+  let size = 0
+  for await (const chunk of input) {
+    chunks.push(chunk as Buffer)
+    size += (chunk as Buffer).length
+    // Leaving the loop destroys the stream: nothing more is read.
+    if (size > maxBytes) break
+  }
+  return Buffer.concat(chunks).subarray(0, maxBytes + 1).toString('utf8')
+}
+
 export const defaultIo: Io = {
   stdout: (text) => process.stdout.write(text),
   stderr: (text) => process.stderr.write(text),
   env: process.env,
   stderrIsTTY: process.stderr.isTTY === true,
   get stderrColumns () { return process.stderr.columns },
-  readSecret: async (prompt) => process.stdin.isTTY ? await readHidden(prompt) : await text(process.stdin)
+  readSecret: async (prompt, maxBytes) => process.stdin.isTTY ? await readHidden(prompt) : await readAtMost(process.stdin, maxBytes)
 }

@@ -223,8 +223,17 @@ function keyDetails (key: ApiKeyRecord, plans: PlanTable, now: number, usages?: 
   return fields.map(([name, value]) => `${`${name}:`.padEnd(21)}${printable(value)}`).join('\n') + '\n'
 }
 
+/**
+ * How much of standard input `keys find` reads: a key is under 100 bytes, so this is room for any key with blanks
+ * around it, and a log file or an endless stream piped in by mistake is refused without being read whole.
+ */
+const KEY_INPUT_MAX_BYTES = 4096
+
 /** The key text read for `keys find`: surrounding blanks (a newline) and a pasted "Bearer " go; one word must be left. */
 function keyText (raw: string): string {
+  if (Buffer.byteLength(raw) > KEY_INPUT_MAX_BYTES) {
+    throw new UsageError(`standard input holds more than ${KEY_INPUT_MAX_BYTES} bytes: give one key`)
+  }
   const text = raw.trim().replace(/^Bearer\s+/i, '')
   if (text === '') throw new UsageError('no key on standard input: pipe it in (petstore keys find < leaked.txt) or type it when asked')
   if (/\s/.test(text)) throw new UsageError('standard input holds more than one word: give one key')
@@ -323,7 +332,7 @@ export async function keysCommand (args: string[], config: Config, io: Io): Prom
         throw new UsageError('keys find takes the key on standard input, never as an argument (shell history and process lists keep arguments)')
       }
       const { values } = parse(rest, { json: { type: 'boolean' } }, 0)
-      const text = keyText(await io.readSecret('Key (not shown as you type): '))
+      const text = keyText(await io.readSecret('Key (not shown as you type): ', KEY_INPUT_MAX_BYTES))
       const key = await withStore(config, 'read', (store) => store.findApiKeyByHash(hashKey(text)))
       if (key === null) {
         io.stderr('petstore: no key of this store matches (a key of another deployment, or not a key)\n')

@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict'
 import { createHash } from 'node:crypto'
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, test } from 'node:test'
 import Database from 'better-sqlite3'
@@ -135,6 +135,46 @@ describe('petstore backup', () => {
     assert.match(forced.stdout, new RegExp(`^Backed up .* to .*existing\\.db in [0-9.]+ s: \\d+ KB, schema version ${LATEST}, integrity check ok\\.\\n`))
     assert.match(forced.stdout, /\n {2}pets +3\n/)
     assert.equal(quantityIn(file, 1), 0)
+    assert.deepEqual(leftovers(cli), [])
+  })
+
+  test('when FILE names the store\'s write-ahead log or another file SQLite keeps beside it, then backup refuses it, --force or not, and the store stays readable', async (t) => {
+    const cli = cliFor(t)
+    const key = await arrange(cli, 2)
+    const { base, server } = await startServe(cli)
+    assert.equal(await setQuantity(base, key, 1, 5), 200)
+    assert.ok(existsSync(`${cli.db}-wal`), 'the serving store has its write-ahead log')
+    for (const suffix of ['-wal', '-shm', '-journal']) {
+      for (const args of [[], ['--force']]) {
+        // Relative to the working directory (the store's), as an operator would type it.
+        const res = await cli.run(['backup', `petstore.db${suffix}`, ...args])
+        assert.equal(res.code, 1, `backup petstore.db${suffix} ${args.join(' ')}: ${res.stdout}`)
+        assert.match(res.stderr, new RegExp(`petstore\\.db${suffix} is a file SQLite keeps beside the store .*: name a file of its own`))
+      }
+    }
+    const listed = await cli.run(['keys', 'list', '--json'])
+    assert.equal(listed.code, 0, listed.stderr)
+    assert.equal(await quantityServed(base, key, 1), 5)
+    await stop(server)
+    assert.equal(existsSync(`${cli.db}-journal`), false)
+    assert.equal(quantityIn(cli.db, 1), 5, 'the write is in the store once the server has stopped')
+    assert.deepEqual(leftovers(cli), [])
+  })
+
+  test('when FILE is a directory, or in a directory that does not exist, then backup and restore say so and write nothing', async (t) => {
+    const cli = cliFor(t)
+    await arrange(cli, 1)
+    mkdirSync(join(cli.dir, 'backups'))
+    for (const args of [['backup', 'backups'], ['backup', 'backups', '--force'], ['restore', 'backups']]) {
+      const res = await cli.run(args)
+      assert.equal(res.code, 1, args.join(' '))
+      assert.match(res.stderr, /^petstore: backups is a directory/, args.join(' '))
+    }
+    const missing = await cli.run(['backup', 'nightly/petstore.db'])
+    assert.equal(missing.code, 1)
+    assert.equal(missing.stderr, 'petstore: the directory nightly does not exist: create it first\n')
+    assert.equal(existsSync(join(cli.dir, 'nightly')), false)
+    assert.deepEqual(readdirSync(join(cli.dir, 'backups')), [])
     assert.deepEqual(leftovers(cli), [])
   })
 

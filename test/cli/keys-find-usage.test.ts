@@ -4,11 +4,12 @@
  * terminal of 100 columns with each key's usage.
  */
 import assert from 'node:assert/strict'
+import { spawn } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
 import { describe, test } from 'node:test'
 import { cleanRedis, REDIS_URL, requireRedis } from '../ratelimit/redis-env.js'
 import { freePort } from '../helpers/net.js'
-import { cliFor, inspectStore, startServe, within, type Cli } from './run.js'
+import { BIN, cliFor, inspectStore, startServe, within, type Cli } from './run.js'
 
 interface Window { used: number, limit: number, resetAt: string }
 
@@ -83,6 +84,37 @@ describe('petstore keys find', () => {
     const two = await cli.run(['keys', 'find'], {}, `${created.key}\n${created.key}\n`)
     assert.equal(two.code, 2)
     assert.match(two.stderr, /more than one word: give one key/)
+  })
+
+  test('when standard input holds far more than a key, or never ends, then it stops reading, exits 2 and names no key', async (t) => {
+    const cli = cliFor(t)
+    const created = await create(cli, '--plan', 'free')
+    // A log file piped in by mistake: the key is in it, but so is much else.
+    const log = `${created.key}\n${'x'.repeat(1_000_000)}`
+    const big = await cli.run(['keys', 'find'], {}, log)
+    assert.equal(big.code, 2, big.stderr)
+    assert.equal(big.stdout, '')
+    assert.match(big.stderr, /standard input holds more than 4096 bytes: give one key/)
+
+    // An input that never ends (as from /dev/zero or a stuck pipe) is read no further than the bound either.
+    const endless = spawn(process.execPath, [BIN, 'keys', 'find'], { cwd: cli.dir, env: cli.env, stdio: ['pipe', 'pipe', 'pipe'] })
+    t.after(() => { if (endless.exitCode === null && endless.signalCode === null) endless.kill('SIGKILL') })
+    let stderr = ''
+    endless.stderr.setEncoding('utf8').on('data', (text: string) => { stderr += text })
+    endless.stdout.resume()
+    const exited = new Promise<number | null>((resolve) => endless.on('close', resolve))
+    const chunk = 'y'.repeat(65_536)
+    let writing = true
+    endless.stdin.on('error', () => { writing = false })
+    const feed = (): void => {
+      while (writing && endless.stdin.write(chunk)) { /* until the pipe is full */ }
+      if (writing) endless.stdin.once('drain', feed)
+    }
+    feed()
+    const code = await within(10_000, exited, 'keys find to stop reading an endless input')
+    writing = false
+    assert.equal(code, 2)
+    assert.match(stderr, /more than 4096 bytes/)
   })
 })
 

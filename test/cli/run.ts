@@ -62,7 +62,11 @@ export function cliFor (t: TestContext, env: Record<string, string> = {}): Cli {
 
   const start = (args: string[], extra: Record<string, string> = {}, input?: string): Started => {
     const child = spawn(process.execPath, [BIN, ...args], { cwd: dir, env: { ...base, ...extra }, stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] })
-    if (input !== undefined) child.stdin?.end(input)
+    if (input !== undefined) {
+      // A command may stop reading before the end of its input (keys find reads a bounded amount): not the test's error.
+      child.stdin?.on('error', (error: NodeJS.ErrnoException) => { if (error.code !== 'EPIPE') throw error })
+      child.stdin?.end(input)
+    }
     let stdout = ''
     let stderr = ''
     child.stdout?.setEncoding('utf8').on('data', (chunk: string) => { stdout += chunk })

@@ -7,8 +7,8 @@
  */
 import Database from 'better-sqlite3'
 import { randomBytes } from 'node:crypto'
-import { closeSync, existsSync, fsyncSync, linkSync, mkdirSync, openSync, renameSync, rmSync, statSync, unlinkSync } from 'node:fs'
-import { basename, dirname, join } from 'node:path'
+import { closeSync, existsSync, fsyncSync, linkSync, mkdirSync, openSync, realpathSync, renameSync, rmSync, statSync, unlinkSync } from 'node:fs'
+import { basename, dirname, join, resolve } from 'node:path'
 import { SchemaError, type SchemaStatus } from '../migrations.js'
 import { onlineCopy, sqliteSchemaStatus } from './index.js'
 
@@ -60,6 +60,36 @@ function partialName (path: string): string {
 
 function removeWithCompanions (path: string): void {
   for (const suffix of ['', ...COMPANIONS]) rmSync(path + suffix, { force: true })
+}
+
+/** `path` absolute, its directory with symbolic links resolved (as far as it exists): two names of one entry compare equal. */
+function canonical (path: string): string {
+  const absolute = resolve(path)
+  try {
+    return join(realpathSync(dirname(absolute)), basename(absolute))
+  } catch {
+    return absolute
+  }
+}
+
+/**
+ * Which of the files SQLite keeps beside the store `path` names, whether it exists now or not ('-wal', ...), or null.
+ * SQLite puts them beside the file a link to the store leads to, so the store's own name and that file's both count.
+ * A backup written there would replace a serving store's log (its acknowledged writes lost, other readers seeing a
+ * damaged database), or be taken for the log by the next server and then deleted by it.
+ */
+function companionOf (storePath: string, path: string): string | null {
+  const stores = new Set([canonical(storePath)])
+  try {
+    stores.add(realpathSync(storePath))
+  } catch { /* no store yet: its name is all there is */ }
+  const target = canonical(path)
+  for (const store of stores) {
+    for (const suffix of COMPANIONS) {
+      if (target === store + suffix || sameFile(path, store + suffix)) return suffix
+    }
+  }
+  return null
 }
 
 function sameFile (a: string, b: string): boolean {
@@ -176,6 +206,12 @@ function install (temp: string, path: string, replace: boolean): void {
 export async function backupStoreFile (storePath: string, path: string, options: { replace: boolean }): Promise<StoreFileReport> {
   if (!existsSync(storePath)) throw new StoreFileError(`there is no store at ${storePath} to back up`)
   if (sameFile(storePath, path)) throw new StoreFileError(`${path} is the store itself`)
+  if (statSync(path, { throwIfNoEntry: false })?.isDirectory() === true) throw new StoreFileError(`${path} is a directory: name the backup's file`)
+  if (!existsSync(dirname(resolve(path)))) throw new StoreFileError(`the directory ${dirname(path)} does not exist: create it first`)
+  const companion = companionOf(storePath, path)
+  if (companion !== null) {
+    throw new StoreFileError(`${path} is a file SQLite keeps beside the store (its ${companion} file): name a file of its own`)
+  }
   if (!options.replace && existsSync(path)) throw new TargetExistsError(path)
   const temp = partialName(path)
   try {
@@ -265,6 +301,7 @@ export interface RestoreResult {
  */
 export async function restoreStoreFile (path: string, storePath: string, now: Date = new Date()): Promise<RestoreResult> {
   if (!existsSync(path)) throw new StoreFileError(`${path} does not exist`)
+  if (statSync(path).isDirectory()) throw new StoreFileError(`${path} is a directory, not a backup file`)
   if (sameFile(path, storePath)) throw new StoreFileError(`${path} is the store itself`)
   mkdirSync(dirname(storePath), { recursive: true })
   const temp = partialName(storePath)
