@@ -3,6 +3,7 @@
  * `--help` are made, so the two cannot disagree.
  */
 import { PLANS } from '../domain/model.js'
+import { UsageError } from './common.js'
 
 interface CommandHelp {
   /** The command and its arguments, as typed (lines after the first are continuations). */
@@ -156,7 +157,7 @@ export function helpOf (name: string): string | null {
 /**
  * The help asked for by `argv`, or null when none was: `--help` or `-h` anywhere before `--` (after the command
  * name, and the subcommand's for a group), or `petstore help COMMAND...`. The command named is the longest known one
- * the arguments begin with (`keys list --help`: keys list; `keys --help`: keys); an unknown one gets the whole usage.
+ * the arguments begin with (`keys list --help`: keys list; `keys --help`: keys); an unknown one is a UsageError.
  */
 export function helpFor (argv: readonly string[]): string | null {
   const end = argv.indexOf('--')
@@ -165,5 +166,9 @@ export function helpFor (argv: readonly string[]): string | null {
   if (words === null) return null
   const [first, second] = words
   if (first === undefined) return USAGE
-  return helpOf(`${first} ${second ?? ''}`) ?? helpOf(first) ?? USAGE
+  const help = helpOf(`${first} ${second ?? ''}`) ?? helpOf(first)
+  // An option before any command (petstore -h --json) asks for the whole usage; an unknown command is an error, as
+  // without --help.
+  if (help === null && !first.startsWith('-')) throw new UsageError(`unknown command "${first}"`)
+  return help ?? USAGE
 }

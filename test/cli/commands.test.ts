@@ -189,12 +189,14 @@ describe('petstore (usage)', () => {
     assert.match(res.stdout, /^Usage:/)
   })
 
-  test('when the command is unknown, then it exits 2 naming it and pointing to help', async (t) => {
+  test('when the command is unknown, also with --help, then it exits 2 naming it and pointing to help', async (t) => {
     const cli = cliFor(t)
-    const res = await cli.run(['frobnicate'])
-    assert.equal(res.code, 2)
-    assert.equal(res.stdout, '')
-    assert.match(res.stderr, /unknown command "frobnicate"/)
-    assert.match(res.stderr, /petstore help/)
+    for (const argv of [['frobnicate'], ['frobnicate', '--help'], ['help', 'frobnicate']]) {
+      const res = await cli.run(argv)
+      assert.equal(res.code, 2, argv.join(' '))
+      assert.equal(res.stdout, '')
+      assert.match(res.stderr, /unknown command "frobnicate"/)
+      assert.match(res.stderr, /petstore help/)
+    }
   })
 })
