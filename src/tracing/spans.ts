@@ -35,12 +35,16 @@ export function serverSpanOf (request: object): Span | undefined {
 
 /**
  * A span of ours under the active one; null when tracing is off, or when nothing is traced here: work no request
- * started (timers, polls) makes no traces of its own.
+ * started (timers, polls) makes no traces of its own, and a request the sampler left out gets none.
  */
 export function startSpan (name: string, kind: SpanKind, attributes?: Attributes, links?: Link[]): Span | null {
   if (tracer === null) return null
   const parent = context.active()
-  if (trace.getSpan(parent) === undefined) return null
+  const parentSpan = trace.getSpan(parent)
+  if (parentSpan === undefined) return null
+  // A request the sampler left out records nothing: spans under it would be dropped, and making them costs. (A span
+  // with links, the group commit's, may serve requests that were sampled: it is left to the sampler.)
+  if (!parentSpan.isRecording() && links === undefined) return null
   return tracer.startSpan(name, { kind, ...(attributes === undefined ? {} : { attributes }), ...(links === undefined ? {} : { links }) }, parent)
 }
 
