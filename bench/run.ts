@@ -20,6 +20,7 @@ import { get10Redis } from './scenarios/get-10-redis.js'
 import { listing1m } from './scenarios/listing-1m.js'
 import { patch } from './scenarios/patch.js'
 import { peer } from './scenarios/peer.js'
+import { tracing } from './scenarios/tracing.js'
 import { webhooks } from './scenarios/webhooks.js'
 import { openWorkDir } from './servers.js'
 import { settings } from './settings.js'
@@ -27,7 +28,7 @@ import { Cleanup, cleanupOnSignals, PINNING, ROOT } from './support.js'
 
 /** Every scenario, in the order they run: get-10 first, whose ceiling (and peer rounds) later ones use. */
 const SCENARIOS: Scenario[] = [
-  get10, get10k, get100kMemory, patch, peer, floorFastify, floorFields, floorGate, listing1m, get10Redis, get10Pg2x, costsPg2x, webhooks
+  get10, get10k, get100kMemory, patch, peer, floorFastify, floorFields, floorGate, listing1m, get10Redis, get10Pg2x, costsPg2x, webhooks, tracing
 ]
 
 const RESULTS = join(ROOT, 'bench/results')

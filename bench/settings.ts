@@ -29,5 +29,8 @@ export const settings = {
   // wrk when installed: a C load generator parses a 475 KB response far faster than autocannon, which on one
   // core becomes the limit before the bare server does.
   loadGenerator: process.env.BENCH_LOADGEN ?? (hasCommand('wrk') ? 'wrk' : 'autocannon'),
-  only: (process.env.BENCH_ONLY ?? '').split(',').map((s) => s.trim()).filter((s) => s !== '')
+  only: (process.env.BENCH_ONLY ?? '').split(',').map((s) => s.trim()).filter((s) => s !== ''),
+  // The tracing scenario's sampler (OTEL_TRACES_SAMPLER and _ARG of the traced service): every request by default.
+  tracesSampler: process.env.BENCH_TRACES_SAMPLER ?? 'always_on',
+  tracesSamplerArg: process.env.BENCH_TRACES_SAMPLER_ARG ?? ''
 }
