@@ -6,16 +6,11 @@
  */
 import type { Span } from '@opentelemetry/api'
 import type { Store } from '../store/types.js'
+import { isAsyncIterable, wrapMethods } from '../store/wrap.js'
 import { endSpan, SpanKind, startSpan, within } from './spans.js'
-
-type AnyFunction = (...args: unknown[]) => unknown
 
 /** The Store's synchronous members: answered in memory (or by a pragma), not calls worth a span. */
 const SYNCHRONOUS: ReadonlySet<string> = new Set<keyof Store>(['poolStats', 'changedElsewhere'])
-
-function isAsyncIterable (value: unknown): value is AsyncIterable<unknown> {
-  return typeof value === 'object' && value !== null && Symbol.asyncIterator in value
-}
 
 /** An iteration (a paged listing) as one span, from the call to its last page, each page read with the span active. */
 async function * traced<T> (iterable: AsyncIterable<T>, span: Span): AsyncGenerator<T> {
@@ -44,43 +39,29 @@ async function * traced<T> (iterable: AsyncIterable<T>, span: Span): AsyncGenera
  * spans, under them.
  */
 export function traceStore<S extends Store> (store: S): S {
-  const wrappers = new WeakMap<AnyFunction, AnyFunction>()
   const embedded = store.kind === 'sqlite'
   const kind = embedded ? SpanKind.CLIENT : SpanKind.INTERNAL
-  return new Proxy(store, {
-    get (target, property, _receiver) {
-      const value: unknown = Reflect.get(target, property, target)
-      if (typeof value !== 'function' || typeof property !== 'string' || property === 'constructor') return value
-      const method = value as AnyFunction
-      let wrapper = wrappers.get(method)
-      if (wrapper === undefined && SYNCHRONOUS.has(property)) {
-        // Called on the real store all the same (its #private fields are not reachable through a proxy).
-        wrapper = (...args: unknown[]): unknown => method.apply(target, args)
-        wrappers.set(method, wrapper)
-      } else if (wrapper === undefined) {
-        const name = `store ${property}`
-        const attributes = embedded ? { 'petstore.store.operation': property, 'db.system.name': 'sqlite' } : { 'petstore.store.operation': property }
-        wrapper = (...args: unknown[]): unknown => {
-          const span = startSpan(name, kind, attributes)
-          if (span === null) return method.apply(target, args)
-          let result: unknown
-          try {
-            result = within(span, () => method.apply(target, args))
-          } catch (error) {
-            endSpan(span, error)
-            throw error
-          }
-          if (result instanceof Promise) {
-            result.then(() => { endSpan(span) }, (error: unknown) => { endSpan(span, error ?? new Error('rejected')) })
-            return result
-          }
-          if (isAsyncIterable(result)) return traced(result, span)
-          endSpan(span)
-          return result
-        }
-        wrappers.set(method, wrapper)
+  return wrapMethods(store, (property, call) => {
+    if (SYNCHRONOUS.has(property)) return (...args) => call(args)
+    const name = `store ${property}`
+    const attributes = embedded ? { 'petstore.store.operation': property, 'db.system.name': 'sqlite' } : { 'petstore.store.operation': property }
+    return (...args) => {
+      const span = startSpan(name, kind, attributes)
+      if (span === null) return call(args)
+      let result: unknown
+      try {
+        result = within(span, () => call(args))
+      } catch (error) {
+        endSpan(span, error)
+        throw error
       }
-      return wrapper
+      if (result instanceof Promise) {
+        result.then(() => { endSpan(span) }, (error: unknown) => { endSpan(span, error ?? new Error('rejected')) })
+        return result
+      }
+      if (isAsyncIterable(result)) return traced(result, span)
+      endSpan(span)
+      return result
     }
   })
 }
