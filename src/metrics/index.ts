@@ -12,6 +12,7 @@ import type { AttemptOutcomeKind } from '../domain/webhook-dispatch.js'
 import { VERSION } from '../version.js'
 
 const WEBHOOK_OUTCOMES: readonly AttemptOutcomeKind[] = ['delivered', 'retrying', 'failed']
+import { watchHeapAfterGc } from './heap.js'
 import { CounterFamily, HistogramFamily, type CounterChild, type HistogramChild } from './series.js'
 
 /** Request latency buckets (seconds): most answers take well under a millisecond to a few milliseconds. */
@@ -226,7 +227,10 @@ export class Metrics {
       aggregator: 'max'
     }).set({ version: VERSION, node: process.version }, 1)
 
-    if (options.processMetrics === true) collectDefaultMetrics({ register: registry })
+    if (options.processMetrics === true) {
+      collectDefaultMetrics({ register: registry })
+      watchHeapAfterGc(registry)
+    }
   }
 
   recordWebhookAttempt (outcome: AttemptOutcomeKind): void {

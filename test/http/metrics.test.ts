@@ -7,6 +7,8 @@ import { randomUUID } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { describe, test, type TestContext } from 'node:test'
+import { setFlagsFromString } from 'node:v8'
+import { runInNewContext } from 'node:vm'
 import { AggregatorRegistry } from 'prom-client'
 import { buildApp } from '../../src/app.js'
 import { loadConfig } from '../../src/config.js'
@@ -270,6 +272,23 @@ describe('Metrics with process metrics', () => {
     const text = await new Metrics({ processMetrics: true }).exposition()
     assert.ok((value(text, 'process_cpu_seconds_total') ?? -1) >= 0)
     assert.ok((value(text, 'nodejs_heap_size_used_bytes') ?? 0) > 0)
+  })
+
+  test('when a major garbage collection has run, then petstore_heap_after_gc_bytes is the heap it left', async () => {
+    const metrics = new Metrics({ processMetrics: true })
+    const afterGc = async () => value(await metrics.exposition(), 'petstore_heap_after_gc_bytes')
+    assert.equal(await afterGc(), 0, 'nothing before a major collection')
+    setFlagsFromString('--expose-gc')
+    const gc = runInNewContext('gc') as (options?: { type: 'major' | 'minor' }) => void
+    gc({ type: 'major' })
+    // The entry reaches the observer shortly after the collection: wait for it.
+    let after = 0
+    for (let i = 0; i < 100 && after === 0; i++) {
+      await sleep(20)
+      after = await afterGc() ?? 0
+    }
+    const heap = process.memoryUsage().heapUsed
+    assert.ok(after > 1e6 && after <= heap * 1.5, `${after} bytes after the collection, ${heap} in use now`)
   })
 })
 
