@@ -253,8 +253,9 @@ export async function reader (traffic: Traffic, bases: string[], holder: Holder,
     if (etag !== null && i % 10 === 0) headers['if-none-match'] = etag
     const answer = await traffic.send(`${bases[i % bases.length] as string}/v1/inventory`, { headers })
     if (answer === null) continue
-    if (answer.status === 200 || answer.status === 304) traffic.admitted(holder.quota, answer)
-    else if (answer.status !== 429) traffic.surprise(`reader: ${answer.status} ${answer.body.slice(0, 200)}`)
+    // A 304 is answered without spending quota (the limiter's not_modified decision): only a 200 counts.
+    if (answer.status === 200) traffic.admitted(holder.quota, answer)
+    else if (answer.status !== 304 && answer.status !== 429) traffic.surprise(`reader: ${answer.status} ${answer.body.slice(0, 200)}`)
     if (answer.status === 200) etag = answer.headers.get('etag')
     await respectLimits(answer, until)
   }
