@@ -7,7 +7,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises'
 import { type Cleanup, describeExit, type Proc } from '../../bench/support.js'
-import { CLIENTS, type Deployment, PETS_PER_CLIENT } from './deployment.js'
+import { CLIENTS, type Deployment, type Instance, PETS_PER_CLIENT } from './deployment.js'
 import { Traffic } from './traffic.js'
 
 export interface Fault {
@@ -43,11 +43,25 @@ export interface Injected {
 const WARMUP_MS = 2000
 /** The longest wait for the first acknowledged write after the fault. */
 const RECOVERY_TIMEOUT_MS = 30_000
+/** How long an instance may take to stop after the run (a drain of SHUTDOWN_DRAIN_MS, then its requests). */
+const STOP_TIMEOUT_MS = 10_000
 /** Traffic after recovery, before the clients stop and the state is checked. */
 const SETTLE_MS = 1500
 
 export function seconds (ms: number): string {
   return `${(ms / 1000).toFixed(2)} s`
+}
+
+/** SIGTERMs every instance at once; what did not exit 0 within STOP_TIMEOUT_MS, described. */
+async function stopCleanly (instances: Instance[]): Promise<string[]> {
+  const stopped = await Promise.all(instances.map(async (instance) => {
+    instance.proc.child.kill('SIGTERM')
+    const timeout = sleep(STOP_TIMEOUT_MS).then(() => null)
+    const exit = await Promise.race([instance.proc.exited, timeout])
+    if (exit === null) return `the instance at ${instance.base} did not exit within ${STOP_TIMEOUT_MS / 1000} s of SIGTERM`
+    return exit.code === 0 ? null : `the instance at ${instance.base} exited ${exit.signal ?? exit.code} on SIGTERM: ${describeExit(instance.proc)}`
+  }))
+  return stopped.filter((problem) => problem !== null)
 }
 
 /** Runs the clients against `deployment`, `inject`s the fault among them, and judges the result. */
@@ -76,6 +90,8 @@ export async function underLoad (deployment: Deployment, inject: (traffic: Traff
   const alive = running.filter((instance) => instance.proc.running()).map((instance) => instance.base)
   const mismatches = await traffic.verify(alive)
   problems.push(...mismatches)
+  // What the fault left behind must not keep an instance from stopping: each survivor drains and exits 0.
+  problems.push(...await stopCleanly(running.filter((instance) => instance.proc.running())))
 
   const during = traffic.acks.filter((at) => at >= injected.injectedAt && at <= injected.repairedAt).length
   const latency = (from: number, to: number): string => {

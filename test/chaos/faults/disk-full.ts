@@ -9,7 +9,7 @@ import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { promisify } from 'node:util'
 import { deploy } from '../deployment.js'
-import { type Fault, underLoad } from '../fault.js'
+import { type Fault, seconds, underLoad } from '../fault.js'
 import { missingMount, smallDisk } from '../resources.js'
 
 const DISK_SIZE = '32m'
@@ -34,6 +34,7 @@ export const diskFull: Fault = {
       rmSync(filler)
       const repairedAt = Date.now()
       const during = (times: number[]): number => times.filter((at) => at >= injectedAt && at <= repairedAt).length
+      const firstRefusal = traffic.unavailable.find((at) => at >= injectedAt)
       const problems: string[] = []
       if (during(traffic.unavailable) === 0) problems.push('no write met the full disk (no 503 while it was full)')
       if (during(traffic.reads) === 0) problems.push('no read answered while the disk was full')
@@ -42,7 +43,11 @@ export const diskFull: Fault = {
         repairedAt,
         recoverFrom: 'repair',
         problems,
-        notes: [`${free} blocks free once filled`, `reads while full ${during(traffic.reads)}`]
+        notes: [
+          `${free} blocks free once filled`,
+          `first 503 ${firstRefusal === undefined ? 'never' : seconds(firstRefusal - injectedAt)} after the disk was full`,
+          `reads while full ${during(traffic.reads)}`
+        ]
       }
     })
   }

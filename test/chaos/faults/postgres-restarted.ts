@@ -15,8 +15,9 @@ export const postgresRestarted: Fault = {
     const cluster = await startPostgresCluster(cleanup)
     const deployment = await deploy(cleanup, { DATABASE_URL: cluster.url, REDIS_URL, REDIS_KEY_PREFIX: privatePrefix(cleanup) }, 2)
     return underLoad(deployment, async () => {
-      const injectedAt = Date.now()
       await cluster.stop('immediate')
+      // pg_ctl -w returns once the server is gone: down from here on.
+      const injectedAt = Date.now()
       await sleep(DOWN_MS)
       await cluster.start()
       // pg_ctl -w returns once the server accepts connections: repaired from here on.
