@@ -10,9 +10,10 @@ import { type Cleanup, freePort, type Proc, ROOT, runNode, startNode, stop, wait
 
 const BIN = join(ROOT, 'bin/petstore.js')
 
-/** Clients, each with pets of its own; every pet starts at quantity 0. */
+/** Writing clients, each with pets of its own (every pet starts at quantity 0), and reading clients. */
 export const CLIENTS = 6
 export const PETS_PER_CLIENT = 4
+export const READERS = 2
 
 /**
  * Settings of every instance: warnings only (the run prints what matters), a short drain (a SIGTERM is served

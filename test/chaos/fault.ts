@@ -7,7 +7,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises'
 import { type Cleanup, describeExit, type Proc } from '../../bench/support.js'
-import { CLIENTS, type Deployment, type Instance, PETS_PER_CLIENT } from './deployment.js'
+import { CLIENTS, type Deployment, type Instance, PETS_PER_CLIENT, READERS } from './deployment.js'
 import { Traffic } from './traffic.js'
 
 export interface Fault {
@@ -66,7 +66,7 @@ async function stopCleanly (instances: Instance[]): Promise<string[]> {
 
 /** Runs the clients against `deployment`, `inject`s the fault among them, and judges the result. */
 export async function underLoad (deployment: Deployment, inject: (traffic: Traffic) => Promise<Injected>): Promise<Outcome> {
-  const traffic = new Traffic({ bases: deployment.bases, keys: deployment.keys, clients: CLIENTS, petsPerClient: PETS_PER_CLIENT })
+  const traffic = new Traffic({ bases: deployment.bases, keys: deployment.keys, clients: CLIENTS, readers: READERS, petsPerClient: PETS_PER_CLIENT })
   traffic.start()
   let injected: Injected
   let recoveredAt: number | null
@@ -93,7 +93,7 @@ export async function underLoad (deployment: Deployment, inject: (traffic: Traff
   // What the fault left behind must not keep an instance from stopping: each survivor drains and exits 0.
   problems.push(...await stopCleanly(running.filter((instance) => instance.proc.running())))
 
-  const during = traffic.acks.filter((at) => at >= injected.injectedAt && at <= injected.repairedAt).length
+  const within = (times: number[]): number => times.filter((at) => at >= injected.injectedAt && at <= injected.repairedAt).length
   const latency = (from: number, to: number): string => {
     const ms = traffic.medianLatency(from, to)
     return ms === null ? 'none' : `${ms} ms`
@@ -101,11 +101,11 @@ export async function underLoad (deployment: Deployment, inject: (traffic: Traff
   const parts = [
     recoveredAt === null ? 'NOT RECOVERED' : `recovered ${seconds(recoveredAt - from)} after the ${injected.recoverFrom}`,
     `longest gap ${seconds(traffic.longestGap())}`,
-    `503s ${traffic.unavailable.length}`,
+    `503s ${traffic.unavailable.length} (${traffic.unavailableReads.length} to reads)`,
     `connection errors ${traffic.connectionErrors}`,
-    `writes acknowledged ${traffic.acks.length}, ${during} during the fault (${seconds(injected.repairedAt - injected.injectedAt)})`,
+    `writes acknowledged ${traffic.acks.length}, ${within(traffic.acks)} during the fault (${seconds(injected.repairedAt - injected.injectedAt)})`,
     `median write ${latency(traffic.startedAt, injected.injectedAt)} before, ${latency(injected.injectedAt, injected.repairedAt)} during the fault`,
-    `reads ${traffic.reads.length}`,
+    `reads answered ${traffic.reads.length}, ${within(traffic.reads)} during the fault`,
     ...(traffic.inFlightRetries > 0 ? [`retries told in flight ${traffic.inFlightRetries}`] : []),
     ...(injected.notes ?? []),
     mismatches.length === 0 ? `final state exact on ${alive.length} instance(s)` : `final state WRONG (${mismatches.length} differences)`

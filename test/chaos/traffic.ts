@@ -1,6 +1,6 @@
 /**
- * The clients of the chaos run: several at once, mostly writes (a PATCH of a pet the client owns, one write at a
- * time per pet, each with an Idempotency-Key of its own) and some GETs. A write is retried with its key until it is
+ * The clients of the chaos run: several at once, mostly writers (PATCHes of the pets each owns, one write at a time,
+ * each with an Idempotency-Key of its own) and a few readers (GETs). A write is retried with its key until it is
  * answered 2xx: after a 503 (honouring Retry-After, capped) and after a connection error (on the next instance), so
  * the last acknowledged write of every pet is what must be stored. Everything else (another 5xx, a 503 without
  * Retry-After, an unexpected 4xx, an answer that never comes) is a failure of the fault.
@@ -22,7 +22,10 @@ export interface TrafficOptions {
   bases: string[]
   /** Bearer keys (limits that never bind); client i uses keys[i % keys.length]. */
   keys: string[]
+  /** Clients that write (each its own pets, one write at a time). */
   clients: number
+  /** Clients that only read (the listing and single entries), so that reads go on while writers wait on a retry. */
+  readers: number
   /** The pets of client i are i * petsPerClient + 1 ... (i + 1) * petsPerClient. */
   petsPerClient: number
 }
@@ -50,6 +53,8 @@ export class Traffic {
   readonly ackLatencies: number[] = []
   /** When each 503 was answered. */
   readonly unavailable: number[] = []
+  /** When each 503 to a read was answered (these are in `unavailable` too). */
+  readonly unavailableReads: number[] = []
   /** When each read was answered 200. */
   readonly reads: number[] = []
   connectionErrors = 0
@@ -62,25 +67,27 @@ export class Traffic {
   /** Pets whose stored value is unknown: a write of theirs failed in a way that says nothing about whether it applied. */
   readonly uncertain = new Set<number>()
   readonly #clients: Client[]
+  readonly #readers: Client[]
   #stopping = false
   #finishBy = Infinity
   #running: Promise<void>[] = []
   startedAt = 0
   stoppedAt = 0
 
-  constructor ({ bases, keys, clients, petsPerClient }: TrafficOptions) {
+  constructor ({ bases, keys, clients, readers, petsPerClient }: TrafficOptions) {
     this.bases = bases
     this.#clients = Array.from({ length: clients }, (_, i) => ({
       key: keys[i % keys.length] as string,
       pets: Array.from({ length: petsPerClient }, (_, p) => i * petsPerClient + p + 1),
       instance: i % bases.length
     }))
+    this.#readers = Array.from({ length: readers }, (_, i) => ({ key: keys[i % keys.length] as string, pets: [], instance: i % bases.length }))
     this.pets = this.#clients.flatMap((client) => client.pets)
   }
 
   start (): void {
     this.startedAt = Date.now()
-    this.#running = this.#clients.map((client) => this.#run(client))
+    this.#running = [...this.#clients.map((client) => this.#writer(client)), ...this.#readers.map((client) => this.#reader(client))]
   }
 
   /** Stops sending; each client first gets its write under way answered (or gives up after FINISH_TIMEOUT_MS). */
@@ -102,11 +109,18 @@ export class Traffic {
     }
   }
 
-  async #run (client: Client): Promise<void> {
+  /** A writer: its pets in turn, a new quantity each time. */
+  async #writer (client: Client): Promise<void> {
     for (let n = 0; !this.#stopping; n++) {
-      const petId = client.pets[n % client.pets.length] as number
-      if (n % 4 === 3) await this.#read(client, n % 8 === 3 ? '/v1/inventory' : `/v1/inventory/${petId}`)
-      else await this.#write(client, petId, Math.floor(Math.random() * 1_000_000))
+      await this.#write(client, client.pets[n % client.pets.length] as number, Math.floor(Math.random() * 1_000_000))
+      await sleep(PAUSE_MS)
+    }
+  }
+
+  /** A reader: the listing and single entries, in turn, of any pet. */
+  async #reader (client: Client): Promise<void> {
+    for (let n = 0; !this.#stopping; n++) {
+      await this.#read(client, n % 2 === 0 ? '/v1/inventory' : `/v1/inventory/${this.pets[n % this.pets.length] as number}`)
       await sleep(PAUSE_MS)
     }
   }
@@ -195,6 +209,7 @@ export class Traffic {
         this.reads.push(Date.now())
       } else if (res.status === 503) {
         this.unavailable.push(Date.now())
+        this.unavailableReads.push(Date.now())
         if (this.#waitable(res.headers.get('retry-after'), `GET ${url}`, text)) {
           await sleep(Math.min(Number(res.headers.get('retry-after')) * 1000, RETRY_AFTER_CAP_MS))
         }

@@ -36,8 +36,9 @@ export const diskFull: Fault = {
       const during = (times: number[]): number => times.filter((at) => at >= injectedAt && at <= repairedAt).length
       const firstRefusal = traffic.unavailable.find((at) => at >= injectedAt)
       const problems: string[] = []
-      if (during(traffic.unavailable) === 0) problems.push('no write met the full disk (no 503 while it was full)')
+      if (during(traffic.unavailable) - during(traffic.unavailableReads) === 0) problems.push('no write met the full disk (no 503 while it was full)')
       if (during(traffic.reads) === 0) problems.push('no read answered while the disk was full')
+      if (during(traffic.unavailableReads) > 0) problems.push(`${during(traffic.unavailableReads)} reads answered 503 while the disk was full`)
       return {
         injectedAt,
         repairedAt,
@@ -45,8 +46,7 @@ export const diskFull: Fault = {
         problems,
         notes: [
           `${free} blocks free once filled`,
-          `first 503 ${firstRefusal === undefined ? 'never' : seconds(firstRefusal - injectedAt)} after the disk was full`,
-          `reads while full ${during(traffic.reads)}`
+          `first 503 ${firstRefusal === undefined ? 'never' : seconds(firstRefusal - injectedAt)} after the disk was full`
         ]
       }
     })
