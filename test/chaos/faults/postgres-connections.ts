@@ -6,8 +6,8 @@ import { type Fault, underLoad } from '../fault.js'
 import { databaseName, firstMissing, missingPostgres, missingRedis, privateDatabase, privatePrefix, REDIS_URL } from '../resources.js'
 import { POSTGRES_URL } from '../../helpers/postgres.js'
 
-const ROUNDS = 3
-const BETWEEN_MS = 1500
+const ROUNDS = 5
+const BETWEEN_MS = 1000
 
 export const postgresConnectionsKilled: Fault = {
   id: 'postgres-connections',
