@@ -37,7 +37,7 @@ interface Client {
   instance: number
 }
 
-/** What a connection error or a timeout looks like from fetch (undici). */
+/** Whether fetch gave up waiting for the answer (AbortSignal.timeout), as opposed to a connection error. */
 function isTimeout (error: unknown): boolean {
   return error instanceof Error && (error.name === 'TimeoutError' || error.name === 'AbortError')
 }
