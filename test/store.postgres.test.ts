@@ -10,7 +10,7 @@ import { StoreUnavailableError } from '../src/errors.js'
 import { PostgresStore } from '../src/store/postgres/index.js'
 import { MIGRATIONS } from '../src/store/postgres/migrations.js'
 import { freePort } from './cli/run.js'
-import { POSTGRES_URL, requirePostgres, tempPostgresStore, tempSchema } from './helpers/postgres.js'
+import { adminQuery, POSTGRES_URL, requirePostgres, tempPostgresDatabase, tempPostgresStore, tempSchema } from './helpers/postgres.js'
 import { setStock, stockChange, storeContract } from './store/contract.js'
 import { importData } from '../src/domain/import.js'
 
@@ -216,6 +216,29 @@ if (await requirePostgres('PostgreSQL store tests')) {
       assert.ok(Date.now() - started < 2000)
       await locker.query('ROLLBACK')
       assert.deepEqual(await store.listInventory(), [{ petId: 1n, quantity: 1, status: 'available' }])
+    })
+
+    test('when its connection is terminated while a listing waits between two pages, then the listing fails as StoreUnavailableError and the process and the store go on', async (t) => {
+      // A database of its own: every connection to it is the store's, so terminating them touches no other test.
+      const url = await tempPostgresDatabase(t)
+      const store = new PostgresStore(url, { poolSize: 2 })
+      t.after(() => store.close())
+      await store.migrate()
+      await importData(store, { pets: [1n, 2n].map((id) => ({ id, name: 'a', status: 'available' as const, quantity: 1 })), orders: [] })
+      const pages = store.inventoryPages(1)
+      assert.equal((await pages.next()).done, false)
+      // The listing's client is checked out, idle in its transaction, no statement running: what chaos met (the
+      // server's notice of the end then came as an 'error' event on the client, which nothing listened for).
+      const database = new URL(url).pathname.slice(1)
+      await adminQuery(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '${database}' AND pid <> pg_backend_pid()`)
+      const admin = new pg.Client({ connectionString: POSTGRES_URL })
+      await admin.connect()
+      t.after(() => admin.end())
+      while ((await admin.query('SELECT 1 FROM pg_stat_activity WHERE datname = $1', [database])).rowCount !== 0) await sleep(20)
+      // The end has reached the client's socket by now; give its events a turn.
+      await sleep(100)
+      await assert.rejects(pages.next(), StoreUnavailableError)
+      assert.deepEqual((await store.listInventory()).map((item) => item.petId), [1n, 2n], 'the store serves again on a new connection')
     })
   })
 }

@@ -278,14 +278,34 @@ export class PostgresStore implements Store {
     return await this.#statements((db) => db.query<R>(text, values))
   }
 
-  /** Runs work in one transaction on one client. */
-  async #transaction<T> (work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  /**
+   * A client of the pool for several statements, given back with its release(). While a client is checked out the pool
+   * no longer listens for its errors, and a connection that ends between two statements (pg_terminate_backend, a
+   * restart, a network reset) is emitted as 'error' on the client: without a listener, an uncaught exception that
+   * ends the process. The failure reaches the work anyway, as the next statement's error ("not queryable"), and the
+   * pool drops the client when it is released (the release given here, which also removes the listener).
+   */
+  async #checkOut (): Promise<{ client: pg.PoolClient, release: () => void }> {
     let client: pg.PoolClient
     try {
       client = await this.#pool.connect()
     } catch (error) {
       throw connectError(error)
     }
+    const ignore = (): void => {}
+    client.on('error', ignore)
+    return {
+      client,
+      release: () => {
+        client.off('error', ignore)
+        client.release()
+      }
+    }
+  }
+
+  /** Runs work in one transaction on one client. */
+  async #transaction<T> (work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    const { client, release } = await this.#checkOut()
     try {
       await client.query(this.#begin())
       const result = await work(client)
@@ -295,7 +315,7 @@ export class PostgresStore implements Store {
       await client.query('ROLLBACK').catch(() => {})
       throw storeError(error)
     } finally {
-      client.release()
+      release()
     }
   }
 
@@ -366,12 +386,7 @@ export class PostgresStore implements Store {
 
   /** Pages of the listing from one REPEATABLE READ transaction: every page sees the same snapshot. */
   async * inventoryPages (size: number): AsyncGenerator<InventoryPage> {
-    let client: pg.PoolClient
-    try {
-      client = await this.#pool.connect()
-    } catch (error) {
-      throw connectError(error)
-    }
+    const { client, release } = await this.#checkOut()
     // Open from the first statement on: "BEGIN; SET LOCAL ..." can fail after its BEGIN (a ROLLBACK without a
     // transaction only warns).
     let open = true
@@ -403,7 +418,7 @@ export class PostgresStore implements Store {
     } finally {
       // After a failure, or a consumer that stopped early: end the transaction before the client goes back.
       if (open) await client.query('ROLLBACK').catch(() => {})
-      client.release()
+      release()
     }
   }
 
