@@ -97,6 +97,7 @@ describe('upgrading a SQLite store', () => {
     assert.equal((await fetch(`${base}/v1/inventory`, { headers })).status, 200)
     const write = await fetch(`${base}/v1/inventory/1`, { method: 'PATCH', headers, body: '{"quantity":2}' })
     assert.equal(write.status, 503)
+    assert.equal(write.headers.get('retry-after'), '60', 'every 503 says when to ask again, as the API document declares')
     assert.equal((await write.json() as { message: string }).message, 'This instance serves reads only: the store was migrated by a newer release. Writes are refused.')
     // Every other write too, whatever the operation (a list of writes once missed the adjustments).
     for (const [url, body] of [['/v1/inventory/1/adjustments', '{"delta":5}'], ['/v1/inventory/batch', '{"changes":[{"petId":1,"delta":5}]}']] as const) {

@@ -12,6 +12,11 @@ import { describeValidationError } from '../../domain/validation.js'
 
 /** Seconds a client should wait after a 503 from an unreachable store. */
 export const STORE_RETRY_AFTER_SECONDS = 5
+/**
+ * Retry-After of a write refused by an instance serving reads only (its store was migrated by a newer release): not a
+ * matter of seconds, an operator must deploy the newer release or restore, so a client asks again in a minute.
+ */
+export const READ_ONLY_RETRY_AFTER_SECONDS = 60
 /** Retry-After of a request refused while the shared limiter is away (RATE_LIMIT_ON_REDIS_DOWN=deny): it reconnects within a second. */
 export const LIMITER_RETRY_AFTER_SECONDS = 1
 
@@ -48,7 +53,8 @@ export function handleError (error: FastifyError | Error, request: FastifyReques
     return sendError(reply, 'invalid_request', describeValidationError(context, first))
   }
   if (error instanceof StoreReadOnlyError) {
-    return sendError(reply, 'service_unavailable', 'This instance serves reads only: the store was migrated by a newer release. Writes are refused.')
+    return sendError(reply, 'service_unavailable', 'This instance serves reads only: the store was migrated by a newer release. Writes are refused.',
+      { 'Retry-After': String(READ_ONLY_RETRY_AFTER_SECONDS) })
   }
   if (error instanceof LimiterUnavailableError) {
     // Failing closed (RATE_LIMIT_ON_REDIS_DOWN=deny): no quota is known, so no rate-limit fields; the outage itself
