@@ -58,7 +58,10 @@ export interface OpenLoopResult {
   /** Failed requests: refused, reset, timed out. */
   errors: number
   timeouts: number
-  /** Requests of the window still unanswered when the generator gave up waiting (timeoutMs after the last was due). */
+  /**
+   * Requests of the window still unanswered when the generator gave up waiting (timeoutMs plus a second after the last
+   * dispatch); each is recorded with its age then, a lower bound of its latency.
+   */
   unfinished: number
   statusCodes: Record<string, number>
   /** From each request's due time to the end of its answer: the figure. */
@@ -142,6 +145,10 @@ export async function openLoop (spec: OpenLoopSpec, headers: Record<string, stri
   let lastSent = -Infinity
   let lastAnswer = -Infinity
   let settle: (() => void) | null = null
+  /** The window's requests not yet answered: index -> dispatch time. */
+  const open = new Map<number, number>()
+  /** Set once the generator gives up waiting: what the pools' teardown then fails is not counted. */
+  let closing = false
 
   const cpuBefore = process.cpuUsage()
   const wallBefore = performance.now()
@@ -160,12 +167,14 @@ export async function openLoop (spec: OpenLoopSpec, headers: Record<string, stri
       if (sentAt < firstSent) firstSent = sentAt
       lastSent = sentAt
       if ((inFlightPerPool[p] as number) >= spec.maxConnections) queuedForConnection++
+      open.set(i, sentAt)
     }
     inFlight++
     inFlightPerPool[p] = (inFlightPerPool[p] as number) + 1
     if (inFlight > maxInFlight) maxInFlight = inFlight
     let status = 0
     const done = (error: Error | null): void => {
+      if (closing) return
       const end = performance.now()
       inFlight--
       inFlightPerPool[p] = (inFlightPerPool[p] as number) - 1
@@ -173,6 +182,7 @@ export async function openLoop (spec: OpenLoopSpec, headers: Record<string, stri
         // A failure is recorded too: a timeout is a slow answer, and leaving it out would flatter the tail.
         record(latency, end - due)
         record(serviceTime, end - sentAt)
+        open.delete(i)
         answered++
         lastAnswer = end
         if (error !== null) {
@@ -230,7 +240,13 @@ export async function openLoop (spec: OpenLoopSpec, headers: Record<string, stri
       settle = () => { clearTimeout(timer); resolve() }
     })
   }
-  const unfinished = scheduled - answered
+  closing = true
+  const gaveUp = performance.now()
+  for (const [i, sentAt] of open) {
+    record(latency, gaveUp - (start + i * interval))
+    record(serviceTime, gaveUp - sentAt)
+  }
+  const unfinished = open.size
   const cpu = process.cpuUsage(cpuBefore)
   const wall = (performance.now() - wallBefore) / 1000
   await Promise.all(pools.map((pool) => pool.destroy()))
