@@ -19,6 +19,7 @@
  * this process needed to get round to it. The result says whether the generator kept its schedule (`behind`);
  * when it did not, the latencies are the generator's, not the server's.
  */
+import { readFileSync } from 'node:fs'
 import { build, type Histogram } from 'hdr-histogram-js'
 import { pathToFileURL } from 'node:url'
 import { Pool, type Dispatcher } from 'undici'
@@ -79,6 +80,11 @@ export interface OpenLoopResult {
   queuedForConnection: number
   /** This process's CPU over the whole run, % of one core. */
   loadCpuPct: number
+  /**
+   * Milliseconds per second its main thread spent runnable but waiting for a CPU (Linux's run-queue delay), over the
+   * whole run; null where the kernel does not say. Near 0 on a quiet machine; large when other processes share the core.
+   */
+  runQueueMsPerS: number | null
   /** Whether the generator fell behind its schedule, and why: then the latencies are the generator's. */
   behind: boolean
   behindReasons: string[]
@@ -98,6 +104,16 @@ function histogram (): Histogram {
 
 function record (h: Histogram, ms: number): void {
   h.recordValue(Math.min(HIGHEST_US, Math.max(0, Math.round(ms * 1000))))
+}
+
+/** Seconds this process's main thread has waited for a CPU so far (/proc/self/schedstat), or null. */
+function runQueueSeconds (): number | null {
+  try {
+    const wait = Number(readFileSync('/proc/self/schedstat', 'utf8').trim().split(' ')[1])
+    return Number.isFinite(wait) ? wait / 1e9 : null
+  } catch {
+    return null
+  }
 }
 
 function percentiles (h: Histogram): Percentiles {
@@ -151,6 +167,7 @@ export async function openLoop (spec: OpenLoopSpec, headers: Record<string, stri
   let closing = false
 
   const cpuBefore = process.cpuUsage()
+  const waitBefore = runQueueSeconds()
   const wallBefore = performance.now()
   // A short delay before the first due time: the pools are created, nothing else is pending.
   const start = performance.now() + 20
@@ -248,6 +265,7 @@ export async function openLoop (spec: OpenLoopSpec, headers: Record<string, stri
   }
   const unfinished = open.size
   const cpu = process.cpuUsage(cpuBefore)
+  const waitAfter = runQueueSeconds()
   const wall = (performance.now() - wallBefore) / 1000
   await Promise.all(pools.map((pool) => pool.destroy()))
 
@@ -276,6 +294,7 @@ export async function openLoop (spec: OpenLoopSpec, headers: Record<string, stri
     connectionsClosed,
     queuedForConnection,
     loadCpuPct: (cpu.user + cpu.system) / 1e4 / wall,
+    runQueueMsPerS: waitBefore === null || waitAfter === null ? null : (waitAfter - waitBefore) * 1000 / wall,
     behind: behindReasons.length > 0,
     behindReasons
   }

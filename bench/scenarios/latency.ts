@@ -15,7 +15,7 @@ import type { OpenLoopResult, OpenLoopSpec, Percentiles } from '../open-loop.js'
 import { hex, log, type Check, type Scenario, type ScenarioResult, type Target } from '../scenario.js'
 import { postgres, postgresReachable, prepareStore, scenarioDir, startCeiling, startService } from '../servers.js'
 import { settings } from '../settings.js'
-import { Cleanup, cpuSeconds, describeExit, median, ROOT, runNode } from '../support.js'
+import { Cleanup, cpuSeconds, describeExit, median, ROOT, runNode, runQueueSeconds } from '../support.js'
 
 const OPEN_LOOP = join(ROOT, 'bench/open-loop.ts')
 
@@ -47,6 +47,11 @@ interface RateRun {
   rate: number
   /** Server CPU over the generator's whole run (warm-up included), % of one core, summed over the instances. */
   serverCpuPct: number | null
+  /**
+   * Milliseconds per second the server's main thread (summed over the instances) was runnable but waiting for a CPU,
+   * over the same span: the machine's share of the latency, near 0 when the server core is its own.
+   */
+  serverRunQueueMsPerS: number | null
   result: OpenLoopResult
 }
 
@@ -65,12 +70,15 @@ function describeRateRun (run: RateRun): string {
     `sent ${Math.round(r.sentRate)}/s, answered ${Math.round(r.answeredRate)}/s; ` +
     `from dispatch p99 ${fmt(r.serviceTime.p99)} ms; generator lag p99 ${fmt(r.lag.p99)} max ${fmt(r.lag.max)} ms; ` +
     `in flight <= ${r.maxInFlight}, ${r.connectionsOpened} connections opened, ${r.queuedForConnection} waited for one; ` +
-    `CPU server ${run.serverCpuPct === null ? '-' : Math.round(run.serverCpuPct)}% generator ${Math.round(r.loadCpuPct)}%` +
+    `CPU server ${run.serverCpuPct === null ? '-' : Math.round(run.serverCpuPct)}% generator ${Math.round(r.loadCpuPct)}%; ` +
+    `waiting for a CPU: server ${run.serverRunQueueMsPerS === null ? '-' : Math.round(run.serverRunQueueMsPerS)} ms/s, generator ${r.runQueueMsPerS === null ? '-' : Math.round(r.runQueueMsPerS)} ms/s` +
     (problems.length === 0 ? '' : `; ${problems.join('; ')}`)
 }
 
 /** One open-loop run at `rate` requests/s over `targets` (alternating between them), on the load core. */
-async function openLoopRun (targets: Target[], rate: number, patchPets?: number): Promise<{ result: OpenLoopResult, serverCpuPct: number | null }> {
+async function openLoopRun (
+  targets: Target[], rate: number, patchPets?: number
+): Promise<{ result: OpenLoopResult, serverCpuPct: number | null, serverRunQueueMsPerS: number | null }> {
   for (const target of targets) if (!target.proc.running()) throw new Error(`${target.name} is not running: ${describeExit(target.proc)}`)
   const spec: OpenLoopSpec = {
     origins: targets.map((t) => new URL(t.url).origin),
@@ -83,15 +91,25 @@ async function openLoopRun (targets: Target[], rate: number, patchPets?: number)
     ...(patchPets === undefined ? {} : { patchPets })
   }
   const cpuBefore = targets.map((t) => cpuSeconds(t.proc.pid))
+  const waitBefore = targets.map((t) => runQueueSeconds(t.proc.pid))
   const headers = (targets[0] as Target).headers
   const timeoutMs = (spec.warmup + spec.duration + 60) * 1000 + TIMEOUT_MS
   const stdout = await runNode(['--import', 'tsx', OPEN_LOOP, JSON.stringify(spec)], { BENCH_HEADERS: JSON.stringify(headers) }, 'load', timeoutMs)
   const cpuAfter = targets.map((t) => cpuSeconds(t.proc.pid))
+  const waitAfter = targets.map((t) => runQueueSeconds(t.proc.pid))
   for (const target of targets) if (!target.proc.running()) throw new Error(`${target.name} died under load: ${describeExit(target.proc)}`)
-  const cpu = cpuBefore.every((c) => c !== null) && cpuAfter.every((c) => c !== null)
-    ? cpuAfter.reduce((sum: number, c, i) => sum + (c as number) - (cpuBefore[i] as number), 0) * 100 / (spec.warmup + spec.duration)
-    : null
-  return { result: JSON.parse(stdout.trim().split('\n').pop() ?? '') as OpenLoopResult, serverCpuPct: cpu }
+  const span = spec.warmup + spec.duration
+  const perSecond = (before: Array<number | null>, after: Array<number | null>): number | null =>
+    before.every((c) => c !== null) && after.every((c) => c !== null)
+      ? after.reduce((sum: number, c, i) => sum + (c as number) - (before[i] as number), 0) / span
+      : null
+  const cpu = perSecond(cpuBefore, cpuAfter)
+  const wait = perSecond(waitBefore, waitAfter)
+  return {
+    result: JSON.parse(stdout.trim().split('\n').pop() ?? '') as OpenLoopResult,
+    serverCpuPct: cpu === null ? null : cpu * 100,
+    serverRunQueueMsPerS: wait === null ? null : wait * 1000
+  }
 }
 
 /**
@@ -230,6 +248,7 @@ async function latencyScenario (result: ScenarioResult): Promise<void> {
       op: r.op,
       share: r.share,
       serverCpuPct: r.serverCpuPct,
+      serverRunQueueMsPerS: r.serverRunQueueMsPerS,
       ...r.result
     }))
   }
