@@ -4,8 +4,8 @@
  * generator measured is set against what an open loop must measure. While the server is stopped the schedule goes
  * on: about RATE x STALL requests are sent (in flight at once: `maxInFlight`) and each waits from its due time until
  * the server resumes, so their latencies spread evenly from 0 to STALL and the share of all requests slower than x
- * ms is (STALL - x) / SECONDS: p99 about STALL - 0.01 x SECONDS. A closed loop (wrk, the same stall) has only its
- * connections' requests waiting, so its p99 barely moves.
+ * ms is (STALL - x) / SECONDS: p99 about STALL - 0.01 x SECONDS. A closed loop would have at most its connections'
+ * requests (50) in flight while the server is stopped.
  *
  *   node --import tsx bench/open-loop-check.ts [RATE [SECONDS [STALL]]]      defaults 2000 10 1
  */
@@ -15,7 +15,7 @@ import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { OpenLoopResult, OpenLoopSpec } from './open-loop.js'
 import { BARE } from './servers.js'
-import { hasCommand, ROOT, runCommand, runNode, startNode, stop, waitOutput } from './support.js'
+import { ROOT, runNode, startNode, stop, waitOutput } from './support.js'
 
 const [rate, seconds, stall] = [Number(process.argv[2] ?? 2000), Number(process.argv[3] ?? 10), Number(process.argv[4] ?? 1)]
 const WARMUP = 2
@@ -44,14 +44,6 @@ try {
     `${r.queuedForConnection} requests waited for one of ${spec.maxConnections} connections`)
   console.log(`  latency from due time: p50 ${r.latency.p50} ms, p90 ${r.latency.p90} ms, p99 ${r.latency.p99} ms (expected about ${expectedP99}), max ${r.latency.max} ms`)
   console.log(`  generator lag: p50 ${r.lag.p50} ms, p99 ${r.lag.p99} ms, max ${r.lag.max} ms${r.behind ? `; BEHIND: ${r.behindReasons.join('; ')}` : ''}`)
-  if (hasCommand('wrk')) {
-    const [out] = await Promise.all([
-      runCommand(['wrk', '-t1', '-c50', `-d${seconds}s`, '--latency', `${origin}/v1/inventory`], {}, 'load'),
-      pause(seconds / 2 - stall / 2)
-    ])
-    const lines = out.stdout.split('\n').filter((l) => /^\s+(50|90|99)%|Requests\/sec/.test(l)).map((l) => l.trim())
-    console.log(`closed loop (wrk, 50 connections), the same stall: ${lines.join(', ')}`)
-  }
 } finally {
   await stop(bare)
 }
