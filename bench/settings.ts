@@ -24,6 +24,10 @@ export const settings = {
   // PostgreSQL instances sharing a core need a few seconds before they reach their pace.
   warmup: numberFromEnv('BENCH_WARMUP', QUICK ? 1 : 3, false),
   connections: numberFromEnv('BENCH_CONNECTIONS', 50, true),
+  // The latency scenario: seconds measured at each fixed rate, after seconds of warm-up at that rate, and its cases.
+  latencyDuration: numberFromEnv('BENCH_LATENCY_DURATION', QUICK ? 3 : 20, false),
+  latencyWarmup: numberFromEnv('BENCH_LATENCY_WARMUP', QUICK ? 1 : 5, false),
+  latencyCases: (process.env.BENCH_LATENCY_CASES ?? '').split(',').map((s) => s.trim()).filter((s) => s !== ''),
   postgresUrl: process.env.BENCH_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres',
   redisUrl: process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379',
   // wrk when installed: a C load generator parses a 475 KB response far faster than autocannon, which on one

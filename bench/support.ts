@@ -238,6 +238,20 @@ export function cpuSeconds (pid: number): number | null {
   }
 }
 
+/**
+ * Seconds the process's main thread has spent runnable but waiting for a CPU (the scheduler's run-queue delay,
+ * /proc/<pid>/schedstat), or null where the kernel does not say: on a shared machine, time the process was ready to
+ * serve and could not.
+ */
+export function runQueueSeconds (pid: number | 'self'): number | null {
+  try {
+    const wait = Number(readFileSync(`/proc/${pid}/schedstat`, 'utf8').trim().split(' ')[1])
+    return Number.isFinite(wait) ? wait / 1e9 : null
+  } catch {
+    return null
+  }
+}
+
 export function median (values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b)
   const mid = Math.floor(sorted.length / 2)
