@@ -43,7 +43,7 @@ describe('petstore serve: metrics configuration', () => {
     const { base, server } = await startServe(cli, [], { METRICS_PORT: String(metricsPort) })
     assert.equal((await fetch(`${base}/metrics`)).status, 404)
     assert.equal((await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).status, 200)
-    assert.match(server.output().stdout, new RegExp(`"port":${metricsPort}.*"msg":"metrics listening"`))
+    await server.waitForOutput(new RegExp(`"port":${metricsPort}.*"msg":"metrics listening"`))
     server.child.kill('SIGTERM')
     assert.equal((await within(5000, server.exited, 'exit after SIGTERM')).code, 0)
   })
