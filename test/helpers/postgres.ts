@@ -131,3 +131,26 @@ export async function resettablePostgresDatabase (): Promise<ResettableDatabase>
   }
   return { url, reset: () => adminQuery(resetSql, url) }
 }
+
+/**
+ * How many backends wait for a lock while holding one on a table of `schema`: a statement of the test's that has
+ * reached the row or key another transaction holds. Tests wait for this, rather than sleep, before they go on as if
+ * the statement were blocked (on a loaded machine it may not have left the client yet). Asked on a connection of
+ * its own: a transaction sees pg_stat_activity as it was at its first look.
+ */
+export async function lockWaiters (schema: string): Promise<number> {
+  const client = new pg.Client({ connectionString: POSTGRES_URL })
+  await client.connect()
+  try {
+    const { rows } = await client.query<{ waiting: number }>(`
+      SELECT count(DISTINCT a.pid)::int AS waiting
+      FROM pg_stat_activity a
+      JOIN pg_locks l ON l.pid = a.pid
+      JOIN pg_class c ON c.oid = l.relation
+      JOIN pg_namespace n ON n.oid = c.relnamespace
+      WHERE a.wait_event_type = 'Lock' AND n.nspname = $1`, [schema])
+    return rows[0]?.waiting ?? 0
+  } finally {
+    await client.end()
+  }
+}
