@@ -122,7 +122,7 @@ describe('tracing with the embedded SQLite store', () => {
     serve.child.kill('SIGTERM')
     assert.equal((await within(EXIT_TIMEOUT_MS, serve.exited, 'the server to stop')).code, 0)
 
-    const { spans, gate, write } = assertPatchTrace(await receiver.waitFor((spans) => spans.some(isServerSpanOf(patched)), 2000), patched, key)
+    const { spans, gate, write } = assertPatchTrace(await receiver.waitFor((spans) => spans.some(isServerSpanOf(patched))), patched, key)
     assert.equal(write.kind, SPAN_KIND.CLIENT)
     assert.equal(write.attributes['db.system.name'], 'sqlite')
     const commit = spans.find((span) => span.name === 'sqlite commit')
