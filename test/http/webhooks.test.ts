@@ -278,7 +278,7 @@ describe('webhook delivery', () => {
 })
 
 describe('webhook isolation', () => {
-  test('when one quota\'s endpoints hang, then another quota\'s deliveries still arrive within a second', async (t) => {
+  test('when one quota\'s endpoints hang, then another quota\'s deliveries still arrive while they hang', async (t) => {
     const hanging = await receiver(t)
     // Counts the hanging attempts given up (at WEBHOOK_TIMEOUT_MS), when the sender closes the connection.
     let abandoned = 0
