@@ -11,7 +11,7 @@ import { describe, test } from 'node:test'
 import Database from 'better-sqlite3'
 import { checksum } from '../../src/store/migrations.js'
 import { MIGRATIONS } from '../../src/store/sqlite/migrations.js'
-import { cliFor, startServe, within, type Cli } from './run.js'
+import { cliFor, EXIT_TIMEOUT_MS, startServe, within, type Cli } from './run.js'
 
 const LATEST = Math.max(...MIGRATIONS.map((m) => m.version))
 
@@ -68,7 +68,7 @@ const leftovers = (cli: Cli): string[] => readdirSync(cli.dir).filter((name) => 
 
 async function stop (server: Awaited<ReturnType<typeof startServe>>['server']): Promise<void> {
   server.child.kill('SIGTERM')
-  await within(10_000, server.exited, 'the server to stop')
+  await within(EXIT_TIMEOUT_MS, server.exited, 'the server to stop')
 }
 
 describe('petstore backup', () => {
@@ -246,7 +246,7 @@ describe('petstore restore', () => {
     const { base, server } = await startServe(cli)
     assert.equal(await setQuantity(base, key, 2, 42), 200)
     server.child.kill('SIGKILL')
-    await within(10_000, server.exited, 'the server to die')
+    await within(EXIT_TIMEOUT_MS, server.exited, 'the server to die')
     assert.ok(existsSync(`${cli.db}-wal`), 'the killed server left its write-ahead log')
 
     const restored = await cli.run(['restore', file])

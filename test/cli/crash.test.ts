@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
-import { cliFor, inspectStore, startServe, within } from './run.js'
+import { cliFor, EXIT_TIMEOUT_MS, inspectStore, startServe, within } from './run.js'
 
 const PETS = 10
 const WRITES = 300
@@ -47,7 +47,7 @@ describe('a server killed during keyed writes', () => {
         }
       }
     }))
-    await within(10_000, first.server.exited, 'the server to die')
+    await within(EXIT_TIMEOUT_MS, first.server.exited, 'the server to die')
 
     const at = new Date()
     const left = await inspectStore(cli.db, async (store) => {
@@ -68,7 +68,7 @@ describe('a server killed during keyed writes', () => {
     for (let i = 0; i < WRITES; i += 25) statuses.push(...await Promise.all(Array.from({ length: Math.min(25, WRITES - i) }, (_, j) => send(second.base, i + j))))
     assert.ok(statuses.every((status) => status === 200), `every retry answered 200: ${statuses.filter((s) => s !== 200).join(' ')}`)
     second.server.child.kill('SIGTERM')
-    await within(10_000, second.server.exited, 'the server to stop')
+    await within(EXIT_TIMEOUT_MS, second.server.exited, 'the server to stop')
     await inspectStore(cli.db, async (store) => {
       for (let p = 1; p <= PETS; p++) assert.equal((await store.getStockEntry(BigInt(p)))?.quantity, WRITES / PETS, `pet ${p}: each write applied once`)
     })

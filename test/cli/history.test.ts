@@ -2,7 +2,7 @@ import Database from 'better-sqlite3'
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 import type { StockChange } from '../../src/store/types.js'
-import { cliFor, inspectStore, startServe, within } from './run.js'
+import { cliFor, EXIT_TIMEOUT_MS, inspectStore, startServe, within } from './run.js'
 import { importData } from '../../src/domain/import.js'
 
 const BIG = '9007199254740993' // 2^53 + 1
@@ -33,7 +33,7 @@ describe('petstore inventory history', () => {
     assert.equal(sold.status, 200)
     const soldRequestId = sold.headers.get('x-request-id')
     server.child.kill('SIGTERM')
-    await within(10_000, server.exited, 'the server to stop')
+    await within(EXIT_TIMEOUT_MS, server.exited, 'the server to stop')
 
     const table = await cli.run(['inventory', 'history', '7'])
     assert.equal(table.code, 0, table.stderr)

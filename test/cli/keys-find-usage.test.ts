@@ -9,7 +9,7 @@ import { randomUUID } from 'node:crypto'
 import { describe, test } from 'node:test'
 import { cleanRedis, REDIS_URL, requireRedis } from '../ratelimit/redis-env.js'
 import { freePort } from '../helpers/net.js'
-import { BIN, cliFor, inspectStore, startServe, within, type Cli } from './run.js'
+import { BIN, cliFor, EXIT_TIMEOUT_MS, inspectStore, startServe, within, type Cli } from './run.js'
 
 interface Window { used: number, limit: number, resetAt: string }
 
@@ -111,7 +111,7 @@ describe('petstore keys find', () => {
       if (writing) endless.stdin.once('drain', feed)
     }
     feed()
-    const code = await within(10_000, exited, 'keys find to stop reading an endless input')
+    const code = await within(EXIT_TIMEOUT_MS, exited, 'keys find to stop reading an endless input')
     writing = false
     assert.equal(code, 2)
     assert.match(stderr, /more than 4096 bytes/)
@@ -207,7 +207,7 @@ if (await requireRedis('keys list and show with usage from Redis')) {
       assert.match(shown.stdout, /^this minute: +3 of 60 used, resets \d{4}-\d\d-\d\dT\d\d:\d\d:00\.000Z \(in \d+ s\)$/m)
       assert.match(shown.stdout, /^today: +3 of 1000 used, resets \d{4}-\d\d-\d\dT00:00:00\.000Z \(in (\d+ s|\d+ min|\d+ h \d+ min)\)$/m)
       server.child.kill('SIGTERM')
-      await within(10_000, server.exited, 'the server to stop')
+      await within(EXIT_TIMEOUT_MS, server.exited, 'the server to stop')
     })
 
     test('when Redis cannot be reached, then keys list still lists every key, says why usage is unknown, and exits 0', async (t) => {

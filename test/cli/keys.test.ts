@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
-import { cliFor, inspectStore, startServe, within } from './run.js'
+import { cliFor, EXIT_TIMEOUT_MS, inspectStore, startServe, within } from './run.js'
 
 // The documented pattern of keys issued since checksums (docs/security.md): 43 base62 characters and a checksum.
 const LIVE_KEY = /^psk_live_[0-9A-Za-z]{49}$/
@@ -483,7 +483,7 @@ describe('petstore keys through a running server', () => {
     const typo = String(reader.key).slice(0, -1) + (String(reader.key).endsWith('a') ? 'b' : 'a')
     assert.equal((await fetch(`${base}/v1/inventory`, { headers: headers(typo) })).status, 401)
     server.child.kill('SIGTERM')
-    await within(10_000, server.exited, 'the server to stop')
+    await within(EXIT_TIMEOUT_MS, server.exited, 'the server to stop')
 
     const list = new Map((JSON.parse((await cli.run(['keys', 'list', '--json'])).stdout) as KeyJson[]).map((k) => [k.id, k]))
     const used = list.get(reader.id)

@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto'
 import { describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { cleanRedis, REDIS_URL, requireRedis } from '../ratelimit/redis-env.js'
-import { cliFor, freePort, startServe, within } from './run.js'
+import { cliFor, EXIT_TIMEOUT_MS, freePort, startServe, within } from './run.js'
 
 const TOKEN = 'cluster-metrics-token-0123'
 
@@ -43,9 +43,9 @@ describe('petstore serve: metrics configuration', () => {
     const { base, server } = await startServe(cli, [], { METRICS_PORT: String(metricsPort) })
     assert.equal((await fetch(`${base}/metrics`)).status, 404)
     assert.equal((await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).status, 200)
-    assert.match(server.output().stdout, new RegExp(`"port":${metricsPort}.*"msg":"metrics listening"`))
+    await server.waitForOutput(new RegExp(`"port":${metricsPort}.*"msg":"metrics listening"`))
     server.child.kill('SIGTERM')
-    assert.equal((await within(5000, server.exited, 'exit after SIGTERM')).code, 0)
+    assert.equal((await within(EXIT_TIMEOUT_MS, server.exited, 'exit after SIGTERM')).code, 0)
   })
 })
 
@@ -82,7 +82,7 @@ if (await requireRedis('metrics of serve --workers')) {
       assert.equal(sample(text, REDIS_BACKEND), 2, 'one per worker')
 
       server.child.kill('SIGTERM')
-      assert.deepEqual(await within(8000, server.exited, 'exit after SIGTERM'), { code: 0, signal: null })
+      assert.deepEqual(await within(EXIT_TIMEOUT_MS, server.exited, 'exit after SIGTERM'), { code: 0, signal: null })
     })
 
     test('when /metrics is scraped on the main port, then whichever worker answers shows the whole cluster', async (t) => {
@@ -104,7 +104,7 @@ if (await requireRedis('metrics of serve --workers')) {
         assert.equal(sample(await res.text(), READYZ), 10)
       }
       server.child.kill('SIGTERM')
-      assert.deepEqual(await within(8000, server.exited, 'exit after SIGTERM'), { code: 0, signal: null })
+      assert.deepEqual(await within(EXIT_TIMEOUT_MS, server.exited, 'exit after SIGTERM'), { code: 0, signal: null })
     })
   })
 }

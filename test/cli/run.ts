@@ -12,13 +12,23 @@ import { fileURLToPath } from 'node:url'
 import { SqliteStore } from '../../src/store/sqlite/index.js'
 import { tempDir } from '../helpers/app.js'
 import { freePort } from '../helpers/net.js'
+import { WAIT_TIMEOUT_MS, within } from '../helpers/wait.js'
 
-export { freePort }
+export { freePort, within }
 
 export const BIN = fileURLToPath(new URL('../../bin/petstore.js', import.meta.url))
 
-/** No CLI run in these tests should take anywhere near this long. */
-const RUN_TIMEOUT_MS = 20_000
+/**
+ * A deadline for a command that hangs, not a measure: the longest run here (an import of 100,000 pets) takes a few
+ * seconds on a quiet machine and over a minute on a two-core machine at a load of 15.
+ */
+const RUN_TIMEOUT_MS = 300_000
+
+/**
+ * How long a test waits for a server it stopped (SIGTERM without a drain, SIGINT, SIGKILL) to exit: a deadline for a
+ * process that hangs, not a measure of how fast it stops (the tests that mean to bound that measure it themselves).
+ */
+export const EXIT_TIMEOUT_MS = 20_000
 
 export interface CliResult {
   code: number | null
@@ -42,10 +52,21 @@ export interface Cli {
   file: (name: string, content: string | Uint8Array) => string
 }
 
+export interface Output { stdout: string, stderr: string }
+
 export interface Started {
   child: ChildProcess
-  /** Everything written so far. */
-  output: () => { stdout: string, stderr: string }
+  /**
+   * Everything written so far: only what the child had written when this is called, so a line it writes in answer to
+   * a request may not be there yet. To assert on a line of a running child, wait for it with waitForOutput.
+   */
+  output: () => Output
+  /**
+   * Resolves with the output so far once `expected` holds: a pattern found in stdout (or in `stream`), or a predicate
+   * on both streams. Fails, with the output so far, when the child exits without it or after `timeoutMs`
+   * (WAIT_TIMEOUT_MS by default, a deadline generous enough for a loaded machine).
+   */
+  waitForOutput: (expected: RegExp | ((output: Output) => boolean), options?: { stream?: 'stdout' | 'stderr', timeoutMs?: number }) => Promise<Output>
   /** Resolves when the child has exited. */
   exited: Promise<{ code: number | null, signal: NodeJS.Signals | null }>
 }
@@ -69,16 +90,44 @@ export function cliFor (t: TestContext, env: Record<string, string> = {}): Cli {
     }
     let stdout = ''
     let stderr = ''
-    child.stdout?.setEncoding('utf8').on('data', (chunk: string) => { stdout += chunk })
-    child.stderr?.setEncoding('utf8').on('data', (chunk: string) => { stderr += chunk })
+    let closed = false
+    /** Called on each chunk and once at the close; each waiter removes itself when done. */
+    const watchers = new Set<() => void>()
+    const notify = (): void => { for (const watcher of [...watchers]) watcher() }
+    child.stdout?.setEncoding('utf8').on('data', (chunk: string) => { stdout += chunk; notify() })
+    child.stderr?.setEncoding('utf8').on('data', (chunk: string) => { stderr += chunk; notify() })
     const exited = new Promise<{ code: number | null, signal: NodeJS.Signals | null }>((resolve, reject) => {
       child.on('error', reject)
-      child.on('close', (code, signal) => resolve({ code, signal }))
+      // 'close' comes after both streams ended: the output is complete by then.
+      child.on('close', (code, signal) => { closed = true; notify(); resolve({ code, signal }) })
     })
     t.after(() => {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
     })
-    return { child, output: () => ({ stdout, stderr }), exited }
+    const output = (): Output => ({ stdout, stderr })
+    const waitForOutput: Started['waitForOutput'] = async (expected, { stream = 'stdout', timeoutMs = WAIT_TIMEOUT_MS } = {}) => {
+      const holds = (): boolean => typeof expected === 'function' ? expected(output()) : expected.test(output()[stream])
+      const described = typeof expected === 'function' ? 'the output expected' : `${String(expected)} in ${stream}`
+      await new Promise<void>((resolve, reject) => {
+        const stop = (error?: Error): void => {
+          clearTimeout(timer)
+          watchers.delete(check)
+          if (error === undefined) resolve()
+          else reject(error)
+        }
+        const failure = (why: string): Error =>
+          new assert.AssertionError({ message: `${described} ${why}; stdout so far:\n${stdout}\nstderr so far:\n${stderr}` })
+        const check = (): void => {
+          if (holds()) stop()
+          else if (closed) stop(failure('never came: the process exited'))
+        }
+        const timer = setTimeout(() => { stop(failure(`did not come within ${timeoutMs} ms`)) }, timeoutMs)
+        watchers.add(check)
+        check()
+      })
+      return output()
+    }
+    return { child, output, waitForOutput, exited }
   }
 
   const run = async (args: string[], extra: Record<string, string> = {}, input?: string): Promise<CliResult> => {
@@ -113,20 +162,6 @@ export async function inspectStore<T> (db: string, work: (store: SqliteStore) =>
 }
 
 
-/** Rejects when `promise` does not settle within `ms`. */
-export async function within<T> (ms: number, promise: Promise<T>, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined
-  const timeout = new Promise<never>((_resolve, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what} did not happen within ${ms} ms`)), ms)
-  })
-  try {
-    return await Promise.race([promise, timeout])
-  } finally {
-    clearTimeout(timer)
-  }
-}
-
-
 /** The address in the line `serve` logs once it listens (JSON or pretty; the real port also for PORT=0). */
 const LISTENING = /Petstore Inventory Service: API (http:\/\/127\.0\.0\.1:(\d+))\/v1/
 
@@ -134,10 +169,11 @@ const LISTENING = /Petstore Inventory Service: API (http:\/\/127\.0\.0\.1:(\d+))
  * Starts `petstore serve` and waits until it listens and GET /healthz answers 200; fails early, with the
  * server's stderr, when the process exits first. Without env.PORT it asks for port 0 and reads the port the server
  * got from its start line (at LOG_LEVEL info unless the test sets another level, with env.PORT then): a port
- * picked free beforehand could be taken by another test's server in between. With --workers it waits twice as long:
- * the primary starts first, then each worker loads the whole server (on a loaded two-core machine, over 10 s).
+ * picked free beforehand could be taken by another test's server in between. The deadline is for a server that
+ * never comes up, not a measure of its start (a single server starts in a few seconds at a load of 6 on two cores);
+ * with --workers it is twice as long: the primary starts first, then each worker loads the whole server.
  */
-export async function startServe (cli: Cli, args: string[] = [], env: Record<string, string> = {}, timeoutMs = args.includes('--workers') ? 20_000 : 10_000): Promise<{ base: string, port: number, server: Started }> {
+export async function startServe (cli: Cli, args: string[] = [], env: Record<string, string> = {}, timeoutMs = args.includes('--workers') ? 60_000 : 30_000): Promise<{ base: string, port: number, server: Started }> {
   const server = cli.start(['serve', ...args], { PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env })
   const deadline = Date.now() + timeoutMs
   let base: string | null = env.PORT === undefined ? null : `http://127.0.0.1:${env.PORT}`

@@ -5,8 +5,10 @@ import { createServer } from 'node:net'
 import { describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
+import { awayFromMinuteBoundary } from '../helpers/clock.js'
+import { waitFor, WAIT_TIMEOUT_MS } from '../helpers/wait.js'
 import { cleanRedis, REDIS_URL, requireRedis } from '../ratelimit/redis-env.js'
-import { cliFor, freePort, startServe, within, type Cli } from './run.js'
+import { cliFor, EXIT_TIMEOUT_MS, freePort, startServe, within, type Cli } from './run.js'
 
 const BIG = '9007199254740993' // 2^53 + 1: a double cannot hold it
 
@@ -32,7 +34,7 @@ describe('petstore serve', () => {
     assert.deepEqual(items[0], { petId: 1, quantity: 3, status: 'available' })
 
     server.child.kill('SIGTERM')
-    const exit = await within(5000, server.exited, 'exit after SIGTERM')
+    const exit = await within(EXIT_TIMEOUT_MS, server.exited, 'exit after SIGTERM')
     assert.deepEqual(exit, { code: 0, signal: null })
   })
 
@@ -47,7 +49,7 @@ describe('petstore serve', () => {
       assert.equal((await fetch(`${base}/v1/inventory/1`, { headers })).status, 200)
     }
     server.child.kill('SIGTERM')
-    assert.deepEqual(await within(5000, server.exited, 'exit after SIGTERM'), { code: 0, signal: null })
+    assert.deepEqual(await within(EXIT_TIMEOUT_MS, server.exited, 'exit after SIGTERM'), { code: 0, signal: null })
     assert.doesNotMatch(server.output().stderr, /Assertion failed|Aborted/)
   })
 
@@ -55,7 +57,7 @@ describe('petstore serve', () => {
     const cli = cliFor(t)
     const { base, port, server } = await startServe(cli, [], { LOG_LEVEL: 'info' })
     server.child.kill('SIGTERM')
-    await within(5000, server.exited, 'exit after SIGTERM')
+    await within(EXIT_TIMEOUT_MS, server.exited, 'exit after SIGTERM')
     const lines = server.output().stdout.trimEnd().split('\n').map((line) => JSON.parse(line) as { msg: string })
     const start = lines.filter((line) => line.msg.startsWith('Petstore Inventory Service:'))
     assert.equal(start.length, 1)
@@ -69,7 +71,7 @@ describe('petstore serve', () => {
     const pretty = await startServe(cli, [], { LOG_FORMAT: 'pretty', LOG_LEVEL: 'info' })
     await fetch(`${pretty.base}/v1/inventory`)
     pretty.server.child.kill('SIGTERM')
-    await within(5000, pretty.server.exited, 'exit after SIGTERM')
+    await within(EXIT_TIMEOUT_MS, pretty.server.exited, 'exit after SIGTERM')
     const lines = pretty.server.output().stdout.trimEnd().split('\n')
     assert.ok(lines.every((line) => /^\[\d\d:\d\d:\d\d\.\d{3}\] (INFO|WARN|ERROR): /.test(line)), lines.join('\n'))
     assert.ok(lines.some((line) => line.includes('INFO: Petstore Inventory Service: API http://127.0.0.1:')))
@@ -77,7 +79,7 @@ describe('petstore serve', () => {
 
     const json = await startServe(cli, [], { LOG_FORMAT: 'json', LOG_LEVEL: 'info' })
     json.server.child.kill('SIGTERM')
-    await within(5000, json.server.exited, 'exit after SIGTERM')
+    await within(EXIT_TIMEOUT_MS, json.server.exited, 'exit after SIGTERM')
     for (const line of json.server.output().stdout.trimEnd().split('\n')) assert.equal(typeof (JSON.parse(line) as { level: number }).level, 'number')
   })
 
@@ -88,7 +90,7 @@ describe('petstore serve', () => {
     assert.equal(res.status, 401)
     assert.match(res.headers.get('www-authenticate') ?? '', /^Bearer/)
     server.child.kill('SIGTERM')
-    assert.equal((await within(5000, server.exited, 'exit after SIGTERM')).code, 0)
+    assert.equal((await within(EXIT_TIMEOUT_MS, server.exited, 'exit after SIGTERM')).code, 0)
   })
 
   test('when started without --seed-demo, then the inventory is empty', async (t) => {
@@ -99,7 +101,7 @@ describe('petstore serve', () => {
     assert.equal(res.status, 200)
     assert.equal(await res.text(), '[]')
     server.child.kill('SIGINT')
-    assert.deepEqual(await within(5000, server.exited, 'exit after SIGINT'), { code: 0, signal: null })
+    assert.deepEqual(await within(EXIT_TIMEOUT_MS, server.exited, 'exit after SIGINT'), { code: 0, signal: null })
   })
 
   test('when --seed-demo meets a store that already has pets, then it keeps the data as it is', async (t) => {
@@ -152,17 +154,17 @@ describe('petstore serve with REDIS_URL', () => {
     const { base, server } = await startServe(cli, [], { REDIS_URL: `redis://127.0.0.1:${deadPort}`, RATE_LIMIT_FREE: '2/100', BAN_SECONDS: '0' })
     const key = await newKey(cli)
     // The three requests must fall in one UTC minute (the server counts on the real clock).
-    const intoMinute = (Date.now() / 1000) % 60
-    if (intoMinute > 55) await sleep((61 - intoMinute) * 1000)
+    await awayFromMinuteBoundary(45)
     const statuses = []
     for (let i = 0; i < 3; i++) {
-      const res = await fetch(`${base}/v1/inventory`, { headers: { authorization: `Bearer ${key}` }, signal: AbortSignal.timeout(2000) })
+      // Answered without waiting on Redis: a bound that allows a loaded machine, far below a connect timeout.
+      const res = await fetch(`${base}/v1/inventory`, { headers: { authorization: `Bearer ${key}` }, signal: AbortSignal.timeout(5000) })
       statuses.push(res.status)
       assert.match(res.headers.get('x-ratelimit-limit') ?? '', /^2$/)
     }
     assert.deepEqual(statuses, [200, 200, 429])
     server.child.kill('SIGTERM')
-    assert.equal((await within(5000, server.exited, 'exit after SIGTERM')).code, 0)
+    assert.equal((await within(EXIT_TIMEOUT_MS, server.exited, 'exit after SIGTERM')).code, 0)
     assert.match(server.output().stdout, /redis/i, 'the outage is logged')
   })
 })
@@ -191,7 +193,7 @@ if (await requireRedis('serve --workers with Redis')) {
       assert.ok(passed === 7 || (passed > 7 && passed <= 14), `passed ${passed}: ${statuses.join(' ')}`)
       assert.equal(statuses.filter((s) => s === 429).length, 16 - passed)
       server.child.kill('SIGTERM')
-      assert.deepEqual(await within(8000, server.exited, 'exit after SIGTERM'), { code: 0, signal: null })
+      assert.deepEqual(await within(EXIT_TIMEOUT_MS, server.exited, 'exit after SIGTERM'), { code: 0, signal: null })
     })
 
     test('when the primary gets SIGTERM, then every worker drains: /readyz answers 503 while requests are still served, then all exit 0', async (t) => {
@@ -199,11 +201,11 @@ if (await requireRedis('serve --workers with Redis')) {
       const REDIS_KEY_PREFIX = `test:${randomUUID()}:`
       t.after(() => cleanRedis(REDIS_KEY_PREFIX))
       // A drain long enough for eight requests on a loaded machine (CI runs two test files at once).
-      const { base, server } = await startServe(cli, ['--workers', '2'], { REDIS_URL, REDIS_KEY_PREFIX, SHUTDOWN_DRAIN_MS: '6000' })
+      const { base, server } = await startServe(cli, ['--workers', '2'], { REDIS_URL, REDIS_KEY_PREFIX, SHUTDOWN_DRAIN_MS: '10000' })
       const key = await newKey(cli)
       server.child.kill('SIGTERM')
       // The primary tells each worker; wait until two answers in a row (one per worker) are 503.
-      await within(5000, (async () => {
+      await within(WAIT_TIMEOUT_MS, (async () => {
         for (let drained = 0; drained < 2;) {
           drained = (await fetch(`${base}/readyz`, { headers: { connection: 'close' } })).status === 503 ? drained + 1 : 0
           await sleep(20)
@@ -215,7 +217,7 @@ if (await requireRedis('serve --workers with Redis')) {
         const res = await fetch(`${base}/v1/inventory`, { headers: { authorization: `Bearer ${key}`, connection: 'close' } })
         assert.equal(res.status, 200)
       }
-      assert.deepEqual(await within(20_000, server.exited, 'exit after the drain'), { code: 0, signal: null })
+      assert.deepEqual(await within(10_000 + EXIT_TIMEOUT_MS, server.exited, 'exit after the drain'), { code: 0, signal: null })
     })
   })
 }
@@ -238,15 +240,11 @@ describe('npm start', () => {
       } catch {
         // already gone
       }
-      await within(8000, exited, 'npm start to stop')
+      await within(EXIT_TIMEOUT_MS, exited, 'npm start to stop')
     })
-    const deadline = Date.now() + 15_000
-    let base: string | undefined
-    while (Date.now() < deadline && base === undefined) {
-      base = /Petstore Inventory Service: API (http:\/\/127\.0\.0\.1:\d+)\/v1/.exec(stdout)?.[1]
-      await sleep(100)
-    }
-    assert.ok(base !== undefined, `npm start did not say where it listens: ${stdout}`)
+    const listening = /Petstore Inventory Service: API (http:\/\/127\.0\.0\.1:\d+)\/v1/
+    await waitFor('npm start saying where it listens', () => listening.test(stdout), { timeoutMs: 60_000, intervalMs: 100, detail: () => stdout })
+    const base = listening.exec(stdout)?.[1] as string
     const key = await newKey(cli)
     const body = await (await fetch(`${base}/v1/inventory`, { headers: { authorization: `Bearer ${key}` } })).text()
     assert.ok(body.includes(`"petId":${BIG}`), body)

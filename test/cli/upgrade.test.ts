@@ -11,7 +11,7 @@ import { describe, test } from 'node:test'
 import { PLAN } from '../../src/store/sqlite/migrations.js'
 import { BIG, SQLITE_SCHEMAS, buildPostgres, buildSqlite, POSTGRES_SCHEMAS } from '../fixtures/landed-schemas.js'
 import { requirePostgres, tempPostgresDatabase } from '../helpers/postgres.js'
-import { cliFor, startServe, within } from './run.js'
+import { cliFor, EXIT_TIMEOUT_MS, startServe, within } from './run.js'
 
 const LATEST = PLAN.migrations.length
 const PREVIOUS_RELEASE = SQLITE_SCHEMAS.at(-1) as typeof SQLITE_SCHEMAS[number]
@@ -68,7 +68,7 @@ describe('upgrading a SQLite store', () => {
     }
     assert.equal((await fetch(`${base}/healthz`)).status, 200, 'the server is alive after writes')
     server.child.kill('SIGTERM')
-    assert.deepEqual(await within(5000, server.exited, 'exit'), { code: 0, signal: null })
+    assert.deepEqual(await within(EXIT_TIMEOUT_MS, server.exited, 'exit'), { code: 0, signal: null })
     assert.match(server.output().stdout, new RegExp(`store migrated from version 4 to ${LATEST}; the file before it is at .*backup-v4`))
     const history = await cli.run(['inventory', 'history', String(BIG), '--json'])
     assert.deepEqual((JSON.parse(history.stdout) as Array<{ previousQuantity: number | null, quantity: number }>).map((e) => [e.previousQuantity, e.quantity]),
@@ -105,7 +105,7 @@ describe('upgrading a SQLite store', () => {
       assert.equal(res.status, 503, url)
     }
     server.child.kill('SIGTERM')
-    await within(5000, server.exited, 'exit')
+    await within(EXIT_TIMEOUT_MS, server.exited, 'exit')
     assert.match(server.output().stdout, /newer than this release.*Serving reads only/)
     const after = new Database(cli.db, { readonly: true })
     t.after(() => after.close())
@@ -152,7 +152,7 @@ if (await requirePostgres('upgrading a PostgreSQL store')) {
       const res = await fetch(`${base}/v1/inventory/1`, { method: 'PATCH', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: '{"quantity":4}' })
       assert.equal(res.status, 200, await res.text())
       server.child.kill('SIGTERM')
-      assert.deepEqual(await within(5000, server.exited, 'exit'), { code: 0, signal: null })
+      assert.deepEqual(await within(EXIT_TIMEOUT_MS, server.exited, 'exit'), { code: 0, signal: null })
     })
   })
 }

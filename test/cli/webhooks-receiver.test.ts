@@ -9,6 +9,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { describe, test } from 'node:test'
 import { cliFor, freePort, startServe } from './run.js'
+import { waitFor as waitUntil } from '../helpers/wait.js'
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 
@@ -50,10 +51,6 @@ describe('the webhook receiver of docs/webhooks.md', () => {
   })
 })
 
-async function waitFor (condition: () => Promise<boolean>, ms = 10_000): Promise<void> {
-  const end = Date.now() + ms
-  while (!await condition()) {
-    if (Date.now() > end) throw new Error('condition not met in time')
-    await new Promise((resolve) => setTimeout(resolve, 50))
-  }
+async function waitFor (condition: () => Promise<boolean>): Promise<void> {
+  await waitUntil('condition', condition, { intervalMs: 50 })
 }

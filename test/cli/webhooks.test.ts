@@ -40,7 +40,7 @@ describe('webhooks of a running server', () => {
 
     const second = await startServe(cli)
     // Leases of the killed process end after the attempt timeout and a margin (2 s + 5 s here).
-    await within(30_000, hook.until(() => distinctIds(hook).size === WRITES, 30_000), 'every event after the restart')
+    await within(60_000, hook.until(() => distinctIds(hook).size === WRITES, 60_000), 'every event after the restart')
     const feed = await (await fetch(`${second.base}/v1/inventory/changes?limit=1000`, { headers })).json() as Array<{ changeId: number, reason: string }>
     const expected = feed.filter((change) => change.reason !== 'import').map((change) => `evt_${change.changeId}`)
     assert.deepEqual([...distinctIds(hook)].sort(), expected.sort(), 'exactly the changes committed after the subscription')

@@ -14,7 +14,7 @@ if (await requireRedisServer('serve --workers with an unusable Redis')) {
     const cli = cliFor(t)
     const started = cli.start(['serve', '--workers', '2'], { PORT: '0', HOST: '127.0.0.1', REDIS_URL: `redis://:wrong@127.0.0.1:${server.port}` })
     t.after(() => { if (started.child.exitCode === null) started.child.kill('SIGKILL') })
-    const { code } = await within(15_000, started.exited, 'serve --workers 2 exiting on a Redis configuration error').catch((error: unknown) => {
+    const { code } = await within(60_000, started.exited, 'serve --workers 2 exiting on a Redis configuration error').catch((error: unknown) => {
       assert.fail(`${String(error)}; stderr so far: ${started.output().stderr}`)
     })
     assert.equal(code, 2, started.output().stderr)

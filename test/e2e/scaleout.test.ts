@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto'
 import { describe, test, type TestContext } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
-import { cliFor, within, type Cli, type Started } from '../cli/run.js'
+import { cliFor, EXIT_TIMEOUT_MS, startServe, within, type Cli, type Started } from '../cli/run.js'
 import { requirePostgres, tempPostgresDatabase } from '../helpers/postgres.js'
 import { cleanRedis, REDIS_URL, requireRedis } from '../ratelimit/redis-env.js'
 import { awayFromMinuteBoundary } from '../helpers/clock.js'
@@ -17,17 +17,10 @@ const STOCKED = ['1', '2', '3', '4', '5', '9007199254740993'] // the demo pets w
 
 interface Instance { base: string, server: Started }
 
-/** Starts `petstore serve` on port 0 and reads the port from the line it logs at start (where the API is). */
+/** Starts `petstore serve` on port 0 and waits until it answers (startServe reads the port from its start line). */
 async function startInstance (cli: Cli): Promise<Instance> {
-  const server = cli.start(['serve'], { PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info' })
-  const deadline = Date.now() + 15_000
-  while (Date.now() < deadline) {
-    const match = /Petstore Inventory Service: API (http:\/\/127\.0\.0\.1:\d+)\/v1/.exec(server.output().stdout)
-    if (match !== null) return { base: match[1] as string, server }
-    if (server.child.exitCode !== null) assert.fail(`serve exited: ${server.output().stderr}`)
-    await sleep(50)
-  }
-  assert.fail(`serve did not listen in time: ${server.output().stderr}`)
+  const { base, server } = await startServe(cli)
+  return { base, server }
 }
 
 async function key (cli: Cli, plan: string, limits: string[] = []): Promise<string> {
@@ -101,11 +94,11 @@ if (ready) {
 
       // Killing one instance (no goodbye) leaves the other serving every acknowledged write.
       a.server.child.kill('SIGKILL')
-      await within(5000, a.server.exited, 'instance A to die')
+      await within(EXIT_TIMEOUT_MS, a.server.exited, 'instance A to die')
       const after = await (await call(b.base, admin)).json() as Array<{ petId: number, quantity: number }>
       assert.deepEqual(after, onB)
       b.server.child.kill('SIGTERM')
-      assert.equal((await within(8000, b.server.exited, 'instance B to stop')).code, 0)
+      assert.equal((await within(EXIT_TIMEOUT_MS, b.server.exited, 'instance B to stop')).code, 0)
     })
   })
 }

@@ -29,7 +29,7 @@ import { randomUUID } from 'node:crypto'
 import { test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import pg from 'pg'
-import { cliFor, startServe, within, type Cli, type Started } from '../cli/run.js'
+import { cliFor, EXIT_TIMEOUT_MS, startServe, within, type Cli, type Started } from '../cli/run.js'
 import { startPgBouncer, type PgBouncer } from '../helpers/pgbouncer.js'
 import { requirePostgres, tempPostgresDatabase } from '../helpers/postgres.js'
 import { requireRedisServer, startRedisCluster } from '../helpers/redis-servers.js'
@@ -127,7 +127,7 @@ if (ready) {
     t.after(async () => {
       await Promise.all(instances.map(async ({ server }) => {
         if (server.child.exitCode === null && server.child.signalCode === null) server.child.kill('SIGKILL')
-        await within(10_000, server.exited, 'an instance to exit')
+        await within(EXIT_TIMEOUT_MS, server.exited, 'an instance to exit')
       }))
       await bouncer?.stop()
       await pool?.end()
@@ -308,7 +308,7 @@ if (ready) {
       await sleep(1200)
       stopped = true
       await load
-      await Promise.all(victims.map((victim) => within(10_000, victim.server.exited, `instance ${victim.index} to die`)))
+      await Promise.all(victims.map((victim) => within(EXIT_TIMEOUT_MS, victim.server.exited, `instance ${victim.index} to die`)))
       st.diagnostic(`${writes.length} adjustments in ${Math.round(performance.now() - started)} ms, 3 instances killed`)
 
       const acknowledged = writes.filter((w) => answered(w.outcome as Outcome) && (w.outcome as Answer).status === 200)

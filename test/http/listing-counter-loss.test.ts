@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict'
 import { test, type TestContext } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { waitFor } from '../helpers/wait.js'
 import { Redis } from 'ioredis'
 import type { FastifyInstance } from 'fastify'
 import { buildApp } from '../../src/app.js'
@@ -48,10 +49,7 @@ if (await requireRedisServer('listing freshness after Redis loses the change cou
   test('a write on one instance is seen by the next GET on another, also after Redis restarted empty while that instance was idle', async (t) => {
     const server = await startRedisServer(t.after.bind(t))
     const { one, two, key, limiters } = await twoInstances(t, server.url)
-    const until = async (ok: () => boolean): Promise<void> => {
-      const deadline = Date.now() + 10_000
-      while (!ok() && Date.now() < deadline) await sleep(50)
-    }
+    const until = async (ok: () => boolean): Promise<void> => { await waitFor('both limiters on Redis', ok, { intervalMs: 50 }) }
     await until(() => limiters.every((l) => l.backend === 'redis'))
     for (const app of [one, two]) assert.equal((await app.inject(get(key))).statusCode, 200)
     // Before the restart: the counter climbs to 10, and every write is seen by the other instance.
@@ -89,8 +87,7 @@ if (await requireRedisServer('listing freshness after a failover to a lagging re
   test('a write is seen by the next GET on another instance after the counter went back by one (failover to a lagging replica)', async (t) => {
     const server = await startRedisServer(t.after.bind(t))
     const { one, two, key, limiters } = await twoInstances(t, server.url)
-    const deadline = Date.now() + 10_000
-    while (!limiters.every((l) => l.backend === 'redis') && Date.now() < deadline) await sleep(50)
+    await waitFor('every limiter on Redis', () => limiters.every((l) => l.backend === 'redis'), { intervalMs: 50 })
     for (const app of [one, two]) assert.equal((await app.inject(get(key))).statusCode, 200)
     for (let i = 1; i <= 3; i++) {
       assert.equal((await one.inject(patch(key, 1, i))).statusCode, 200)

@@ -5,7 +5,6 @@
 import assert from 'node:assert/strict'
 import { randomUUID } from 'node:crypto'
 import { readFileSync } from 'node:fs'
-import { setTimeout as sleep } from 'node:timers/promises'
 import { describe, test, type TestContext } from 'node:test'
 import { setFlagsFromString } from 'node:v8'
 import { runInNewContext } from 'node:vm'
@@ -18,6 +17,7 @@ import { ResilientLimiter } from '../../src/ratelimit/resilient.js'
 import { auth, newKey, pet, tempStore, testApp, type TestApp } from '../helpers/app.js'
 import { requirePostgres, tempPostgresStore } from '../helpers/postgres.js'
 import { KillableProxy } from '../helpers/proxy.js'
+import { waitFor } from '../helpers/wait.js'
 import { REDIS_URL, cleanRedis, requireRedis, waitReady } from '../ratelimit/redis-env.js'
 
 const TOKEN = 'metrics-token-for-tests-0123'
@@ -283,10 +283,7 @@ describe('Metrics with process metrics', () => {
     gc({ type: 'major' })
     // The entry reaches the observer shortly after the collection: wait for it.
     let after = 0
-    for (let i = 0; i < 100 && after === 0; i++) {
-      await sleep(20)
-      after = await afterGc() ?? 0
-    }
+    await waitFor('the gauge set by the collection', async () => (after = await afterGc() ?? 0) > 0)
     const heap = process.memoryUsage().heapUsed
     assert.ok(after > 1e6 && after <= heap * 1.5, `${after} bytes after the collection, ${heap} in use now`)
   })
@@ -305,10 +302,11 @@ if (await requirePostgres('the pool gauges with PostgreSQL')) {
       // after the answer): scrape until the pool is idle, which it must become.
       let res = await app.inject(get('/metrics'))
       const pool = (state: string) => value(res.body, 'petstore_store_pool_connections', { state })
-      for (let i = 0; i < 40 && pool('idle') !== pool('total'); i++) {
-        await sleep(50)
+      await waitFor('the pool idle', async () => {
+        if (pool('idle') === pool('total')) return true
         res = await app.inject(get('/metrics'))
-      }
+        return pool('idle') === pool('total')
+      }, { intervalMs: 50 })
       assert.equal(pool('max'), 4)
       assert.ok((pool('total') ?? 0) >= 1 && (pool('total') ?? 0) <= 4)
       assert.equal(pool('idle'), pool('total'), 'no request in flight')
@@ -359,8 +357,7 @@ if (await requireRedis('the limiter backend gauge with Redis')) {
       await proxy.kill()
       // The request is answered from memory, whether the client has noticed the closed connection yet or not.
       assert.equal((await app.inject(get('/v1/inventory', key))).statusCode, 200)
-      const deadline = Date.now() + 5000
-      while (limiter.backend !== 'memory-fallback' && Date.now() < deadline) await sleep(20)
+      await waitFor('the limiter on its fallback', () => limiter.backend === 'memory-fallback')
 
       const text = await scrapeApp()
       assert.equal(value(text, 'petstore_ratelimit_backend', { backend: 'memory' }), 1)

@@ -27,9 +27,15 @@ import { SqliteStore } from '../../src/store/sqlite/index.js'
 import type { Store } from '../../src/store/types.js'
 import { auth, newKey, pet, tempDir, tempStore } from '../helpers/app.js'
 import { POSTGRES_URL, requirePostgres, tempSchema } from '../helpers/postgres.js'
+import { waitFor, WAIT_TIMEOUT_MS } from '../helpers/wait.js'
 
 const BIG = 9007199254740993n // 2^53 + 1
 const JSON_BODY = { 'content-type': 'application/json' }
+/**
+ * A change committed on another instance reaches a stream within a poll (STREAM_POLL_MS, 250 ms) on a quiet machine;
+ * this bound allows a loaded one and stays far below what a stream that missed it would take (a reconnect).
+ */
+const CROSS_INSTANCE_MS = 3000
 
 interface Served {
   app: FastifyInstance
@@ -90,7 +96,7 @@ async function openStream (baseUrl: string, headers: Record<string, string>, que
     retry: null,
     ended: Promise.resolve(),
     isEnded: () => done,
-    waitFor: async (count, ms = 2000) => {
+    waitFor: async (count, ms = WAIT_TIMEOUT_MS) => {
       const deadline = Date.now() + ms
       while (opened.events.length < count) {
         if (Date.now() > deadline) assert.fail(`${count} events expected, ${opened.events.length} arrived: ${JSON.stringify(opened.events.map((e) => e.data))}`)
@@ -123,13 +129,9 @@ async function openStream (baseUrl: string, headers: Record<string, string>, que
   return opened
 }
 
-/** Resolves once `check` holds; fails after `ms`. */
-async function until (check: () => boolean | Promise<boolean>, ms = 2000, what = 'condition'): Promise<void> {
-  const deadline = Date.now() + ms
-  while (!await check()) {
-    if (Date.now() > deadline) assert.fail(`${what} not met within ${ms} ms`)
-    await sleep(5)
-  }
+/** Resolves once `check` holds; fails after a deadline generous enough for a loaded machine. */
+async function until (check: () => boolean | Promise<boolean>, what = 'condition'): Promise<void> {
+  await waitFor(what, check, { intervalMs: 5 })
 }
 
 async function patch (target: Served | FastifyInstance, key: string, petId: bigint | number, quantity: number) {
@@ -179,10 +181,11 @@ describe('GET /v1/inventory/changes/stream', () => {
     const stream = await openStream(s.baseUrl, { ...auth(s.key), 'last-event-id': '' })
     t.after(() => { stream.close() })
     assert.equal(stream.status, 200)
-    await sleep(100)
-    assert.deepEqual(stream.events, [], 'nothing committed before the connect')
     await patch(s, s.key, 2, 7)
-    assert.deepEqual((await stream.waitFor(1)).map(quantityOf), [7])
+    // Events come in feed order: had the stream replayed what was committed before the connect, those would come
+    // first. Waiting for the change made after the connect shows whatever came before it.
+    await until(() => stream.events.map(quantityOf).includes(7), 'the change made after the connect')
+    assert.deepEqual(stream.events.map(quantityOf), [7], 'nothing committed before the connect')
   })
 
   test('when Last-Event-ID is sent, then the stream resumes after it, and it wins over after', async (t) => {
@@ -213,7 +216,10 @@ describe('GET /v1/inventory/changes/stream', () => {
     const stream = await openStream(s.baseUrl, auth(s.key))
     t.after(() => { stream.close() })
     assert.equal(stream.headers.get('x-ratelimit-remaining'), '59')
-    await until(() => stream.comments.length >= 3, 2000, 'three heartbeats')
+    const opened = performance.now()
+    await until(() => stream.comments.length >= 3, 'three heartbeats')
+    // Every 100 ms here (by default 15 s): three within 5 s even on a loaded machine.
+    assert.ok(performance.now() - opened < 5000, `three heartbeats after ${Math.round(performance.now() - opened)} ms`)
     assert.ok(stream.comments.every((comment) => comment.trim() === 'heartbeat'))
     const next = await s.app.inject({ method: 'GET', url: '/v1/inventory', headers: auth(s.key) })
     assert.equal(next.headers['x-ratelimit-remaining'], '58', 'the open stream cost one request, not one per heartbeat')
@@ -235,7 +241,7 @@ describe('GET /v1/inventory/changes/stream', () => {
     const stream = await openStream(s.baseUrl, auth(key))
     t.after(() => { stream.close() })
     assert.equal(stream.status, 200)
-    await until(() => stream.isEnded(), 2000, 'the stream to end')
+    await until(() => stream.isEnded(), 'the stream to end')
     assert.equal((await openStream(s.baseUrl, auth(key))).status, 401, 'and it cannot be opened again')
   })
 
@@ -247,8 +253,10 @@ describe('GET /v1/inventory/changes/stream', () => {
     t.after(() => { revoked.close(); kept.close() })
     assert.deepEqual([revoked.status, kept.status], [200, 200])
     await revokeKey(s.store, record.id)
-    await until(() => revoked.isEnded(), 2000, 'the revoked key\'s stream to end')
-    await sleep(300)
+    await until(() => revoked.isEnded(), 'the revoked key\'s stream to end')
+    // The other stream lives on through renewals (each heartbeat), not a guessed pause: two more heartbeats on it.
+    const heartbeats = kept.comments.length
+    await until(() => kept.comments.length >= heartbeats + 2 || kept.isEnded(), 'two more heartbeats on the other stream')
     assert.equal(kept.isEnded(), false)
     assert.equal((await openStream(s.baseUrl, auth(key))).status, 401, 'and it cannot be opened again')
   })
@@ -273,7 +281,7 @@ describe('GET /v1/inventory/changes/stream', () => {
     await until(async () => {
       again = await openStream(s.baseUrl, auth(s.key))
       return again.status === 200
-    }, 1000, 'a free place')
+    }, 'a free place')
     t.after(() => { again?.close() })
   })
 
@@ -297,8 +305,8 @@ describe('GET /v1/inventory/changes/stream', () => {
     assert.equal(stream.status, 200)
     assert.match(await metrics(), /^petstore_change_streams_open 1$/m)
     stream.close()
-    await until(async () => /^petstore_change_streams_open 0$/m.test(await metrics()), 2000, 'the gauge at 0')
-    await until(() => streamLines().length === 1, 2000, 'the access line')
+    await until(async () => /^petstore_change_streams_open 0$/m.test(await metrics()), 'the gauge at 0')
+    await until(() => streamLines().length === 1, 'the access line')
     const [line] = streamLines()
     assert.equal(line?.msg, 'request completed')
     assert.equal(line?.status, 200)
@@ -310,10 +318,11 @@ describe('GET /v1/inventory/changes/stream', () => {
       httpGet({ host: '127.0.0.1', port, path: '/v1/inventory/changes/stream', headers: auth(s.key), agent: false }, resolve)
     })
     stalled.pause()
-    await sleep(300)
+    // Data unread: heartbeats (every 100 ms) waiting in the paused answer.
+    await until(() => stalled.readableLength > 0, 'data unread by the stalled client')
     stalled.socket.resetAndDestroy()
-    await until(() => streamLines().length === 2, 2000, 'the access line of the reset stream')
-    await until(async () => /^petstore_change_streams_open 0$/m.test(await metrics()), 2000, 'the gauge at 0 again')
+    await until(() => streamLines().length === 2, 'the access line of the reset stream')
+    await until(async () => /^petstore_change_streams_open 0$/m.test(await metrics()), 'the gauge at 0 again')
     assert.match(await metrics(), /^petstore_http_requests_total\{operation="streamInventoryChanges",method="GET",status="200"\} 2$/m)
   })
 
@@ -321,9 +330,11 @@ describe('GET /v1/inventory/changes/stream', () => {
     const s = await served(t, { pets: [pet(1)] })
     const streams = await Promise.all([s.key, await newKey(s.store)].map((key) => openStream(s.baseUrl, auth(key))))
     assert.deepEqual(streams.map((stream) => stream.status), [200, 200])
+    // The streams never end by themselves (a heartbeat every 15 s): a close that waited for them would not return.
+    // The bound allows a loaded machine and stays far below that.
     const started = Date.now()
     await s.app.close()
-    assert.ok(Date.now() - started < 1000, `closed in ${Date.now() - started} ms`)
+    assert.ok(Date.now() - started < 5000, `closed in ${Date.now() - started} ms`)
     await Promise.all(streams.map((stream) => stream.ended))
   })
 
@@ -335,7 +346,7 @@ describe('GET /v1/inventory/changes/stream', () => {
     const connections = s.sockets.size
     lifecycle.drain()
     await stream.ended
-    await until(() => s.sockets.size < connections, 1000, 'its connection closed')
+    await until(() => s.sockets.size < connections, 'its connection closed')
     const late = await openStream(s.baseUrl, auth(s.key))
     assert.equal(late.status, 200)
     assert.equal(late.headers.get('connection'), 'close')
@@ -371,14 +382,14 @@ describe('GET /v1/inventory/changes/stream', () => {
       const stable = now === read && now === before
       before = read
       return stable
-    }, 10_000, 'reading to stop')
+    }, 'reading to stop')
     assert.ok(read < total, `read ${read} of ${total} changes while the reader was stalled`)
     const quantities: number[] = []
     const parser = createParser({ onEvent: (event) => { quantities.push(quantityOf(event as SseEvent)) } })
     response.setEncoding('utf8')
     response.on('data', (text: string) => { parser.feed(text) })
     response.resume()
-    await until(() => quantities.length === total, 20_000, 'every change')
+    await until(() => quantities.length === total, 'every change')
     assert.deepEqual(quantities, Array.from({ length: total }, (_, i) => i), 'all, in order, once')
   })
 })
@@ -394,11 +405,11 @@ describe('the stream across instances', () => {
     await importData(a.store, { pets: [pet(1, { quantity: 1 })], orders: [] })
     const stream = await openStream(a.baseUrl, auth(a.key))
     t.after(() => { stream.close() })
-    await sleep(50)
     const sent = Date.now()
     await patch(b, a.key, 1, 8)
-    assert.deepEqual((await stream.waitFor(1, 1000)).map(quantityOf), [8])
-    assert.ok(Date.now() - sent < 1000)
+    assert.deepEqual((await stream.waitFor(1)).map(quantityOf), [8])
+    // Seen within a poll (250 ms) on a quiet machine; the bound allows a loaded one, and stays far below a reconnect.
+    assert.ok(Date.now() - sent < CROSS_INSTANCE_MS, `seen after ${Date.now() - sent} ms`)
   })
 })
 
@@ -415,12 +426,11 @@ if (await requirePostgres('the change stream on PostgreSQL')) {
       const stream = await openStream(a.baseUrl, auth(a.key))
       t.after(() => { stream.close() })
       assert.equal(stream.status, 200)
-      await sleep(50)
       for (const [i, quantity] of [[0, 8], [1, 9]] as const) {
         const sent = Date.now()
         await patch(b, a.key, BIG, quantity)
-        const events = await stream.waitFor(i + 1, 1000)
-        assert.ok(Date.now() - sent < 1000)
+        const events = await stream.waitFor(i + 1)
+        assert.ok(Date.now() - sent < CROSS_INSTANCE_MS, `seen after ${Date.now() - sent} ms`)
         assert.equal(quantityOf(events[i] as SseEvent), quantity)
       }
       const second = await openStream(b.baseUrl, auth(a.key))
@@ -459,17 +469,17 @@ describe('client: streamChanges', () => {
     const client = createClient({ baseUrl: s.baseUrl, apiKey: s.key, fetch: recorder.fetch, random: () => 0.5, sleep: async (ms) => { delays.push(ms) } })
     const stop = new AbortController()
     const { changes, done } = collect(client.streamChanges({ after: await cursorAt(s.store, 0), signal: stop.signal }))
-    await until(() => changes.length === 2, 2000, 'the replay')
+    await until(() => changes.length === 2, 'the replay')
     assert.deepEqual(changes.map((c) => [c.petId, c.quantity]), [[BIG, 2], [3n, 3]])
     await patch(s, s.key, 1, 10)
-    await until(() => changes.length === 3, 2000, 'a live change')
+    await until(() => changes.length === 3, 'a live change')
     const lastBefore = changes[2]?.cursor
     lifecycle.drain()
     // Committed while the client is between connections.
     await patch(s, s.key, BIG, 20)
-    await until(() => changes.length === 4, 3000, 'the change made during the reconnect')
+    await until(() => changes.length === 4, 'the change made during the reconnect')
     await patch(s, s.key, 3, 30)
-    await until(() => changes.length === 5, 2000, 'a live change on the new connection')
+    await until(() => changes.length === 5, 'a live change on the new connection')
     stop.abort()
     await done
     assert.deepEqual(changes.map((c) => [c.petId, c.quantity]), [[BIG, 2], [3n, 3], [1n, 10], [BIG, 20], [3n, 30]])
@@ -496,12 +506,12 @@ describe('client: streamChanges', () => {
       }
     })()
     // Open: its start (the head at connect) is taken.
-    await until(async () => /^petstore_change_streams_open 1$/m.test((await s.app.inject({ method: 'GET', url: '/metrics' })).body), 2000, 'the stream open')
+    await until(async () => /^petstore_change_streams_open 1$/m.test((await s.app.inject({ method: 'GET', url: '/metrics' })).body), 'the stream open')
     await patch(s, s.key, 1, 2)
     await iterating
     assert.deepEqual(seen, [2, 3])
     assert.equal(recorder.connects.length, 2)
-    await until(async () => /^petstore_change_streams_open 0$/m.test((await s.app.inject({ method: 'GET', url: '/metrics' })).body), 2000, 'no stream left open')
+    await until(async () => /^petstore_change_streams_open 0$/m.test((await s.app.inject({ method: 'GET', url: '/metrics' })).body), 'no stream left open')
   })
 
   test('when a reconnect is refused 429 rate_limited, then the iterator waits Retry-After and goes on', async (t) => {
@@ -514,11 +524,12 @@ describe('client: streamChanges', () => {
     })
     const stop = new AbortController()
     const { changes, done } = collect(client.streamChanges({ after: await cursorAt(s.store, 0), signal: stop.signal }))
-    await sleep(100)
+    // The drain ends the streams open when it starts: this one must be open by then.
+    await until(async () => /^petstore_change_streams_open 1$/m.test((await s.app.inject({ method: 'GET', url: '/metrics' })).body), 'the stream open')
     lifecycle.drain()
     const other = await newKey(s.store)
     await patch(s, other, 1, 5)
-    await until(() => changes.length === 1, 3000, 'the change after the refused reconnect')
+    await until(() => changes.length === 1, 'the change after the refused reconnect')
     stop.abort()
     await done
     assert.equal(delays.length, 2)

@@ -51,12 +51,13 @@ async function setup (t: TestContext) {
 
 if (await requireRedisServer('a partial Redis Cluster outage')) {
   describe('one Cluster node away, the others serving', () => {
-    test('a decision for a subject on the dead node fails fast (well under a second)', async (t) => {
+    test('a decision for a subject on the dead node fails fast (under a second)', async (t) => {
       const { limiter, onDead } = await setup(t)
       const started = Date.now()
       await assert.rejects(limiter.consume(onDead, limits), LimiterUnavailableError)
       const ms = Date.now() - started
-      assert.ok(ms < 500, `the refusal took ${ms} ms`)
+      // A few hundred ms on a quiet machine; the client's default retries took 1.7 s. The bound allows a loaded machine.
+      assert.ok(ms < 1000, `the refusal took ${ms} ms`)
     })
   })
 }

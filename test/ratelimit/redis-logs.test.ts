@@ -4,13 +4,13 @@
  */
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { setTimeout as sleep } from 'node:timers/promises'
 import { Redis } from 'ioredis'
 import pino from 'pino'
 import { openRedis } from '../../src/ratelimit/connect.js'
 import { RedisLimiter } from '../../src/ratelimit/redis.js'
 import { ResilientLimiter } from '../../src/ratelimit/resilient.js'
 import { requireRedisServer, startRedisServer } from '../helpers/redis-servers.js'
+import { waitFor } from '../helpers/wait.js'
 
 if (await requireRedisServer('Redis credentials in logs')) {
   test('a refused reconnect is logged without the password', async (t) => {
@@ -22,15 +22,13 @@ if (await requireRedisServer('Redis credentials in logs')) {
     const logger = pino({ level: 'info' }, { write: (line: string) => { lines.push(line) } })
     const limiter = new ResilientLimiter({ redis: new RedisLimiter({ client, prefix: 'test:logs:' }), logger })
     t.after(() => limiter.close())
-    const deadline = Date.now() + 5000
-    while (limiter.backend !== 'redis' && Date.now() < deadline) await sleep(50)
+    await waitFor('the limiter on Redis', () => limiter.backend === 'redis')
     // The password is rotated on the server and the connection dropped: the reconnect is refused.
     const admin = new Redis(server.port, '127.0.0.1', { password: 'TopSecret123' })
     t.after(() => admin.disconnect())
     await admin.config('SET', 'requirepass', 'Rotated456')
     await admin.call('CLIENT', 'KILL', 'TYPE', 'normal').catch(() => {})
-    while (!lines.some((line) => /Redis unavailable/.test(line)) && Date.now() < deadline + 5000) await sleep(50)
-    assert.ok(lines.some((line) => /Redis unavailable/.test(line)), 'the outage was logged')
+    await waitFor('the outage logged', () => lines.some((line) => /Redis unavailable/.test(line)), { detail: () => lines.join('') })
     assert.doesNotMatch(lines.join('\n'), /TopSecret123/)
   })
 }

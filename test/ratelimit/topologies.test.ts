@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict'
 import { describe, test, type TestContext } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { waitFor, WAIT_TIMEOUT_MS } from '../helpers/wait.js'
 import { Redis } from 'ioredis'
 import type { RedisConfig } from '../../src/config.js'
 import { checkRedis, openRedis, RedisSetupError } from '../../src/ratelimit/connect.js'
@@ -123,8 +124,7 @@ if (await requireRedisServer('Redis topology tests')) {
       const copy = new Redis(servers.replica.port, '127.0.0.1')
       t.after(() => copy.disconnect())
       const minute = redisKeys('test:topology:', key('failover')).minute
-      for (let i = 0; i < 50 && await copy.hget(minute, 'c') !== '5'; i++) await sleep(100)
-      assert.equal(await copy.hget(minute, 'c'), '5')
+      await waitFor('the replica holding the five', async () => await copy.hget(minute, 'c') === '5', { intervalMs: 100 })
       await servers.primary.kill()
       const deadline = Date.now() + 30_000
       while (await servers.primaryPort() !== servers.replica.port && Date.now() < deadline) await sleep(200)
@@ -158,7 +158,7 @@ if (await requireRedisServer('Redis topology tests')) {
       const backend = (): string => limiter.backend
       assert.equal(backend(), 'unavailable')
       await server.restart()
-      const deadline = Date.now() + 10_000
+      const deadline = Date.now() + WAIT_TIMEOUT_MS
       while (backend() !== 'redis' && Date.now() < deadline) {
         await limiter.consume(key('closed'), limits).catch(() => {})
         await sleep(100)
@@ -179,7 +179,7 @@ if (await requireRedisServer('Redis topology tests')) {
       for (const subject of subjects) assert.equal((await limiter.consume(subject, limits)).allowed, true)
       await servers.nodes[1]!.restart()
       await servers.healthy()
-      const deadline = Date.now() + 20_000
+      const deadline = Date.now() + WAIT_TIMEOUT_MS
       let all = false
       while (!all && Date.now() < deadline) {
         const decisions = await Promise.all(subjects.map((subject) => limiter.consume(subject, limits)))

@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
-import { cliFor, freePort, inspectStore, startServe, within } from '../cli/run.js'
+import { cliFor, EXIT_TIMEOUT_MS, freePort, inspectStore, startServe, within } from '../cli/run.js'
 
 describe('crash safety', () => {
   test('when the server is killed with SIGKILL after acknowledging PATCHes, then a restart finds every acknowledged value and its ledger entry', async (t) => {
@@ -29,12 +29,12 @@ describe('crash safety', () => {
     }
     assert.equal(acknowledged.size, 20)
     first.server.child.kill('SIGKILL')
-    assert.equal((await within(5000, first.server.exited, 'the killed server to go')).signal, 'SIGKILL')
+    assert.equal((await within(EXIT_TIMEOUT_MS, first.server.exited, 'the killed server to go')).signal, 'SIGKILL')
 
     const second = await startServe(cli, [], { PORT: String(port) })
     t.after(async () => {
       second.server.child.kill('SIGTERM')
-      await within(5000, second.server.exited, 'the restarted server to stop')
+      await within(EXIT_TIMEOUT_MS, second.server.exited, 'the restarted server to stop')
     })
     const items = await (await fetch(`${second.base}/v1/inventory`, { headers })).json() as Array<{ petId: number, quantity: number }>
     assert.deepEqual(new Map(items.map((item) => [item.petId, item.quantity])), acknowledged)

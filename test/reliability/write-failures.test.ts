@@ -10,7 +10,7 @@ import { execFileSync } from 'node:child_process'
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, test, type TestContext } from 'node:test'
-import { cliFor, startServe, within } from '../cli/run.js'
+import { cliFor, EXIT_TIMEOUT_MS, startServe, within } from '../cli/run.js'
 import { requireService } from '../helpers/services.js'
 
 async function serveWithStock (t: TestContext, database?: string) {
@@ -21,7 +21,7 @@ async function serveWithStock (t: TestContext, database?: string) {
   t.after(async () => {
     if (server.child.exitCode === null) {
       server.child.kill('SIGTERM')
-      await within(5000, server.exited, 'exit')
+      await within(EXIT_TIMEOUT_MS, server.exited, 'exit')
     }
   })
   const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' }
@@ -46,8 +46,14 @@ describe('failures inside a group commit', () => {
     }
     assert.equal(server.child.exitCode, null, 'the process is alive')
     assert.equal((await list()).status, 200, 'and serves the listing')
-    const errors = server.output().stdout.trim().split('\n').map((line) => JSON.parse(line) as { level: number, requestId?: string, err?: { message: string } })
+    // The error lines are written as the requests fail, not necessarily before their answers arrive here: wait for the
+    // three, then look at every error line (no fourth, each with its cause).
+    // Whole lines only: the text after the last newline may be the start of a line still being written.
+    const errorLines = ({ stdout }: { stdout: string }) => stdout.split('\n').slice(0, -1).filter((line) => line.trim() !== '')
+      .map((line) => JSON.parse(line) as { level: number, requestId?: string, err?: { message: string } })
       .filter((entry) => entry.level >= 50)
+    const output = await server.waitForOutput((out) => new Set(errorLines(out).map((e) => e.requestId)).size >= 3)
+    const errors = errorLines(output)
     assert.deepEqual(errors.map((e) => e.requestId).sort(), ['w-1', 'w-2', 'w-3'])
     assert.ok(errors.every((e) => /ledger_head/.test(e.err?.message ?? '')), 'the cause is logged')
   })

@@ -16,7 +16,8 @@ import { SqliteStore } from '../../src/store/sqlite/index.js'
 import type { FeedChange, FeedPosition, NewApiKey, Store } from '../../src/store/types.js'
 import type { AttemptOutcome, ClaimedDelivery, ClaimRequest, FailureRun, NewWebhook, WebhookDelivery, WebhookRecord } from '../../src/store/webhook-types.js'
 import { tempDir } from '../helpers/app.js'
-import { POSTGRES_URL, requirePostgres, tempSchema } from '../helpers/postgres.js'
+import { lockWaiters, POSTGRES_URL, requirePostgres, tempSchema } from '../helpers/postgres.js'
+import { waitFor } from '../helpers/wait.js'
 
 /** One store under test, with what the tests need around it. */
 interface Harness {
@@ -1005,7 +1006,7 @@ if (await requirePostgres('PostgreSQL WebhookStore contract tests')) {
     })
 
     /** Two stores on one fresh schema, and a raw session on it that can hold table locks to make a race happen in a set order. */
-    async function twoInstances (t: TestContext): Promise<{ a: PostgresStore, b: PostgresStore, locker: pg.Client }> {
+    async function twoInstances (t: TestContext): Promise<{ a: PostgresStore, b: PostgresStore, locker: pg.Client, schema: string }> {
       const schema = await tempSchema(t)
       const [a, b] = [0, 1].map(() => new PostgresStore(POSTGRES_URL, { schema })) as [PostgresStore, PostgresStore]
       t.after(() => Promise.all([a.close(), b.close()]))
@@ -1013,11 +1014,11 @@ if (await requirePostgres('PostgreSQL WebhookStore contract tests')) {
       const locker = new pg.Client({ connectionString: POSTGRES_URL, options: `-c search_path=${schema}` })
       await locker.connect()
       t.after(() => locker.end())
-      return { a, b, locker }
+      return { a, b, locker, schema }
     }
 
     test('when a subscription is deleted while an attempt of its delivery is being recorded, then both complete (no deadlock)', async (t) => {
-      const { a, b, locker } = await twoInstances(t)
+      const { a, b, locker, schema } = await twoInstances(t)
       await addKey(a, 'key_a')
       const webhook = await subscribe(a, 'dl', 'key_a')
       await addPets(a, [1])
@@ -1029,9 +1030,11 @@ if (await requirePostgres('PostgreSQL WebhookStore contract tests')) {
         await locker.query('BEGIN')
         await locker.query('LOCK TABLE webhook_attempts IN SHARE MODE')
         const recording = record(a, outcome(c.deliveryId, webhook.id))
-        await sleep(150)
-        const deleting = b.deleteWebhook(webhook.id)
-        await sleep(150)
+        // Each step once it is under way in PostgreSQL (blocked), not after a pause a loaded machine may outlast.
+        await waitFor('the recording held by the lock', async () => await lockWaiters(schema) === 1, { intervalMs: 50 })
+        let deleteSettled = false
+        const deleting = b.deleteWebhook(webhook.id).finally(() => { deleteSettled = true })
+        await waitFor('the delete under way', async () => deleteSettled || await lockWaiters(schema) === 2, { intervalMs: 50 })
         await locker.query('COMMIT')
         const [recorded, deleted] = await Promise.allSettled([recording, deleting])
         assert.equal(recorded.status, 'fulfilled', String((recorded as PromiseRejectedResult).reason))
@@ -1043,7 +1046,7 @@ if (await requirePostgres('PostgreSQL WebhookStore contract tests')) {
     })
 
     test('when one instance\'s fan-out is held up on a subscription, then another instance takes the other subscriptions meanwhile', async (t) => {
-      const { a, b, locker } = await twoInstances(t)
+      const { a, b, locker, schema } = await twoInstances(t)
       await addKey(a, 'key_a')
       const first = await subscribe(a, 'fan1', 'key_a')
       const second = await subscribe(a, 'fan2', 'key_a')
@@ -1055,9 +1058,9 @@ if (await requirePostgres('PostgreSQL WebhookStore contract tests')) {
         await locker.query('BEGIN')
         await locker.query('LOCK TABLE webhook_deliveries IN SHARE MODE')
         fromA = enqueue(a)
-        await sleep(150)
+        await waitFor('the first instance held by the lock', async () => await lockWaiters(schema) === 1, { intervalMs: 50 })
         const pendingB = enqueue(b)
-        await sleep(150)
+        await waitFor('the second instance held by the lock too', async () => await lockWaiters(schema) === 2, { intervalMs: 50 })
         await locker.query('COMMIT')
         fromB = await pendingB
       } finally {

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict'
 import { randomBytes, randomUUID } from 'node:crypto'
 import { fileURLToPath } from 'node:url'
 import { describe, test, type TestContext } from 'node:test'
-import { cliFor, startServe, within, type Cli } from '../cli/run.js'
+import { cliFor, EXIT_TIMEOUT_MS, startServe, within, type Cli } from '../cli/run.js'
 import { descendsFrom, otlpReceiver, SPAN_KIND, type OtlpReceiver, type ReceivedSpan } from '../helpers/otlp.js'
 import { requirePostgres, tempPostgresDatabase } from '../helpers/postgres.js'
 import { cleanRedis, REDIS_URL, requireRedis } from '../ratelimit/redis-env.js'
@@ -120,9 +120,9 @@ describe('tracing with the embedded SQLite store', () => {
     })
     assert.equal(refused.status, 429)
     serve.child.kill('SIGTERM')
-    assert.equal((await within(10_000, serve.exited, 'the server to stop')).code, 0)
+    assert.equal((await within(EXIT_TIMEOUT_MS, serve.exited, 'the server to stop')).code, 0)
 
-    const { spans, gate, write } = assertPatchTrace(await receiver.waitFor((spans) => spans.some(isServerSpanOf(patched)), 2000), patched, key)
+    const { spans, gate, write } = assertPatchTrace(await receiver.waitFor((spans) => spans.some(isServerSpanOf(patched))), patched, key)
     assert.equal(write.kind, SPAN_KIND.CLIENT)
     assert.equal(write.attributes['db.system.name'], 'sqlite')
     const commit = spans.find((span) => span.name === 'sqlite commit')

@@ -153,7 +153,9 @@ describe('HttpSender', () => {
     const result = await new HttpSender({ policy: OPEN, timeoutMs: 300 }).send(webhook(`${target.base}/in`))
     const elapsed = performance.now() - started
     assert.deepEqual(omitDuration(result), { status: null, error: 'timeout after 300 ms' })
-    assert.ok(elapsed >= 290 && elapsed < 1000, `returned after ${elapsed} ms`)
+    // At the deadline, not before; the upper bound allows a loaded machine (an endpoint that never answers would keep
+    // an attempt without a deadline for ever).
+    assert.ok(elapsed >= 290 && elapsed < 3000, `returned after ${elapsed} ms`)
     await settle()
     assert.equal(target.closed(), target.connections(), 'the connection was closed')
   })
