@@ -9,8 +9,8 @@ import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Redis } from 'ioredis'
 import pg from 'pg'
-import { redisReachable } from '../test/ratelimit/redis-env.js'
-import { log, type ScenarioResult, type Target } from './scenario.js'
+import { cleanRedis, redisReachable } from '../test/ratelimit/redis-env.js'
+import { hex, log, type ScenarioResult, type Target } from './scenario.js'
 import { settings } from './settings.js'
 import {
   describeExit, freePort, hasCommand, ROOT, runCommand, runNode, startCommand, startNode, stop, waitHttp, waitOutput, type Cleanup
@@ -124,6 +124,23 @@ export async function postgres (sql: string): Promise<void> {
   } finally {
     await client.end().catch(() => {})
   }
+}
+
+/**
+ * What instances of a scale-out scenario share: a scratch PostgreSQL database and a Redis key prefix, both removed at
+ * cleanup (the keys only on the shared Redis, `settings.redisUrl`; a private Redis goes with its process), and the
+ * environment of an instance on them.
+ */
+export async function scratchScaleOut (cleanup: Cleanup, redisUrl = settings.redisUrl): Promise<{ database: string, url: string, prefix: string, env: Record<string, string> }> {
+  const database = `petstore_bench_${hex()}`
+  const prefix = `petstore:bench:${hex()}:`
+  if (redisUrl === settings.redisUrl) cleanup.defer(() => cleanRedis(prefix, redisUrl))
+  await postgres(`CREATE DATABASE ${database}`)
+  // FORCE: ends any session a killed instance may have left behind.
+  cleanup.defer(() => postgres(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`))
+  const url = new URL(settings.postgresUrl)
+  url.pathname = `/${database}`
+  return { database, url: url.toString(), prefix, env: { LOG_LEVEL: 'warn', DATABASE_URL: url.toString(), REDIS_URL: redisUrl, REDIS_KEY_PREFIX: prefix } }
 }
 
 export async function postgresReachable (): Promise<boolean> {

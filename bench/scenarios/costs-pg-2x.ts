@@ -7,7 +7,6 @@ import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Redis } from 'ioredis'
 import pg from 'pg'
-import { cleanRedis } from '../../test/ratelimit/redis-env.js'
 import {
   OWN_REDIS_COMMANDS, pgCounts, postgresCpu, postgresCpuDelta, redisStats, servedRequests, serverStats, serverStatsPer,
   type PgCounts, type RedisStats, type Served
@@ -15,9 +14,9 @@ import {
 import type { LoadResult, LoadSpec } from '../load.js'
 import { combine, describeRun, measure, side } from '../measure.js'
 import { commitProbe, redisThroughput } from '../probes.js'
-import { hex, log, pct, type Scenario, type ScenarioResult, type Target } from '../scenario.js'
+import { log, pct, type Scenario, type ScenarioResult, type Target } from '../scenario.js'
 import {
-  postgres, prepareStore, privateCluster, privateRedis, scenarioDir, skippedWithoutServers, startCeiling, startService
+  postgres, prepareStore, privateCluster, privateRedis, scenarioDir, scratchScaleOut, skippedWithoutServers, startCeiling, startService
 } from '../servers.js'
 import { settings } from '../settings.js'
 import { Cleanup, cpuSeconds, median, memoryMb, ROOT, stop } from '../support.js'
@@ -157,19 +156,12 @@ async function costsScenario (result: ScenarioResult): Promise<void> {
   if (await skippedWithoutServers(result)) return
   const loadAtStart = loadavg()
   await Cleanup.scope(async (cleanup) => {
-    const database = `petstore_bench_${hex()}`
-    const prefix = `petstore:bench:${hex()}:`
     const dir = scenarioDir(result.id)
     const own = await privateRedis(dir, cleanup)
     const redisUrl = own ?? settings.redisUrl
-    if (own === null) cleanup.defer(() => cleanRedis(prefix, redisUrl))
-    await postgres(`CREATE DATABASE ${database}`)
-    cleanup.defer(() => postgres(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`))
+    const { database, url, prefix, env } = await scratchScaleOut(cleanup, redisUrl)
     // Trigger functions' calls in pg_stat_user_functions, for the sessions that start from now on.
     await postgres(`ALTER DATABASE ${database} SET track_functions = 'pl'`)
-    const url = new URL(settings.postgresUrl)
-    url.pathname = `/${database}`
-    const env = { LOG_LEVEL: 'warn', DATABASE_URL: url.toString(), REDIS_URL: redisUrl, REDIS_KEY_PREFIX: prefix }
     const key = await prepareStore(env, COSTS.pets)
     const redis = new Redis(redisUrl, { maxRetriesPerRequest: 1 })
     redis.on('error', () => {})
@@ -182,7 +174,7 @@ async function costsScenario (result: ScenarioResult): Promise<void> {
       return client
     }
     const monitor = await session(settings.postgresUrl)
-    const scratch = await session(url.toString())
+    const scratch = await session(url)
 
     /**
      * Two instances with `redisEnv` (the Redis to use), each counting its PostgreSQL statements, and what measures
@@ -335,7 +327,7 @@ async function costsScenario (result: ScenarioResult): Promise<void> {
     const perPatch = serverStatsPer(tablesBefore, tablesAfter, Math.max(1, servedAfter.patch - servedBefore.patch))
     const sessions = Number(open?.n ?? 0)
 
-    const commit = await commitProbe(url.toString(), monitor, database, COSTS)
+    const commit = await commitProbe(url, monitor, database, COSTS)
     log(`${result.id}: commit probe: SELECT 1 ${commit.roundTrip.meanMs.toFixed(3)} ms, commit ${commit.commit.meanMs.toFixed(3)} ms, ` +
       `ledger write ${commit.ledgerWrite.meanMs.toFixed(3)} ms sequential; ${commit.writers} sessions at once: ` +
       `${Math.round(commit.commitsPerSecondConcurrent)} independent commits/s, ${Math.round(commit.ledgerWritesPerSecondConcurrent)} ledger writes/s`)

@@ -4,11 +4,10 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises'
 import pg from 'pg'
-import { cleanRedis } from '../../test/ratelimit/redis-env.js'
 import type { LoadResult } from '../load.js'
 import { combine, describeRun, measure, side } from '../measure.js'
-import { fmtMb, hex, log, type Scenario, type ScenarioResult, type Side, type Target } from '../scenario.js'
-import { postgres, prepareStore, skippedWithoutServers, startService } from '../servers.js'
+import { fmtMb, log, type Scenario, type ScenarioResult, type Side, type Target } from '../scenario.js'
+import { prepareStore, scratchScaleOut, skippedWithoutServers, startService } from '../servers.js'
 import { settings } from '../settings.js'
 import { Cleanup, memoryMb, stop } from '../support.js'
 
@@ -85,15 +84,7 @@ async function pgStatStatements (): Promise<string> {
 async function scaleOutScenario (result: ScenarioResult, ceiling: Side | null): Promise<void> {
   if (await skippedWithoutServers(result)) return
   await Cleanup.scope(async (cleanup) => {
-    const database = `petstore_bench_${hex()}`
-    const prefix = `petstore:bench:${hex()}:`
-    cleanup.defer(() => cleanRedis(prefix, settings.redisUrl))
-    await postgres(`CREATE DATABASE ${database}`)
-    // FORCE: ends any session a killed instance may have left behind.
-    cleanup.defer(() => postgres(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`))
-    const url = new URL(settings.postgresUrl)
-    url.pathname = `/${database}`
-    const env = { LOG_LEVEL: 'warn', DATABASE_URL: url.toString(), REDIS_URL: settings.redisUrl, REDIS_KEY_PREFIX: prefix }
+    const { database, env } = await scratchScaleOut(cleanup)
     const key = await prepareStore(env, 10)
     const [a, b] = await Promise.all([startService('instance A', env, key, cleanup), startService('instance B', env, key, cleanup)]) as [Target, Target]
     // The same total number of connections as every other scenario, split between the instances.

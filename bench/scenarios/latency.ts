@@ -8,12 +8,12 @@
  * the generator and the machine add on their own.
  */
 import { join } from 'node:path'
-import { cleanRedis, redisReachable } from '../../test/ratelimit/redis-env.js'
+import { redisReachable } from '../../test/ratelimit/redis-env.js'
 import type { LoadResult, LoadSpec } from '../load.js'
 import { combine, describeRun, measure } from '../measure.js'
 import type { OpenLoopResult, OpenLoopSpec, Percentiles } from '../open-loop.js'
-import { hex, log, type Check, type Scenario, type ScenarioResult, type Target } from '../scenario.js'
-import { postgres, postgresReachable, prepareStore, scenarioDir, startCeiling, startService } from '../servers.js'
+import { log, type Check, type Scenario, type ScenarioResult, type Target } from '../scenario.js'
+import { postgresReachable, prepareStore, scenarioDir, scratchScaleOut, startCeiling, startService } from '../servers.js'
 import { settings } from '../settings.js'
 import { Cleanup, cpuSeconds, describeExit, median, ROOT, runNode, runQueueSeconds } from '../support.js'
 
@@ -172,14 +172,7 @@ async function sqliteCase (caseId: CaseId, op: Op, capacities: Record<string, nu
 
 async function pg2xCase (caseId: CaseId, op: Op, capacities: Record<string, number>, runs: RateRun[]): Promise<void> {
   await Cleanup.scope(async (cleanup) => {
-    const database = `petstore_bench_${hex()}`
-    const prefix = `petstore:bench:${hex()}:`
-    cleanup.defer(() => cleanRedis(prefix, settings.redisUrl))
-    await postgres(`CREATE DATABASE ${database}`)
-    cleanup.defer(() => postgres(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`))
-    const url = new URL(settings.postgresUrl)
-    url.pathname = `/${database}`
-    const env = { LOG_LEVEL: 'warn', DATABASE_URL: url.toString(), REDIS_URL: settings.redisUrl, REDIS_KEY_PREFIX: prefix }
+    const { env } = await scratchScaleOut(cleanup)
     const key = await prepareStore(env, op === 'GET' ? 10 : PATCH_PETS, 120_000)
     const targets = await Promise.all([startService('instance A', env, key, cleanup), startService('instance B', env, key, cleanup)])
     const cap = await capacity(caseId, targets, op === 'PATCH' ? { patchPets: PATCH_PETS } : {})
