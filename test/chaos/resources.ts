@@ -9,7 +9,7 @@ import { mkdirSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Cleanup } from '../../bench/support.js'
 import { hasRedisServer } from '../helpers/redis-servers.js'
-import { adminQuery, POSTGRES_URL, postgresReachable } from '../helpers/postgres.js'
+import { POSTGRES_URL, postgresReachable, tempPostgresDatabase } from '../helpers/postgres.js'
 import { cleanRedis, REDIS_URL, redisReachable } from '../ratelimit/redis-env.js'
 
 export { REDIS_URL }
@@ -40,12 +40,7 @@ export async function firstMissing (...checks: Array<() => Promise<string | null
 
 /** A database of its own on the local PostgreSQL, dropped (connections and all) by the cleanup; its URL. */
 export async function privateDatabase (cleanup: Cleanup): Promise<string> {
-  const name = `petstore_chaos_${randomBytes(6).toString('hex')}`
-  await adminQuery(`CREATE DATABASE ${name}`)
-  cleanup.defer(() => adminQuery(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`))
-  const url = new URL(POSTGRES_URL)
-  url.pathname = `/${name}`
-  return url.toString()
+  return await tempPostgresDatabase({ after: (drop) => cleanup.defer(async () => { await drop() }) })
 }
 
 /** The database name of a URL made by privateDatabase. */

@@ -69,8 +69,11 @@ export async function tempPostgresStore (t: TestContext, options: PostgresOption
   return store
 }
 
-/** A fresh database for tests that run whole servers (child processes); dropped after the test. */
-export async function tempPostgresDatabase (t: TestContext): Promise<string> {
+/**
+ * A fresh database for tests that run whole servers (child processes); dropped (connections and all) after the test,
+ * or by whatever else registers it (`after`: a test's t.after, a run's cleanup).
+ */
+export async function tempPostgresDatabase (t: { after: (fn: () => Promise<unknown>) => void }): Promise<string> {
   const name = `petstore_test_${randomBytes(6).toString('hex')}`
   await adminQuery(`CREATE DATABASE ${name}`)
   t.after(() => adminQuery(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`))
