@@ -88,9 +88,8 @@ export class Writer {
   /** Records what an answered write did: `applied` notes on 2xx, `refused` on the expected refusal, else a surprise. */
   #settle (sent: Sent, notes: string[], expected: number, what: string): boolean {
     const { answer } = sent
-    if (answer.status === 401 && this.holder.revokedAt !== undefined) {
+    if (this.#revoked(answer)) {
       for (const note of notes) this.book.refused.add(note)
-      this.#stopped = true
       return false
     }
     if (answer.status >= 200 && answer.status < 300 && expected === 200) {
@@ -198,12 +197,7 @@ export class Writer {
     if (last === null) return
     const init = { ...last.init, headers: { ...last.init.headers, authorization: `Bearer ${this.holder.key}` } }
     const answer = await this.traffic.send(last.url, init)
-    if (answer === null) return
-    if (answer.status === 401 && this.holder.revokedAt !== undefined) {
-      this.#stopped = true
-      return
-    }
-    if (answer.status === 429) return
+    if (answer === null || this.#revoked(answer) || answer.status === 429) return
     this.traffic.admitted(this.holder.quota, answer)
     this.book.count('replay')
     this.book.replaysChecked++
@@ -212,12 +206,15 @@ export class Writer {
     }
   }
 
+  /** Whether the answer is the refusal of a key revoked on purpose: the writer then stops. */
+  #revoked (answer: Answer): boolean {
+    if (answer.status !== 401 || this.holder.revokedAt === undefined) return false
+    this.#stopped = true
+    return true
+  }
+
   #unexpectedRead (answer: Answer | null, what: string): void {
-    if (answer === null || answer.status === 429) return
-    if (answer.status === 401 && this.holder.revokedAt !== undefined) {
-      this.#stopped = true
-      return
-    }
+    if (answer === null || answer.status === 429 || this.#revoked(answer)) return
     this.traffic.surprise(`${what}: ${answer.status} ${answer.body.slice(0, 200)}`)
   }
 

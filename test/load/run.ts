@@ -41,9 +41,14 @@ const AUTH_CACHE_TTL_MS = 1000
  * rude client (5/s on 120 a minute) ignores 429 and gets banned. The abusive clients send at a fixed pace, however
  * slow the server: at 5/s each they stay a minority of the traffic even when a busy machine slows the others down.
  */
-const LIMITS = { RATE_LIMIT_FREE: '120/100000', RATE_LIMIT_PRO: '3000/1000000', RATE_LIMIT_BUSINESS: '12000/10000000', RATE_LIMIT_ANONYMOUS: '600/100000' }
-const PLAN_LIMITS: Record<string, { perMinute: number, perDay: number }> = {
+interface Limits { perMinute: number, perDay: number }
+const PLAN_LIMITS: Record<'free' | 'pro' | 'business', Limits> = {
   free: { perMinute: 120, perDay: 100_000 }, pro: { perMinute: 3000, perDay: 1_000_000 }, business: { perMinute: 12_000, perDay: 10_000_000 }
+}
+/** The servers' plans (RATE_LIMIT_<PLAN>=perMinute/perDay), from PLAN_LIMITS. */
+const LIMITS = {
+  ...Object.fromEntries(Object.entries(PLAN_LIMITS).map(([plan, l]) => [`RATE_LIMIT_${plan.toUpperCase()}`, `${l.perMinute}/${l.perDay}`])),
+  RATE_LIMIT_ANONYMOUS: '600/100000'
 }
 
 interface Issued extends Holder { id: string }
@@ -84,25 +89,21 @@ async function scenario (name: string, env: Record<string, string>, instances: n
   const base = { ...env, ...LIMITS, LOG_LEVEL: 'warn', AUTH_CACHE_TTL_MS: String(AUTH_CACHE_TTL_MS), SHUTDOWN_DRAIN_MS: '0' }
   await runNode([BIN, 'migrate'], base)
   await runNode([BIN, 'import', file], base)
-  const issue = async (quota: string, plan: string, ...args: string[]): Promise<Issued> => {
+  /** Limits of each quota the run checks (every key but the admin's, whose limits never bind). */
+  const limits = new Map<string, Limits>()
+  const issue = async (quota: string, plan: keyof typeof PLAN_LIMITS | 'enterprise', ...args: string[]): Promise<Issued> => {
     const { id, key } = JSON.parse(await runNode([BIN, 'keys', 'create', '--plan', plan, '--name', quota, '--json', ...args], base)) as { id: string, key: string }
+    if (plan !== 'enterprise') limits.set(quota, PLAN_LIMITS[plan])
     return { quota, id, key }
   }
-  const limits = new Map<string, { perMinute: number, perDay: number }>()
   const writerKeys: Issued[] = []
   for (let i = 0; i < WRITERS; i++) writerKeys.push(await issue(`writer-${i}`, 'business'))
   const readerKeys: Issued[] = []
   for (let i = 0; i < READERS; i++) readerKeys.push(await issue(`reader-${i}`, 'pro'))
-  for (const k of writerKeys) limits.set(k.quota, PLAN_LIMITS.business as { perMinute: number, perDay: number })
-  for (const k of readerKeys) limits.set(k.quota, PLAN_LIMITS.pro as { perMinute: number, perDay: number })
   const tight = await issue('tight', 'free')
   const rudeKey = await issue('rude', 'free')
   const garbageKey = await issue('garbage', 'pro')
   const followerKey = await issue('follower', 'business')
-  limits.set('tight', PLAN_LIMITS.free as { perMinute: number, perDay: number })
-  limits.set('rude', PLAN_LIMITS.free as { perMinute: number, perDay: number })
-  limits.set('garbage', PLAN_LIMITS.pro as { perMinute: number, perDay: number })
-  limits.set('follower', PLAN_LIMITS.business as { perMinute: number, perDay: number })
   const admin = (await issue('admin', 'enterprise', '--per-minute', '1000000', '--per-day', '100000000')).key
 
   const servers: Array<{ proc: Proc, base: string }> = []
