@@ -6,7 +6,7 @@ import { isIP } from 'node:net'
 import { isAbsolute, resolve } from 'node:path'
 import { isRfc3339DateTime } from './datetime.js'
 import { DEFAULT_IDEMPOTENCY_TTL_SECONDS } from './domain/idempotency.js'
-import { PLAN_LIMITS, type Limits, type PlanTable } from './domain/model.js'
+import { PLAN_LIMITS, type Limits, type PlanTable } from './domain/rules.js'
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const
 export type LogLevel = typeof LOG_LEVELS[number]

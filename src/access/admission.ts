@@ -21,7 +21,8 @@
  *   told is never banned; a banned key is refused without counting until the ban ends.
  */
 import type { Environment, RateLimitConfig } from '../config.js'
-import { isExpired, limitsOf, scopeCovers, type ApiKeyRecord, type Ban, type KeyScope } from '../domain/model.js'
+import { isExpired, limitsOf, scopeCovers } from '../domain/rules.js'
+import type { ApiKeyRecord, Ban, KeyScope } from '../model.js'
 import { AppError, StoreUnavailableError } from '../errors.js'
 import { bindingWindow, violatedWindow } from '../ratelimit/decision.js'
 import type { ConsumeOptions, Decision, RateLimiter, Subject, WindowLimits, WindowState } from '../ratelimit/types.js'

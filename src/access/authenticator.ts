@@ -4,7 +4,7 @@
  */
 import { LRUCache } from 'lru-cache'
 import type { Environment } from '../config.js'
-import type { ApiKeyRecord } from '../domain/model.js'
+import type { ApiKeyRecord } from '../model.js'
 import type { Store } from '../store/types.js'
 import { hashKey, KEY_PREFIXES, keyShape } from './keys.js'
 

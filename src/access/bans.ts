@@ -1,5 +1,5 @@
 import type { BanPolicy } from '../config.js'
-import type { Ban } from '../domain/model.js'
+import type { Ban } from '../model.js'
 
 /** True while the ban is in force at `now` (ms). */
 export function isBanned (ban: Ban | null, now: number): ban is Ban {

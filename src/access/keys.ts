@@ -5,7 +5,8 @@
 import { hash, randomBytes } from 'node:crypto'
 import { crc32 } from 'node:zlib'
 import type { Environment } from '../config.js'
-import { isExpired, MAX_NAME_LENGTH, type ApiKeyRecord, type KeyScope, type Plan } from '../domain/model.js'
+import { isExpired, MAX_NAME_LENGTH } from '../domain/rules.js'
+import type { ApiKeyRecord, KeyScope, Plan } from '../model.js'
 import { isSafeText, SAFE_TEXT_RULE } from '../domain/text.js'
 import type { RotationOutcome, Store } from '../store/types.js'
 

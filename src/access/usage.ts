@@ -3,7 +3,8 @@
  * counting anything (the limiter's peek). Keys made from one another by rotation share one quota, and so one usage.
  */
 import type { RateLimitConfig } from '../config.js'
-import { limitsOf, type ApiKeyRecord } from '../domain/model.js'
+import { limitsOf } from '../domain/rules.js'
+import type { ApiKeyRecord } from '../model.js'
 import type { RateLimiter, Subject, WindowState } from '../ratelimit/types.js'
 
 export interface WindowUsage {

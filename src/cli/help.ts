@@ -2,7 +2,7 @@
  * The CLI's usage texts: one entry per command, from which both `petstore help` (every command) and a command's own
  * `--help` are made, so the two cannot disagree.
  */
-import { PLANS } from '../domain/model.js'
+import { PLANS } from '../model.js'
 import { UsageError } from './common.js'
 
 interface CommandHelp {

@@ -1,6 +1,6 @@
 /** How `petstore inventory history` shows a pet's stock ledger: a table for people, JSON for programs. */
 import { stringify } from 'lossless-json'
-import type { LedgerEntry } from '../domain/model.js'
+import type { LedgerEntry } from '../model.js'
 import { table } from './table.js'
 
 /** The ledger as a JSON array; int64 ids are bare numbers, digit for digit (like the API). */

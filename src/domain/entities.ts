@@ -4,9 +4,8 @@
  * against the same schema, src/schemas/validation.ts).
  */
 import { Type, type Static } from 'typebox'
-import {
-  MAX_NAME_LENGTH, MAX_NOTE_LENGTH, MAX_ORDER_QUANTITY, MAX_QUANTITY, MAX_URL_LENGTH, ORDER_STATUSES, PET_STATUSES, STOCK_REASONS
-} from './model.js'
+import { MAX_NAME_LENGTH, MAX_NOTE_LENGTH, MAX_ORDER_QUANTITY, MAX_QUANTITY, MAX_URL_LENGTH } from './rules.js'
+import { ORDER_STATUSES, PET_STATUSES, STOCK_REASONS } from '../model.js'
 import { SAFE_TEXT_PATTERN, SAFE_TEXT_RULE } from './text.js'
 
 /**

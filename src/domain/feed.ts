@@ -4,7 +4,7 @@
  * order they were made. Each change carries the cursor of its place, for a client to store and resume from.
  */
 import { decodePairCursor, encodePairCursor, InvalidCursorError } from './cursor.js'
-import type { LedgerReason, PetStatus } from './model.js'
+import type { LedgerReason, PetStatus } from '../model.js'
 import type { FeedChange, FeedPosition, Store } from '../store/types.js'
 
 export const DEFAULT_FEED_LIMIT = 100

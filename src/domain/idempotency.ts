@@ -9,7 +9,7 @@
 import { createHash } from 'node:crypto'
 import { AppError } from '../errors.js'
 import type { IdempotencyClaim, IdempotencyRecord, StockAdjustmentResult, Store } from '../store/types.js'
-import type { StockEntry } from './model.js'
+import type { StockEntry } from '../model.js'
 
 /** The longest idempotency key (the draft leaves it to the server; Stripe's is 255). */
 export const MAX_IDEMPOTENCY_KEY_LENGTH = 255

@@ -12,7 +12,7 @@ import { Order as OrderSchema, PetRecord } from './entities.js'
 import { NonIntegerNumber, recordValidator, RecordError } from './validation.js'
 import type { ImportOptions, ImportResult, Store } from '../store/types.js'
 import { importedStockChange } from './inventory.js'
-import type { Order, PetImport } from './model.js'
+import type { Order, PetImport } from '../model.js'
 import { Utf8Stream } from './utf8.js'
 
 export class ImportError extends Error {}

@@ -2,7 +2,8 @@ import { AppError } from '../errors.js'
 import { randomUUID } from 'node:crypto'
 import type { BatchChange, IdempotencyClaim, ImportedCurrent, ImportedStockChange, StockAdjustment, StockBatch, StockChange, Store } from '../store/types.js'
 import type { IdempotencyKeys, Keyed, KeyedResult } from './idempotency.js'
-import { MAX_QUANTITY, type LedgerEntry, type PetImport, type StockEntry, type StockReason } from './model.js'
+import { MAX_QUANTITY } from './rules.js'
+import type { LedgerEntry, PetImport, StockEntry, StockReason } from '../model.js'
 
 /** What a stock update asks for; the quantity and note are already validated at the edge. */
 export interface StockUpdate {

@@ -1,6 +1,6 @@
 import { decodeCursor, encodeCursor } from './cursor.js'
 import type { Store } from '../store/types.js'
-import type { Order, OrderStatus } from './model.js'
+import type { Order, OrderStatus } from '../model.js'
 
 export const DEFAULT_ORDER_LIMIT = 100
 export const MAX_ORDER_LIMIT = 1000

@@ -1,6 +1,6 @@
 import { AppError } from '../errors.js'
 import type { Store } from '../store/types.js'
-import type { Pet } from './model.js'
+import type { Pet } from '../model.js'
 
 export async function getPet (store: Store, id: bigint): Promise<Pet> {
   const pet = await store.getPet(id)

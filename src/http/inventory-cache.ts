@@ -20,7 +20,7 @@
  * The listing's version and entries come from one snapshot, so a strong ETag always names exactly its bytes.
  */
 import { setImmediate as nextTurn } from 'node:timers/promises'
-import { PET_STATUSES, type InventoryItem, type PetStatus, type StockEntry } from '../domain/model.js'
+import { PET_STATUSES, type InventoryItem, type PetStatus, type StockEntry } from '../model.js'
 import { feedCursor } from '../domain/feed.js'
 import type { Store } from '../store/types.js'
 

@@ -4,7 +4,7 @@
  * PostgreSQL: int4 a number, int8 a bigint, timestamptz a Date, boolean a boolean); the mappers take either.
  */
 import type { IdempotencyRecord } from './types.js'
-import type { ApiKeyRecord, InventoryItem, KeyScope, LedgerEntry, LedgerReason, Order, OrderStatus, Pet, PetImport, PetStatus, Plan, StockEntry, Tag } from '../domain/model.js'
+import type { ApiKeyRecord, InventoryItem, KeyScope, LedgerEntry, LedgerReason, Order, OrderStatus, Pet, PetImport, PetStatus, Plan, StockEntry, Tag } from '../model.js'
 
 export type Int = bigint | number
 export type Time = string | Date

@@ -1,6 +1,6 @@
 import type { SchemaStatus } from './migrations.js'
 import type { WebhookStore } from './webhook-types.js'
-import type { ApiKeyRecord, Ban, KeyScope, InventoryItem, LedgerEntry, Order, OrderStatus, Pet, PetImport, PetStatus, StockEntry, StockReason } from '../domain/model.js'
+import type { ApiKeyRecord, Ban, KeyScope, InventoryItem, LedgerEntry, Order, OrderStatus, Pet, PetImport, PetStatus, StockEntry, StockReason } from '../model.js'
 
 export interface OrderPage {
   /** Orders with id > afterId, ascending; at most `limit` of them. */

@@ -8,7 +8,7 @@ import { Gatekeeper, KEY_OPTIONAL, KEY_REQUIRED, type Admission, type AdmissionR
 import { clientSubject } from '../../src/access/clients.js'
 import { hashKey, KEY_PATTERN, newKey } from '../../src/access/keys.js'
 import { loadConfig } from '../../src/config.js'
-import type { ApiKeyRecord, Ban } from '../../src/domain/model.js'
+import type { ApiKeyRecord, Ban } from '../../src/model.js'
 import { StoreUnavailableError } from '../../src/errors.js'
 import { MemoryLimiter } from '../../src/ratelimit/memory.js'
 import type { RateLimiter } from '../../src/ratelimit/types.js'

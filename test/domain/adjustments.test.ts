@@ -5,7 +5,8 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 import { adjustQuantity, StaleEntryError } from '../../src/domain/inventory.js'
-import { MAX_QUANTITY, type StockEntry } from '../../src/domain/model.js'
+import { MAX_QUANTITY } from '../../src/domain/rules.js'
+import type { StockEntry } from '../../src/model.js'
 import { AppError } from '../../src/errors.js'
 import type { StockAdjustment, StockAdjustmentResult, Store } from '../../src/store/types.js'
 

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 import { IdempotencyKeys, purgeExpiredKeys } from '../../src/domain/idempotency.js'
 import { adjustQuantity, updateQuantity } from '../../src/domain/inventory.js'
-import type { StockEntry } from '../../src/domain/model.js'
+import type { StockEntry } from '../../src/model.js'
 import { AppError } from '../../src/errors.js'
 import type { IdempotencyClaim, IdempotencyRecord, StockAdjustment, StockChange, Store } from '../../src/store/types.js'
 

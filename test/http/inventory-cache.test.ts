@@ -10,7 +10,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import fastJson from 'fast-json-stringify'
 import { Type } from 'typebox'
 import { InventoryItem as ItemSchema } from '../../src/domain/entities.js'
-import type { InventoryItem, PetStatus, StockEntry } from '../../src/domain/model.js'
+import type { InventoryItem, PetStatus, StockEntry } from '../../src/model.js'
 import { ChangeWatch, InventoryCache, type InventoryCacheOptions, type InventoryView } from '../../src/http/inventory-cache.js'
 import type { InventoryPage } from '../../src/store/types.js'
 

@@ -9,7 +9,7 @@ import { loggerOptions } from '../../src/logger.js'
 import { auth, newKey, pet, tempStore } from '../helpers/app.js'
 import { importData } from '../../src/domain/import.js'
 import { createKey, revokeKey } from '../../src/access/keys.js'
-import type { ApiKeyRecord } from '../../src/domain/model.js'
+import type { ApiKeyRecord } from '../../src/model.js'
 
 /** An app whose JSON log lines are collected in memory, at debug level. */
 async function appWithLog (t: Parameters<typeof tempStore>[0], env: Record<string, string> = {}) {

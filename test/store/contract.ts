@@ -5,7 +5,8 @@
  */
 import assert from 'node:assert/strict'
 import { describe, test, type TestContext } from 'node:test'
-import { MAX_QUANTITY, type ApiKeyRecord, type Ban, type InventoryItem, type Order, type OrderStatus, type Pet, type PetImport } from '../../src/domain/model.js'
+import { MAX_QUANTITY } from '../../src/domain/rules.js'
+import type { ApiKeyRecord, Ban, InventoryItem, Order, OrderStatus, Pet, PetImport } from '../../src/model.js'
 import type { BatchChange, FeedChange, FeedPosition, IdempotencyClaim, NewApiKey, StockAdjustment, StockBatch, StockChange, Store } from '../../src/store/types.js'
 import { importData } from '../../src/domain/import.js'
 

@@ -11,7 +11,7 @@ import { KEY_OPTIONAL, KEY_REQUIRED, keyIdOf, type Admission, type AdmissionRequ
 import type { CredentialProblem, Credentials } from '../../access/authenticator.js'
 import { KEY_PREFIXES } from '../../access/keys.js'
 import type { Environment } from '../../config.js'
-import type { ApiKeyRecord, KeyScope } from '../../domain/model.js'
+import type { ApiKeyRecord, KeyScope } from '../../model.js'
 import { AppError } from '../../errors.js'
 import { bindKeyId } from '../../logger.js'
 import { LimiterUnavailableError } from '../../ratelimit/types.js'

@@ -8,7 +8,7 @@ import { decodeCursor, encodeCursor } from '../../domain/cursor.js'
 import {
   adjustQuantity, applyBatch, requireDistinctPets, type AppliedChange, BatchRefusedError, type BatchChangeRequest, DEFAULT_INVENTORY_LIMIT, type IdempotentRequest, getStockEntry, INVENTORY_CURSOR_PREFIX, MAX_INVENTORY_LIMIT, StaleEntryError, updateQuantity
 } from '../../domain/inventory.js'
-import type { InventoryItem as Item, StockEntry } from '../../domain/model.js'
+import type { InventoryItem as Item, StockEntry } from '../../model.js'
 import { parseInt64 } from '../../int64.js'
 import type { Store } from '../../store/types.js'
 import { InventoryCache, type ChangeWatch, type InventoryView } from '../inventory-cache.js'

@@ -1,6 +1,6 @@
 import pg from 'pg'
 import { ConfigError, DATABASE_DEFAULTS, type DatabasePooler } from '../../config.js'
-import type { ApiKeyRecord, Ban, InventoryItem, LedgerEntry, Order, OrderStatus, Pet, PetImport, PetStatus, StockEntry } from '../../domain/model.js'
+import type { ApiKeyRecord, Ban, InventoryItem, LedgerEntry, Order, OrderStatus, Pet, PetImport, PetStatus, StockEntry } from '../../model.js'
 import { StoreUnavailableError } from '../../errors.js'
 import {
   ENTRY_COLUMNS, IDEMPOTENCY_COLUMNS, INVENTORY_COLUMNS, KEY_COLUMNS, LEDGER_COLUMNS, ORDER_COLUMNS, PET_COLUMNS, petColumns, progressReporter,

@@ -1,7 +1,7 @@
 import Database from 'better-sqlite3'
 import { mkdirSync } from 'node:fs'
 import { dirname } from 'node:path'
-import type { ApiKeyRecord, Ban, InventoryItem, LedgerEntry, Order, OrderStatus, Pet, PetImport, PetStatus, StockEntry } from '../../domain/model.js'
+import type { ApiKeyRecord, Ban, InventoryItem, LedgerEntry, Order, OrderStatus, Pet, PetImport, PetStatus, StockEntry } from '../../model.js'
 import { StoreUnavailableError } from '../../errors.js'
 import type {
   BatchFailure, FeedChange, FeedPosition, IdempotencyRecord, ImportOptions, ImportResult, InventoryPage, NewApiKey, OrderPage, StockAdjustment, StockAdjustmentResult, StockBatch,

@@ -1,4 +1,8 @@
-/** The records the service deals in. int64 identifiers are bigint; counts that fit a double are numbers. */
+/**
+ * The records the service deals in, at the bottom of the code: the store returns them, the domain rules on them, the
+ * API and the CLI show them. int64 identifiers are bigint; counts that fit a double are numbers. The rules on them
+ * (bounds, scopes, plan limits) are the domain's: src/domain/rules.ts.
+ */
 
 export const PET_STATUSES = ['available', 'pending', 'sold'] as const
 export type PetStatus = typeof PET_STATUSES[number]
@@ -8,12 +12,6 @@ export type OrderStatus = typeof ORDER_STATUSES[number]
 
 export const PLANS = ['free', 'pro', 'business', 'enterprise'] as const
 export type Plan = typeof PLANS[number]
-
-/** Stock quantities are bounded like Shopify's: 0 to one billion inclusive. */
-export const MAX_QUANTITY = 1_000_000_000
-
-/** Order quantities are int32 in the classic Petstore. */
-export const MAX_ORDER_QUANTITY = 2_147_483_647
 
 export interface InventoryItem {
   petId: bigint
@@ -27,15 +25,6 @@ export type StockReason = typeof STOCK_REASONS[number]
 
 /** Reasons in the stock ledger: the API's, plus `import` for quantities set by `petstore import`. */
 export type LedgerReason = StockReason | 'import'
-
-/** The longest note a stock change may carry. */
-export const MAX_NOTE_LENGTH = 500
-
-/** The longest name of a pet, category, tag or key. */
-export const MAX_NAME_LENGTH = 200
-
-/** The longest photo URL of a pet. */
-export const MAX_URL_LENGTH = 2048
 
 /** A stock entry with its revision: a counter that grows with every change to what the entry shows. */
 export interface StockEntry extends InventoryItem {
@@ -132,37 +121,10 @@ export interface ApiKeyRecord {
 export const KEY_SCOPES = ['read', 'write'] as const
 export type KeyScope = typeof KEY_SCOPES[number]
 
-/** True when a key of scope `held` may call an operation that needs `needed` (write includes read). */
-export function scopeCovers (held: KeyScope, needed: KeyScope): boolean {
-  return KEY_SCOPES.indexOf(held) >= KEY_SCOPES.indexOf(needed)
-}
-
-/** True when the key has expired at `now` (ms). */
-export function isExpired (key: Pick<ApiKeyRecord, 'expiresAt'>, now: number): boolean {
-  return key.expiresAt !== null && key.expiresAt.getTime() <= now
-}
-
 /** A temporary ban of a key that kept sending after 429. */
 export interface Ban {
   since: Date
   until: Date
   /** The ban's length when imposed (kept after an early lift, for the doubling of repeat bans). */
   seconds: number
-}
-
-export interface Limits { perMinute: number, perDay: number }
-
-export type PlanTable = Readonly<Record<Exclude<Plan, 'enterprise'>, Limits>>
-
-/** The published plan table (the spec's Limits section), the default of configuration; enterprise limits are per key. */
-export const PLAN_LIMITS: PlanTable = {
-  free: { perMinute: 60, perDay: 1_000 },
-  pro: { perMinute: 300, perDay: 10_000 },
-  business: { perMinute: 1_000, perDay: 100_000 }
-}
-
-/** The limits a key is held to: its plan's, or its own for enterprise keys. */
-export function limitsOf (key: Pick<ApiKeyRecord, 'plan' | 'perMinute' | 'perDay'>, plans: PlanTable): Limits | null {
-  if (key.plan !== 'enterprise') return plans[key.plan]
-  return key.perMinute === null || key.perDay === null ? null : { perMinute: key.perMinute, perDay: key.perDay }
 }
