@@ -5,20 +5,16 @@
 import { isIP } from 'node:net'
 import { isAbsolute, resolve } from 'node:path'
 import { isRfc3339DateTime } from './datetime.js'
+import { ConfigError } from './errors.js'
 import { DEFAULT_IDEMPOTENCY_TTL_SECONDS } from './domain/idempotency.js'
 import { PLAN_LIMITS, type Limits, type PlanTable } from './domain/rules.js'
+import { DATABASE_DEFAULTS, DATABASE_POOLERS, isPostgresUrl, type DatabasePooler } from './store/postgres/options.js'
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const
 export type LogLevel = typeof LOG_LEVELS[number]
 /** json: one JSON object a line; pretty: human-readable lines; auto: pretty when stdout is a terminal. */
 export const LOG_FORMATS = ['auto', 'json', 'pretty'] as const
 export type LogFormat = typeof LOG_FORMATS[number]
-/**
- * What stands between the instances and PostgreSQL: none (PostgreSQL itself), or a pooler in transaction mode
- * (PgBouncer pool_mode=transaction), which refuses session settings at connect and keeps none between transactions.
- */
-export const DATABASE_POOLERS = ['none', 'transaction'] as const
-export type DatabasePooler = typeof DATABASE_POOLERS[number]
 export const ENVIRONMENTS = ['production', 'staging'] as const
 export type Environment = typeof ENVIRONMENTS[number]
 
@@ -154,15 +150,7 @@ export interface RateLimitConfig {
   readonly ipv6PrefixLength: number
 }
 
-export class ConfigError extends Error {
-  constructor (message: string) {
-    super(message)
-    this.name = 'ConfigError'
-  }
-}
-
 /** Defaults the code uses where no configuration is given (a store or limiter built in a test), named once. */
-export const DATABASE_DEFAULTS = Object.freeze({ poolSize: 10, statementTimeoutMs: 5000, connectTimeoutMs: 2000 })
 /**
  * The default wait for one Redis command (REDIS_COMMAND_TIMEOUT_MS). Long enough that a busy event loop (a timer
  * that fires late though the reply has arrived) is not taken for an outage: such a false timeout counts the
@@ -405,10 +393,6 @@ function banPolicy (env: Env): BanPolicy | null {
     maxSeconds,
     repeatWindowSeconds: integer(env, 'BAN_REPEAT_WINDOW_SECONDS', 0, 30 * 86_400)
   })
-}
-
-export function isPostgresUrl (databaseUrl: string): boolean {
-  return /^postgres(ql)?:\/\//i.test(databaseUrl)
 }
 
 function databasePooler (env: Env, databaseUrl: string): DatabasePooler {

@@ -67,3 +67,14 @@ export class StoreReadOnlyError extends Error {
     this.name = 'StoreReadOnlyError'
   }
 }
+
+/**
+ * A setting that cannot work as given: an invalid variable (loadConfig), a limiter or store that refuses what it was
+ * configured with (a connection pooler refusing the store's startup parameters). `serve` and the CLI exit 2 with it.
+ */
+export class ConfigError extends Error {
+  constructor (message: string) {
+    super(message)
+    this.name = 'ConfigError'
+  }
+}

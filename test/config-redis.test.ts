@@ -1,7 +1,8 @@
 /** REDIS_MODE and its variables, and RATE_LIMIT_ON_REDIS_DOWN: what each mode reads, and refusals that name the fix. */
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
-import { ConfigError, loadConfig } from '../src/config.js'
+import { loadConfig } from '../src/config.js'
+import { ConfigError } from '../src/errors.js'
 
 describe('loadConfig: Redis topologies', () => {
   test('without REDIS_URL in the default mode, the limits are counted in process', () => {

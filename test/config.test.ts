@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
-import { ConfigError, DEFAULTS, loadConfig } from '../src/config.js'
+import { DEFAULTS, loadConfig } from '../src/config.js'
+import { ConfigError } from '../src/errors.js'
 import { prettyLogs } from '../src/logger.js'
 
 describe('loadConfig', () => {

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict'
 import { describe, test, type TestContext } from 'node:test'
 import pg from 'pg'
-import { ConfigError } from '../src/config.js'
+import { ConfigError } from '../src/errors.js'
 import { importData } from '../src/domain/import.js'
 import { StoreUnavailableError } from '../src/errors.js'
 import { PostgresStore } from '../src/store/postgres/index.js'

@@ -2,7 +2,8 @@
  * `petstore backup FILE` and `petstore restore FILE`: the embedded SQLite store's file, copied while it serves and
  * put back while nothing uses it (src/store/sqlite/backup.ts). PostgreSQL has its own tools for both (docs/backup.md).
  */
-import { isPostgresUrl, type Config } from '../config.js'
+import type { Config } from '../config.js'
+import { isPostgresUrl } from '../store/postgres/options.js'
 import { backupStoreFile, restoreStoreFile, StoreInUseError, TargetExistsError, type StoreFileReport } from '../store/sqlite/backup.js'
 import { parse } from './common.js'
 import type { Io } from './io.js'

@@ -3,7 +3,8 @@
  * Machine output goes to stdout, messages and errors to stderr. Exit codes: 0 ok, 1 failed, 2 usage or
  * configuration error.
  */
-import { ConfigError, loadConfig, type Config } from '../config.js'
+import { loadConfig, type Config } from '../config.js'
+import { ConfigError } from '../errors.js'
 import { KeyInputError, RotationError } from '../access/keys.js'
 import { stockHistory } from '../domain/inventory.js'
 import { ImportError } from '../domain/import.js'

@@ -6,7 +6,8 @@
 import { randomBytes } from 'node:crypto'
 import { after, type TestContext } from 'node:test'
 import pg from 'pg'
-import { PostgresStore, type PostgresOptions } from '../../src/store/postgres/index.js'
+import { PostgresStore } from '../../src/store/postgres/index.js'
+import type { PostgresOptions } from '../../src/store/postgres/options.js'
 import { requireService } from './services.js'
 
 export const POSTGRES_URL = process.env.POSTGRES_TEST_URL ?? 'postgres://postgres@127.0.0.1:5432/test'

@@ -1,7 +1,7 @@
 import pg from 'pg'
-import { ConfigError, DATABASE_DEFAULTS, type DatabasePooler } from '../../config.js'
+import { DATABASE_DEFAULTS, type DatabasePooler, type PostgresOptions } from './options.js'
 import type { ApiKeyRecord, Ban, InventoryItem, LedgerEntry, Order, OrderStatus, Pet, PetImport, PetStatus, StockEntry } from '../../model.js'
-import { StoreUnavailableError } from '../../errors.js'
+import { ConfigError, StoreUnavailableError } from '../../errors.js'
 import {
   ENTRY_COLUMNS, IDEMPOTENCY_COLUMNS, INVENTORY_COLUMNS, KEY_COLUMNS, LEDGER_COLUMNS, ORDER_COLUMNS, PET_COLUMNS, petColumns, progressReporter,
   entriesText, toIdempotencyRecord, toInventoryItem, toKey, toLedgerEntry, toOrder, toPet, toStockEntry,
@@ -147,25 +147,6 @@ function connectError (error: unknown): Error {
 
 /** What runs a statement: the pool (each statement on any connection) or one client inside a transaction. */
 type Queryable = pg.Pool | pg.PoolClient
-
-export interface PostgresOptions {
-  /** Pool size per instance. */
-  poolSize?: number
-  /** Server-side limit per statement (statement_timeout) and client-side wait for an answer, in ms. */
-  statementTimeoutMs?: number
-  /** How long to wait for a connection from the pool (or a new one), in ms. */
-  connectTimeoutMs?: number
-  /** A schema to work in (search_path), for isolated test runs; the URL's database default otherwise. Not with pooler 'transaction'. */
-  schema?: string
-  /**
-   * What stands between the store and PostgreSQL (DATABASE_POOLER). 'none': PostgreSQL itself (or a pooler that
-   * passes session settings), and the statement timeout is a setting of each connection. 'transaction': a pooler
-   * such as PgBouncer that hands a server connection to a client for one transaction at a time and refuses session
-   * settings at connect; the store then sends none, and keeps its statement timeout in every transaction instead
-   * (see the constructor).
-   */
-  pooler?: DatabasePooler
-}
 
 /**
  * The shared store for scale-out: PostgreSQL through a pg pool. Writes are single statements or one
