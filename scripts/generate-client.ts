@@ -24,7 +24,7 @@ const HTTP_METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch'
 export async function openApiDocument (): Promise<OpenAPI3> {
   const store = new SqliteStore(':memory:')
   try {
-    await store.migrate()
+    await store.schema.migrate()
     const app = await buildApp(loadConfig({}), { store, logger: false })
     try {
       await app.ready()

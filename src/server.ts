@@ -19,8 +19,11 @@ import { RedisLimiter } from './ratelimit/redis.js'
 import { ResilientLimiter } from './ratelimit/resilient.js'
 import type { RateLimiter } from './ratelimit/types.js'
 import { aheadError, requireUsable } from './store/migrations.js'
-import { migrateStore, openStore, readOnly } from './store/open.js'
-import type { Store } from './store/types.js'
+import { migrateStore, openStore } from './store/open.js'
+import { readOnly } from './store/read-only.js'
+import type { Store } from './store/store.js'
+import { commitSpans } from './tracing/commits.js'
+import { tracingOn } from './tracing/spans.js'
 
 export interface ServeOptions {
   /** Import the shipped demo data set when the store has no pets yet. */
@@ -80,7 +83,7 @@ export async function checkLimiter (config: Config, logger: Logger): Promise<voi
  * is served read-only.
  */
 export async function prepareStore (store: Store, config: Config, log: Logger): Promise<'read-write' | 'read-only'> {
-  const status = await store.schemaStatus()
+  const status = await store.schema.schemaStatus()
   if (status.ahead.length > 0) {
     log.warn({ schemaVersion: status.version, releaseVersion: status.latest }, `${aheadError(status).message} Serving reads only.`)
     return 'read-only'
@@ -95,7 +98,8 @@ export async function prepareStore (store: Store, config: Config, log: Logger): 
 export async function startServer (config: Config, options: ServeOptions): Promise<FastifyInstance> {
   // One logger for the app and the limiter (which reports Redis outages).
   const log = createLogger(config)
-  const store = openStore(config)
+  // A traced process traces the SQLite store's group commits too (src/tracing/commits.ts).
+  const store = openStore(config, tracingOn() ? { commitObserver: commitSpans } : {})
   let opened: Awaited<ReturnType<typeof openLimiter>>
   try {
     opened = await openLimiter(config, log)
@@ -110,7 +114,7 @@ export async function startServer (config: Config, options: ServeOptions): Promi
   try {
     const mode = await prepareStore(store, config, log)
     const app = await buildApp(config, {
-      store: mode === 'read-only' ? readOnly(store, await store.schemaStatus()) : store, limiter, logger: log, metrics, lifecycle: options.lifecycle ?? new Lifecycle()
+      store: mode === 'read-only' ? readOnly(store, await store.schema.schemaStatus()) : store, limiter, logger: log, metrics, lifecycle: options.lifecycle ?? new Lifecycle()
     })
     // METRICS_PORT: a server of its own, opened before the main port so that a port clash fails the start.
     // In a cluster the primary serves it (src/metrics/cluster.ts).

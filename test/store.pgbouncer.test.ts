@@ -60,7 +60,7 @@ async function throughPgBouncer (bouncer: PgBouncer): Promise<void> {
       }
       const direct = await tempPostgresDatabase(t)
       const store = new PostgresStore(direct)
-      await store.migrate().finally(() => store.close())
+      await store.schema.migrate().finally(() => store.close())
       await adminQuery(`ALTER DATABASE ${new URL(direct).pathname.slice(1)} SET ${setting}`)
       return { direct, pooled: bouncer.url(direct) }
     }
@@ -92,7 +92,7 @@ async function throughPgBouncer (bouncer: PgBouncer): Promise<void> {
       const { pooled } = await database(t)
       const store = new PostgresStore(pooled)
       t.after(() => store.close())
-      for (const call of [() => store.schemaStatus(), () => store.migrate(), () => store.ping(), () => store.listInventory()]) {
+      for (const call of [() => store.schema.schemaStatus(), () => store.schema.migrate(), () => store.ping(), () => store.stock.listInventory()]) {
         await assert.rejects(call(), (error: unknown) => error instanceof ConfigError &&
           /refused the startup parameter "statement_timeout": set DATABASE_POOLER=transaction/.test(error.message))
       }
@@ -102,9 +102,9 @@ async function throughPgBouncer (bouncer: PgBouncer): Promise<void> {
       const url = bouncer.url(await tempPostgresDatabase(t))
       const stores = Array.from({ length: 5 }, () => new PostgresStore(url, { pooler: 'transaction', poolSize: 2 }))
       t.after(() => Promise.all(stores.map((s) => s.close())))
-      const applied = await Promise.all(stores.map((s) => s.migrate()))
+      const applied = await Promise.all(stores.map((s) => s.schema.migrate()))
       assert.equal(applied.reduce((a, b) => a + b, 0), MIGRATIONS.length)
-      assert.equal((await stores[0]!.schemaStatus()).version, MIGRATIONS.length)
+      assert.equal((await stores[0]!.schema.schemaStatus()).version, MIGRATIONS.length)
     })
 
     test('when the server has no statement timeout of its own, then a single statement, a transaction and a listing that wait past the store\'s are cancelled by the server', async (t) => {
@@ -115,9 +115,9 @@ async function throughPgBouncer (bouncer: PgBouncer): Promise<void> {
       await holdLock(t, direct, 'LOCK TABLE inventory IN ACCESS EXCLUSIVE MODE')
       const waited = [
         await cancelledByServer(setStock(store, 1n, 5)),
-        await cancelledByServer(store.applyBatch({ changes: [{ petId: 1n, quantity: 6, expectedRevisions: null, reason: 'adjustment', note: null }],
+        await cancelledByServer(store.stock.applyBatch({ changes: [{ petId: 1n, quantity: 6, expectedRevisions: null, reason: 'adjustment', note: null }],
           allowed: { min: 0, max: 1_000_000_000 }, batchId: 'b', keyId: null, requestId: null, at: new Date() })),
-        await cancelledByServer((async () => { for await (const page of store.inventoryPages(10)) assert.fail(`no page expected: ${String(page.version)}`) })())
+        await cancelledByServer((async () => { for await (const page of store.stock.inventoryPages(10)) assert.fail(`no page expected: ${String(page.version)}`) })())
       ]
       // The client-side timeout would have answered after 1300 ms (and without 57014).
       assert.ok(waited.every((ms) => ms < 1300), `waited ${waited.join(', ')} ms`)
@@ -143,7 +143,7 @@ async function throughPgBouncer (bouncer: PgBouncer): Promise<void> {
       // The server's 200 ms, not the store's 1500 ms (both cancel with 57014): anything short of 1500 ms tells them apart,
       // however loaded the machine.
       assert.ok(single < 1450, `the single statement waited ${single} ms`)
-      const batch = await cancelledByServer(store.applyBatch({ changes: [{ petId: 1n, quantity: 6, expectedRevisions: null, reason: 'adjustment', note: null }],
+      const batch = await cancelledByServer(store.stock.applyBatch({ changes: [{ petId: 1n, quantity: 6, expectedRevisions: null, reason: 'adjustment', note: null }],
         allowed: { min: 0, max: 1_000_000_000 }, batchId: 'b', keyId: null, requestId: null, at: new Date() }))
       assert.ok(batch >= 1400, `the transaction waited ${batch} ms, not the store's 1500`)
     })
@@ -171,13 +171,13 @@ async function throughPgBouncer (bouncer: PgBouncer): Promise<void> {
       const [a, b] = [0, 1].map(() => new PostgresStore(url, { pooler: 'transaction', poolSize: 10 })) as [PostgresStore, PostgresStore]
       t.after(() => Promise.all([a.close(), b.close()]))
       await importData(a, { pets: [1, 2, 3].map((id) => ({ id: BigInt(id), name: `p${id}`, status: 'available' as const, quantity: 0 })), orders: [] })
-      const changes = Array.from({ length: 120 }, (_, i) => (i % 2 === 0 ? a : b).adjustQuantity({
+      const changes = Array.from({ length: 120 }, (_, i) => (i % 2 === 0 ? a : b).stock.adjustQuantity({
         petId: BigInt(i % 3 + 1), delta: 1, expectedRevisions: null, reason: 'arrival', note: null, keyId: null, requestId: `r${i}`, at: new Date(),
         allowed: { min: 0, max: 1_000_000_000 }
       }))
       assert.deepEqual(new Set((await Promise.all(changes)).map((result) => result.status)), new Set(['updated']))
-      assert.deepEqual((await b.listInventory()).map((item) => item.quantity), [40, 40, 40])
-      assert.equal((await a.listChanges(null, 1000)).length, 3 + 120)
+      assert.deepEqual((await b.stock.listInventory()).map((item) => item.quantity), [40, 40, 40])
+      assert.equal((await a.stock.listChanges(null, 1000)).length, 3 + 120)
     })
   })
 }

@@ -23,16 +23,16 @@ if (await requirePostgres('PostgreSQL store tests')) {
       const schema = await tempSchema(t)
       const stores = Array.from({ length: 5 }, () => new PostgresStore(POSTGRES_URL, { schema, poolSize: 2 }))
       t.after(() => Promise.all(stores.map((s) => s.close())))
-      const applied = await Promise.all(stores.map((s) => s.migrate()))
+      const applied = await Promise.all(stores.map((s) => s.schema.migrate()))
       assert.equal(applied.reduce((a, b) => a + b, 0), MIGRATIONS.length)
-      assert.equal(await stores[0]!.migrate(), 0)
+      assert.equal(await stores[0]!.schema.migrate(), 0)
     })
 
     test('when another instance is committing the same idempotency key, then a change waits for it and applies nothing if it commits', async (t) => {
       const schema = await tempSchema(t)
       const store = new PostgresStore(POSTGRES_URL, { schema })
       t.after(() => store.close())
-      await store.migrate()
+      await store.schema.migrate()
       await importData(store, { pets: [{ id: 1n, name: 'a', status: 'available', quantity: 5 }], orders: [] })
       const other = new pg.Client({ connectionString: POSTGRES_URL, options: `-c search_path=${schema}` })
       await other.connect()
@@ -46,14 +46,14 @@ if (await requirePostgres('PostgreSQL store tests')) {
         await other.query('BEGIN')
         await other.query(insert, [at, claim.expiresAt])
         let settled = false
-        const change = store.adjustQuantity({ petId: 1n, delta: 1, expectedRevisions: null, reason: 'arrival', note: null, keyId: 'key_a',
+        const change = store.stock.adjustQuantity({ petId: 1n, delta: 1, expectedRevisions: null, reason: 'arrival', note: null, keyId: 'key_a',
           requestId: 'r', at, allowed: { min: 0, max: 1_000_000_000 }, idempotency: claim }).finally(() => { settled = true })
         // Blocked in PostgreSQL on the key the other transaction holds (not merely not sent yet), and still waiting.
         await waitFor('the change waiting for the key', async () => await lockWaiters(schema) === 1, { intervalMs: 50 })
         assert.equal(settled, false, 'the change waits for the transaction holding the key')
         await other.query(end)
         assert.equal((await change).status, expected, end)
-        assert.equal((await store.getStockEntry(1n))?.quantity, quantity, end)
+        assert.equal((await store.stock.getStockEntry(1n))?.quantity, quantity, end)
       }
     })
 
@@ -61,9 +61,9 @@ if (await requirePostgres('PostgreSQL store tests')) {
       const schema = await tempSchema(t)
       const store = new PostgresStore(POSTGRES_URL, { schema })
       t.after(() => store.close())
-      await store.migrate()
+      await store.schema.migrate()
       await importData(store, { pets: [1, 2].map((id) => ({ id: BigInt(id), name: `p${id}`, status: 'available' as const, quantity: 5 })), orders: [] })
-      const before = await store.listChanges(null, 100)
+      const before = await store.stock.listChanges(null, 100)
       assert.equal(before.length, 2)
       const slow = new pg.Client({ connectionString: POSTGRES_URL, options: `-c search_path=${schema}` })
       await slow.connect()
@@ -73,10 +73,10 @@ if (await requirePostgres('PostgreSQL store tests')) {
         await slow.query('BEGIN')
         await slow.query(`INSERT INTO stock_ledger (pet_id, previous_quantity, quantity, reason, created_at) VALUES (1, 5, 6, 'arrival', now())`)
         await setStock(store, 2n, 9)
-        const served = await store.listChanges(before.at(-1)?.position ?? null, 100)
+        const served = await store.stock.listChanges(before.at(-1)?.position ?? null, 100)
         assert.deepEqual(served.map((c) => [c.petId, c.quantity]), [[2n, 9]], 'a committed change is served at once, not held back by an open one')
         await slow.query('COMMIT')
-        const next = await store.listChanges(served.at(-1)?.position ?? null, 100)
+        const next = await store.stock.listChanges(served.at(-1)?.position ?? null, 100)
         assert.deepEqual(next.map((c) => [c.petId, c.quantity]), [[1n, 6]], 'the lower id committed later comes later, and is not missed')
         assert.ok((next[0]?.id ?? 0n) < (served[0]?.id ?? 0n))
       } finally {
@@ -88,9 +88,9 @@ if (await requirePostgres('PostgreSQL store tests')) {
       const schema = await tempSchema(t)
       const [a, b] = [0, 1].map(() => new PostgresStore(POSTGRES_URL, { schema })) as [PostgresStore, PostgresStore]
       t.after(() => Promise.all([a.close(), b.close()]))
-      await a.migrate()
+      await a.schema.migrate()
       await importData(a, { pets: [1, 2, 3].map((id) => ({ id: BigInt(id), name: `p${id}`, status: 'available' as const, quantity: 0 })), orders: [] })
-      const start = (await a.listChanges(null, 100)).at(-1)?.position ?? null
+      const start = (await a.stock.listChanges(null, 100)).at(-1)?.position ?? null
       const locker = new pg.Client({ connectionString: POSTGRES_URL, options: `-c search_path=${schema}` })
       await locker.connect()
       t.after(() => locker.end())
@@ -99,7 +99,7 @@ if (await requirePostgres('PostgreSQL store tests')) {
         await locker.query('SELECT 1 FROM inventory WHERE pet_id = 2 FOR UPDATE')
         const set = (petId: bigint, quantity: number) => ({ petId, quantity, expectedRevisions: null, reason: 'adjustment' as const, note: null })
         // The batch locks pet 1, then waits for pet 2; meanwhile pet 3 is changed elsewhere and committed.
-        const batch = a.applyBatch({ changes: [set(1n, 11), set(2n, 12), set(3n, 13)], allowed: { min: 0, max: 1_000_000_000 }, batchId: 'b', keyId: null, requestId: null, at: new Date() })
+        const batch = a.stock.applyBatch({ changes: [set(1n, 11), set(2n, 12), set(3n, 13)], allowed: { min: 0, max: 1_000_000_000 }, batchId: 'b', keyId: null, requestId: null, at: new Date() })
         await waitFor('the batch waiting for pet 2', async () => await lockWaiters(schema) === 1, { intervalMs: 50 })
         await setStock(b, 3n, 99)
         await locker.query('COMMIT')
@@ -107,21 +107,21 @@ if (await requirePostgres('PostgreSQL store tests')) {
       } finally {
         await locker.query('ROLLBACK').catch(() => {})
       }
-      const feed = await a.listChanges(start, 100)
+      const feed = await a.stock.listChanges(start, 100)
       assert.deepEqual(feed.filter((c) => c.petId === 3n).map((c) => [c.previousQuantity, c.quantity]), [[0, 99], [99, 13]])
       // A copy that applies the feed in order ends where the store is.
       const copy = new Map<bigint, number>()
       for (const change of feed) copy.set(change.petId, change.quantity)
-      for (const id of [1n, 2n, 3n]) assert.equal(copy.get(id), (await a.getStockEntry(id))?.quantity)
+      for (const id of [1n, 2n, 3n]) assert.equal(copy.get(id), (await a.stock.getStockEntry(id))?.quantity)
     })
 
     test('when a second instance waited for the first one\'s write of the same batch key, then it answers recorded, not refused', async (t) => {
       const schema = await tempSchema(t)
       const [a, b] = [0, 1].map(() => new PostgresStore(POSTGRES_URL, { schema })) as [PostgresStore, PostgresStore]
       t.after(() => Promise.all([a.close(), b.close()]))
-      await a.migrate()
+      await a.schema.migrate()
       await importData(a, { pets: [1, 2].map((id) => ({ id: BigInt(id), name: `p${id}`, status: 'available' as const, quantity: 10 })), orders: [] })
-      const revision = (await a.getStockEntry(1n))?.revision ?? 0n
+      const revision = (await a.stock.getStockEntry(1n))?.revision ?? 0n
       const locker = new pg.Client({ connectionString: POSTGRES_URL, options: `-c search_path=${schema}` })
       await locker.connect()
       t.after(() => locker.end())
@@ -133,14 +133,14 @@ if (await requirePostgres('PostgreSQL store tests')) {
         allowed: { min: 0, max: 1_000_000_000 }, keyId: 'key_a', requestId: 'r', at,
         idempotency: { scope: 'key_a', key: 'same', fingerprint: 'fp', expiresAt: new Date(at.getTime() + 60_000) }
       }
-      const first = a.applyBatch({ ...batch, batchId: 'b-a' })
+      const first = a.stock.applyBatch({ ...batch, batchId: 'b-a' })
       await waitFor('the first batch waiting for pet 1', async () => await lockWaiters(schema) === 1, { intervalMs: 50 })
-      const second = b.applyBatch({ ...batch, batchId: 'b-b' })
+      const second = b.stock.applyBatch({ ...batch, batchId: 'b-b' })
       await waitFor('the second batch waiting too', async () => await lockWaiters(schema) === 2, { intervalMs: 50 })
       await locker.query('COMMIT')
       assert.equal((await first).status, 'updated')
       assert.deepEqual(await second, { status: 'recorded' }, 'its own batch applied, through the first instance')
-      assert.equal((await a.getStockEntry(1n))?.quantity, 11)
+      assert.equal((await a.stock.getStockEntry(1n))?.quantity, 11)
     })
 
     test('when a second import starts while a first one that created a pet has not committed, then the second records that pet\'s change of status', async (t) => {
@@ -148,7 +148,7 @@ if (await requirePostgres('PostgreSQL store tests')) {
       const first = new PostgresStore(POSTGRES_URL, { schema })
       const second = new PostgresStore(POSTGRES_URL, { schema })
       t.after(() => Promise.all([first.close(), second.close()]))
-      await first.migrate()
+      await first.schema.migrate()
       // Pet 1 (new, with stock) in the first chunk, then enough pets for the import to be still running when the
       // second import starts, from the first one's progress report after that chunk.
       const pets = [{ id: 1n, name: 'new', status: 'available' as const, quantity: 5 },
@@ -158,7 +158,7 @@ if (await requirePostgres('PostgreSQL store tests')) {
         onProgress: () => { secondImport ??= importData(second, { pets: [{ id: 1n, name: 'new', status: 'sold' }], orders: [] }) }
       })
       await secondImport
-      assert.deepEqual((await first.listChanges(null, 10)).map((c) => [c.petId, c.previousQuantity, c.quantity, c.previousStatus, c.status]), [
+      assert.deepEqual((await first.stock.listChanges(null, 10)).map((c) => [c.petId, c.previousQuantity, c.quantity, c.previousStatus, c.status]), [
         [1n, null, 5, null, 'available'],
         [1n, 5, 5, 'available', 'sold']
       ])
@@ -169,7 +169,7 @@ if (await requirePostgres('PostgreSQL store tests')) {
       // A long statement timeout: a PATCH may wait for the whole import (that is the point), never for a deadlock.
       const store = new PostgresStore(POSTGRES_URL, { schema, poolSize: 6, statementTimeoutMs: 120_000 })
       t.after(() => store.close())
-      await store.migrate()
+      await store.schema.migrate()
       // Pets in the third chunk (5,000 pets a chunk) with stock, changed in a loop while the import writes them.
       const pets = Array.from({ length: 12_000 }, (_, i) => ({ id: BigInt(i + 1), name: `p${i}`, status: 'available' as const, quantity: 1 }))
       await importData(store, { pets: pets.slice(11_000), orders: [] })
@@ -177,7 +177,7 @@ if (await requirePostgres('PostgreSQL store tests')) {
       const writers = [11_001n, 11_002n, 11_003n].map(async (petId) => {
         let writes = 0
         while (importing || writes === 0) {
-          const result = await store.setQuantity(stockChange(petId, writes % 100))
+          const result = await store.stock.setQuantity(stockChange(petId, writes % 100))
           assert.equal(result.status, 'updated')
           writes++
         }
@@ -197,8 +197,8 @@ if (await requirePostgres('PostgreSQL store tests')) {
       t.after(() => store.close())
       const started = Date.now()
       await assert.rejects(store.ping(), StoreUnavailableError)
-      await assert.rejects(store.listInventory(), StoreUnavailableError)
-      await assert.rejects(store.migrate(), StoreUnavailableError)
+      await assert.rejects(store.stock.listInventory(), StoreUnavailableError)
+      await assert.rejects(store.schema.migrate(), StoreUnavailableError)
       // Refused at once (at worst three 500 ms connect timeouts); the bound allows a loaded machine, not a hang.
       assert.ok(Date.now() - started < 10_000, `took ${Date.now() - started} ms`)
     })
@@ -207,7 +207,7 @@ if (await requirePostgres('PostgreSQL store tests')) {
       const schema = await tempSchema(t)
       const store = new PostgresStore(POSTGRES_URL, { schema, statementTimeoutMs: 200 })
       t.after(() => store.close())
-      await store.migrate()
+      await store.schema.migrate()
       await importData(store, { pets: [{ id: 1n, name: 'a', status: 'available', quantity: 1 }], orders: [] })
       const locker = new pg.Client({ connectionString: POSTGRES_URL, options: `-c search_path=${schema}` })
       await locker.connect()
@@ -220,7 +220,7 @@ if (await requirePostgres('PostgreSQL store tests')) {
       // within seconds).
       assert.ok(Date.now() - started < 10_000, `took ${Date.now() - started} ms`)
       await locker.query('ROLLBACK')
-      assert.deepEqual(await store.listInventory(), [{ petId: 1n, quantity: 1, status: 'available' }])
+      assert.deepEqual(await store.stock.listInventory(), [{ petId: 1n, quantity: 1, status: 'available' }])
     })
 
     test('when its connection is terminated while a listing waits between two pages, then the listing fails as StoreUnavailableError and the process and the store go on', async (t) => {
@@ -228,9 +228,9 @@ if (await requirePostgres('PostgreSQL store tests')) {
       const url = await tempPostgresDatabase(t)
       const store = new PostgresStore(url, { poolSize: 2 })
       t.after(() => store.close())
-      await store.migrate()
+      await store.schema.migrate()
       await importData(store, { pets: [1n, 2n].map((id) => ({ id, name: 'a', status: 'available' as const, quantity: 1 })), orders: [] })
-      const pages = store.inventoryPages(1)
+      const pages = store.stock.inventoryPages(1)
       assert.equal((await pages.next()).done, false)
       // The listing's client is checked out, idle in its transaction, no statement running: what chaos met (the
       // server's notice of the end then came as an 'error' event on the client, which nothing listened for).
@@ -244,7 +244,7 @@ if (await requirePostgres('PostgreSQL store tests')) {
       // must come before the next statement, and nothing outside the client shows that it came).
       await pause(100)
       await assert.rejects(pages.next(), StoreUnavailableError)
-      assert.deepEqual((await store.listInventory()).map((item) => item.petId), [1n, 2n], 'the store serves again on a new connection')
+      assert.deepEqual((await store.stock.listInventory()).map((item) => item.petId), [1n, 2n], 'the store serves again on a new connection')
     })
   })
 }

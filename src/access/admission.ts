@@ -26,7 +26,7 @@ import type { ApiKeyRecord, Ban, KeyScope } from '../model.js'
 import { AppError, StoreUnavailableError } from '../errors.js'
 import { bindingWindow, violatedWindow } from '../ratelimit/decision.js'
 import type { ConsumeOptions, Decision, RateLimiter, Subject, WindowLimits, WindowState } from '../ratelimit/types.js'
-import type { Store } from '../store/types.js'
+import type { KeyStore, KeyWrites } from '../store/keys/types.js'
 import { Authenticator, type CredentialProblem, type Credentials, type Identity } from './authenticator.js'
 import { isBanned, nextBan, strikeThreshold } from './bans.js'
 import { clientSubject } from './clients.js'
@@ -126,7 +126,7 @@ export interface AdmissionEvents {
 }
 
 export interface GatekeeperOptions {
-  store: Pick<Store, 'findApiKeyByHash' | 'banApiKey' | 'recordKeyUse'>
+  store: { readonly keys: Pick<KeyStore, 'findApiKeyByHash' | 'banApiKey' | 'recordKeyUse'> }
   limiter: RateLimiter
   limits: RateLimitConfig
   /** Keys of the other environment are refused. */
@@ -151,10 +151,10 @@ export const KEY_USE_INTERVAL_MS = 60_000
  */
 class KeyUseRecorder {
   readonly #last = new Map<string, { used: number, deprecated: number }>()
-  readonly #store: Pick<Store, 'recordKeyUse'>
+  readonly #store: { readonly keys: Pick<KeyWrites, 'recordKeyUse'> }
   readonly #onError: (keyId: string, error: unknown) => void
 
-  constructor (store: Pick<Store, 'recordKeyUse'>, onError: (keyId: string, error: unknown) => void) {
+  constructor (store: { readonly keys: Pick<KeyWrites, 'recordKeyUse'> }, onError: (keyId: string, error: unknown) => void) {
     this.#store = store
     this.#onError = onError
   }
@@ -171,7 +171,7 @@ class KeyUseRecorder {
     if (used) last.used = now
     if (deprecatedDue) last.deprecated = now
     const at = new Date(now)
-    this.#store.recordKeyUse(keyId, at, deprecatedDue ? at : null).catch((error: unknown) => { this.#onError(keyId, error) })
+    this.#store.keys.recordKeyUse(keyId, at, deprecatedDue ? at : null).catch((error: unknown) => { this.#onError(keyId, error) })
   }
 }
 
@@ -346,7 +346,7 @@ export class Gatekeeper {
   async #ban (key: ApiKeyRecord, token: string, limits: WindowLimits, decision: Decision, ban: Ban): Promise<Admission> {
     let recorded: boolean
     try {
-      recorded = await this.#store.banApiKey(key.id, ban)
+      recorded = await this.#store.keys.banApiKey(key.id, ban)
     } catch (error) {
       this.#events.decided('key', 'limited')
       return { ...this.#limited('key', decision, 1, key.id), banNotRecorded: { keyId: key.id, error } }

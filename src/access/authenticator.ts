@@ -5,7 +5,7 @@
 import { LRUCache } from 'lru-cache'
 import type { Environment } from '../config.js'
 import type { ApiKeyRecord } from '../model.js'
-import type { Store } from '../store/types.js'
+import type { KeyReads } from '../store/keys/types.js'
 import { hashKey, KEY_PREFIXES, keyShape } from './keys.js'
 
 /**
@@ -48,13 +48,13 @@ export class Authenticator {
   readonly #prefix: string
   readonly #otherPrefixes: string[]
 
-  constructor (store: Pick<Store, 'findApiKeyByHash'>, environment: Environment, ttlMs: number, maxEntries = 100_000) {
+  constructor (store: { readonly keys: Pick<KeyReads, 'findApiKeyByHash'> }, environment: Environment, ttlMs: number, maxEntries = 100_000) {
     this.#prefix = KEY_PREFIXES[environment]
     this.#otherPrefixes = Object.values(KEY_PREFIXES).filter((prefix) => prefix !== this.#prefix)
     this.#cache = new LRUCache<string, ApiKeyRecord | false>({
       max: maxEntries,
       ttl: Math.max(ttlMs, 1),
-      fetchMethod: async (token) => (await store.findApiKeyByHash(hashKey(token))) ?? false
+      fetchMethod: async (token) => (await store.keys.findApiKeyByHash(hashKey(token))) ?? false
     })
   }
 

@@ -8,7 +8,7 @@ import type { Environment } from '../config.js'
 import { isExpired, MAX_NAME_LENGTH } from '../domain/rules.js'
 import type { ApiKeyRecord, KeyScope, Plan } from '../model.js'
 import { isSafeText, SAFE_TEXT_RULE } from '../domain/text.js'
-import type { RotationOutcome, Store } from '../store/types.js'
+import type { KeyStore, KeyWrites, RotationOutcome } from '../store/keys/types.js'
 
 /** Key prefixes tell production keys from staging keys at a glance (and to secret scanners). */
 export const KEY_PREFIXES: Record<Environment, string> = { production: 'psk_live_', staging: 'psk_test_' }
@@ -147,13 +147,13 @@ function newRecord (input: CreateKeyInput, now: Date): ApiKeyRecord {
 
 /** Creates a key: 256 random bits in base62 and a checksum, behind the environment's prefix. Returns the key once. */
 export async function createKey (
-  store: Store, environment: Environment, input: CreateKeyInput, now: Date = new Date()
+  store: { readonly keys: Pick<KeyWrites, 'createApiKey'> }, environment: Environment, input: CreateKeyInput, now: Date = new Date()
 ): Promise<{ record: ApiKeyRecord, key: string }> {
   checkKeyInput(input)
   checkExpiry(input.expiresAt, now)
   const key = newKey(environment)
   const record = newRecord(input, now)
-  await store.createApiKey({ ...record, keyHash: hashKey(key) })
+  await store.keys.createApiKey({ ...record, keyHash: hashKey(key) })
   return { record, key }
 }
 
@@ -173,13 +173,13 @@ export class RotationError extends Error {}
  * none). Returns the new key once.
  */
 export async function rotateKey (
-  store: Store, environment: Environment, id: string, options: { overlapMs: number, expiresAt?: Date | null }, now: Date = new Date()
+  store: { readonly keys: Pick<KeyStore, 'listApiKeys' | 'rotateApiKey'> }, environment: Environment, id: string, options: { overlapMs: number, expiresAt?: Date | null }, now: Date = new Date()
 ): Promise<{ record: ApiKeyRecord, key: string, previous: ApiKeyRecord, previousEndsAt: Date }> {
   checkExpiry(options.expiresAt, now)
   if (!Number.isSafeInteger(options.overlapMs) || options.overlapMs < 0 || options.overlapMs > MAX_KEY_LIFETIME_MS) {
     throw new KeyInputError('{overlap} must be from 0 to 3650 days')
   }
-  const previous = (await store.listApiKeys()).find((key) => key.id === id)
+  const previous = (await store.keys.listApiKeys()).find((key) => key.id === id)
   if (previous === undefined) throw new RotationError(ROTATION_REFUSALS.not_found)
   if (previous.replacedBy !== null) throw new RotationError(ROTATION_REFUSALS.replaced)
   if (previous.revokedAt !== null || isExpired(previous, now.getTime())) throw new RotationError(ROTATION_REFUSALS.inactive)
@@ -188,7 +188,7 @@ export async function rotateKey (
   const record = { ...newRecord({ ...previous, expiresAt: options.expiresAt ?? null }, now), quotaId: previous.quotaId, ban: previous.ban }
   const endsAt = new Date(now.getTime() + options.overlapMs)
   if (options.expiresAt !== undefined && options.expiresAt !== null && options.expiresAt <= endsAt) throw new KeyInputError('{expiresAt} must lie after the overlap ends (the new key would die first)')
-  const outcome = await store.rotateApiKey(id, { ...record, keyHash: hashKey(key) }, endsAt)
+  const outcome = await store.keys.rotateApiKey(id, { ...record, keyHash: hashKey(key) }, endsAt)
   if (outcome !== 'rotated') throw new RotationError(ROTATION_REFUSALS[outcome])
   const previousEndsAt = previous.expiresAt !== null && previous.expiresAt < endsAt ? previous.expiresAt : endsAt
   return { record, key, previous, previousEndsAt }
@@ -198,16 +198,16 @@ export async function rotateKey (
  * Revokes a key; false when no key has this id. Servers refuse it once their cached lookup expires (the
  * gatekeeper's authCacheTtlMs).
  */
-export function revokeKey (store: Store, id: string, now: Date = new Date()): Promise<boolean> {
-  return store.revokeApiKey(id, now)
+export function revokeKey (store: { readonly keys: Pick<KeyWrites, 'revokeApiKey'> }, id: string, now: Date = new Date()): Promise<boolean> {
+  return store.keys.revokeApiKey(id, now)
 }
 
 /**
  * Lifts a key's ban (a ban already over stays as it is, for the doubling of repeat bans); false when no key has
  * this id. Servers admit the key again once their cached lookup expires.
  */
-export function unbanKey (store: Store, id: string, now: Date = new Date()): Promise<boolean> {
-  return store.unbanApiKey(id, now)
+export function unbanKey (store: { readonly keys: Pick<KeyWrites, 'unbanApiKey'> }, id: string, now: Date = new Date()): Promise<boolean> {
+  return store.keys.unbanApiKey(id, now)
 }
 
 /** A key prefix as text may carry it: its underscores as they are or percent-encoded (%5F), letters in any case. */

@@ -2,7 +2,7 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util'
 import type { Config } from '../config.js'
 import { openStore, readyForUse } from '../store/open.js'
-import type { Store } from '../store/types.js'
+import type { Store } from '../store/store.js'
 
 /** Wrong arguments: the CLI says what is wrong, points to the help, and exits 2. */
 export class UsageError extends Error {}

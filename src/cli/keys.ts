@@ -14,7 +14,7 @@ import { KEY_SCOPES, PLANS, type ApiKeyRecord, type Ban, type KeyScope, type Pla
 import { printable } from '../domain/text.js'
 import { openRedis, redisTarget, whenReady } from '../ratelimit/connect.js'
 import { RedisLimiter } from '../ratelimit/redis.js'
-import type { Store } from '../store/types.js'
+import type { Store } from '../store/store.js'
 import { parse, positiveInteger, UsageError, withStore, type Values } from './common.js'
 import type { Io } from './io.js'
 import { table } from './table.js'
@@ -305,7 +305,7 @@ export async function keysCommand (args: string[], config: Config, io: Io): Prom
     }
     case 'list': {
       const { values } = parse(rest, { json: { type: 'boolean' } }, 0)
-      const list = await withStore(config, 'read', (store) => store.listApiKeys())
+      const list = await withStore(config, 'read', (store) => store.keys.listApiKeys())
       const now = Date.now()
       const usages = await readUsages(config, list, now)
       io.stdout(values.json === true
@@ -317,7 +317,7 @@ export async function keysCommand (args: string[], config: Config, io: Io): Prom
     case 'show': {
       const { values, positionals } = parse(rest, { json: { type: 'boolean' } }, 1)
       const id = positionals[0] as string
-      const key = await withStore(config, 'read', async (store) => (await store.listApiKeys()).find((k) => k.id === id) ?? null)
+      const key = await withStore(config, 'read', async (store) => (await store.keys.listApiKeys()).find((k) => k.id === id) ?? null)
       if (key === null) {
         io.stderr(`petstore: no key with id ${id}\n`)
         return 1
@@ -334,7 +334,7 @@ export async function keysCommand (args: string[], config: Config, io: Io): Prom
       }
       const { values } = parse(rest, { json: { type: 'boolean' } }, 0)
       const text = keyText(await io.readSecret('Key (not shown as you type): ', KEY_INPUT_MAX_BYTES))
-      const key = await withStore(config, 'read', (store) => store.findApiKeyByHash(hashKey(text)))
+      const key = await withStore(config, 'read', (store) => store.keys.findApiKeyByHash(hashKey(text)))
       if (key === null) {
         io.stderr('petstore: no key of this store matches (a key of another deployment, or not a key)\n')
         return 1

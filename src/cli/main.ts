@@ -31,7 +31,7 @@ async function webhooksCommand (args: string[], config: Config, io: Io): Promise
     case 'list': {
       const { values } = parse(rest, { json: { type: 'boolean' } }, 0)
       const now = Date.now()
-      const [list, backlog] = await withStore(config, 'read', async (store) => await Promise.all([store.listWebhooks(null), store.webhookBacklog()]))
+      const [list, backlog] = await withStore(config, 'read', async (store) => await Promise.all([store.webhooks.listWebhooks(null), store.webhooks.webhookBacklog()]))
       const pending = new Map(backlog.map((row) => [row.webhookId, row]))
       const rows = list.map((webhook) => {
         const queue = pending.get(webhook.id)
@@ -63,7 +63,7 @@ async function webhooksCommand (args: string[], config: Config, io: Io): Promise
       const id = positionals[0] as string
       const enabled = sub === 'enable'
       const reason = typeof values.reason === 'string' ? values.reason : 'Disabled by the operator.'
-      const updated = await withStore(config, 'write', (store) => store.updateWebhook(id, enabled ? { enabled } : { enabled, disabledReason: reason }, new Date()))
+      const updated = await withStore(config, 'write', (store) => store.webhooks.updateWebhook(id, enabled ? { enabled } : { enabled, disabledReason: reason }, new Date()))
       if (updated === null) {
         io.stderr(`petstore: no webhook subscription with id ${id}\n`)
         return 1

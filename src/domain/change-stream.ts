@@ -13,13 +13,14 @@
  */
 import { randomUUID } from 'node:crypto'
 import { feedCursor, feedPosition, listChanges, type ChangeView } from './feed.js'
-import type { Store } from '../store/types.js'
+import type { StockReads } from '../store/stock/types.js'
+import type { StreamStore } from '../store/streams/types.js'
 
 /** Each registration lasts this many renewal periods: one missed renewal (a slow store) does not drop it. */
 export const REGISTRATION_PERIODS = 3
 
 export interface FeedWatchOptions {
-  store: Pick<Store, 'feedHead'>
+  store: { readonly stock: Pick<StockReads, 'feedHead'> }
   /** How often the head is read while anyone listens. */
   pollMs: number
   /** A failed read of the head; the next poll tries again. */
@@ -31,7 +32,7 @@ export interface FeedWatchOptions {
  * "look again", never what changed: each reader reads the feed after its own cursor.
  */
 export class FeedWatch {
-  readonly #store: Pick<Store, 'feedHead'>
+  readonly #store: { readonly stock: Pick<StockReads, 'feedHead'> }
   readonly #pollMs: number
   readonly #onError: (error: unknown) => void
   readonly #listeners = new Set<() => void>()
@@ -94,7 +95,7 @@ export class FeedWatch {
     this.#timer = null
     this.#polling = true
     try {
-      const head = await this.#store.feedHead()
+      const head = await this.#store.stock.feedHead()
       const cursor = head === null ? '' : feedCursor(head)
       if (cursor !== this.#head) {
         this.#head = cursor
@@ -118,13 +119,13 @@ export class FeedWatch {
  * Where a stream starts: after `given` (a cursor the feed issued, else InvalidCursorError) or, without one, after the
  * feed's head now, so that it carries what is committed from now on (null: the feed is empty, so from its first change).
  */
-export async function streamStart (store: Pick<Store, 'feedHead'>, given: string | null): Promise<string | null> {
+export async function streamStart (store: { readonly stock: Pick<StockReads, 'feedHead'> }, given: string | null): Promise<string | null> {
   if (given !== null) {
     // Only a cursor the feed issued: InvalidCursorError otherwise.
     feedPosition(given)
     return given
   }
-  const head = await store.feedHead()
+  const head = await store.stock.feedHead()
   return head === null ? null : feedCursor(head)
 }
 
@@ -144,7 +145,7 @@ export interface FollowOptions {
  * watch reports, for as long as the signal allows. The feed is read only when the consumer asks for the next page.
  * A store failure ends the iteration with that error (the reader resumes later from its last cursor).
  */
-export async function * followChanges (store: Store, watch: FeedWatch, options: FollowOptions): AsyncGenerator<ChangeView[], void, undefined> {
+export async function * followChanges (store: { readonly stock: Pick<StockReads, 'listChanges'> }, watch: FeedWatch, options: FollowOptions): AsyncGenerator<ChangeView[], void, undefined> {
   const { keyId, pageSize, signal } = options
   let cursor = options.after
   // True when the feed may hold something past `cursor`: at the start, and after each notification.
@@ -185,7 +186,7 @@ export async function * followChanges (store: Store, watch: FeedWatch, options: 
 }
 
 export interface StreamRegistryOptions {
-  store: Pick<Store, 'openEventStream' | 'renewEventStreams' | 'closeEventStream'>
+  store: { readonly streams: StreamStore }
   /** Open streams per quota, counted in the store across instances. */
   maxPerQuota: number
   /** Open streams on this instance. */
@@ -243,7 +244,7 @@ export class StreamRegistry {
     let opened: boolean
     try {
       const now = clock()
-      opened = await store.openEventStream(id, quotaId, keyId, new Date(now + this.#lifetimeMs()), new Date(now), maxPerQuota)
+      opened = await store.streams.openEventStream(id, quotaId, keyId, new Date(now + this.#lifetimeMs()), new Date(now), maxPerQuota)
     } finally {
       this.#opening--
     }
@@ -258,7 +259,7 @@ export class StreamRegistry {
     if (!this.#open.delete(id)) return
     if (this.#open.size === 0) this.#stopRenewing()
     try {
-      await this.#options.store.closeEventStream(id)
+      await this.#options.store.streams.closeEventStream(id)
     } catch (error) {
       this.#options.onError?.(error, 'close')
     }
@@ -273,7 +274,7 @@ export class StreamRegistry {
     if (ids.length === 0) return
     try {
       const now = this.#options.clock()
-      const ended = await this.#options.store.renewEventStreams(ids, new Date(now + this.#lifetimeMs()), new Date(now))
+      const ended = await this.#options.store.streams.renewEventStreams(ids, new Date(now + this.#lifetimeMs()), new Date(now))
       for (const id of ended) this.#open.get(id)?.()
     } catch (error) {
       this.#options.onError?.(error, 'renew')

@@ -5,7 +5,7 @@
  */
 import { decodePairCursor, encodePairCursor, InvalidCursorError } from './cursor.js'
 import type { LedgerReason, PetStatus } from '../model.js'
-import type { FeedChange, FeedPosition, Store } from '../store/types.js'
+import type { FeedChange, FeedPosition, StockReads } from '../store/stock/types.js'
 
 export const DEFAULT_FEED_LIMIT = 100
 export const MAX_FEED_LIMIT = 1000
@@ -38,8 +38,8 @@ export interface ChangePage {
 }
 
 /** One page of the feed after `cursor` (from the start when null), as `keyId` may see it. */
-export async function listChanges (store: Store, query: { cursor: string | null, limit: number }, keyId: string | null): Promise<ChangePage> {
-  const changes = (await store.listChanges(query.cursor === null ? null : feedPosition(query.cursor), query.limit))
+export async function listChanges (store: { readonly stock: Pick<StockReads, 'listChanges'> }, query: { cursor: string | null, limit: number }, keyId: string | null): Promise<ChangePage> {
+  const changes = (await store.stock.listChanges(query.cursor === null ? null : feedPosition(query.cursor), query.limit))
     .map((change) => viewChange(change, keyId !== null && change.keyId === keyId))
   return { changes, next: changes.at(-1)?.cursor ?? query.cursor }
 }

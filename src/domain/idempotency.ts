@@ -8,7 +8,8 @@
  */
 import { createHash } from 'node:crypto'
 import { AppError } from '../errors.js'
-import type { IdempotencyClaim, IdempotencyRecord, StockAdjustmentResult, Store } from '../store/types.js'
+import type { IdempotencyClaim, IdempotencyReads, IdempotencyRecord, IdempotencyWrites } from '../store/idempotency/types.js'
+import type { StockAdjustmentResult } from '../store/stock/types.js'
 import type { StockEntry } from '../model.js'
 
 /** The longest idempotency key (the draft leaves it to the server; Stripe's is 255). */
@@ -33,7 +34,7 @@ export function requestFingerprint (request: readonly unknown[]): string {
 }
 
 export interface IdempotencyOptions {
-  store: Store
+  store: { readonly idempotency: Pick<IdempotencyReads, 'findIdempotencyRecord'> }
   clock: () => number
   /** How long a key's record is kept after its write. */
   ttlSeconds: number
@@ -42,7 +43,7 @@ export interface IdempotencyOptions {
 /** The idempotency keys of one process: the records live in the store; the keys in flight here, in memory. */
 export class IdempotencyKeys {
   readonly ttlSeconds: number
-  readonly #store: Store
+  readonly #store: { readonly idempotency: Pick<IdempotencyReads, 'findIdempotencyRecord'> }
   readonly #clock: () => number
   /** `scope \n key` of every keyed write this process is running. */
   readonly #inFlight = new Set<string>()
@@ -74,7 +75,7 @@ export class IdempotencyKeys {
       for (let attempt = 1; attempt <= 2; attempt++) {
         const result = await write({ scope, key, fingerprint, expiresAt: new Date(this.#clock() + this.ttlSeconds * 1000) })
         if (result.status !== 'recorded') return result as Keyed<R>
-        const record = await this.#store.findIdempotencyRecord(scope, key, new Date(this.#clock()))
+        const record = await this.#store.idempotency.findIdempotencyRecord(scope, key, new Date(this.#clock()))
         if (record !== null) return this.#replay(record, fingerprint)
       }
       throw new AppError('idempotency_key_in_flight', 'The record of this Idempotency-Key changed while the request was processed; send it again.')
@@ -93,10 +94,10 @@ export class IdempotencyKeys {
 }
 
 /** Deletes every record that has expired, a batch at a time, yielding between batches; returns how many it deleted. */
-export async function purgeExpiredKeys (store: Store, clock: () => number, batch = 500): Promise<number> {
+export async function purgeExpiredKeys (store: { readonly idempotency: Pick<IdempotencyWrites, 'purgeIdempotencyRecords'> }, clock: () => number, batch = 500): Promise<number> {
   let purged = 0
   for (;;) {
-    const deleted = await store.purgeIdempotencyRecords(new Date(clock()), batch)
+    const deleted = await store.idempotency.purgeIdempotencyRecords(new Date(clock()), batch)
     purged += deleted
     if (deleted < batch) return purged
     await new Promise((resolve) => setImmediate(resolve))

@@ -10,7 +10,7 @@ import parser from 'stream-json/parser.js'
 import verifier from 'stream-json/utils/verifier.js'
 import { Order as OrderSchema, PetRecord } from './entities.js'
 import { NonIntegerNumber, recordValidator, RecordError } from './validation.js'
-import type { ImportOptions, ImportResult, Store } from '../store/types.js'
+import type { CatalogWrites, ImportOptions, ImportResult } from '../store/catalog/types.js'
 import { importedStockChange } from './inventory.js'
 import type { Order, PetImport } from '../model.js'
 import { Utf8Stream } from './utf8.js'
@@ -276,6 +276,6 @@ export function parseImport (text: string): Promise<ImportData> {
  * Writes validated import data in one transaction (all or nothing). Stock is written where it changes
  * (importedStockChange: a re-import of an unchanged catalogue leaves revisions and the ledger as they are).
  */
-export function importData (store: Store, data: ImportData, options: Omit<ImportOptions, 'stockChange'> = {}): Promise<ImportResult> {
-  return store.importData(data, { ...options, stockChange: importedStockChange })
+export function importData (store: { readonly catalog: Pick<CatalogWrites, 'importData'> }, data: ImportData, options: Omit<ImportOptions, 'stockChange'> = {}): Promise<ImportResult> {
+  return store.catalog.importData(data, { ...options, stockChange: importedStockChange })
 }

@@ -1,6 +1,8 @@
 import { AppError } from '../errors.js'
 import { randomUUID } from 'node:crypto'
-import type { BatchChange, IdempotencyClaim, ImportedCurrent, ImportedStockChange, StockAdjustment, StockBatch, StockChange, Store } from '../store/types.js'
+import type { ImportedCurrent, ImportedStockChange } from '../store/catalog/types.js'
+import type { IdempotencyClaim } from '../store/idempotency/types.js'
+import type { BatchChange, StockAdjustment, StockBatch, StockChange, StockReads, StockWrites } from '../store/stock/types.js'
 import type { IdempotencyKeys, Keyed, KeyedResult } from './idempotency.js'
 import { MAX_QUANTITY } from './rules.js'
 import type { LedgerEntry, PetImport, StockEntry, StockReason } from '../model.js'
@@ -58,11 +60,11 @@ export class StaleEntryError extends AppError {
  * Sets the stock of one pet and records the change in the ledger, atomically.
  * A quantity change never changes the pet's status (docs/decisions.md: status is the pet's, not the stock's).
  */
-export async function updateQuantity (store: Store, petId: bigint, update: StockUpdate, actor: Actor, clock: () => number,
+export async function updateQuantity (store: { readonly stock: Pick<StockWrites, 'setQuantity'> }, petId: bigint, update: StockUpdate, actor: Actor, clock: () => number,
   idempotency?: IdempotentRequest): Promise<AppliedChange> {
   const change: StockChange = { petId, ...update, ...actor, at: new Date(clock()) }
   const request = ['set', petId, update.quantity, update.reason, update.note, conditionOf(update.expectedRevisions)]
-  return appliedOrThrow(petId, await keyed(idempotency, request, (claim) => store.setQuantity(claim === undefined ? change : { ...change, at: new Date(clock()), idempotency: claim })))
+  return appliedOrThrow(petId, await keyed(idempotency, request, (claim) => store.stock.setQuantity(claim === undefined ? change : { ...change, at: new Date(clock()), idempotency: claim })))
 }
 
 /** A write through its idempotency key, when it has one. */
@@ -108,11 +110,11 @@ export interface StockAdjustmentRequest {
  * is the committed one (no lost update under concurrency). The result must stay within 0..MAX_QUANTITY, else
  * nothing changes (stock_out_of_range, naming the current quantity).
  */
-export async function adjustQuantity (store: Store, petId: bigint, adjustment: StockAdjustmentRequest, actor: Actor, clock: () => number,
+export async function adjustQuantity (store: { readonly stock: Pick<StockWrites, 'adjustQuantity'> }, petId: bigint, adjustment: StockAdjustmentRequest, actor: Actor, clock: () => number,
   idempotency?: IdempotentRequest): Promise<AppliedChange> {
   const change: StockAdjustment = { petId, ...adjustment, ...actor, at: new Date(clock()), allowed: { min: 0, max: MAX_QUANTITY } }
   const request = ['adjust', petId, adjustment.delta, adjustment.reason, adjustment.note, conditionOf(adjustment.expectedRevisions)]
-  const result = await keyed(idempotency, request, (claim) => store.adjustQuantity(claim === undefined ? change : { ...change, at: new Date(clock()), idempotency: claim }))
+  const result = await keyed(idempotency, request, (claim) => store.stock.adjustQuantity(claim === undefined ? change : { ...change, at: new Date(clock()), idempotency: claim }))
   return appliedOrThrow(petId, result, (current) => new AppError('stock_out_of_range', `Adding ${adjustment.delta} to the stock of pet ` +
     `${petId} (now ${current.quantity}) would leave ${current.quantity + adjustment.delta}, outside 0 to ${MAX_QUANTITY}; nothing was changed.`))
 }
@@ -162,13 +164,13 @@ export function requireDistinctPets (changes: readonly BatchChangeRequest[]): vo
  * all in one transaction, or none when any cannot apply (then every failing change is reported). A pet may appear
  * once: a second change of the same pet would have to say whether its If-Match means before or after the first.
  */
-export async function applyBatch (store: Store, changes: readonly BatchChangeRequest[], actor: Actor, clock: () => number,
+export async function applyBatch (store: { readonly stock: Pick<StockWrites, 'applyBatch'> }, changes: readonly BatchChangeRequest[], actor: Actor, clock: () => number,
   idempotency?: IdempotentRequest): Promise<AppliedBatch> {
   requireDistinctPets(changes)
   const batch: StockBatch = { changes, allowed: { min: 0, max: MAX_QUANTITY }, batchId: randomUUID(), ...actor, at: new Date(clock()) }
   const request = ['batch', changes.map((change) => ['delta' in change ? ['delta', change.delta] : ['quantity', change.quantity],
     change.petId, change.reason, change.note, conditionOf(change.expectedRevisions)])]
-  const result = await keyed(idempotency, request, (claim) => store.applyBatch(claim === undefined ? batch : { ...batch, at: new Date(clock()), idempotency: claim }))
+  const result = await keyed(idempotency, request, (claim) => store.stock.applyBatch(claim === undefined ? batch : { ...batch, at: new Date(clock()), idempotency: claim }))
   switch (result.status) {
     case 'updated':
       return result.version === undefined ? { entries: result.entries, replayed: false } : { entries: result.entries, version: result.version, replayed: false }
@@ -199,8 +201,8 @@ export async function applyBatch (store: Store, changes: readonly BatchChangeReq
 }
 
 /** One stock entry; throws not_found when the pet has none. */
-export async function getStockEntry (store: Store, petId: bigint): Promise<StockEntry> {
-  const entry = await store.getStockEntry(petId)
+export async function getStockEntry (store: { readonly stock: Pick<StockReads, 'getStockEntry'> }, petId: bigint): Promise<StockEntry> {
+  const entry = await store.stock.getStockEntry(petId)
   if (entry === null) throw new AppError('not_found', `No inventory entry exists for pet ${petId}.`)
   return entry
 }
@@ -229,9 +231,9 @@ export function importedStockChange (pet: Pick<PetImport, 'quantity' | 'status'>
 }
 
 /** The newest `limit` ledger entries of a pet, oldest first; null when the pet has neither stock nor history. */
-export async function stockHistory (store: Store, petId: bigint, limit: number): Promise<LedgerEntry[] | null> {
-  const entries = await store.stockHistory(petId, limit)
+export async function stockHistory (store: { readonly stock: Pick<StockReads, 'stockHistory' | 'getStockEntry'> }, petId: bigint, limit: number): Promise<LedgerEntry[] | null> {
+  const entries = await store.stock.stockHistory(petId, limit)
   if (entries.length > 0) return entries
   // No recorded change: an entry that predates the ledger has an empty history; no entry at all is unknown.
-  return await store.getStockEntry(petId) === null ? null : entries
+  return await store.stock.getStockEntry(petId) === null ? null : entries
 }

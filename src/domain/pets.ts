@@ -1,9 +1,9 @@
 import { AppError } from '../errors.js'
-import type { Store } from '../store/types.js'
+import type { CatalogReads } from '../store/catalog/types.js'
 import type { Pet } from '../model.js'
 
-export async function getPet (store: Store, id: bigint): Promise<Pet> {
-  const pet = await store.getPet(id)
+export async function getPet (store: { readonly catalog: Pick<CatalogReads, 'getPet'> }, id: bigint): Promise<Pet> {
+  const pet = await store.catalog.getPet(id)
   if (pet === null) throw new AppError('not_found', `No pet exists with id ${id}.`)
   return pet
 }

@@ -16,8 +16,13 @@ import fastJson from 'fast-json-stringify'
 import { INVENTORY_CHANGED, InventoryChangedEvent } from './entities.js'
 import { viewChange } from './feed.js'
 import { deliveryHeaders, eventId } from './webhooks.js'
-import type { Store } from '../store/types.js'
-import type { AttemptOutcome, ClaimedDelivery, DeliveryState, FailureRun } from '../store/webhook-types.js'
+import type { AttemptOutcome, ClaimedDelivery, DeliveryState, FailureRun, WebhookWrites } from '../store/webhooks/types.js'
+
+/** What the dispatcher does with the store: the webhook area's delivery writes. */
+type DispatchStore = {
+  readonly webhooks: Pick<WebhookWrites, 'enqueueWebhookDeliveries' | 'claimWebhookDeliveries' | 'releaseWebhookLeases' | 'recordWebhookAttempts' |
+    'purgeWebhookDeliveries' | 'updateWebhook'>
+}
 
 /** One request to a subscriber's endpoint. */
 export interface OutgoingRequest { url: string, headers: Record<string, string>, body: string }
@@ -107,7 +112,7 @@ export function failureRunDisables (run: { failures: number, failingSince: Date 
 interface InFlightCounts { subscriptions: Map<string, number>, quotas: Map<string, number> }
 
 export interface DispatcherOptions {
-  store: Store
+  store: DispatchStore
   transport: Transport
   policy: DispatchPolicy
   /** This instance's name on the leases it holds. */
@@ -118,7 +123,7 @@ export interface DispatcherOptions {
 }
 
 export class WebhookDispatcher {
-  readonly #store: Store
+  readonly #store: DispatchStore
   readonly #transport: Transport
   readonly #policy: DispatchPolicy
   readonly #owner: string
@@ -221,7 +226,7 @@ export class WebhookDispatcher {
       const abandoned = [...this.#inFlight.keys()]
       this.#abort.abort()
       await settled
-      await this.#store.releaseWebhookLeases(this.#owner, abandoned).catch((error: unknown) => this.#events.failed?.(error))
+      await this.#store.webhooks.releaseWebhookLeases(this.#owner, abandoned).catch((error: unknown) => this.#events.failed?.(error))
     }
   }
 
@@ -230,13 +235,13 @@ export class WebhookDispatcher {
       const now = this.#clock()
       const at = new Date(now)
       const perSubscription = Math.max(10, Math.floor(FAN_OUT_BUDGET / Math.max(1, this.#subscriptions)))
-      const fanOut = await this.#store.enqueueWebhookDeliveries(at, new Date(now + this.#policy.retryForMs), perSubscription)
+      const fanOut = await this.#store.webhooks.enqueueWebhookDeliveries(at, new Date(now + this.#policy.retryForMs), perSubscription)
       this.#subscriptions = fanOut.subscriptions
       // A full fan-out may have left changes behind: look again soon.
       if (fanOut.created >= perSubscription) this.#again = true
       const free = this.#policy.concurrency - this.#inFlight.size
       if (free > 0) {
-        const claimed = await this.#store.claimWebhookDeliveries({
+        const claimed = await this.#store.webhooks.claimWebhookDeliveries({
           owner: this.#owner, at, leaseUntil: new Date(now + this.#policy.timeoutMs + LEASE_MARGIN_MS), limit: free,
           perSubscription: this.#policy.perSubscription, exclude: this.#atCapacity()
         })
@@ -252,13 +257,13 @@ export class WebhookDispatcher {
           counts.quotas.set(delivery.quotaId, (counts.quotas.get(delivery.quotaId) ?? 0) + 1)
           this.#begin(delivery)
         }
-        if (extra.length > 0) await this.#store.releaseWebhookLeases(this.#owner, extra)
+        if (extra.length > 0) await this.#store.webhooks.releaseWebhookLeases(this.#owner, extra)
         // A full claim may have left due deliveries behind: look again as soon as a slot frees.
         if (claimed.length === free) this.#again = true
       }
       if (now - this.#lastPurge >= PURGE_INTERVAL_MS) {
         this.#lastPurge = now
-        await this.#store.purgeWebhookDeliveries(new Date(now - this.#policy.retentionMs), PURGE_LIMIT)
+        await this.#store.webhooks.purgeWebhookDeliveries(new Date(now - this.#policy.retentionMs), PURGE_LIMIT)
       }
     } catch (error) {
       this.#events.failed?.(error)
@@ -281,7 +286,7 @@ export class WebhookDispatcher {
     while (this.#toRecord.length > 0) {
       const batch = this.#toRecord.splice(0, RECORD_BATCH)
       try {
-        const runs = await this.#store.recordWebhookAttempts(batch.map(({ outcome }) => outcome))
+        const runs = await this.#store.webhooks.recordWebhookAttempts(batch.map(({ outcome }) => outcome))
         batch.forEach(({ resolve }, i) => { resolve(runs[i] ?? { failures: 0, failingSince: null }) })
       } catch (error) {
         for (const { reject } of batch) reject(error)
@@ -364,7 +369,7 @@ export class WebhookDispatcher {
       reason = `${run.failures} attempts in a row failed since ${run.failingSince?.toISOString() ?? '?'}; the last: ${error ?? ''}`
     }
     if (reason !== null) {
-      await this.#store.updateWebhook(delivery.webhookId, { enabled: false, disabledReason: reason }, at)
+      await this.#store.webhooks.updateWebhook(delivery.webhookId, { enabled: false, disabledReason: reason }, at)
       this.#events.disabled?.(delivery.webhookId, reason)
     }
   }

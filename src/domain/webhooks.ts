@@ -5,8 +5,7 @@
  */
 import { createHmac, randomBytes } from 'node:crypto'
 import { AppError } from '../errors.js'
-import type { WebhookDelivery, WebhookRecord } from '../store/webhook-types.js'
-import type { Store } from '../store/types.js'
+import type { WebhookDelivery, WebhookRecord, WebhookStore } from '../store/webhooks/types.js'
 import { decodeCursor, encodeCursor, InvalidCursorError } from './cursor.js'
 import { INVENTORY_CHANGED } from './entities.js'
 
@@ -127,10 +126,10 @@ export interface DeliveryPage {
 
 /** The management of a quota's subscriptions; every method is one quota's view (another quota's subscription is not found). */
 export class Webhooks {
-  readonly #store: Store
+  readonly #store: { readonly webhooks: WebhookStore }
   readonly #rules: WebhookRules
 
-  constructor (store: Store, rules: WebhookRules) {
+  constructor (store: { readonly webhooks: WebhookStore }, rules: WebhookRules) {
     this.#store = store
     this.#rules = rules
   }
@@ -147,7 +146,7 @@ export class Webhooks {
     const url = await this.#checkUrl(input.url)
     const at = new Date(this.#rules.clock())
     const secret = newWebhookSecret()
-    const created = await this.#store.createWebhook({
+    const created = await this.#store.webhooks.createWebhook({
       id: newWebhookId(), quotaId, url, events: [...new Set(input.events)], description: input.description ?? null, secret, createdAt: at
     }, this.#rules.maxPerQuota)
     if (created === 'limit') {
@@ -158,11 +157,11 @@ export class Webhooks {
 
   async list (quotaId: string): Promise<WebhookView[]> {
     const at = new Date(this.#rules.clock())
-    return (await this.#store.listWebhooks(quotaId)).map((webhook) => webhookView(webhook, at))
+    return (await this.#store.webhooks.listWebhooks(quotaId)).map((webhook) => webhookView(webhook, at))
   }
 
   async #own (quotaId: string, id: string): Promise<WebhookRecord> {
-    const webhook = await this.#store.getWebhook(id)
+    const webhook = await this.#store.webhooks.getWebhook(id)
     if (webhook === null || webhook.quotaId !== quotaId) throw noSubscription(id)
     return webhook
   }
@@ -176,7 +175,7 @@ export class Webhooks {
     if (changes.events !== undefined) unknownEvents(changes.events)
     const url = changes.url === undefined ? undefined : await this.#checkUrl(changes.url)
     const at = new Date(this.#rules.clock())
-    const updated = await this.#store.updateWebhook(id, {
+    const updated = await this.#store.webhooks.updateWebhook(id, {
       ...changes,
       ...(url === undefined ? {} : { url }),
       ...(changes.events === undefined ? {} : { events: [...new Set(changes.events)] }),
@@ -188,7 +187,7 @@ export class Webhooks {
 
   async delete (quotaId: string, id: string): Promise<void> {
     await this.#own(quotaId, id)
-    await this.#store.deleteWebhook(id)
+    await this.#store.webhooks.deleteWebhook(id)
   }
 
   /** A new secret, in the answer only; the current one keeps signing for SECRET_OVERLAP_MS. */
@@ -196,7 +195,7 @@ export class Webhooks {
     await this.#own(quotaId, id)
     const at = new Date(this.#rules.clock())
     const secret = newWebhookSecret()
-    const rotated = await this.#store.rotateWebhookSecret(id, secret, new Date(at.getTime() + SECRET_OVERLAP_MS), at)
+    const rotated = await this.#store.webhooks.rotateWebhookSecret(id, secret, new Date(at.getTime() + SECRET_OVERLAP_MS), at)
     if (rotated === null) throw noSubscription(id)
     return { webhook: webhookView(rotated, at), secret }
   }
@@ -206,7 +205,7 @@ export class Webhooks {
     await this.#own(quotaId, id)
     const before = query.cursor === null ? null : decodeCursor(DELIVERY_CURSOR_PREFIX, query.cursor)
     if (before !== null && before < 0n) throw new InvalidCursorError()
-    const deliveries = await this.#store.listWebhookDeliveries(id, before, query.limit + 1)
+    const deliveries = await this.#store.webhooks.listWebhookDeliveries(id, before, query.limit + 1)
     const page = deliveries.slice(0, query.limit)
     const last = page.at(-1)
     return { deliveries: page, next: deliveries.length > query.limit && last !== undefined ? encodeCursor(DELIVERY_CURSOR_PREFIX, last.id) : null }
@@ -216,7 +215,7 @@ export class Webhooks {
   async retry (quotaId: string, id: string, deliveryId: bigint): Promise<WebhookDelivery> {
     await this.#own(quotaId, id)
     const at = new Date(this.#rules.clock())
-    const delivery = await this.#store.retryWebhookDelivery(id, deliveryId, at, new Date(at.getTime() + this.#rules.retryForMs))
+    const delivery = await this.#store.webhooks.retryWebhookDelivery(id, deliveryId, at, new Date(at.getTime() + this.#rules.retryForMs))
     if (delivery === null) throw new AppError('not_found', `Webhook subscription ${JSON.stringify(id)} has no delivery ${deliveryId}.`)
     return delivery
   }

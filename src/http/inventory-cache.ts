@@ -22,7 +22,7 @@
 import { setImmediate as nextTurn } from 'node:timers/promises'
 import { PET_STATUSES, type InventoryItem, type PetStatus, type StockEntry } from '../model.js'
 import { feedCursor } from '../domain/feed.js'
-import type { Store } from '../store/types.js'
+import type { StockReads } from '../store/stock/types.js'
 
 /** Pets per chunk: re-serializing one costs well under a millisecond. */
 export const CHUNK_SIZE = 2048
@@ -100,7 +100,7 @@ const SINGLE_MAX = 64 * 1024
 const STATUS_CODE = new Map<PetStatus, number>(PET_STATUSES.map((status, i) => [status, i]))
 
 export interface InventoryCacheOptions {
-  store: Pick<Store, 'inventoryVersion' | 'inventoryPages' | 'changedElsewhere'>
+  store: { readonly stock: Pick<StockReads, 'inventoryVersion' | 'inventoryPages' | 'changedElsewhere'> }
   /** Serializes items as the route's response schema does (fast-json-stringify of it), brackets included. */
   serialize: (items: InventoryItem[]) => string
   /** Signal: the change counter the limiter's decisions carry. */
@@ -115,7 +115,7 @@ export interface InventoryCacheOptions {
 }
 
 export class InventoryCache {
-  readonly #store: InventoryCacheOptions['store']
+  readonly #stock: InventoryCacheOptions['store']['stock']
   readonly #serialize: (items: InventoryItem[]) => string
   readonly #watch: ChangeWatch | null
   readonly #local: boolean
@@ -131,15 +131,16 @@ export class InventoryCache {
   readonly #timer: NodeJS.Timeout | null = null
 
   constructor (options: InventoryCacheOptions) {
-    this.#store = options.store
+    const stock = options.store.stock
+    this.#stock = stock
     this.#serialize = options.serialize
     this.#watch = options.watch ?? null
-    this.#local = options.store.changedElsewhere !== undefined
+    this.#local = stock.changedElsewhere !== undefined
     this.#maxAgeMs = options.maxAgeMs ?? 5000
     this.#chunkSize = options.chunkSize ?? CHUNK_SIZE
     this.#clock = options.clock ?? Date.now
-    if (options.store.changedElsewhere !== undefined) {
-      const changed = options.store.changedElsewhere.bind(options.store)
+    if (stock.changedElsewhere !== undefined) {
+      const changed = stock.changedElsewhere.bind(stock)
       changed()
       this.#timer = setInterval(() => {
         try {
@@ -245,7 +246,7 @@ export class InventoryCache {
     // What the store says now; the mark is taken before, so a change announced after this read is noticed.
     const at = this.#clock()
     this.#stale = false
-    const version = await this.#store.inventoryVersion()
+    const version = await this.#stock.inventoryVersion()
     const current = this.#listing
     if (current !== null && current.version === version && this.#rebuilding === null) {
       this.#checked = { mark, at }
@@ -296,7 +297,7 @@ export class InventoryCache {
     let version: bigint | null = null
     let feed: string | null = null
     let length = 2
-    for await (const page of this.#store.inventoryPages(this.#chunkSize)) {
+    for await (const page of this.#stock.inventoryPages(this.#chunkSize)) {
       version = page.version
       feed = page.feed === null ? null : feedCursor(page.feed)
       if (page.items.length === 0) continue

@@ -7,7 +7,8 @@
 import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client'
 import { ResilientLimiter } from '../ratelimit/resilient.js'
 import type { RateLimiter } from '../ratelimit/types.js'
-import type { Store } from '../store/types.js'
+import type { Store } from '../store/store.js'
+import type { WebhookReads } from '../store/webhooks/types.js'
 import type { AttemptOutcomeKind } from '../domain/webhook-dispatch.js'
 import { VERSION } from '../version.js'
 
@@ -42,6 +43,9 @@ export interface MetricsOptions {
 }
 
 type DecisionSeries = Record<RateLimitSubject, Record<RateLimitOutcome, CounterChild>>
+
+/** Where the webhook gauges read the backlog. */
+type WebhookBacklogStore = { readonly webhooks: Pick<WebhookReads, 'webhookBacklog'> }
 
 interface MethodSeries {
   duration: HistogramChild
@@ -99,10 +103,10 @@ export class Metrics {
   readonly #stores = new Map<string, StoreSeries>()
   readonly #exposition: () => Promise<string>
   #limiter: RateLimiter | null = null
-  #store: Store | null = null
+  #store: Pick<Store, 'poolStats'> | null = null
   #streams: (() => number) | null = null
   readonly #webhookAttempts: Record<AttemptOutcomeKind, CounterChild>
-  #webhookStore: { store: Store, clock: () => number } | null = null
+  #webhookStore: { store: WebhookBacklogStore, clock: () => number } | null = null
 
   constructor (options: MetricsOptions = {}) {
     const registry = this.registry
@@ -127,7 +131,7 @@ export class Metrics {
 
     // The gauges read these at scrape time; collect() runs with the gauge as `this`.
     const watchedLimiter = (): RateLimiter | null => this.#limiter
-    const watchedStore = (): Store | null => this.#store
+    const watchedStore = (): Pick<Store, 'poolStats'> | null => this.#store
     new Gauge({
       name: 'petstore_ratelimit_backend',
       help: 'The rate limiter answering now: 1 for the backend in use (redis, or memory alone or while Redis is unavailable; none while ' +
@@ -185,12 +189,12 @@ export class Metrics {
       'Webhook delivery attempts made by this instance, by outcome: delivered (2xx), retrying (failed, tried again later), ' +
       'failed (failed, and retries ran out).', ['outcome'])
     this.#webhookAttempts = Object.fromEntries(WEBHOOK_OUTCOMES.map((outcome) => [outcome, attempts.child(outcome)])) as Record<AttemptOutcomeKind, CounterChild>
-    const watchedWebhooks = (): { store: Store, clock: () => number } | null => this.#webhookStore
+    const watchedWebhooks = (): { store: WebhookBacklogStore, clock: () => number } | null => this.#webhookStore
     // Read from the store at scrape time: every instance reports the same shared backlog.
     const backlog = async (): Promise<Array<{ webhookId: string, pending: number, age: number }>> => {
       const watched = watchedWebhooks()
       if (watched === null) return []
-      const rows = await watched.store.webhookBacklog().catch(() => [])
+      const rows = await watched.store.webhooks.webhookBacklog().catch(() => [])
       const now = watched.clock()
       return rows.map((row) => ({ webhookId: row.webhookId, pending: row.pending, age: row.oldest === null ? 0 : Math.max(0, (now - row.oldest.getTime()) / 1000) }))
     }
@@ -238,7 +242,7 @@ export class Metrics {
   }
 
   /** The store whose webhook backlog the webhook gauges report (read at scrape time). */
-  watchWebhooks (store: Store, clock: () => number): void {
+  watchWebhooks (store: WebhookBacklogStore, clock: () => number): void {
     this.#webhookStore = { store, clock }
   }
 
@@ -276,7 +280,7 @@ export class Metrics {
   }
 
   /** The store whose connection pool the pool gauges report (read at scrape time). */
-  watchStore (store: Store): void {
+  watchStore (store: Pick<Store, 'poolStats'>): void {
     this.#store = store
   }
 

@@ -1,10 +1,10 @@
 /**
- * Store latency without touching the store implementations: a Proxy that times every method call returning
- * a promise or an async iteration (petstore_store_operation_duration_seconds, petstore_store_errors_total),
+ * Store latency without touching the store implementations: a Proxy over each area that times every method call
+ * returning a promise or an async iteration (petstore_store_operation_duration_seconds, petstore_store_errors_total),
  * labelled by the method's name. Everything else — `kind`, `poolStats()`, any synchronous member — passes through unchanged.
  */
-import type { Store } from '../store/types.js'
-import { isAsyncIterable, wrapMethods } from '../store/wrap.js'
+import { isAsyncIterable, wrapStore } from '../store/observe.js'
+import type { Store } from '../store/store.js'
 import type { Metrics, StoreSeries } from './index.js'
 
 function isPromise (value: unknown): value is Promise<unknown> {
@@ -24,11 +24,11 @@ async function * timed<T> (iterable: AsyncIterable<T>, started: number, series: 
 }
 
 /**
- * The store, timed (src/store/wrap.ts): the promise a method returns is handed back as it is, so timing adds no tick
+ * The store, timed (src/store/observe.ts): the promise a method returns is handed back as it is, so timing adds no tick
  * to the caller's await.
  */
 export function instrumentStore<S extends Store> (store: S, metrics: Metrics): S {
-  return wrapMethods(store, (property, call) => {
+  return wrapStore(store, (property, call) => {
     let series: StoreSeries | undefined
     return (...args) => {
       const started = performance.now()

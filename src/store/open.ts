@@ -1,14 +1,21 @@
-import { StoreReadOnlyError } from '../errors.js'
+/** Opening the store DATABASE_URL names, readying it for a command, and migrating it. */
 import { aheadError, requireUsable, type SchemaStatus } from './migrations.js'
-import { isPostgresUrl, type PostgresOptions } from './postgres/options.js'
 import { PostgresStore } from './postgres/index.js'
+import { isPostgresUrl, type PostgresOptions } from './postgres/options.js'
+import type { CommitObserver } from './sqlite/group-commit.js'
 import { SqliteStore } from './sqlite/index.js'
-import type { Store } from './types.js'
+import type { Store } from './store.js'
+
+/** What opening a store may be given besides its settings. */
+export interface OpenOptions {
+  /** What watches the SQLite store's group commits (the tracing of a traced process); nothing on PostgreSQL. */
+  commitObserver?: CommitObserver
+}
 
 /** Opens the store named by DATABASE_URL: postgres:// or postgresql:// for PostgreSQL, a file path for SQLite. Does not migrate. */
-export function openStore (config: { databaseUrl: string, database: PostgresOptions }): Store {
+export function openStore (config: { databaseUrl: string, database: PostgresOptions }, options: OpenOptions = {}): Store {
   if (isPostgresUrl(config.databaseUrl)) return new PostgresStore(config.databaseUrl, config.database)
-  return new SqliteStore(config.databaseUrl)
+  return new SqliteStore(config.databaseUrl, options.commitObserver === undefined ? {} : { commitObserver: options.commitObserver })
 }
 
 /**
@@ -17,64 +24,31 @@ export function openStore (config: { databaseUrl: string, database: PostgresOpti
  * this release's version (SchemaError 'behind' says to run `petstore migrate`); a store ahead of this release
  * serves reads only (SchemaError 'ahead' for writes); an edited migration is SchemaError 'edited'.
  */
-export async function readyForUse (store: Store, access: 'read' | 'write'): Promise<SchemaStatus> {
-  const status = await store.schemaStatus()
+export async function readyForUse (store: Pick<Store, 'schema'>, access: 'read' | 'write'): Promise<SchemaStatus> {
+  const status = await store.schema.schemaStatus()
   if (status.version === 0 && status.pending.length > 0) {
-    await store.migrate()
-    return await store.schemaStatus()
+    await store.schema.migrate()
+    return await store.schema.schemaStatus()
   }
   requireUsable(status, access)
   return status
 }
 
 /**
- * What a read-only store still does: the reads, named one by one. Anything else fails, so a write added to the Store
- * later is refused here until someone decides otherwise (a list of writes missed adjustQuantity once).
+ * Applies pending migrations. A store kept in a file (SQLite) that has a schema (and so, possibly, data) is first
+ * copied next to its file (`<file>.backup-v<version>`): a migration that goes wrong on a machine's only copy loses
+ * nothing. PostgreSQL is backed up by its operators' own means (pg_dump, snapshots). Returns how many migrations
+ * were applied and where the copy is.
  */
-const READS: ReadonlySet<string> = new Set<keyof Store | keyof SqliteStore>([
-  'schemaStatus', 'ping', 'close', 'poolStats', 'listInventory', 'inventoryVersion', 'inventoryPages', 'changedElsewhere',
-  'getStockEntry', 'stockHistory', 'listChanges', 'feedHead', 'listWebhooks', 'getWebhook', 'listWebhookDeliveries', 'getWebhookDelivery', 'webhookBacklog', 'getPet', 'countPets', 'listOrders', 'findApiKeyByHash', 'listApiKeys', 'findIdempotencyRecord',
-  'backup', 'durability'
-])
-
-/**
- * Writes a read-only store skips without failing: a key's last use is a record of traffic, not a change anyone
- * asked for, and failing it would only log a warning per key each minute. A read-only instance records no last use.
- */
-const SKIPPED: ReadonlySet<string> = new Set<keyof Store>(['recordKeyUse'])
-
-/**
- * The store for an instance whose release is older than the store's schema (a newer release migrated it and was
- * rolled back): every read passes, every write fails with StoreReadOnlyError (503 at the edge), except the record of
- * a key's last use, which is skipped.
- */
-export function readOnly (store: Store, status: SchemaStatus): Store {
-  const reason = aheadError(status).message
-  return new Proxy(store, {
-    get (target, property) {
-      const value: unknown = Reflect.get(target, property, target)
-      if (typeof value !== 'function') return value
-      if (typeof property === 'string' && SKIPPED.has(property)) return async () => {}
-      if (typeof property !== 'string' || !READS.has(property)) return async () => { throw new StoreReadOnlyError(reason) }
-      return (value as (...args: unknown[]) => unknown).bind(target)
-    }
-  })
-}
-
-/**
- * Applies pending migrations. A SQLite store that has a schema (and so, possibly, data) is first copied next to
- * its file (`<file>.backup-v<version>`): a migration that goes wrong on a machine's only copy loses nothing.
- * PostgreSQL is backed up by its operators' own means (pg_dump, snapshots). Returns how many migrations were
- * applied and where the copy is.
- */
-export async function migrateStore (store: Store, databaseUrl: string): Promise<{ applied: number, from: number, to: number, backup: string | null }> {
-  const status = await store.schemaStatus()
+export async function migrateStore (store: Pick<Store, 'schema'>, databaseUrl: string): Promise<{ applied: number, from: number, to: number, backup: string | null }> {
+  const { schema } = store
+  const status = await schema.schemaStatus()
   if (status.ahead.length > 0) throw aheadError(status)
   let backup: string | null = null
-  if (store instanceof SqliteStore && status.version > 0 && status.pending.length > 0 && databaseUrl !== ':memory:') {
+  if (schema.copyTo !== undefined && status.version > 0 && status.pending.length > 0 && databaseUrl !== ':memory:') {
     backup = `${databaseUrl}.backup-v${status.version}`
-    await store.backup(backup)
+    await schema.copyTo(backup)
   }
-  const applied = await store.migrate()
-  return { applied, from: status.version, to: (await store.schemaStatus()).version, backup }
+  const applied = await schema.migrate()
+  return { applied, from: status.version, to: (await schema.schemaStatus()).version, backup }
 }

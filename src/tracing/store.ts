@@ -2,15 +2,15 @@
  * A span per store call, in traced processes only (the app wraps its store with traceStore when tracingOn()): like
  * the store's metrics (src/metrics/store.ts), a Proxy that leaves the store implementations alone. A call's span is
  * active while it runs, so the PostgreSQL store's queries (the pg instrumentation) and the SQLite store's group commit
- * are its children. Each call is a span only inside a traced request: background work makes no traces.
+ * (./commits.ts) are its children. Each call is a span only inside a traced request: background work makes no traces.
  */
 import type { Span } from '@opentelemetry/api'
-import type { Store } from '../store/types.js'
-import { isAsyncIterable, wrapMethods } from '../store/wrap.js'
+import { isAsyncIterable, wrapStore } from '../store/observe.js'
+import type { Store } from '../store/store.js'
 import { endSpan, SpanKind, startSpan, within } from './spans.js'
 
-/** The Store's synchronous members: answered in memory (or by a pragma), not calls worth a span. */
-const SYNCHRONOUS: ReadonlySet<string> = new Set<keyof Store>(['poolStats', 'changedElsewhere'])
+/** The store's synchronous members: answered in memory (or by a pragma), not calls worth a span. */
+const SYNCHRONOUS: ReadonlySet<string> = new Set<keyof Store | keyof Store['stock']>(['poolStats', 'changedElsewhere'])
 
 /** An iteration (a paged listing) as one span, from the call to its last page, each page read with the span active. */
 async function * traced<T> (iterable: AsyncIterable<T>, span: Span): AsyncGenerator<T> {
@@ -41,7 +41,7 @@ async function * traced<T> (iterable: AsyncIterable<T>, span: Span): AsyncGenera
 export function traceStore<S extends Store> (store: S): S {
   const embedded = store.kind === 'sqlite'
   const kind = embedded ? SpanKind.CLIENT : SpanKind.INTERNAL
-  return wrapMethods(store, (property, call) => {
+  return wrapStore(store, (property, call) => {
     if (SYNCHRONOUS.has(property)) return (...args) => call(args)
     const name = `store ${property}`
     const attributes = embedded ? { 'petstore.store.operation': property, 'db.system.name': 'sqlite' } : { 'petstore.store.operation': property }

@@ -86,7 +86,7 @@ function gatekeeper (env: Record<string, string> = {}, keys: Record<string, ApiK
   const events: Array<[string, DecisionOutcome] | ['ban']> = []
   const limiter = new MemoryLimiter({ clock: () => clock.now })
   const gate = new Gatekeeper({
-    store,
+    store: { keys: store },
     limiter: limiterMode === 'in process' ? limiter : asynchronous(limiter),
     limits: config.rateLimits,
     environment: config.environment,
@@ -446,7 +446,7 @@ describe('admission without promises', () => {
     const config = loadConfig({ AUTH_CACHE_TTL_MS: '60000', RATE_LIMIT_FREE: '5/50' })
     const key = record('key_a')
     const gate = new Gatekeeper({
-      store: { findApiKeyByHash: async (hash) => hash === hashKey(LIVE) ? key : null, banApiKey: async () => true, recordKeyUse: async () => {} },
+      store: { keys: { findApiKeyByHash: async (hash) => hash === hashKey(LIVE) ? key : null, banApiKey: async () => true, recordKeyUse: async () => {} } },
       limiter: new MemoryLimiter({ clock: () => T0 }),
       limits: config.rateLimits,
       environment: config.environment,

@@ -52,9 +52,9 @@ describe('a server killed during keyed writes', () => {
     const at = new Date()
     const left = await inspectStore(cli.db, async (store) => {
       const ledger = new Set<string>()
-      for (let p = 1; p <= PETS; p++) for (const entry of await store.stockHistory(BigInt(p), 1000)) if (entry.requestId !== null) ledger.add(entry.requestId)
+      for (let p = 1; p <= PETS; p++) for (const entry of await store.stock.stockHistory(BigInt(p), 1000)) if (entry.requestId !== null) ledger.add(entry.requestId)
       const recorded = new Set<number>()
-      for (let i = 0; i < WRITES; i++) if (await store.findIdempotencyRecord(keyId, `write-${i}`, at) !== null) recorded.add(i)
+      for (let i = 0; i < WRITES; i++) if (await store.idempotency.findIdempotencyRecord(keyId, `write-${i}`, at) !== null) recorded.add(i)
       return { ledger, recorded }
     })
     for (let i = 0; i < WRITES; i++) {
@@ -70,7 +70,7 @@ describe('a server killed during keyed writes', () => {
     second.server.child.kill('SIGTERM')
     await within(EXIT_TIMEOUT_MS, second.server.exited, 'the server to stop')
     await inspectStore(cli.db, async (store) => {
-      for (let p = 1; p <= PETS; p++) assert.equal((await store.getStockEntry(BigInt(p)))?.quantity, WRITES / PETS, `pet ${p}: each write applied once`)
+      for (let p = 1; p <= PETS; p++) assert.equal((await store.stock.getStockEntry(BigInt(p)))?.quantity, WRITES / PETS, `pet ${p}: each write applied once`)
     })
   })
 })

@@ -1,7 +1,7 @@
 import Database from 'better-sqlite3'
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
-import type { StockChange } from '../../src/store/types.js'
+import type { StockChange } from '../../src/store/stock/types.js'
 import { cliFor, EXIT_TIMEOUT_MS, inspectStore, startServe, within } from './run.js'
 import { importData } from '../../src/domain/import.js'
 
@@ -73,7 +73,7 @@ describe('petstore inventory history', () => {
     const cli = cliFor(t)
     await inspectStore(cli.db, async (store) => {
       await importData(store, { pets: [{ id: BigInt(BIG), name: 'big', status: 'available', quantity: 1 }], orders: [] })
-      await store.setQuantity(change(BigInt(BIG), 5, { reason: 'return', note: 'back' }))
+      await store.stock.setQuantity(change(BigInt(BIG), 5, { reason: 'return', note: 'back' }))
     })
     const res = await cli.run(['inventory', 'history', BIG, '--json'])
     assert.equal(res.code, 0, res.stderr)
@@ -84,7 +84,7 @@ describe('petstore inventory history', () => {
     const cli = cliFor(t)
     await inspectStore(cli.db, async (store) => {
       await importData(store, { pets: [{ id: 1n, name: 'a', status: 'available', quantity: 0 }], orders: [] })
-      for (const quantity of [1, 2, 3, 4, 5]) await store.setQuantity(change(1n, quantity))
+      for (const quantity of [1, 2, 3, 4, 5]) await store.stock.setQuantity(change(1n, quantity))
     })
     const res = await cli.run(['inventory', 'history', '1', '--json', '--limit', '2'])
     assert.equal(res.code, 0, res.stderr)
@@ -100,7 +100,7 @@ describe('petstore inventory history', () => {
     // The store's own write path, which never validated notes: as an earlier release's API let them through.
     await inspectStore(cli.db, async (store) => {
       await importData(store, { pets: [{ id: 1n, name: 'a', status: 'available', quantity: 3 }], orders: [] })
-      await store.setQuantity(change(1n, 4, { note: 'paid\u009b2J \u202egpj.exe \u2028next' }))
+      await store.stock.setQuantity(change(1n, 4, { note: 'paid\u009b2J \u202egpj.exe \u2028next' }))
     })
     const table = await cli.run(['inventory', 'history', '1'])
     assert.equal(table.code, 0, table.stderr)

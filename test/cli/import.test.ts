@@ -46,9 +46,9 @@ function percentages (stderr: string, phase: RegExp): number[] {
 
 async function contents (store: SqliteStore) {
   return {
-    pets: await store.countPets(),
-    inventory: await store.listInventory(),
-    orders: (await store.listOrders({ afterId: null, limit: 1000, status: null })).orders
+    pets: await store.catalog.countPets(),
+    inventory: await store.stock.listInventory(),
+    orders: (await store.catalog.listOrders({ afterId: null, limit: 1000, status: null })).orders
   }
 }
 
@@ -65,14 +65,14 @@ describe('petstore import', () => {
       assert.equal(pets, 7)
       assert.deepEqual(inventory.map((i) => i.petId), [1n, 2n, 3n, 4n, 5n, BIG])
       assert.deepEqual(inventory.at(-1), { petId: BIG, quantity: 1, status: 'available' })
-      assert.deepEqual(await store.getPet(BIG), {
+      assert.deepEqual(await store.catalog.getPet(BIG), {
         id: BIG, name: 'Big Id', status: 'available', tags: [{ id: INT64_MAX, name: 'int64-max' }]
       })
-      assert.equal(await store.getPet(BIG - 1n), null, 'not rounded to 2^53')
+      assert.equal(await store.catalog.getPet(BIG - 1n), null, 'not rounded to 2^53')
       assert.deepEqual(orders.at(-1), {
         id: BIG, petId: BIG, quantity: 1, shipDate: '2026-11-22T12:00:00Z', status: 'placed', complete: false
       })
-      assert.deepEqual(await store.getPet(1n), {
+      assert.deepEqual(await store.catalog.getPet(1n), {
         id: 1n,
         name: 'Rex',
         status: 'available',
@@ -106,7 +106,7 @@ describe('petstore import', () => {
         { petId: INT64_MIN, quantity: 1000000000, status: 'pending' },
         { petId: INT64_MAX, quantity: 0, status: 'sold' }
       ])
-      assert.deepEqual((await store.getPet(INT64_MAX))?.category, { id: INT64_MIN, name: 'min' })
+      assert.deepEqual((await store.catalog.getPet(INT64_MAX))?.category, { id: INT64_MIN, name: 'min' })
       assert.deepEqual(orders, [{
         id: INT64_MAX, petId: INT64_MIN, quantity: 2147483647, shipDate: '2026-11-20T10:00:00.123+02:00', status: 'approved', complete: true
       }])
@@ -118,8 +118,8 @@ describe('petstore import', () => {
     const file = cli.file('pets.json', '{ "pets": [{ "id": 6, "name": "Nibbles", "status": "available" }] }')
     assert.equal((await cli.run(['import', file])).code, 0)
     await inspectStore(cli.db, async (store) => {
-      assert.equal(await store.countPets(), 1)
-      assert.deepEqual(await store.listInventory(), [])
+      assert.equal(await store.catalog.countPets(), 1)
+      assert.deepEqual(await store.stock.listInventory(), [])
     })
   })
 
@@ -142,7 +142,7 @@ describe('petstore import', () => {
     await inspectStore(cli.db, async (store) => {
       const { pets, inventory, orders } = await contents(store)
       assert.equal(pets, 2)
-      assert.deepEqual(await store.getPet(1n), { id: 1n, name: 'Rex the Second', status: 'pending' })
+      assert.deepEqual(await store.catalog.getPet(1n), { id: 1n, name: 'Rex the Second', status: 'pending' })
       assert.deepEqual(inventory, [
         { petId: 1n, quantity: 9, status: 'pending' },
         { petId: 2n, quantity: 1, status: 'available' }
@@ -162,8 +162,8 @@ describe('petstore import', () => {
     assert.equal(res.stderr, `Imported 100000 pet(s) and 0 order(s) from ${file}.\n`)
 
     await inspectStore(cli.db, async (store) => {
-      assert.equal(await store.countPets(), MANY)
-      assert.deepEqual(await store.getPet(1n), {
+      assert.equal(await store.catalog.countPets(), MANY)
+      assert.deepEqual(await store.catalog.getPet(1n), {
         id: 1n,
         name: 'Pet 0',
         status: 'available',
@@ -171,10 +171,10 @@ describe('petstore import', () => {
         tags: [{ id: 1n, name: 'tag 0' }],
         photoUrls: ['https://images.petstore.example/pets/0.jpg']
       })
-      assert.equal((await store.getPet(BIG + 99_999n))?.name, 'Pet 99999')
-      assert.equal((await store.getPet(BIG + 24_999n))?.name, 'Pet 24999')
-      assert.equal(await store.getPet(BIG + 24_998n), null, 'not rounded to a neighbouring double')
-      assert.equal((await store.getPet(99_999n))?.name, 'Pet 99998')
+      assert.equal((await store.catalog.getPet(BIG + 99_999n))?.name, 'Pet 99999')
+      assert.equal((await store.catalog.getPet(BIG + 24_999n))?.name, 'Pet 24999')
+      assert.equal(await store.catalog.getPet(BIG + 24_998n), null, 'not rounded to a neighbouring double')
+      assert.equal((await store.catalog.getPet(99_999n))?.name, 'Pet 99998')
     })
   })
 
@@ -199,7 +199,7 @@ describe('petstore import', () => {
     // One status line redrawn in place: the only newlines end the progress line and the summary.
     assert.match(stderr, /\rWriting: 100% \(20,000 of 20,000 records\)\nImported 20000 pet\(s\) and 0 order\(s\) from .*many\.json\.\n$/)
     assert.equal(stderr.split('\n').length, 3)
-    await inspectStore(cli.db, async (store) => assert.equal(await store.countPets(), 20_000))
+    await inspectStore(cli.db, async (store) => assert.equal(await store.catalog.countPets(), 20_000))
   })
 
   test('when progress is switched off, then stderr holds only the summary', async (t) => {
@@ -223,7 +223,7 @@ describe('petstore import', () => {
     assert.equal(res.code, 1, res.stderr)
     // The progress line is erased first, so the message starts on a clean line.
     assert.ok(res.stderr.endsWith(`\r${ERASE}petstore: import rejected, nothing was imported: pets[99999].status must be one of available, pending, sold\n`), res.stderr)
-    await inspectStore(cli.db, async (store) => assert.equal(await store.countPets(), 0))
+    await inspectStore(cli.db, async (store) => assert.equal(await store.catalog.countPets(), 0))
   })
 
   test('when two pets far apart share an id, then nothing is imported and both places are named', async (t) => {
@@ -232,7 +232,7 @@ describe('petstore import', () => {
     const res = await cli.run(['import', file])
     assert.equal(res.code, 1, res.stderr)
     assert.match(res.stderr, /pets\[99998\]\.id 6 repeats pets\[5\]\.id/)
-    await inspectStore(cli.db, async (store) => assert.equal(await store.countPets(), 0))
+    await inspectStore(cli.db, async (store) => assert.equal(await store.catalog.countPets(), 0))
   })
 
   test('when a large file is cut off in the middle, then nothing is imported and the cut record is named', async (t) => {
@@ -242,7 +242,7 @@ describe('petstore import', () => {
     const res = await cli.run(['import', cli.file('cut.json', text.slice(0, cut))])
     assert.equal(res.code, 1, res.stderr)
     assert.match(res.stderr, /nothing was imported: the file is not valid JSON: it ends before the JSON is complete \(inside pets\[60000\]\)/)
-    await inspectStore(cli.db, async (store) => assert.equal(await store.countPets(), 0))
+    await inspectStore(cli.db, async (store) => assert.equal(await store.catalog.countPets(), 0))
   })
 
   test('when a large file has a syntax error, then nothing is imported and its line and column are named', async (t) => {
@@ -252,7 +252,7 @@ describe('petstore import', () => {
     const res = await cli.run(['import', file])
     assert.equal(res.code, 1, res.stderr)
     assert.match(res.stderr, /nothing was imported: the file is not valid JSON: expected an object key at line 80002, column 13\n$/)
-    await inspectStore(cli.db, async (store) => assert.equal(await store.countPets(), 0))
+    await inspectStore(cli.db, async (store) => assert.equal(await store.catalog.countPets(), 0))
   })
 
   test('when the file is empty, then it exits 1 saying so', async (t) => {
@@ -458,7 +458,7 @@ describe('petstore import', () => {
     assert.match(res.stderr, /pets\[1\]\.status/)
     const after = await inspectStore(cli.db, contents)
     assert.deepEqual(after, before)
-    await inspectStore(cli.db, async (store) => assert.equal((await store.getPet(1n))?.name, 'Rex'))
+    await inspectStore(cli.db, async (store) => assert.equal((await store.catalog.getPet(1n))?.name, 'Rex'))
   })
 
   test('when the file does not exist, then it exits 1 naming the file', async (t) => {
@@ -475,7 +475,7 @@ describe('petstore import', () => {
     assert.equal(res.code, 1)
     assert.equal(res.stdout, '')
     assert.match(res.stderr, /^petstore: import rejected, nothing was imported: the file is not valid JSON/)
-    await inspectStore(cli.db, async (store) => assert.equal(await store.countPets(), 0))
+    await inspectStore(cli.db, async (store) => assert.equal(await store.catalog.countPets(), 0))
   })
 
   const invalidUtf8: Array<[string, number[]]> = [
@@ -495,7 +495,7 @@ describe('petstore import', () => {
       assert.equal(res.code, 1, res.stderr)
       const column = head.length - head.lastIndexOf(0x0A)
       assert.equal(res.stderr, `petstore: import rejected, nothing was imported: the file is not valid UTF-8 at byte ${head.length} (line 3, column ${column})\n`)
-      await inspectStore(cli.db, async (store) => assert.equal(await store.countPets(), 0))
+      await inspectStore(cli.db, async (store) => assert.equal(await store.catalog.countPets(), 0))
     })
   }
 
@@ -516,7 +516,7 @@ describe('petstore import', () => {
     // Enough 2-, 3- and 4-byte characters that some straddle the 64 KiB read chunks.
     const res = await cli.run(['import', cli.file('unicode.json', manyPets(3000, (i) => `{"id":${i + 1},"name":"Ünïcödé 🐕 ${'€'.repeat(i % 30)}","status":"available"}`))])
     assert.equal(res.code, 0, res.stderr)
-    await inspectStore(cli.db, async (store) => assert.equal((await store.getPet(2999n))?.name, `Ünïcödé 🐕 ${'€'.repeat(2998 % 30)}`))
+    await inspectStore(cli.db, async (store) => assert.equal((await store.catalog.getPet(2999n))?.name, `Ünïcödé 🐕 ${'€'.repeat(2998 % 30)}`))
   })
 
   test('when a JSON object repeats a key, then it exits 1 instead of silently keeping one value', async (t) => {

@@ -124,7 +124,7 @@ describe('petstore keys show', () => {
     const created = await create(cli, '--plan', 'enterprise', '--per-minute', '50', '--per-day', '500', '--name', 'partner', '--expires-in', '30d')
     const since = new Date()
     const until = new Date(since.getTime() + 900_000)
-    await inspectStore(cli.db, (store) => store.banApiKey(created.id, { since, until, seconds: 900 }))
+    await inspectStore(cli.db, (store) => store.keys.banApiKey(created.id, { since, until, seconds: 900 }))
     const res = await cli.run(['keys', 'show', created.id])
     assert.equal(res.code, 0, res.stderr)
     const fields = new Map(res.stdout.trimEnd().split('\n').map((line) => [line.slice(0, 21).trim().replace(/:$/, ''), line.slice(21)]))
@@ -152,7 +152,7 @@ describe('petstore keys list', () => {
     const revoked = await create(cli, '--plan', 'business', '--name', `revoked ${long}`.slice(0, 200))
     assert.equal((await cli.run(['keys', 'revoke', revoked.id])).code, 0)
     const banned = await create(cli, '--plan', 'free', '--scope', 'read', '--name', 'short')
-    await inspectStore(cli.db, (store) => store.banApiKey(banned.id, { since: new Date(), until: new Date(Date.now() + 60_000), seconds: 60 }))
+    await inspectStore(cli.db, (store) => store.keys.banApiKey(banned.id, { since: new Date(), until: new Date(Date.now() + 60_000), seconds: 60 }))
     const expiring = await create(cli, '--plan', 'pro', '--expires-in', '1s')
     await new Promise((resolve) => setTimeout(resolve, 1100))
 

@@ -303,7 +303,7 @@ describe('petstore keys unban', () => {
     const created = JSON.parse((await cli.run(['keys', 'create', '--plan', 'free', '--json'])).stdout) as KeyJson
     const since = new Date()
     const until = new Date(since.getTime() + 900_000)
-    await inspectStore(cli.db, (store) => store.banApiKey(created.id, { since, until, seconds: 900 }))
+    await inspectStore(cli.db, (store) => store.keys.banApiKey(created.id, { since, until, seconds: 900 }))
 
     const listed = JSON.parse((await cli.run(['keys', 'list', '--json'])).stdout) as KeyJson[]
     assert.equal(listed[0]?.bannedUntil, until.toISOString())

@@ -154,7 +154,7 @@ export function cliFor (t: TestContext, env: Record<string, string> = {}): Cli {
 export async function inspectStore<T> (db: string, work: (store: SqliteStore) => Promise<T>): Promise<T> {
   const store = new SqliteStore(db)
   try {
-    await store.migrate()
+    await store.schema.migrate()
     return await work(store)
   } finally {
     await store.close()

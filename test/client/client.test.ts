@@ -316,8 +316,8 @@ describe('typed client: errors and retries', () => {
     assert.equal((await rejection(clientFor(baseUrl, key, { onRateLimited, maxAttempts: 1 }).client.listInventory())).code, 'rate_limited')
     // A 503 is retried after its backoff: not a rate limit.
     let failures = 1
-    const getPet = store.getPet.bind(store)
-    store.getPet = async (id) => {
+    const getPet = store.catalog.getPet.bind(store.catalog)
+    store.catalog.getPet = async (id) => {
       if (failures-- > 0) throw new StoreUnavailableError('injected outage')
       return getPet(id)
     }
@@ -376,9 +376,9 @@ describe('typed client: errors and retries', () => {
 
   test('when the store is unavailable for two requests, then the client backs off with jitter above Retry-After and succeeds', async (t) => {
     const { baseUrl, key, store } = await served(t, {}, { pets: [pet(BIG)] })
-    const getPet = store.getPet.bind(store)
+    const getPet = store.catalog.getPet.bind(store.catalog)
     let failures = 2
-    store.getPet = async (id) => {
+    store.catalog.getPet = async (id) => {
       if (failures-- > 0) throw new StoreUnavailableError('injected outage')
       return getPet(id)
     }
@@ -395,7 +395,7 @@ describe('typed client: errors and retries', () => {
 
   test('when the store stays unavailable, then the client gives up after maxAttempts requests and throws the last error', async (t) => {
     const { baseUrl, key, store } = await served(t, {}, { pets: [pet(1)] })
-    store.getPet = async () => { throw new StoreUnavailableError('injected outage') }
+    store.catalog.getPet = async () => { throw new StoreUnavailableError('injected outage') }
     const { client, requests, delays } = clientFor(baseUrl, key, { maxAttempts: 3 })
     const error = await rejection(client.getPet(1))
     assert.equal(error.status, 503)
@@ -501,7 +501,7 @@ describe('client: batches', () => {
     const refused = await rejection(client.batchUpdateInventory({ changes: [{ petId: 1n, delta: 1 }, { petId: BIG, delta: -100 }] }))
     assert.deepEqual([refused.status, refused.code, refused.attempts], [409, 'batch_refused', 1])
     assert.deepEqual(refused.failures?.map((f) => [f.index, f.petId, f.code]), [[1, BIG, 'stock_out_of_range']])
-    assert.deepEqual([(await store.getStockEntry(1n))?.quantity, (await store.getStockEntry(BIG))?.quantity], [4, 5])
+    assert.deepEqual([(await store.stock.getStockEntry(1n))?.quantity, (await store.stock.getStockEntry(BIG))?.quantity], [4, 5])
     assert.equal(requests.length, 2)
     const unsafe = Number('9007199254740993') as unknown as bigint
     await assert.rejects(client.batchUpdateInventory({ changes: [{ petId: unsafe, delta: 1 }] }), /changes\[0\].petId 9007199254740992 is not a safe integer/)
@@ -559,15 +559,15 @@ describe('client: relative stock changes', () => {
         return response
       }
       const { client } = clientFor(baseUrl, key, { fetch: lossy })
-      const before = (await store.stockHistory(1n, 100)).length
+      const before = (await store.stock.stockHistory(1n, 100)).length
       const result = await call(client)
       assert.equal(result.replayed, true, method)
       assert.equal(keys.length, 2)
       assert.equal(keys[0], keys[1], 'every try of one call sends one key')
       assert.match(keys[0] ?? '', /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/)
-      assert.equal((await store.stockHistory(1n, 100)).length, before + 1, `${method} applied once`)
+      assert.equal((await store.stock.stockHistory(1n, 100)).length, before + 1, `${method} applied once`)
     }
-    assert.equal((await store.getStockEntry(1n))?.quantity, 9)
+    assert.equal((await store.stock.getStockEntry(1n))?.quantity, 9)
   })
 
   test('when a write gives up without an answer, then the error carries its key, and a call with that key applies nothing twice', async (t) => {
@@ -583,7 +583,7 @@ describe('client: relative stock changes', () => {
     assert.match(failed.idempotencyKey ?? '', /^[0-9a-f-]{36}$/)
     const again = await clientFor(baseUrl, key).client.adjustInventory(1, { delta: 1 }, { idempotencyKey: failed.idempotencyKey ?? '' })
     assert.deepEqual([again.replayed, again.data.quantity, again.idempotencyKey], [true, 2, failed.idempotencyKey])
-    assert.equal((await store.getStockEntry(1n))?.quantity, 2, 'applied once in five tries')
+    assert.equal((await store.stock.getStockEntry(1n))?.quantity, 2, 'applied once in five tries')
   })
 
   test('when writes are made, then each call has a key of its own, and a key given by the caller is the one sent', async (t) => {
@@ -602,7 +602,7 @@ describe('client: relative stock changes', () => {
     const again = await client.adjustInventory(1, { delta: 1 }, { idempotencyKey: 'job-77' })
     assert.deepEqual([mine.replayed, again.replayed, again.data.quantity], [false, true, 5])
     assert.deepEqual(sent.slice(2), ['job-77', 'job-77'])
-    assert.equal((await store.getStockEntry(1n))?.quantity, 5)
+    assert.equal((await store.stock.getStockEntry(1n))?.quantity, 5)
     for (const bad of ['', ' x', 'x ', '"x"', 'caf\u00e9', 'k'.repeat(256)]) {
       await assert.rejects(client.adjustInventory(1, { delta: 1 }, { idempotencyKey: bad }), RangeError)
     }
@@ -644,7 +644,7 @@ describe('client: relative stock changes', () => {
     assert.equal(second.data.quantity, 4)
     assert.equal(requests.length, 3)
     assert.equal(delays.length, 1)
-    assert.equal((await ctx.store.stockHistory(1n, 10)).length, 3, 'the import and two adjustments')
+    assert.equal((await ctx.store.stock.stockHistory(1n, 10)).length, 3, 'the import and two adjustments')
   })
 })
 

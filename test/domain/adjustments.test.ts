@@ -8,7 +8,8 @@ import { adjustQuantity, StaleEntryError } from '../../src/domain/inventory.js'
 import { MAX_QUANTITY } from '../../src/domain/rules.js'
 import type { StockEntry } from '../../src/model.js'
 import { AppError } from '../../src/errors.js'
-import type { StockAdjustment, StockAdjustmentResult, Store } from '../../src/store/types.js'
+import type { StockAdjustment, StockAdjustmentResult } from '../../src/store/stock/types.js'
+import type { Store } from '../../src/store/store.js'
 
 const ENTRY: StockEntry = { petId: 7n, quantity: 5, status: 'available', revision: 3n }
 const ACTOR = { keyId: 'key_a', requestId: 'req-1' }
@@ -16,7 +17,7 @@ const clock = (): number => Date.parse('2026-11-23T12:00:00Z')
 
 function storeAnswering (result: StockAdjustmentResult) {
   const asked: StockAdjustment[] = []
-  const store = { adjustQuantity: async (change: StockAdjustment) => { asked.push(change); return result } } as unknown as Store
+  const store = { stock: { adjustQuantity: async (change: StockAdjustment) => { asked.push(change); return result } } } as unknown as Store
   return { store, asked }
 }
 

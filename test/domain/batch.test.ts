@@ -9,7 +9,8 @@ import { applyBatch, BatchRefusedError, type BatchChangeRequest } from '../../sr
 import { MAX_QUANTITY } from '../../src/domain/rules.js'
 import type { StockEntry } from '../../src/model.js'
 import { AppError } from '../../src/errors.js'
-import type { StockBatch, StockBatchResult, Store } from '../../src/store/types.js'
+import type { StockBatch, StockBatchResult } from '../../src/store/stock/types.js'
+import type { Store } from '../../src/store/store.js'
 
 const NOW = Date.parse('2026-11-23T12:00:00Z')
 const clock = (): number => NOW
@@ -21,8 +22,8 @@ const set = (petId: bigint, quantity: number): BatchChangeRequest => ({ petId, q
 function storeAnswering (answer: (batch: StockBatch) => StockBatchResult) {
   const asked: StockBatch[] = []
   const store = {
-    applyBatch: async (batch: StockBatch) => { asked.push(batch); return answer(batch) },
-    findIdempotencyRecord: async () => ({ fingerprint: 'other', entries: [], createdAt: new Date(NOW), expiresAt: new Date(NOW + 1000) })
+    stock: { applyBatch: async (batch: StockBatch) => { asked.push(batch); return answer(batch) } },
+    idempotency: { findIdempotencyRecord: async () => ({ fingerprint: 'other', entries: [], createdAt: new Date(NOW), expiresAt: new Date(NOW + 1000) }) }
   } as unknown as Store
   return { store, asked }
 }

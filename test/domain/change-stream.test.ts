@@ -11,17 +11,19 @@ import { FeedWatch, followChanges, REGISTRATION_PERIODS, StreamRegistry, streamS
 import { InvalidCursorError } from '../../src/domain/cursor.js'
 import { feedCursor, type ChangeView } from '../../src/domain/feed.js'
 import { importData } from '../../src/domain/import.js'
-import type { FeedPosition, Store } from '../../src/store/types.js'
+import type { FeedPosition, StockReads } from '../../src/store/stock/types.js'
 import { pet, tempStore } from '../helpers/app.js'
 
 /** A store whose head the test moves, counting the reads. */
 function headStore (initial: FeedPosition | null = null) {
   const state = { head: initial, reads: 0, fail: false }
   const store = {
-    feedHead: async () => {
-      state.reads++
-      if (state.fail) throw new Error('store down')
-      return state.head
+    stock: {
+      feedHead: async () => {
+        state.reads++
+        if (state.fail) throw new Error('store down')
+        return state.head
+      }
     }
   }
   return { store, state }
@@ -103,7 +105,7 @@ describe('followChanges', () => {
   test('when following from a cursor, then what came after it comes in pages, then each new change once, and abort ends the wait', async (t) => {
     const store = await tempStore(t)
     await importData(store, { pets: [1, 2, 3, 4, 5].map((id) => pet(id, { quantity: id })), orders: [] })
-    const first = (await store.listChanges(null, 1))[0]
+    const first = (await store.stock.listChanges(null, 1))[0]
     assert.ok(first !== undefined)
     const watch = new FeedWatch({ store, pollMs: 10 })
     t.after(() => { watch.close() })
@@ -131,13 +133,9 @@ describe('followChanges', () => {
     const store = await tempStore(t)
     await importData(store, { pets: Array.from({ length: 10 }, (_, i) => pet(i + 1)), orders: [] })
     let reads = 0
-    const counted = new Proxy(store, {
-      get (target, property) {
-        const value = Reflect.get(target, property, target) as unknown
-        if (property === 'listChanges') return async (...args: Parameters<Store['listChanges']>) => { reads++; return await target.listChanges(...args) }
-        return typeof value === 'function' ? value.bind(target) : value
-      }
-    })
+    const counted = {
+      stock: { listChanges: async (...args: Parameters<StockReads['listChanges']>) => { reads++; return await store.stock.listChanges(...args) } }
+    }
     const watch = new FeedWatch({ store, pollMs: 10 })
     t.after(() => { watch.close() })
     const stop = new AbortController()
@@ -174,9 +172,11 @@ describe('StreamRegistry', () => {
     let release: () => void = () => {}
     const gate = new Promise<void>((resolve) => { release = resolve })
     const store = {
-      openEventStream: async () => { opens++; await gate; return true },
-      renewEventStreams: async () => [],
-      closeEventStream: async () => {}
+      streams: {
+        openEventStream: async () => { opens++; await gate; return true },
+        renewEventStreams: async () => [],
+        closeEventStream: async () => {}
+      }
     }
     const registry = new StreamRegistry({ store, maxPerQuota: 100, maxPerInstance: 2, renewMs: 1000, clock: () => T0 })
     t.after(() => registry.stop())
@@ -210,7 +210,7 @@ describe('StreamRegistry', () => {
     const clock = { now: T0 }
     const registry = new StreamRegistry({ store, maxPerQuota: 10, maxPerInstance: 10, renewMs: 60_000, clock: () => clock.now })
     t.after(() => registry.stop())
-    const key = (id: string, expiresAt: Date | null = null) => store.createApiKey({ id, keyHash: `hash-${id}`, name: null, plan: 'free', perMinute: null, perDay: null, createdAt: new Date(T0 - 1000), expiresAt })
+    const key = (id: string, expiresAt: Date | null = null) => store.keys.createApiKey({ id, keyHash: `hash-${id}`, name: null, plan: 'free', perMinute: null, perDay: null, createdAt: new Date(T0 - 1000), expiresAt })
     await key('key_kept')
     await key('key_revoked')
     await key('key_expiring', new Date(T0 + 30_000))
@@ -218,7 +218,7 @@ describe('StreamRegistry', () => {
     for (const id of ['key_kept', 'key_revoked', 'key_expiring']) assert.equal((await registry.open('q', id, () => { ended.push(id) })).outcome, 'opened')
     await registry.renew()
     assert.deepEqual(ended, [], 'every key works')
-    await store.revokeApiKey('key_revoked', new Date(T0 + 1000))
+    await store.keys.revokeApiKey('key_revoked', new Date(T0 + 1000))
     clock.now = T0 + 30_000
     await registry.renew()
     assert.deepEqual(ended.sort(), ['key_expiring', 'key_revoked'])
@@ -227,9 +227,11 @@ describe('StreamRegistry', () => {
   test('when the store fails to renew or close, then the error is reported and nothing throws', async (t) => {
     const errors: string[] = []
     const store = {
-      openEventStream: async () => true,
-      renewEventStreams: async () => { throw new Error('down') },
-      closeEventStream: async () => { throw new Error('down') }
+      streams: {
+        openEventStream: async () => true,
+        renewEventStreams: async () => { throw new Error('down') },
+        closeEventStream: async () => { throw new Error('down') }
+      }
     }
     const registry = new StreamRegistry({ store, maxPerQuota: 1, maxPerInstance: 1, renewMs: 10, clock: () => T0, onError: (_e, what) => { errors.push(what) } })
     t.after(() => registry.stop())

@@ -8,7 +8,9 @@ import { IdempotencyKeys, purgeExpiredKeys } from '../../src/domain/idempotency.
 import { adjustQuantity, updateQuantity } from '../../src/domain/inventory.js'
 import type { StockEntry } from '../../src/model.js'
 import { AppError } from '../../src/errors.js'
-import type { IdempotencyClaim, IdempotencyRecord, StockAdjustment, StockChange, Store } from '../../src/store/types.js'
+import type { IdempotencyClaim, IdempotencyRecord } from '../../src/store/idempotency/types.js'
+import type { StockAdjustment, StockChange } from '../../src/store/stock/types.js'
+import type { Store } from '../../src/store/store.js'
 
 const NOW = Date.parse('2026-11-23T12:00:00Z')
 const clock = (): number => NOW
@@ -32,11 +34,12 @@ function recordingStore () {
     return { status: 'updated' as const, entry }
   }
   const store = {
-    setQuantity: write,
-    adjustQuantity: write,
-    findIdempotencyRecord: async (scope: string, key: string, at: Date) => {
-      const record = records.get(`${scope}\n${key}`)
-      return record !== undefined && record.expiresAt > at ? record : null
+    stock: { setQuantity: write, adjustQuantity: write },
+    idempotency: {
+      findIdempotencyRecord: async (scope: string, key: string, at: Date) => {
+        const record = records.get(`${scope}\n${key}`)
+        return record !== undefined && record.expiresAt > at ? record : null
+      }
     }
   } as unknown as Store
   return { store, records, applied, hold: (until: Promise<void>) => { gate = until } }
@@ -117,18 +120,22 @@ describe('idempotency keys', () => {
     const records = new Map<string, { fingerprint: string, expiresAt: Date, entries: StockEntry[], createdAt: Date }>()
     let applied = 0
     const store = {
-      adjustQuantity: async (change: StockAdjustment) => {
-        const claim = change.idempotency as IdempotencyClaim
-        const held = records.get(claim.key)
-        time.now += 2 // the write takes a little while
-        if (held !== undefined && held.expiresAt > change.at) return { status: 'recorded' }
-        applied++
-        records.set(claim.key, { fingerprint: claim.fingerprint, expiresAt: claim.expiresAt, entries: [ENTRY], createdAt: change.at })
-        return { status: 'updated', entry: ENTRY }
+      stock: {
+        adjustQuantity: async (change: StockAdjustment) => {
+          const claim = change.idempotency as IdempotencyClaim
+          const held = records.get(claim.key)
+          time.now += 2 // the write takes a little while
+          if (held !== undefined && held.expiresAt > change.at) return { status: 'recorded' }
+          applied++
+          records.set(claim.key, { fingerprint: claim.fingerprint, expiresAt: claim.expiresAt, entries: [ENTRY], createdAt: change.at })
+          return { status: 'updated', entry: ENTRY }
+        }
       },
-      findIdempotencyRecord: async (_scope: string, key: string, at: Date) => {
-        const held = records.get(key)
-        return held !== undefined && held.expiresAt > at ? held : null
+      idempotency: {
+        findIdempotencyRecord: async (_scope: string, key: string, at: Date) => {
+          const held = records.get(key)
+          return held !== undefined && held.expiresAt > at ? held : null
+        }
       }
     } as unknown as Store
     const keys = new IdempotencyKeys({ store, clock: ticking, ttlSeconds: 60 })
@@ -142,14 +149,14 @@ describe('idempotency keys', () => {
   test('when a keyed write fails, then the key is free again in this process', async () => {
     const { store } = recordingStore()
     const keys = new IdempotencyKeys({ store, clock, ttlSeconds: 3600 })
-    const failing = { ...store, adjustQuantity: async () => { throw new Error('disk full') } } as unknown as Store
+    const failing = { ...store, stock: { ...store.stock, adjustQuantity: async () => { throw new Error('disk full') } } } as unknown as Store
     await assert.rejects(adjustQuantity(failing, 7n, adjust(2), ACTOR, clock, { keys, key: 'k1', owner: 'key_a' }), /disk full/)
     assert.equal((await adjustQuantity(store, 7n, adjust(2), ACTOR, clock, { keys, key: 'k1', owner: 'key_a' })).replayed, false)
   })
 
   test('when the fingerprint is taken, then revisions in any order and repeated count as one condition, and every part counts', async () => {
     const seen: string[] = []
-    const capture = { setQuantity: async (change: StockChange) => { seen.push(change.idempotency?.fingerprint ?? ''); return { status: 'not_found' } } } as unknown as Store
+    const capture = { stock: { setQuantity: async (change: StockChange) => { seen.push(change.idempotency?.fingerprint ?? ''); return { status: 'not_found' } } } } as unknown as Store
     const keys = new IdempotencyKeys({ store: capture, clock, ttlSeconds: 60 })
     // not_found records nothing, so the key stays free for the next one.
     for (const expectedRevisions of [[3n, 12n], [12n, 3n, 3n], [3n], null]) {
@@ -162,7 +169,7 @@ describe('idempotency keys', () => {
   test('when expired records are purged, then batches are deleted until one comes back short', async () => {
     const asked: Array<[Date, number]> = []
     const answers = [500, 500, 120]
-    const store = { purgeIdempotencyRecords: async (before: Date, limit: number) => { asked.push([before, limit]); return answers.shift() ?? 0 } } as unknown as Store
+    const store = { idempotency: { purgeIdempotencyRecords: async (before: Date, limit: number) => { asked.push([before, limit]); return answers.shift() ?? 0 } } } as unknown as Store
     assert.equal(await purgeExpiredKeys(store, clock), 1120)
     assert.deepEqual(asked.map(([before, limit]) => [before.getTime(), limit]), [[NOW, 500], [NOW, 500], [NOW, 500]])
   })

@@ -12,7 +12,7 @@ import { loadConfig, type Config } from '../../src/config.js'
 import { createKey } from '../../src/access/keys.js'
 import type { PetImport, Order, Plan } from '../../src/model.js'
 import { SqliteStore } from '../../src/store/sqlite/index.js'
-import type { Store } from '../../src/store/types.js'
+import type { Store } from '../../src/store/store.js'
 import { importData } from '../../src/domain/import.js'
 
 export function tempDir (t: TestContext): string {
@@ -23,7 +23,7 @@ export function tempDir (t: TestContext): string {
 
 export async function tempStore (t: TestContext): Promise<SqliteStore> {
   const store = new SqliteStore(join(tempDir(t), 'test.db'))
-  await store.migrate()
+  await store.schema.migrate()
   t.after(() => store.close())
   return store
 }

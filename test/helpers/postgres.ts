@@ -66,7 +66,7 @@ export async function tempPostgresStore (t: TestContext, options: PostgresOption
   const schema = await tempSchema(t)
   const store = new PostgresStore(POSTGRES_URL, { ...options, schema })
   t.after(() => store.close())
-  await store.migrate()
+  await store.schema.migrate()
   return store
 }
 
@@ -109,7 +109,7 @@ export async function resettablePostgresDatabase (): Promise<ResettableDatabase>
   const url = address.toString()
   const store = new PostgresStore(url)
   try {
-    await store.migrate()
+    await store.schema.migrate()
   } finally {
     await store.close()
   }

@@ -27,7 +27,7 @@ describe('POST /v1/inventory/{petId}/adjustments', () => {
     assert.match(res.headers.etag as string, /^"r\d+"$/)
     assert.notEqual(res.headers.etag, before.headers.etag)
     assert.match(res.headers['x-ratelimit-remaining'] as string, /^\d+$/)
-    const last = (await app.store.stockHistory(BIG, 10)).at(-1)
+    const last = (await app.store.stock.stockHistory(BIG, 10)).at(-1)
     assert.deepEqual([last?.previousQuantity, last?.quantity, last?.reason, last?.note, last?.requestId], [2, 5, 'arrival', 'Three puppies', 'delivery-7'])
     const listing = await app.request({ method: 'GET', url: '/v1/inventory', headers: auth(app.key) })
     assert.equal(listing.json()[0].quantity, 5, 'the listing shows the change at once')
@@ -38,7 +38,7 @@ describe('POST /v1/inventory/{petId}/adjustments', () => {
     const res = await adjust(app, 1, { delta: -4 })
     assert.equal(res.statusCode, 200)
     assert.equal(res.json().quantity, 6)
-    const last = (await app.store.stockHistory(1n, 10)).at(-1)
+    const last = (await app.store.stock.stockHistory(1n, 10)).at(-1)
     assert.deepEqual([last?.previousQuantity, last?.quantity, last?.reason, last?.note], [10, 6, 'adjustment', null])
   })
 
@@ -50,8 +50,8 @@ describe('POST /v1/inventory/{petId}/adjustments', () => {
       assert.equal(res.json().code, 'stock_out_of_range')
       assert.equal(res.json().status, 409)
       assert.match(res.json().message, new RegExp(`now ${now}`))
-      assert.equal((await app.store.getStockEntry(BigInt(petId)))?.quantity, now)
-      assert.equal((await app.store.stockHistory(BigInt(petId), 10)).length, 1, 'only the import is in the ledger')
+      assert.equal((await app.store.stock.getStockEntry(BigInt(petId)))?.quantity, now)
+      assert.equal((await app.store.stock.stockHistory(BigInt(petId), 10)).length, 1, 'only the import is in the ledger')
     }
   })
 
@@ -60,7 +60,7 @@ describe('POST /v1/inventory/{petId}/adjustments', () => {
     const answers = await Promise.all(Array.from({ length: 40 }, () => adjust(app, 1, { delta: 1 })))
     assert.ok(answers.every((res) => res.statusCode === 200))
     assert.deepEqual(answers.map((res) => res.json().quantity).sort((a, b) => a - b), Array.from({ length: 40 }, (_, i) => i + 1))
-    assert.equal((await app.store.getStockEntry(1n))?.quantity, 40)
+    assert.equal((await app.store.stock.getStockEntry(1n))?.quantity, 40)
   })
 
   test('when If-Match holds an old ETag, then it answers 412 with the current ETag and changes nothing; with the current one it applies', async (t) => {
@@ -71,7 +71,7 @@ describe('POST /v1/inventory/{petId}/adjustments', () => {
     assert.equal(stale.statusCode, 412)
     assert.equal(stale.json().code, 'precondition_failed')
     assert.equal(stale.headers.etag, moved.headers.etag)
-    assert.equal((await app.store.getStockEntry(1n))?.quantity, 6)
+    assert.equal((await app.store.stock.getStockEntry(1n))?.quantity, 6)
     const fresh = await adjust(app, 1, { delta: 1 }, { 'if-match': moved.headers.etag as string })
     assert.equal(fresh.statusCode, 200)
     assert.equal(fresh.json().quantity, 7)
@@ -93,7 +93,7 @@ describe('POST /v1/inventory/{petId}/adjustments', () => {
       const res = await adjust(app, 1, body)
       assert.equal(res.statusCode, 400)
       assert.equal(res.json().code, 'invalid_request')
-      assert.equal((await app.store.stockHistory(1n, 10)).length, 1)
+      assert.equal((await app.store.stock.stockHistory(1n, 10)).length, 1)
     })
   }
 
@@ -111,7 +111,7 @@ describe('POST /v1/inventory/{petId}/adjustments', () => {
       assert.equal(res.statusCode, 412, tag)
       assert.equal(res.json().code, 'precondition_failed')
     }
-    assert.equal((await app.store.getStockEntry(1n))?.quantity, 5)
+    assert.equal((await app.store.stock.getStockEntry(1n))?.quantity, 5)
   })
 
   test('when the pet has no stock entry, then it answers 404 and records nothing; without a key it answers 401', async (t) => {
@@ -121,7 +121,7 @@ describe('POST /v1/inventory/{petId}/adjustments', () => {
     assert.equal(missing.json().code, 'not_found')
     const keyless = await app.request({ method: 'POST', url: '/v1/inventory/1/adjustments', headers: { 'content-type': 'application/json' }, payload: '{"delta":1}' })
     assert.equal(keyless.statusCode, 401)
-    assert.equal((await app.store.getStockEntry(1n))?.quantity, 5)
+    assert.equal((await app.store.stock.getStockEntry(1n))?.quantity, 5)
   })
 
   test('when another method is used on the adjustments path, then it answers 405 naming POST', async (t) => {

@@ -69,9 +69,9 @@ describe('authentication', () => {
   test('when the key is revoked, then the response is 401', async (t) => {
     const { request, store, key } = await testApp(t)
     assert.equal((await request(inventory(auth(key)))).statusCode, 200)
-    const [record] = await store.listApiKeys()
+    const [record] = await store.keys.listApiKeys()
     assert.ok(record)
-    await store.revokeApiKey(record.id, new Date())
+    await store.keys.revokeApiKey(record.id, new Date())
     const res = await request(inventory(auth(key)))
     assert.equal(res.statusCode, 401)
     assert.match(String(res.headers['www-authenticate']), /error="invalid_token"/)
@@ -80,8 +80,8 @@ describe('authentication', () => {
   test('when the auth cache holds a key, then a revocation takes effect once the cache TTL has passed', async (t) => {
     const { request, store, key } = await testApp(t, { AUTH_CACHE_TTL_MS: '200' })
     assert.equal((await request(inventory(auth(key)))).statusCode, 200)
-    const [record] = await store.listApiKeys()
-    await store.revokeApiKey(record!.id, new Date())
+    const [record] = await store.keys.listApiKeys()
+    await store.keys.revokeApiKey(record!.id, new Date())
     // Within the TTL the cached answer may still be used; after it, never.
     await new Promise((resolve) => setTimeout(resolve, 250))
     assert.equal((await request(inventory(auth(key)))).statusCode, 401)
@@ -90,8 +90,8 @@ describe('authentication', () => {
   test('when a key is warm in the cache, then requests do not query the store for it', async (t) => {
     const { request, store, key } = await testApp(t, { AUTH_CACHE_TTL_MS: '60000' })
     let lookups = 0
-    const original = store.findApiKeyByHash.bind(store)
-    store.findApiKeyByHash = async (hash) => { lookups++; return original(hash) }
+    const original = store.keys.findApiKeyByHash.bind(store.keys)
+    store.keys.findApiKeyByHash = async (hash) => { lookups++; return original(hash) }
     for (let i = 0; i < 5; i++) assert.equal((await request(inventory(auth(key)))).statusCode, 200)
     assert.equal(lookups, 1)
   })

@@ -18,7 +18,7 @@ function batch (app: TestApp, body: unknown, headers: Record<string, string> = {
   })
 }
 
-const quantities = async (app: TestApp, ids: bigint[]) => Promise.all(ids.map(async (id) => (await app.store.getStockEntry(id))?.quantity))
+const quantities = async (app: TestApp, ids: bigint[]) => Promise.all(ids.map(async (id) => (await app.store.stock.getStockEntry(id))?.quantity))
 
 describe('POST /v1/inventory/batch', () => {
   test('when every change can apply, then all apply, the entries and their ETags are answered in order, and the ledger rows share a batch id', async (t) => {
@@ -35,7 +35,7 @@ describe('POST /v1/inventory/batch', () => {
     assert.equal(res.body, `{"entries":[{"petId":${BIG},"quantity":5,"status":"pending","etag":"\\"r2\\""},` +
       '{"petId":1,"quantity":0,"status":"available","etag":"\\"r2\\""},{"petId":3,"quantity":5,"status":"available","etag":"\\"r2\\""}]}')
     assert.deepEqual(await quantities(app, [1n, BIG, 3n]), [0, 5, 5])
-    const rows = (await Promise.all([BIG, 1n, 3n].map((id) => app.store.stockHistory(id, 10)))).map((h) => h.at(-1))
+    const rows = (await Promise.all([BIG, 1n, 3n].map((id) => app.store.stock.stockHistory(id, 10)))).map((h) => h.at(-1))
     assert.deepEqual(rows.map((r) => [r?.reason, r?.note, r?.requestId]), [['arrival', 'Truck 7', 'restock-1'], ['adjustment', null, 'restock-1'], ['adjustment', null, 'restock-1']])
     assert.match(rows[0]?.batchId ?? '', /^[0-9a-f-]{36}$/)
     assert.ok(rows.every((r) => r?.batchId === rows[0]?.batchId))
@@ -67,7 +67,7 @@ describe('POST /v1/inventory/batch', () => {
       ]
     })
     assert.deepEqual(await quantities(app, [1n, 2n, 3n]), [5, 1, 9])
-    assert.equal((await app.store.stockHistory(1n, 10)).length, 1, 'only the import')
+    assert.equal((await app.store.stock.stockHistory(1n, 10)).length, 1, 'only the import')
   })
 
   const INVALID: Array<[string, unknown, RegExp]> = [

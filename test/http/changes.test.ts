@@ -128,7 +128,7 @@ if (await requirePostgres('the change feed on PostgreSQL')) {
       const stores = [0, 1].map(() => new PostgresStore(POSTGRES_URL, { schema, poolSize: 6 }))
       t.after(() => Promise.all(stores.map((s) => s.close())))
       const first = stores[0] as PostgresStore
-      await first.migrate()
+      await first.schema.migrate()
       await importData(first, { pets: Array.from({ length: 8 }, (_, i) => pet(i + 1, { quantity: 1000 })), orders: [] })
       const key = await newKey(first, 'enterprise')
       const apps = await Promise.all(stores.map((store) => buildApp(loadConfig({ AUTH_CACHE_TTL_MS: '60000' }), { store, logger: false })))

@@ -19,7 +19,7 @@ async function sharedFile (t: TestContext) {
   const path = join(tempDir(t), 'shared.db')
   const config = loadConfig({ AUTH_CACHE_TTL_MS: '0' })
   const stores = [new SqliteStore(path), new SqliteStore(path), new SqliteStore(path)] as const
-  await stores[0].migrate()
+  await stores[0].schema.migrate()
   await importData(stores[0], { pets: [pet(1)], orders: [] })
   const key = await newKey(stores[0])
   const [one, two] = await Promise.all([stores[0], stores[1]].map((store) => buildApp(config, { store, logger: false })))

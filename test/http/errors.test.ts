@@ -123,19 +123,19 @@ describe('request ids', () => {
 describe('server-side failures', () => {
   test('when the store throws unexpectedly, then it answers 500 internal_error without internals and keeps serving', async (t) => {
     const { request, store, key } = await testApp(t, {}, { pets: [pet(1)] })
-    const original = store.inventoryPages.bind(store)
-    store.inventoryPages = async function * () { yield * []; throw new Error('SQLITE_CORRUPT: secret/path/to/file.db') }
+    const original = store.stock.inventoryPages.bind(store.stock)
+    store.stock.inventoryPages = async function * () { yield * []; throw new Error('SQLITE_CORRUPT: secret/path/to/file.db') }
     const res = await request({ method: 'GET', url: '/v1/inventory', headers: auth(key) })
     assert.equal(res.statusCode, 500)
     assert.deepEqual(res.json(), { code: 'internal_error', message: 'An internal error occurred.', status: 500 })
     assert.doesNotMatch(res.body, /SQLITE|secret|at /)
-    store.inventoryPages = original
+    store.stock.inventoryPages = original
     assert.equal((await request({ method: 'GET', url: '/v1/inventory', headers: auth(key) })).statusCode, 200)
   })
 
   test('when the store is unreachable, then it answers 503 service_unavailable with Retry-After', async (t) => {
     const { request, store, key } = await testApp(t, {}, { pets: [pet(1)] })
-    store.inventoryPages = async function * () { yield * []; throw new StoreUnavailableError('connection refused') }
+    store.stock.inventoryPages = async function * () { yield * []; throw new StoreUnavailableError('connection refused') }
     const res = await request({ method: 'GET', url: '/v1/inventory', headers: auth(key) })
     assert.equal(res.statusCode, 503)
     assert.equal(res.headers['retry-after'], '5')

@@ -11,7 +11,7 @@ import { buildApp } from '../../src/app.js'
 import { loadConfig } from '../../src/config.js'
 import { MemoryLimiter } from '../../src/ratelimit/memory.js'
 import type { ConsumeOptions, Decision, Subject, WindowLimits } from '../../src/ratelimit/types.js'
-import type { Store } from '../../src/store/types.js'
+import { wrapStore } from '../../src/store/observe.js'
 import { newKey, pet, tempStore } from '../helpers/app.js'
 import { parseResponse, raw } from '../helpers/raw-http.js'
 import { importData } from '../../src/domain/import.js'
@@ -35,16 +35,10 @@ async function listening (t: TestContext) {
   const key = await newKey(store, 'enterprise')
   const handlerCalls: string[] = []
   // The store as the app sees it, recording the calls handlers make.
-  const watched = new Proxy(store, {
-    get (target, property) {
-      const value: unknown = Reflect.get(target, property, target)
-      if (typeof value !== 'function') return value
-      return (...args: unknown[]) => {
-        if (HANDLER_CALLS.includes(String(property))) handlerCalls.push(String(property))
-        return (value as (...a: unknown[]) => unknown).apply(target, args)
-      }
-    }
-  }) as Store
+  const watched = wrapStore(store, (operation, call) => (...args) => {
+    if (HANDLER_CALLS.includes(operation)) handlerCalls.push(operation)
+    return call(args)
+  })
   const limiter = new CountingLimiter()
   const app = await buildApp(loadConfig({ AUTH_CACHE_TTL_MS: '60000', RATE_LIMIT_ANONYMOUS: '1000000/100000000' }), { store: watched, limiter, logger: false })
   t.after(() => app.close())
@@ -82,7 +76,7 @@ describe('the gate decides on the matched route', () => {
       assert.match(res.headers['x-ratelimit-remaining'] ?? '', /^\d+$/, `${method} ${target}`)
     }
     assert.deepEqual(handlerCalls, [])
-    assert.equal((await store.listInventory())[0]?.quantity, 5, 'no stock was changed')
+    assert.equal((await store.stock.listInventory())[0]?.quantity, 5, 'no stock was changed')
   })
 
   test('when the same spellings carry a key, then each reaches its operation and is counted once', async (t) => {
@@ -140,7 +134,7 @@ describe('the gate decides on the matched route', () => {
       assert.ok(res.status >= 400 && res.status < 500 && res.status !== 0, `${method} ${target}: ${res.status}`)
       assert.deepEqual(handlerCalls, [], `${method} ${target} reached a handler`)
     }), { numRuns: 250 })
-    assert.equal((await store.listInventory())[0]?.quantity, 5)
+    assert.equal((await store.stock.listInventory())[0]?.quantity, 5)
   })
 
   test('when generated request targets are sent with a key, then each is counted exactly once', async (t) => {
@@ -162,13 +156,10 @@ describe('the gate fails closed', () => {
     const key = await newKey(store, 'enterprise')
     const memory = new MemoryLimiter()
     let listed = 0
-    const watched = new Proxy(store, {
-      get (target, property) {
-        const value: unknown = Reflect.get(target, property, target)
-        if (property === 'listInventory' || property === 'inventoryPages') listed++
-        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value
-      }
-    }) as Store
+    const watched = wrapStore(store, (operation, call) => (...args) => {
+      if (operation === 'listInventory' || operation === 'inventoryPages') listed++
+      return call(args)
+    })
     // A limiter without consumeNow whose decisions reject with nothing at all.
     const limiter = {
       kind: 'broken',

@@ -43,8 +43,8 @@ describe('hardening', () => {
     const { app, store, key } = await testApp(t, { RATE_LIMIT_ANONYMOUS: '3/100', AUTH_CACHE_TTL_MS: '60000' }, { pets: [pet(1)] })
     assert.equal((await app.inject({ method: 'GET', url: '/v1/inventory', headers: auth(key) })).statusCode, 200)
     let lookups = 0
-    const find = store.findApiKeyByHash.bind(store)
-    store.findApiKeyByHash = async (hash) => { lookups++; return await find(hash) }
+    const find = store.keys.findApiKeyByHash.bind(store.keys)
+    store.keys.findApiKeyByHash = async (hash) => { lookups++; return await find(hash) }
     const made = () => auth(`psk_live_${randomBytes(32).toString('base64url')}`)
     const statuses = []
     for (let i = 0; i < 20; i++) statuses.push((await app.inject({ method: 'GET', url: '/v1/inventory', headers: made() })).statusCode)
@@ -69,11 +69,11 @@ describe('hardening', () => {
       assert.equal(res.statusCode, status, String(body))
       assert.equal(res.json().code, code)
     }
-    assert.equal((await store.getStockEntry(1n))?.quantity, 4)
-    assert.equal((await store.stockHistory(1n, 10)).length, 1, 'only the import')
+    assert.equal((await store.stock.getStockEntry(1n))?.quantity, 4)
+    assert.equal((await store.stock.stockHistory(1n, 10)).length, 1, 'only the import')
     const ok = await app.inject(patchRaw(key, '{"quantity":7,"note":"Caf\\u00e9 \\ud83d\\ude00"}', 'application/json; charset=UTF-8'))
     assert.equal(ok.statusCode, 200, 'a surrogate pair is one character and welcome')
-    assert.equal((await store.stockHistory(1n, 10)).at(-1)?.note, 'Café 😀')
+    assert.equal((await store.stock.stockHistory(1n, 10)).at(-1)?.note, 'Café 😀')
   })
 
   test('when an import holds an unpaired surrogate in a name, then it is refused', async (t) => {
@@ -83,7 +83,7 @@ describe('hardening', () => {
     await assert.rejects(parseImport('{"pets":[{"id":1,"name":"B\\ud800","status":"available"}],"orders":[]}'), /name/)
     assert.deepEqual(await parseImport('{"pets":[{"id":1,"name":"B\\ud83d\\ude00","status":"available"}],"orders":[]}'),
       { pets: [{ id: 1n, name: 'B😀', status: 'available' }], orders: [] })
-    assert.equal(await store.getPet(1n), null)
+    assert.equal(await store.catalog.getPet(1n), null)
   })
 
   test('when CORS is on and an OPTIONS request is not a real preflight, then it is not answered with a text/plain 400', async (t) => {

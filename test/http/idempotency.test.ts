@@ -18,7 +18,7 @@ function write (app: TestApp, kind: 'patch' | 'adjust', petId: bigint | number, 
   })
 }
 
-const ledgerLength = async (app: TestApp, petId: bigint) => (await app.store.stockHistory(petId, 1000)).length
+const ledgerLength = async (app: TestApp, petId: bigint) => (await app.store.stock.stockHistory(petId, 1000)).length
 
 describe('Idempotency-Key on stock writes', () => {
   for (const [kind, body] of [['patch', { quantity: 7, reason: 'arrival' }], ['adjust', { delta: 3, reason: 'arrival' }]] as const) {
@@ -35,7 +35,7 @@ describe('Idempotency-Key on stock writes', () => {
       assert.equal(again.body, first.body)
       assert.equal(again.headers.etag, first.headers.etag)
       assert.equal(again.headers['content-type'], first.headers['content-type'])
-      assert.equal((await app.store.getStockEntry(BIG))?.quantity, (kind === 'patch' ? 7 : 5) + 10)
+      assert.equal((await app.store.stock.getStockEntry(BIG))?.quantity, (kind === 'patch' ? 7 : 5) + 10)
       assert.equal(await ledgerLength(app, BIG), 3, 'the import, the first write and the other change')
     })
   }
@@ -56,7 +56,7 @@ describe('Idempotency-Key on stock writes', () => {
       assert.deepEqual([res.json().code, res.json().status], ['idempotency_key_reused', 422], what)
       assert.equal(res.headers['idempotent-replayed'], undefined)
     }
-    assert.deepEqual([(await app.store.getStockEntry(1n))?.quantity, (await app.store.getStockEntry(2n))?.quantity], [3, 2])
+    assert.deepEqual([(await app.store.stock.getStockEntry(1n))?.quantity, (await app.store.stock.getStockEntry(2n))?.quantity], [3, 2])
     assert.equal(await ledgerLength(app, 1n), 2)
   })
 
@@ -66,7 +66,7 @@ describe('Idempotency-Key on stock writes', () => {
     const again = await write(app, 'adjust', 1, { reason: 'adjustment', delta: 1 }, { 'idempotency-key': '"k"' })
     assert.equal(again.statusCode, 200)
     assert.equal(again.headers['idempotent-replayed'], 'true')
-    assert.equal((await app.store.getStockEntry(1n))?.quantity, 3)
+    assert.equal((await app.store.stock.getStockEntry(1n))?.quantity, 3)
   })
 
   test('when the first request with a key is still being processed, then a second answers 409 idempotency_key_in_flight', async (t) => {
@@ -76,7 +76,7 @@ describe('Idempotency-Key on stock writes', () => {
     for (const refused of answers.filter((a) => a.statusCode === 409)) {
       assert.deepEqual([refused.json().code, refused.json().status], ['idempotency_key_in_flight', 409])
     }
-    assert.equal((await app.store.getStockEntry(1n))?.quantity, 1)
+    assert.equal((await app.store.stock.getStockEntry(1n))?.quantity, 1)
     const later = await write(app, 'adjust', 1, { delta: 1 }, { 'idempotency-key': 'same' })
     assert.equal(later.headers['idempotent-replayed'], 'true')
   })
@@ -99,7 +99,7 @@ describe('Idempotency-Key on stock writes', () => {
     const other = await newKey(app.store)
     assert.equal((await write(app, 'adjust', 1, { delta: 1 }, { 'idempotency-key': 'shared' })).headers['idempotent-replayed'], undefined)
     assert.equal((await write(app, 'adjust', 1, { delta: 1 }, { 'idempotency-key': 'shared' }, other)).headers['idempotent-replayed'], undefined)
-    assert.equal((await app.store.getStockEntry(1n))?.quantity, 2)
+    assert.equal((await app.store.stock.getStockEntry(1n))?.quantity, 2)
   })
 
   test('when a replay is answered, then it counts against the rate limit like any request', async (t) => {
@@ -138,7 +138,7 @@ describe('Idempotency-Key on stock writes', () => {
       assert.equal(res.statusCode, 400)
       assert.equal(res.json().code, 'invalid_request')
       assert.match(res.json().message, /^Idempotency-Key .*1 to 255 printable ASCII characters/)
-      assert.equal((await app.store.getStockEntry(1n))?.quantity, 2)
+      assert.equal((await app.store.stock.getStockEntry(1n))?.quantity, 2)
     })
   }
 
@@ -169,15 +169,15 @@ describe('Idempotency-Key on stock writes', () => {
     const app = await testApp(t, { IDEMPOTENCY_TTL_SECONDS: '60' }, { pets: [pet(1, { quantity: 0 })] })
     for (const key of ['a', 'b', 'c']) await write(app, 'adjust', 1, { delta: 1 }, { 'idempotency-key': key })
     const at = new Date(app.clock.now)
-    assert.notEqual(await app.store.findIdempotencyRecord((await app.store.listApiKeys())[0]?.id ?? '', 'a', at), null)
+    assert.notEqual(await app.store.idempotency.findIdempotencyRecord((await app.store.keys.listApiKeys())[0]?.id ?? '', 'a', at), null)
     // A second app on the same store purges once it is ready, as a restarted or other instance does.
     app.clock.now += 61_000
     const { buildApp } = await import('../../src/app.js')
     const other = await buildApp(app.config, { store: app.store, logger: false, clock: () => app.clock.now })
     await other.ready()
     await other.close()
-    assert.equal(await app.store.purgeIdempotencyRecords(new Date(app.clock.now), 100), 0, 'nothing was left to purge')
-    assert.equal((await app.store.getStockEntry(1n))?.quantity, 3)
+    assert.equal(await app.store.idempotency.purgeIdempotencyRecords(new Date(app.clock.now), 100), 0, 'nothing was left to purge')
+    assert.equal((await app.store.stock.getStockEntry(1n))?.quantity, 3)
   })
 
   test('when a browser asks, then CORS allows the Idempotency-Key header and exposes Idempotent-Replayed', async (t) => {

@@ -12,7 +12,7 @@ import { Type } from 'typebox'
 import { InventoryItem as ItemSchema } from '../../src/domain/entities.js'
 import type { InventoryItem, PetStatus, StockEntry } from '../../src/model.js'
 import { ChangeWatch, InventoryCache, type InventoryCacheOptions, type InventoryView } from '../../src/http/inventory-cache.js'
-import type { InventoryPage } from '../../src/store/types.js'
+import type { InventoryPage } from '../../src/store/stock/types.js'
 
 const serializeList = fastJson(Type.Array(ItemSchema))
 const serialize = (items: InventoryItem[]): string => serializeList(items)
@@ -62,11 +62,13 @@ class FakeStore {
 function cache (t: TestContext, store: FakeStore, options: Partial<InventoryCacheOptions> & { local?: boolean } = {}): InventoryCache {
   const { local = false, ...rest } = options
   const storeView: InventoryCacheOptions['store'] = {
-    inventoryVersion: () => store.inventoryVersion(),
-    inventoryPages: (size) => store.inventoryPages(size)
+    stock: {
+      inventoryVersion: () => store.inventoryVersion(),
+      inventoryPages: (size) => store.inventoryPages(size)
+    }
   }
   if (local) {
-    storeView.changedElsewhere = () => {
+    storeView.stock.changedElsewhere = () => {
       const changed = store.other
       store.other = false
       return changed

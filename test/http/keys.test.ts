@@ -12,7 +12,7 @@ import { loadConfig } from '../../src/config.js'
 import { createKey, hashKey, rotateKey } from '../../src/access/keys.js'
 import { createRedisClient, RedisLimiter } from '../../src/ratelimit/redis.js'
 import type { RateLimiter } from '../../src/ratelimit/types.js'
-import type { Store } from '../../src/store/types.js'
+import type { Store } from '../../src/store/store.js'
 import { importData } from '../../src/domain/import.js'
 import type { KeyScope } from '../../src/model.js'
 import { auth, pet, tempStore } from '../helpers/app.js'
@@ -81,7 +81,7 @@ for (const [limiterName, makeLimiter] of limiters) {
       const read = await app.inject({ method: 'GET', url: '/v1/inventory', headers: auth(reader.key) })
       assert.equal(read.statusCode, 200)
       assert.equal(read.body, '[{"petId":1,"quantity":5,"status":"available"}]', 'no write applied')
-      assert.deepEqual((await store.stockHistory(1n, 10)).map((e) => e.reason), ['import'])
+      assert.deepEqual((await store.stock.stockHistory(1n, 10)).map((e) => e.reason), ['import'])
     })
 
     test('when a write key calls a write, then it applies', async (t) => {
@@ -142,7 +142,7 @@ for (const [limiterName, makeLimiter] of limiters) {
       assert.equal(retry.statusCode, 200)
       assert.equal(retry.headers['idempotent-replayed'], 'true')
       assert.equal(retry.json().quantity, 15)
-      assert.deepEqual((await store.stockHistory(1n, 10)).map((e) => e.quantity), [5, 15], 'applied once')
+      assert.deepEqual((await store.stock.stockHistory(1n, 10)).map((e) => e.quantity), [5, 15], 'applied once')
       // Another caller with the same idempotency key is another request.
       const stranger = await key(store, 'write')
       assert.equal((await adjust(stranger.key)).json().quantity, 25)
@@ -189,7 +189,7 @@ for (const [limiterName, makeLimiter] of limiters) {
       const { app } = await instance(t, store, {}, await makeLimiter(t))
       const writer = await key(store, 'write', { plan: 'pro' })
       const until = new Date(T0 + 600_000)
-      await store.banApiKey(writer.id, { since: new Date(T0), until, seconds: 900 })
+      await store.keys.banApiKey(writer.id, { since: new Date(T0), until, seconds: 900 })
       assert.equal((await app.inject({ method: 'GET', url: '/v1/inventory', headers: auth(writer.key) })).json().code, 'key_banned')
       const res = await app.inject({ method: 'GET', url: '/v1/rate_limit', headers: auth(writer.key) })
       assert.equal(res.statusCode, 200)
@@ -211,7 +211,7 @@ describe('keys over HTTP: last use and the document', () => {
     const { app, clock } = await instance(t, store)
     const user = await key(store, 'read')
     const read = async () => {
-      const found = (await store.listApiKeys()).find((k) => k.id === user.id)
+      const found = (await store.keys.listApiKeys()).find((k) => k.id === user.id)
       return [found?.lastUsedAt?.getTime() ?? null, found?.lastDeprecatedUseAt?.getTime() ?? null]
     }
     const lastUse = async (expected: Array<number | null>) => {
@@ -241,7 +241,7 @@ describe('keys over HTTP: last use and the document', () => {
     const { app } = await instance(t, store)
     // The old format: 32 random bytes in base64url after the prefix, as keys were issued until migration 8's release.
     const legacy = 'psk_live_' + randomBytes(32).toString('base64url')
-    await store.createApiKey({ id: 'key_legacy', keyHash: hashKey(legacy), name: 'old', plan: 'free', perMinute: null, perDay: null, createdAt: new Date(T0 - 1000) })
+    await store.keys.createApiKey({ id: 'key_legacy', keyHash: hashKey(legacy), name: 'old', plan: 'free', perMinute: null, perDay: null, createdAt: new Date(T0 - 1000) })
     assert.equal((await app.inject({ method: 'GET', url: '/v1/inventory', headers: auth(legacy) })).statusCode, 200)
     const current = await key(store, 'write')
     const body = current.key.slice('psk_live_'.length)
@@ -320,9 +320,9 @@ if (await requirePostgres('keys across two instances on PostgreSQL and Redis')) 
       for (const write of writes) {
         assert.equal((await app.inject({ ...write, headers: { ...auth(reader.key), ...json } })).statusCode, 403)
       }
-      assert.deepEqual((await store.stockHistory(1n, 10)).map((e) => e.reason), ['import'])
+      assert.deepEqual((await store.stock.stockHistory(1n, 10)).map((e) => e.reason), ['import'])
       // Written off the request path: waited for.
-      await waitFor('last use recorded on PostgreSQL', async () => (await store.listApiKeys()).find((k) => k.id === reader.id)?.lastUsedAt !== null)
+      await waitFor('last use recorded on PostgreSQL', async () => (await store.keys.listApiKeys()).find((k) => k.id === reader.id)?.lastUsedAt !== null)
     })
   })
 }

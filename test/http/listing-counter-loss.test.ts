@@ -29,7 +29,7 @@ async function twoInstances (t: TestContext, url: string): Promise<{ one: Fastif
   const schema = await tempSchema(t)
   const stores = [new PostgresStore(POSTGRES_URL, { schema }), new PostgresStore(POSTGRES_URL, { schema })]
   t.after(() => Promise.all(stores.map((store) => store.close())))
-  await stores[0]!.migrate()
+  await stores[0]!.schema.migrate()
   await importData(stores[0]!, { pets: [pet(1), pet(2)], orders: [] })
   const key = await newKey(stores[0]!)
   const limiters: ResilientLimiter[] = []

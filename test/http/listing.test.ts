@@ -13,7 +13,7 @@ import { importData } from '../../src/domain/import.js'
 import { createRedisClient, RedisLimiter } from '../../src/ratelimit/redis.js'
 import { ResilientLimiter } from '../../src/ratelimit/resilient.js'
 import { PostgresStore } from '../../src/store/postgres/index.js'
-import type { Store } from '../../src/store/types.js'
+import type { Store } from '../../src/store/store.js'
 import { auth, newKey, pet, testApp } from '../helpers/app.js'
 import { POSTGRES_URL, requirePostgres, tempSchema } from '../helpers/postgres.js'
 import { cleanRedis, REDIS_URL, requireRedis, waitReady } from '../ratelimit/redis-env.js'
@@ -37,7 +37,7 @@ async function storeCalls (app: FastifyInstance): Promise<Record<string, number>
 
 /** The listing as the store holds it, in the wire form. */
 async function wire (store: Store): Promise<string> {
-  return JSON.stringify((await store.listInventory()).map((item) => ({ ...item, petId: Number(item.petId) })))
+  return JSON.stringify((await store.stock.listInventory()).map((item) => ({ ...item, petId: Number(item.petId) })))
 }
 
 describe('GET /v1/inventory from the listing cache', () => {
@@ -58,7 +58,7 @@ describe('GET /v1/inventory from the listing cache', () => {
     assert.equal(after.body, await wire(store))
     assert.equal(after.json()[1].quantity, 40)
     assert.notEqual(after.headers.etag, first.headers.etag)
-    assert.equal(after.headers.etag, `"inv-${await store.inventoryVersion()}"`, 'the tag names the store version of these bytes')
+    assert.equal(after.headers.etag, `"inv-${await store.stock.inventoryVersion()}"`, 'the tag names the store version of these bytes')
     assert.deepEqual(await storeCalls(app), before)
   })
 
@@ -130,7 +130,7 @@ if (await requirePostgres('the listing cache on PostgreSQL')) {
     const schema = await tempSchema(t)
     const stores = [new PostgresStore(POSTGRES_URL, { schema }), new PostgresStore(POSTGRES_URL, { schema })] as const
     t.after(() => Promise.all(stores.map((store) => store.close())))
-    await stores[0].migrate()
+    await stores[0].schema.migrate()
     await importData(stores[0], { pets: [pet(1), pet(2)], orders: [] })
     const key = await newKey(stores[0])
     const apps = await Promise.all(stores.map(async (store) => {
@@ -182,7 +182,7 @@ if (await requirePostgres('the listing cache on PostgreSQL')) {
           assert.equal((await writer.inject(patch(key, 2, i))).statusCode, 200)
           const seen = await reader.inject(get(key))
           assert.equal(seen.json()[1].quantity, i)
-          assert.equal(seen.headers.etag, `"inv-${await store.inventoryVersion()}"`)
+          assert.equal(seen.headers.etag, `"inv-${await store.stock.inventoryVersion()}"`)
         }
 
         // The last writer's own listing catches up once (on PostgreSQL a write does not report its version).

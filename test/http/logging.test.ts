@@ -47,7 +47,7 @@ describe('logs', () => {
     ]
     for (const request of requests) await app.inject(request)
     // A server error, logged with its stack, for a request that carries the key in its query.
-    store.getPet = async () => { throw new Error(`boom near ${key}`) }
+    store.catalog.getPet = async () => { throw new Error(`boom near ${key}`) }
     assert.equal((await app.inject({ method: 'GET', url: `/v1/pets/1?k=${key}`, headers: auth(key) })).statusCode, 500)
     assert.ok(lines.length >= requests.length)
     for (const line of lines) assert.ok(!line.includes(secret), `a log line holds the key: ${line}`)
@@ -69,7 +69,7 @@ describe('logs', () => {
     const log = lines.join('\n')
     const access = lines.map((line) => JSON.parse(line) as Record<string, unknown>).filter((e) => e.msg === 'request completed')
     assert.equal(access.length, 5, 'one access line per request')
-    const [record] = await store.listApiKeys()
+    const [record] = await store.keys.listApiKeys()
     assert.deepEqual(access.map((e) => [e.operation ?? null, e.status, e.keyId ?? null]), [
       ['listInventory', 200, record?.id],
       ['updateInventory', 400, record?.id],
@@ -108,7 +108,7 @@ describe('logs', () => {
     await expect('limited-429', limited, 429)
     // A strike (before the Retry-After) reaches the threshold: the ban is logged as the request's own line.
     await expect('banned-429', limited, 429)
-    store.getPet = async () => { throw new Error('disk on fire') }
+    store.catalog.getPet = async () => { throw new Error('disk on fire') }
     await expect('failed-500', ok, 500, { url: '/v1/pets/1' })
     assert.equal((await send('unknown-401', 'psk_live_UnknownSecretValue')).statusCode, 401)
 
@@ -127,7 +127,7 @@ describe('logs', () => {
   test('when a 500 happens, then it is logged with the request id', async (t) => {
     const { app, store, lines } = await appWithLog(t)
     const key = await newKey(store)
-    store.inventoryPages = async function * () { yield * []; throw new Error('disk on fire') }
+    store.stock.inventoryPages = async function * () { yield * []; throw new Error('disk on fire') }
     const res = await app.inject({ method: 'GET', url: '/v1/inventory', headers: { ...auth(key), 'x-request-id': 'trace-500' } })
     assert.equal(res.statusCode, 500)
     const entry = lines.map((line) => JSON.parse(line) as { level: number, requestId?: string, err?: { message: string } })
@@ -140,7 +140,7 @@ describe('logs', () => {
     const key = await newKey(store)
     // Admitted, refused, then refused again before the Retry-After passed: a strike, and the threshold (1).
     for (let i = 0; i < 3; i++) await app.inject({ method: 'GET', url: '/v1/inventory', headers: auth(key) })
-    const [record] = await store.listApiKeys()
+    const [record] = await store.keys.listApiKeys()
     const ban = lines.map((line) => JSON.parse(line) as { msg: string, keyId?: string, banSeconds?: number }).find((e) => /banned/.test(e.msg))
     assert.equal(ban?.keyId, record?.id)
     assert.equal(ban?.banSeconds, 900)
@@ -162,7 +162,7 @@ describe('logs', () => {
     const before = children
     for (let i = 0; i < 20; i++) assert.equal((await app.inject({ method: 'GET', url: '/v1/inventory', headers: auth(key) })).statusCode, 200)
     assert.equal(children, before)
-    store.findApiKeyByHash = async () => { throw new Error('disk on fire') }
+    store.keys.findApiKeyByHash = async () => { throw new Error('disk on fire') }
     await sleep(10) // past the key cache's lifetime (AUTH_CACHE_TTL_MS=0 keeps a lookup 1 ms)
     const res = await app.inject({ method: 'GET', url: '/v1/inventory', headers: { ...auth(key), 'x-request-id': 'trace-lazy' } })
     assert.equal(res.statusCode, 500)

@@ -149,7 +149,7 @@ describe('GET /metrics: rate limiting', () => {
     const headers = { ...auth(key), 'x-forwarded-for': '203.0.113.77' }
     for (let i = 0; i < 3; i++) await request({ method: 'GET', url: '/v1/inventory', headers })
     await request({ method: 'GET', url: '/v1/inventory', headers: { 'x-forwarded-for': '198.51.100.9' } })
-    const [record] = await store.listApiKeys()
+    const [record] = await store.keys.listApiKeys()
 
     const text = await scrape(request)
     assert.equal(value(text, 'petstore_ratelimit_bans_total'), 1)
@@ -228,7 +228,7 @@ describe('GET /metrics: store', () => {
 
   test('when a store call fails, then it is counted as a store error and still timed', async (t) => {
     const { request, key, store } = await testApp(t, {}, { pets: [pet(1)] })
-    store.inventoryPages = async function * () { yield * []; throw new Error('boom') }
+    store.stock.inventoryPages = async function * () { yield * []; throw new Error('boom') }
     assert.equal((await request(get('/v1/inventory', key))).statusCode, 500)
 
     const text = await scrape(request)

@@ -31,9 +31,9 @@ if (await requirePostgres('API tests on PostgreSQL')) {
       const answers = await Promise.all([patch(11), patch(12)])
       assert.deepEqual(answers.map((a) => a.statusCode).sort(), [200, 412])
       const winner = answers.find((a) => a.statusCode === 200)
-      const history = await store.stockHistory(9007199254740993n, 10)
+      const history = await store.stock.stockHistory(9007199254740993n, 10)
       assert.deepEqual(history.map((e) => [e.reason, e.previousQuantity, e.quantity]), [['import', null, 10], ['return', 10, winner?.json().quantity]])
-      assert.equal(history[1]?.keyId, (await store.listApiKeys())[0]?.id)
+      assert.equal(history[1]?.keyId, (await store.keys.listApiKeys())[0]?.id)
       assert.equal(history[1]?.requestId, winner?.headers['x-request-id'])
     })
 
@@ -41,7 +41,7 @@ if (await requirePostgres('API tests on PostgreSQL')) {
       const schema = await tempSchema(t)
       const stores = Array.from({ length: 3 }, () => new PostgresStore(POSTGRES_URL, { schema, poolSize: 4 }))
       t.after(() => Promise.all(stores.map((s) => s.close())))
-      await stores[0]!.migrate()
+      await stores[0]!.schema.migrate()
       await importData(stores[0]!, { pets: [pet(1, { quantity: 0 }), pet(2, { quantity: 0 })], orders: [] })
       const key = await newKey(stores[0]!, 'enterprise')
       const apps = await Promise.all(stores.map((store) => buildApp(loadConfig({ AUTH_CACHE_TTL_MS: '0' }), { store, logger: false })))
@@ -60,8 +60,8 @@ if (await requirePostgres('API tests on PostgreSQL')) {
         assert.ok(answers.every((a) => a.statusCode === 200 || a.json().code === 'idempotency_key_in_flight'))
         assert.ok(answers.filter((a) => a.statusCode === 200).every((a) => a.body === applied[0]?.body && a.headers.etag === applied[0]?.headers.etag))
       }
-      assert.deepEqual(await Promise.all([1n, 2n].map(async (id) => (await stores[0]!.getStockEntry(id))?.quantity)), [5, 5])
-      assert.equal((await stores[0]!.stockHistory(1n, 100)).length + (await stores[0]!.stockHistory(2n, 100)).length, 12)
+      assert.deepEqual(await Promise.all([1n, 2n].map(async (id) => (await stores[0]!.stock.getStockEntry(id))?.quantity)), [5, 5])
+      assert.equal((await stores[0]!.stock.stockHistory(1n, 100)).length + (await stores[0]!.stock.stockHistory(2n, 100)).length, 12)
     })
 
     test('when If-Match names a revision beyond int64, then PATCH and adjustments answer 412, not a database error', async (t) => {
@@ -76,7 +76,7 @@ if (await requirePostgres('API tests on PostgreSQL')) {
         assert.equal(res.statusCode, 412, `${method} ${url}: ${res.body}`)
         assert.equal(res.json().code, 'precondition_failed')
       }
-      assert.equal((await store.getStockEntry(1n))?.quantity, 10)
+      assert.equal((await store.stock.getStockEntry(1n))?.quantity, 10)
     })
 
     test('when PostgreSQL goes away and comes back, then requests get 503 with Retry-After meanwhile and 200 after', async (t) => {
@@ -89,7 +89,7 @@ if (await requirePostgres('API tests on PostgreSQL')) {
       const schema = await tempSchema(t)
       const store = new PostgresStore(viaProxy.toString(), { schema, connectTimeoutMs: 500, statementTimeoutMs: 1000 })
       t.after(() => store.close())
-      await store.migrate()
+      await store.schema.migrate()
       await importData(store, { pets: [pet(9007199254740993n, { quantity: 4 })], orders: [] })
       const key = await newKey(store)
       const app = await buildApp(loadConfig({ AUTH_CACHE_TTL_MS: '0' }), { store, logger: false })

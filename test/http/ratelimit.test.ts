@@ -58,9 +58,9 @@ describe('rate-limit headers', () => {
     ['410', 410, async ({ request, key, clock }) => { clock.now = Date.parse('2030-01-01T00:00:00Z'); return request(get(key, '/v1/pets/1')) }],
     ['413', 413, ({ request, key }) => request({ method: 'PATCH', url: '/v1/inventory/1', headers: { ...auth(key), 'content-type': 'application/json' }, payload: 'x'.repeat(20_000) })],
     ['415', 415, ({ request, key }) => request({ method: 'PATCH', url: '/v1/inventory/1', headers: { ...auth(key), 'content-type': 'text/plain' }, payload: 'x' })],
-    ['500', 500, async ({ request, key, store }) => { store.inventoryPages = async function * () { yield * []; throw new Error('boom') }; return request(get(key)) }],
-    ['503', 503, async ({ request, key, store }) => { store.inventoryPages = async function * () { yield * []; throw new StoreUnavailableError('down') }; return request(get(key)) }],
-    ['503 (store down while authenticating)', 503, async ({ request, key, store }) => { store.findApiKeyByHash = async () => { throw new StoreUnavailableError('down') }; return request(get(key)) }]
+    ['500', 500, async ({ request, key, store }) => { store.stock.inventoryPages = async function * () { yield * []; throw new Error('boom') }; return request(get(key)) }],
+    ['503', 503, async ({ request, key, store }) => { store.stock.inventoryPages = async function * () { yield * []; throw new StoreUnavailableError('down') }; return request(get(key)) }],
+    ['503 (store down while authenticating)', 503, async ({ request, key, store }) => { store.keys.findApiKeyByHash = async () => { throw new StoreUnavailableError('down') }; return request(get(key)) }]
   ]
   for (const [name, status, send] of statuses) {
     test(`when the answer is ${name}, then it carries the rate-limit headers`, async (t) => {
@@ -191,7 +191,7 @@ describe('requests without a valid key', () => {
     assert.equal(after.headers['x-ratelimit-remaining'], '0')
     for (let i = 0; i < 58; i++) await request(get(key))
     assert.equal((await request(get(key))).json().code, 'key_banned', 'the strikes before the flood still count')
-    const [record] = await store.listApiKeys()
+    const [record] = await store.keys.listApiKeys()
     assert.ok(record?.ban !== null)
   })
 
@@ -267,7 +267,7 @@ describe('bans', () => {
     }
     // Minute spent, waited; day spent, waited until midnight; and so on: refused as told, never banned.
     assert.deepEqual(codes, [200, 200, 'rate_limited', 200, 'rate_limited', 200, 200, 'rate_limited'])
-    assert.deepEqual((await store.listApiKeys()).map((k) => k.ban), [null, null])
+    assert.deepEqual((await store.keys.listApiKeys()).map((k) => k.ban), [null, null])
   })
 
   test('when a key is banned again within 24 hours, then the ban doubles', async (t) => {
@@ -278,16 +278,16 @@ describe('bans', () => {
     const second = await request(get(key))
     assert.equal(second.json().code, 'key_banned')
     assert.equal(second.headers['retry-after'], '1800')
-    const [record] = await store.listApiKeys()
+    const [record] = await store.keys.listApiKeys()
     assert.equal(record?.ban?.seconds, 1800)
   })
 
   test('when an operator lifts the ban, then the key is served again', async (t) => {
     const { request, key, clock, store } = await testApp(t, { RATE_LIMIT_FREE: '1/1000' })
     for (let i = 0; i < 3; i++) await request(get(key))
-    const [record] = await store.listApiKeys()
+    const [record] = await store.keys.listApiKeys()
     assert.ok(record?.ban !== null, 'banned')
-    await store.unbanApiKey(record!.id, new Date(clock.now))
+    await store.keys.unbanApiKey(record!.id, new Date(clock.now))
     clock.now += 60_000
     assert.equal((await request(get(key))).statusCode, 200)
   })
@@ -301,7 +301,7 @@ describe('bans', () => {
   test('when requests without a key are refused, then nothing is banned', async (t) => {
     const { request, store } = await testApp(t, { RATE_LIMIT_ANONYMOUS: '1/1000' })
     for (let i = 0; i < 10; i++) await request(get())
-    const [record] = await store.listApiKeys()
+    const [record] = await store.keys.listApiKeys()
     assert.equal(record?.ban, null)
   })
 })

@@ -23,7 +23,7 @@ function getEntry (app: TestApp, petId: string | bigint, headers: Record<string,
 }
 
 async function keyId (app: TestApp): Promise<string | undefined> {
-  return (await app.store.listApiKeys())[0]?.id
+  return (await app.store.keys.listApiKeys())[0]?.id
 }
 
 describe('PATCH /v1/inventory/{petId}: the stock ledger', () => {
@@ -32,7 +32,7 @@ describe('PATCH /v1/inventory/{petId}: the stock ledger', () => {
     const res = await patch(app, BIG, { quantity: 14, reason: 'arrival', note: 'Litter of 12 from the breeder' }, { 'x-request-id': 'delivery-0042' })
     assert.equal(res.statusCode, 200)
     assert.equal(res.body, `{"petId":${BIG},"quantity":14,"status":"available"}`)
-    const last = (await app.store.stockHistory(BIG, 10)).at(-1)
+    const last = (await app.store.stock.stockHistory(BIG, 10)).at(-1)
     assert.deepEqual({ ...last, id: 0n }, {
       id: 0n,
       petId: BIG,
@@ -52,7 +52,7 @@ describe('PATCH /v1/inventory/{petId}: the stock ledger', () => {
   test('when a PATCH has no reason, then it is recorded as an adjustment without a note', async (t) => {
     const app = await testApp(t, {}, { pets: [pet(1, { quantity: 2 })] })
     assert.equal((await patch(app, '1', { quantity: 1 })).statusCode, 200)
-    const last = (await app.store.stockHistory(1n, 10)).at(-1)
+    const last = (await app.store.stock.stockHistory(1n, 10)).at(-1)
     assert.equal(last?.reason, 'adjustment')
     assert.equal(last?.note, null)
     assert.equal(last?.previousQuantity, 2)
@@ -61,7 +61,7 @@ describe('PATCH /v1/inventory/{petId}: the stock ledger', () => {
   test('when a return is recorded, then the reason is return', async (t) => {
     const app = await testApp(t, {}, { pets: [pet(1, { quantity: 2 })] })
     assert.equal((await patch(app, '1', { quantity: 3, reason: 'return', note: 'Returned by customer #77' })).statusCode, 200)
-    assert.deepEqual((await app.store.stockHistory(1n, 10)).map((e) => e.reason), ['import', 'return'])
+    assert.deepEqual((await app.store.stock.stockHistory(1n, 10)).map((e) => e.reason), ['import', 'return'])
   })
 
   for (const [what, body, message] of [
@@ -84,13 +84,13 @@ describe('PATCH /v1/inventory/{petId}: the stock ledger', () => {
   ] as const) {
     test(`when the body has ${what}, then it answers 400 and neither stock nor ledger change`, async (t) => {
       const app = await testApp(t, {}, { pets: [pet(1, { quantity: 2 })] })
-      const before = await app.store.stockHistory(1n, 10)
+      const before = await app.store.stock.stockHistory(1n, 10)
       const res = await patch(app, '1', body)
       assert.equal(res.statusCode, 400)
       assert.equal(res.json().code, 'invalid_request')
       if (message !== null) assert.equal(res.json().message, message)
-      assert.deepEqual(await app.store.stockHistory(1n, 10), before)
-      assert.equal((await app.store.getStockEntry(1n))?.quantity, 2)
+      assert.deepEqual(await app.store.stock.stockHistory(1n, 10), before)
+      assert.equal((await app.store.stock.getStockEntry(1n))?.quantity, 2)
     })
   }
 
@@ -98,13 +98,13 @@ describe('PATCH /v1/inventory/{petId}: the stock ledger', () => {
     const app = await testApp(t, {}, { pets: [pet(1, { quantity: 2 })] })
     const note = 'Ünïcödé 🐕 '.repeat(50).slice(0, 500)
     assert.equal((await patch(app, '1', { quantity: 3, note })).statusCode, 200)
-    assert.equal((await app.store.stockHistory(1n, 10)).at(-1)?.note, note)
+    assert.equal((await app.store.stock.stockHistory(1n, 10)).at(-1)?.note, note)
   })
 
   test('when the PATCH answers 404, then nothing is recorded', async (t) => {
     const app = await testApp(t, {}, { pets: [pet(1, { quantity: undefined })] })
     assert.equal((await patch(app, '1', { quantity: 3, reason: 'arrival' })).statusCode, 404)
-    assert.deepEqual(await app.store.stockHistory(1n, 10), [])
+    assert.deepEqual(await app.store.stock.stockHistory(1n, 10), [])
   })
 })
 
@@ -174,7 +174,7 @@ describe('PATCH with If-Match (optimistic concurrency)', () => {
     const app = await testApp(t, {}, { pets: [pet(1, { quantity: 2 })] })
     const seen = String((await getEntry(app, '1')).headers.etag)
     const other = await patch(app, '1', { quantity: 4, note: 'someone else' })
-    const history = await app.store.stockHistory(1n, 10)
+    const history = await app.store.stock.stockHistory(1n, 10)
     const res = await patch(app, '1', { quantity: 9 }, { 'if-match': seen })
     assert.equal(res.statusCode, 412)
     assert.equal(res.json().code, 'precondition_failed')
@@ -182,8 +182,8 @@ describe('PATCH with If-Match (optimistic concurrency)', () => {
     assert.match(res.json().message, /changed since the ETag/)
     assert.equal(res.headers.etag, other.headers.etag, 'the current ETag, to refetch or retry with')
     assert.ok(res.headers['x-ratelimit-remaining'] !== undefined, 'a 412 carries the rate-limit headers like every answer')
-    assert.equal((await app.store.getStockEntry(1n))?.quantity, 4)
-    assert.deepEqual(await app.store.stockHistory(1n, 10), history)
+    assert.equal((await app.store.stock.getStockEntry(1n))?.quantity, 4)
+    assert.deepEqual(await app.store.stock.stockHistory(1n, 10), history)
   })
 
   test('when two clients update from the same ETag, then the first wins and the second gets 412', async (t) => {
@@ -194,7 +194,7 @@ describe('PATCH with If-Match (optimistic concurrency)', () => {
       patch(app, '1', { quantity: 8, note: 'sold two' }, { 'if-match': etag })
     ])
     assert.deepEqual([a.statusCode, b.statusCode].sort(), [200, 412])
-    assert.equal((await app.store.stockHistory(1n, 10)).length, 2)
+    assert.equal((await app.store.stock.stockHistory(1n, 10)).length, 2)
   })
 
   test('when If-Match lists several tags and one is current, then the change applies', async (t) => {
@@ -213,7 +213,7 @@ describe('PATCH with If-Match (optimistic concurrency)', () => {
     const etag = String((await getEntry(app, '1')).headers.etag)
     const res = await patch(app, '1', { quantity: 3 }, { 'if-match': `W/${etag}` })
     assert.equal(res.statusCode, 412)
-    assert.equal((await app.store.getStockEntry(1n))?.quantity, 2)
+    assert.equal((await app.store.stock.getStockEntry(1n))?.quantity, 2)
   })
 
   test('when If-Match holds the inventory listing ETag, then it answers 412: the tags are not interchangeable', async (t) => {
@@ -229,7 +229,7 @@ describe('PATCH with If-Match (optimistic concurrency)', () => {
       assert.equal(res.statusCode, 400)
       assert.equal(res.json().code, 'invalid_request')
       assert.match(res.json().message, /If-Match/)
-      assert.equal((await app.store.getStockEntry(1n))?.quantity, 2)
+      assert.equal((await app.store.stock.getStockEntry(1n))?.quantity, 2)
     })
   }
 

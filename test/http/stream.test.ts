@@ -24,7 +24,7 @@ import type { PetImport } from '../../src/model.js'
 import { Lifecycle } from '../../src/lifecycle.js'
 import { PostgresStore } from '../../src/store/postgres/index.js'
 import { SqliteStore } from '../../src/store/sqlite/index.js'
-import type { Store } from '../../src/store/types.js'
+import type { Store } from '../../src/store/store.js'
 import { auth, newKey, pet, tempDir, tempStore } from '../helpers/app.js'
 import { POSTGRES_URL, requirePostgres, tempSchema } from '../helpers/postgres.js'
 import { waitFor, WAIT_TIMEOUT_MS } from '../helpers/wait.js'
@@ -143,7 +143,7 @@ async function patch (target: Served | FastifyInstance, key: string, petId: bigi
 
 /** The cursor of the feed's n-th change (from 0). */
 async function cursorAt (store: Store, index: number): Promise<string> {
-  const change = (await store.listChanges(null, index + 1))[index]
+  const change = (await store.stock.listChanges(null, index + 1))[index]
   assert.ok(change !== undefined)
   return feedCursor(change.position)
 }
@@ -361,8 +361,8 @@ describe('GET /v1/inventory/changes/stream', () => {
     const store = await tempStore(t)
     const s = await served(t, { store, pets: Array.from({ length: total }, (_, i) => pet(i + 1, { quantity: i })) })
     let read = 0
-    const listChanges = store.listChanges.bind(store)
-    store.listChanges = async (after, limit) => {
+    const listChanges = store.stock.listChanges.bind(store.stock)
+    store.stock.listChanges = async (after, limit) => {
       const changes = await listChanges(after, limit)
       read += changes.length
       return changes
@@ -399,7 +399,7 @@ describe('the stream across instances', () => {
     const file = join(tempDir(t), 'shared.db')
     const stores = [new SqliteStore(file), new SqliteStore(file)]
     t.after(() => Promise.all(stores.map((store) => store.close())))
-    await stores[0]?.migrate()
+    await stores[0]?.schema.migrate()
     const [a, b] = await Promise.all(stores.map((store) => served(t, { store })))
     assert.ok(a !== undefined && b !== undefined)
     await importData(a.store, { pets: [pet(1, { quantity: 1 })], orders: [] })
@@ -419,7 +419,7 @@ if (await requirePostgres('the change stream on PostgreSQL')) {
       const schema = await tempSchema(t)
       const stores = [0, 1].map(() => new PostgresStore(POSTGRES_URL, { schema, poolSize: 4 }))
       t.after(() => Promise.all(stores.map((store) => store.close())))
-      await stores[0]?.migrate()
+      await stores[0]?.schema.migrate()
       await importData(stores[0] as Store, { pets: [pet(1, { quantity: 1 }), pet(BIG, { quantity: 2 })], orders: [] })
       const [a, b] = await Promise.all(stores.map((store) => served(t, { store, env: { STREAM_MAX_PER_QUOTA: '2' } })))
       assert.ok(a !== undefined && b !== undefined)

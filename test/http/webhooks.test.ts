@@ -11,7 +11,7 @@ import { buildApp } from '../../src/app.js'
 import { createKey, revokeKey, rotateKey } from '../../src/access/keys.js'
 import { loadConfig } from '../../src/config.js'
 import { importData } from '../../src/domain/import.js'
-import type { Store } from '../../src/store/types.js'
+import type { Store } from '../../src/store/store.js'
 import { PostgresStore } from '../../src/store/postgres/index.js'
 import { auth, newKey, pet, tempStore } from '../helpers/app.js'
 import { POSTGRES_URL, requirePostgres, tempSchema } from '../helpers/postgres.js'
@@ -263,7 +263,7 @@ describe('webhook delivery', () => {
     const schema = await tempSchema(t)
     const stores = [new PostgresStore(POSTGRES_URL, { schema }), new PostgresStore(POSTGRES_URL, { schema })]
     t.after(() => Promise.all(stores.map((s) => s.close())))
-    await stores[0]?.migrate()
+    await stores[0]?.schema.migrate()
     await importData(stores[0] as Store, { pets: Array.from({ length: 10 }, (_, i) => pet(i + 1, { quantity: 100 })), orders: [] })
     const hook = await receiver(t)
     const a = await webhookApp(t, {}, stores[0])
@@ -310,9 +310,9 @@ describe('webhook isolation', () => {
     for (let i = 0; i < 10; i++) await subscribe(request, hook)
     // Each fan-out is bounded (the synchronous work of one call on SQLite), whatever the backlog: counted per call. The
     // budget is 200 shared by the subscriptions the previous fan-out found (at least 10 each); the first finds none.
-    const enqueue = store.enqueueWebhookDeliveries.bind(store)
+    const enqueue = store.webhooks.enqueueWebhookDeliveries.bind(store.webhooks)
     let largest = 0
-    store.enqueueWebhookDeliveries = async (...args) => {
+    store.webhooks.enqueueWebhookDeliveries = async (...args) => {
       const fanOut = await enqueue(...args)
       largest = Math.max(largest, fanOut.created)
       return fanOut
@@ -322,7 +322,7 @@ describe('webhook isolation', () => {
     await importData(store, { pets: Array.from({ length: 5000 }, (_, i) => pet(i + 1, { quantity: 1 })), orders: [] })
     delay.enable()
     // Until every event has its ten deliveries (the fan-out is done), while they are being attempted.
-    await waitFor(async () => (await store.webhookBacklog()).reduce((sum, row) => sum + row.pending, 0) + hook.received.length >= 50_000, 60_000)
+    await waitFor(async () => (await store.webhooks.webhookBacklog()).reduce((sum, row) => sum + row.pending, 0) + hook.received.length >= 50_000, 60_000)
     delay.disable()
     assert.ok(largest > 0 && largest <= 2000, `one fan-out created at most 200 deliveries per subscription (the largest: ${largest})`)
     // All 50,000 at once take seconds; a bounded fan-out a few milliseconds. The margin is for a loaded machine, where

@@ -39,7 +39,7 @@ describe('crash safety', () => {
     const items = await (await fetch(`${second.base}/v1/inventory`, { headers })).json() as Array<{ petId: number, quantity: number }>
     assert.deepEqual(new Map(items.map((item) => [item.petId, item.quantity])), acknowledged)
     // The ledger is written in the same transaction: every acknowledged change is recorded, in order.
-    const histories = await inspectStore(cli.db, (store) => Promise.all(pets.map((pet) => store.stockHistory(BigInt(pet.id), 100))))
+    const histories = await inspectStore(cli.db, (store) => Promise.all(pets.map((pet) => store.stock.stockHistory(BigInt(pet.id), 100))))
     histories.forEach((history, i) => {
       const id = i + 1
       assert.deepEqual(history.map((entry) => [entry.previousQuantity, entry.quantity]),

@@ -10,7 +10,8 @@ import { buildApp } from '../../src/app.js'
 import { loadConfig } from '../../src/config.js'
 import { RedisLimiter } from '../../src/ratelimit/redis.js'
 import type { RateLimiter } from '../../src/ratelimit/types.js'
-import type { Store } from '../../src/store/types.js'
+import { wrapStore } from '../../src/store/observe.js'
+import type { Store } from '../../src/store/store.js'
 import { newKey, pet, tempStore } from '../helpers/app.js'
 import { requirePostgres, tempPostgresStore } from '../helpers/postgres.js'
 import { parseResponse, raw } from '../helpers/raw-http.js'
@@ -46,16 +47,10 @@ describe('half-closed connections', () => {
   test('when the answer needs asynchronous steps and the client half-closes after its request, then it still gets the answer', async (t) => {
     const store = await tempStore(t)
     // Every store call takes a few milliseconds, as a database round trip does.
-    const slow = new Proxy(store, {
-      get (target, property) {
-        const value: unknown = Reflect.get(target, property, target)
-        if (typeof value !== 'function') return value
-        return (...args: unknown[]) => {
-          const result = (value as (...a: unknown[]) => unknown).apply(target, args)
-          return result instanceof Promise ? sleep(20).then(async () => await result) : result
-        }
-      }
-    }) as Store
+    const slow = wrapStore(store, (_operation, call) => (...args) => {
+      const result = call(args)
+      return result instanceof Promise ? sleep(20).then(async () => await result) : result
+    })
     const { key, port } = await serve(t, slow)
     assertAnswered(await halfClosed(port, key))
   })

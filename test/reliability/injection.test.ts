@@ -7,7 +7,7 @@ import { describe, test } from 'node:test'
 import { createKey } from '../../src/access/keys.js'
 import { auth, pet, testApp } from '../helpers/app.js'
 import { requirePostgres, tempPostgresStore } from '../helpers/postgres.js'
-import type { Store } from '../../src/store/types.js'
+import type { Store } from '../../src/store/store.js'
 import { importData } from '../../src/domain/import.js'
 
 const PAYLOADS = [
@@ -20,8 +20,8 @@ const PAYLOADS = [
 ]
 
 async function assertIntact (store: Store): Promise<void> {
-  assert.deepEqual((await store.listInventory()).map((item) => [item.petId, item.quantity]), [[1n, 7]])
-  assert.equal((await store.listApiKeys()).length >= 1, true)
+  assert.deepEqual((await store.stock.listInventory()).map((item) => [item.petId, item.quantity]), [[1n, 7]])
+  assert.equal((await store.keys.listApiKeys()).length >= 1, true)
 }
 
 async function throughTheApi (store: Store, request: Awaited<ReturnType<typeof testApp>>['request'], key: string): Promise<void> {
@@ -44,10 +44,10 @@ async function throughTheApi (store: Store, request: Awaited<ReturnType<typeof t
 async function freeText (store: Store): Promise<void> {
   for (const payload of PAYLOADS) {
     await importData(store, { pets: [pet(2, { name: payload, tags: [{ id: 1n, name: payload }], photoUrls: [payload], quantity: undefined })], orders: [] })
-    assert.deepEqual(await store.getPet(2n), { id: 2n, name: payload, status: 'available', tags: [{ id: 1n, name: payload }], photoUrls: [payload] })
+    assert.deepEqual(await store.catalog.getPet(2n), { id: 2n, name: payload, status: 'available', tags: [{ id: 1n, name: payload }], photoUrls: [payload] })
     const { record } = await createKey(store, 'production', { plan: 'free', name: payload, perMinute: null, perDay: null })
-    assert.equal((await store.listApiKeys()).find((k) => k.id === record.id)?.name, payload)
-    assert.equal(await store.revokeApiKey(payload, new Date()), false)
+    assert.equal((await store.keys.listApiKeys()).find((k) => k.id === record.id)?.name, payload)
+    assert.equal(await store.keys.revokeApiKey(payload, new Date()), false)
   }
   await assertIntact(store)
 }

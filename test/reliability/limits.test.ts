@@ -56,7 +56,7 @@ describe('input limits', () => {
     assert.equal(res.status, 431)
     assert.deepEqual(JSON.parse(res.body), { code: 'headers_too_large', message: 'The request has more than 100 header lines.', status: 431 })
     assert.match(res.headers['x-ratelimit-remaining'] ?? '', /^\d+$/)
-    assert.equal((await store.getStockEntry(1n))?.quantity, 5, 'the PATCH was not applied')
+    assert.equal((await store.stock.getStockEntry(1n))?.quantity, 5, 'the PATCH was not applied')
   })
 
   test('when a request carries exactly 100 header lines, then it is served', async (t) => {

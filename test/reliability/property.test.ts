@@ -32,10 +32,10 @@ describe('generated hostile input', () => {
   test('when PATCH bodies are arbitrary, then there is no 5xx, every error is the Error shape, and only valid bodies change stock', async (t) => {
     const { request, key, store } = await testApp(t, { RATE_LIMIT_FREE: '100000/1000000' }, { pets: [pet(1, { quantity: 5 })] })
     await fc.assert(fc.asyncProperty(fc.oneof(jsonValue.map((v) => JSON.stringify(v)), fc.string()), async (payload) => {
-      const [before] = await store.listInventory()
+      const [before] = await store.stock.listInventory()
       const res = await request({ method: 'PATCH', url: '/v1/inventory/1', headers: { ...auth(key), 'content-type': 'application/json' }, payload })
       assertErrorShape(res)
-      const [after] = await store.listInventory()
+      const [after] = await store.stock.listInventory()
       if (res.statusCode !== 200) assert.deepEqual(after, before, `a rejected body changed stock: ${payload}`)
       else assert.equal(after?.quantity, (JSON.parse(payload) as { quantity: number }).quantity)
     }), { numRuns: RUNS })
@@ -56,6 +56,6 @@ describe('generated hostile input', () => {
         responses.forEach((res, i) => assertErrorShape(res, i === 3 ? method : 'GET'))
       }), { numRuns: RUNS })
     // Only a well-formed PATCH of pet 1 may have changed it, and only to 1.
-    assert.ok([1, 5].includes((await store.listInventory())[0]?.quantity ?? -1))
+    assert.ok([1, 5].includes((await store.stock.listInventory())[0]?.quantity ?? -1))
   })
 })

@@ -13,7 +13,7 @@ import { pathToFileURL } from 'node:url'
 import { describe, test } from 'node:test'
 import { PostgresStore } from '../../src/store/postgres/index.js'
 import { SqliteStore } from '../../src/store/sqlite/index.js'
-import type { Store } from '../../src/store/types.js'
+import type { Store } from '../../src/store/store.js'
 import { tempDir } from '../helpers/app.js'
 import { POSTGRES_URL, requirePostgres, tempSchema } from '../helpers/postgres.js'
 import { releaseFromGit } from '../helpers/release.js'
@@ -23,7 +23,7 @@ import { importData } from '../../src/domain/import.js'
 const PREVIOUS_RELEASE = '6344baadd31cf9cb3fda0b730fa01eee8384d779'
 
 /**
- * What this test calls of the previous release's Store (its src/store/types.ts), with the fields it reads. That
+ * What this test calls of the previous release's Store (its src/store/types.ts: one interface then), with the fields it reads. That
  * code is built while the test runs, out of the compiler's sight: a call it no longer accepts fails at run time.
  */
 interface PreviousStore {
@@ -87,29 +87,29 @@ async function exercise (current: Store, previous: PreviousStore, previousImport
   assert.equal(await previous.banApiKey('key_old', { since: AT, until: new Date('2030-01-01T00:00:00Z'), seconds: 900 }), true)
   // A key this release made (a scope, an expiry, a rotation) reads as a plain key there: the previous release enforces
   // none of it (docs/operating.md, "Upgrading"), but it reads and lists such keys without error.
-  await current.createApiKey({ id: 'key_new', keyHash: 'hash-new', name: 'new', plan: 'pro', perMinute: null, perDay: null, createdAt: AT, scope: 'read',
+  await current.keys.createApiKey({ id: 'key_new', keyHash: 'hash-new', name: 'new', plan: 'pro', perMinute: null, perDay: null, createdAt: AT, scope: 'read',
     expiresAt: new Date('2030-01-01T00:00:00Z') })
-  assert.equal(await current.rotateApiKey('key_new', { id: 'key_next', keyHash: 'hash-next', name: 'new', plan: 'pro', perMinute: null, perDay: null,
+  assert.equal(await current.keys.rotateApiKey('key_new', { id: 'key_next', keyHash: 'hash-next', name: 'new', plan: 'pro', perMinute: null, perDay: null,
     createdAt: AT, scope: 'read', quotaId: 'key_new' }, new Date('2026-11-24T10:00:00.000Z')), 'rotated')
   assert.equal((await previous.findApiKeyByHash('hash-next'))?.id, 'key_next')
   assert.deepEqual((await previous.listApiKeys()).map((k) => k.id).sort(), ['key_new', 'key_next', 'key_old'])
   assert.deepEqual((await previous.stockHistory(1n, 10)).map((e) => [e.previousQuantity, e.quantity]), [[null, 2], [2, 5]])
 
   // This release reads what the previous one wrote, and carries on from it.
-  assert.deepEqual((await current.stockHistory(1n, 10)).map((e) => [e.previousQuantity, e.quantity, e.note]), [[null, 2, null], [2, 5, 'old release']])
-  const result = await current.setQuantity({ ...change(1n, 6), note: 'new release' })
+  assert.deepEqual((await current.stock.stockHistory(1n, 10)).map((e) => [e.previousQuantity, e.quantity, e.note]), [[null, 2, null], [2, 5, 'old release']])
+  const result = await current.stock.setQuantity({ ...change(1n, 6), note: 'new release' })
   assert.equal(result.status, 'updated')
   assert.deepEqual((await previous.stockHistory(1n, 10)).map((e) => e.quantity), [2, 5, 6], 'and the previous release reads what this one wrote')
-  const old = await current.findApiKeyByHash('hash-old')
+  const old = await current.keys.findApiKeyByHash('hash-old')
   assert.equal(old?.ban?.seconds, 900)
   assert.deepEqual([old?.scope, old?.expiresAt, old?.quotaId], ['write', null, 'key_old'], 'a key the previous release made has full access, as before')
-  assert.deepEqual((await current.listInventory()).map((i) => [i.petId, i.quantity]), [[1n, 6], [2n, 1]])
+  assert.deepEqual((await current.stock.listInventory()).map((i) => [i.petId, i.quantity]), [[1n, 6], [2n, 1]])
 
   // Migration 9: this release records an import's change of status in the ledger; the previous release reads that row
   // as a change of quantity that kept it, and its own rows read here with no status.
   await importData(current, { pets: [{ id: 2n, name: 'Tom', status: 'sold', quantity: 1 }], orders: [] })
   assert.deepEqual((await previous.stockHistory(2n, 10)).map((e) => [e.previousQuantity, e.quantity]), [[null, 1], [1, 1]])
-  assert.deepEqual((await current.stockHistory(2n, 10)).map((e) => [e.previousStatus, e.status]), [[null, null], ['pending', 'sold']])
+  assert.deepEqual((await current.stock.stockHistory(2n, 10)).map((e) => [e.previousStatus, e.status]), [[null, null], ['pending', 'sold']])
   assert.deepEqual(await previous.getStockEntry(2n).then((e) => e?.status), 'sold')
 }
 
@@ -118,7 +118,7 @@ if (previousRelease !== undefined) {
     test('when the previous release\'s SQLite store reads and writes a file this release migrated, then both see the same, consistent data', async (t) => {
       const path = join(tempDir(t), 'shared.db')
       const current = new SqliteStore(path)
-      await current.migrate()
+      await current.schema.migrate()
       const previous = new previousRelease.SqliteStore(path)
       t.after(async () => {
         await previous.close()
@@ -134,7 +134,7 @@ if (previousRelease !== undefined && await requirePostgres('the previous release
     test('when the previous release\'s PostgreSQL store reads and writes a schema this release migrated, then both see the same data', async (t) => {
       const schema = await tempSchema(t)
       const current = new PostgresStore(POSTGRES_URL, { schema })
-      await current.migrate()
+      await current.schema.migrate()
       const previous = new previousRelease.PostgresStore(POSTGRES_URL, { schema })
       t.after(async () => {
         await previous.close()

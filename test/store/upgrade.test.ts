@@ -13,7 +13,7 @@ import { PostgresStore } from '../../src/store/postgres/index.js'
 import { MIGRATIONS as POSTGRES_MIGRATIONS } from '../../src/store/postgres/migrations.js'
 import { SqliteStore } from '../../src/store/sqlite/index.js'
 import { MIGRATIONS as SQLITE_MIGRATIONS } from '../../src/store/sqlite/migrations.js'
-import type { Store } from '../../src/store/types.js'
+import type { Store } from '../../src/store/store.js'
 import { BIG, buildPostgres, buildSqlite, LANDED_DATA, POSTGRES_SCHEMAS, SQLITE_SCHEMAS, type LandedSchema } from '../fixtures/landed-schemas.js'
 import { tempDir } from '../helpers/app.js'
 import { POSTGRES_URL, requirePostgres, tempSchema } from '../helpers/postgres.js'
@@ -24,44 +24,44 @@ const LATEST = SQLITE_MIGRATIONS.at(-1)?.version as number
 
 /** What every upgraded store must show, whatever schema it came from. */
 async function assertDataKept (store: Store, schema: LandedSchema): Promise<void> {
-  assert.deepEqual(await store.listInventory(), [
+  assert.deepEqual(await store.stock.listInventory(), [
     { petId: 1n, quantity: 3, status: 'available' },
     { petId: 2n, quantity: 0, status: 'sold' },
     { petId: BIG, quantity: 7, status: 'pending' }
   ])
-  assert.equal(await store.countPets(), LANDED_DATA.pets.length)
-  assert.equal((await store.getPet(BIG))?.name, 'Big')
-  assert.deepEqual((await store.listOrders({ afterId: null, limit: 10, status: null })).orders.map((o) => [o.id, o.petId, o.quantity]), [[BIG, 1n, 2]])
-  const banned = await store.findApiKeyByHash('hash-banned')
+  assert.equal(await store.catalog.countPets(), LANDED_DATA.pets.length)
+  assert.equal((await store.catalog.getPet(BIG))?.name, 'Big')
+  assert.deepEqual((await store.catalog.listOrders({ afterId: null, limit: 10, status: null })).orders.map((o) => [o.id, o.petId, o.quantity]), [[BIG, 1n, 2]])
+  const banned = await store.keys.findApiKeyByHash('hash-banned')
   assert.equal(banned?.ban?.until.toISOString(), LANDED_DATA.keys[0].bannedUntil)
-  assert.equal((await store.findApiKeyByHash('hash-revoked'))?.revokedAt?.toISOString(), LANDED_DATA.keys[1].revokedAt)
+  assert.equal((await store.keys.findApiKeyByHash('hash-revoked'))?.revokedAt?.toISOString(), LANDED_DATA.keys[1].revokedAt)
 
   // The ledger: each pet's changes, oldest first, with the quantities they replaced.
-  const history = async (petId: bigint) => (await store.stockHistory(petId, 100)).map((e) => [e.previousQuantity, e.quantity])
+  const history = async (petId: bigint) => (await store.stock.stockHistory(petId, 100)).map((e) => [e.previousQuantity, e.quantity])
   if (schema.ledger === 'none') {
     assert.deepEqual(await history(1n), [])
   } else {
     assert.deepEqual(await history(1n), [[null, 1], [1, 2], [2, 3]])
     assert.deepEqual(await history(BIG), [[null, 5], [5, 7]])
     assert.deepEqual(await history(2n), [[null, 0]])
-    assert.deepEqual((await store.stockHistory(1n, 2)).map((e) => e.quantity), [2, 3], 'the newest N, oldest first')
+    assert.deepEqual((await store.stock.stockHistory(1n, 2)).map((e) => e.quantity), [2, 3], 'the newest N, oldest first')
   }
-  const revision = (await store.getStockEntry(1n))?.revision
+  const revision = (await store.stock.getStockEntry(1n))?.revision
   assert.equal(revision, schema.ledger === 'none' ? 1n : 4n, 'revisions (ETags) are kept')
 
   // A write appends to the pet's ledger, grows its revision and the inventory version, and reads back.
-  const version = await store.inventoryVersion()
-  const result = await store.setQuantity(stockChange(1n, 9, { expectedRevisions: [revision as bigint] }))
+  const version = await store.stock.inventoryVersion()
+  const result = await store.stock.setQuantity(stockChange(1n, 9, { expectedRevisions: [revision as bigint] }))
   assert.equal(result.status, 'updated')
-  assert.ok(await store.inventoryVersion() > version, 'the listing cache sees the change')
+  assert.ok(await store.stock.inventoryVersion() > version, 'the listing cache sees the change')
   assert.deepEqual((await history(1n)).at(-1), [3, 9])
-  assert.equal((await store.getStockEntry(1n))?.revision, (revision as bigint) + 1n)
+  assert.equal((await store.stock.getStockEntry(1n))?.revision, (revision as bigint) + 1n)
   await importData(store, { pets: [{ id: 4n, name: 'No stock', status: 'sold', quantity: 2 }], orders: [] })
   assert.deepEqual(await history(4n), [[null, 2]])
 
-  const status = await store.schemaStatus()
+  const status = await store.schema.schemaStatus()
   assert.deepEqual([status.version, status.pending.length, status.ahead.length], [LATEST, 0, 0])
-  assert.equal(await store.migrate(), 0)
+  assert.equal(await store.schema.migrate(), 0)
 }
 
 describe('upgrades of SQLite stores from every landed schema', () => {
@@ -71,15 +71,15 @@ describe('upgrades of SQLite stores from every landed schema', () => {
       buildSqlite(path, schema)
       const store = new SqliteStore(path)
       t.after(() => store.close())
-      const before = await store.schemaStatus()
+      const before = await store.schema.schemaStatus()
       assert.equal(before.version, schema.migrations.at(-1)?.version)
       assert.ok(before.pending.length > 0)
-      assert.equal(await store.migrate(), LATEST - (before.version === 4 ? 4 : before.version))
+      assert.equal(await store.schema.migrate(), LATEST - (before.version === 4 ? 4 : before.version))
       await assertDataKept(store, schema)
       // The schema is this release's: the same tables, columns, indexes and triggers as a store it creates.
       const fresh = join(tempDir(t), 'fresh.db')
       const created = new SqliteStore(fresh)
-      await created.migrate()
+      await created.schema.migrate()
       await created.close()
       assert.deepEqual(sqliteSchema(path), sqliteSchema(fresh))
       // Every applied migration's checksum is recorded: this release's, or the landed variant it converted.
@@ -104,7 +104,7 @@ describe('upgrades of SQLite stores from every landed schema', () => {
       db.close()
       const store = new SqliteStore(path)
       t.after(() => store.close())
-      await store.migrate()
+      await store.schema.migrate()
       return store
     })
   }
@@ -131,13 +131,13 @@ if (await requirePostgres('upgrades of PostgreSQL stores')) {
         await buildPostgres(POSTGRES_URL, name, schema)
         const store = new PostgresStore(POSTGRES_URL, { schema: name })
         t.after(() => store.close())
-        const before = await store.schemaStatus()
+        const before = await store.schema.schemaStatus()
         assert.equal(before.version, schema.migrations.at(-1)?.version)
-        await store.migrate()
+        await store.schema.migrate()
         await assertDataKept(store, schema)
         const fresh = await tempSchema(t)
         const created = new PostgresStore(POSTGRES_URL, { schema: fresh })
-        await created.migrate()
+        await created.schema.migrate()
         await created.close()
         assert.deepEqual(await postgresSchema(name), await postgresSchema(fresh))
         const rows = await schemaMigrations(name)
@@ -161,7 +161,7 @@ if (await requirePostgres('upgrades of PostgreSQL stores')) {
         }
         const store = new PostgresStore(POSTGRES_URL, { schema: name })
         t.after(() => store.close())
-        await store.migrate()
+        await store.schema.migrate()
         return store
       })
     }

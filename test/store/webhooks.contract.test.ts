@@ -13,8 +13,10 @@ import { importData } from '../../src/domain/import.js'
 import { MAX_QUANTITY } from '../../src/domain/rules.js'
 import { PostgresStore } from '../../src/store/postgres/index.js'
 import { SqliteStore } from '../../src/store/sqlite/index.js'
-import type { FeedChange, FeedPosition, NewApiKey, Store } from '../../src/store/types.js'
-import type { AttemptOutcome, ClaimedDelivery, ClaimRequest, FailureRun, NewWebhook, WebhookDelivery, WebhookRecord } from '../../src/store/webhook-types.js'
+import type { FeedChange, FeedPosition } from '../../src/store/stock/types.js'
+import type { NewApiKey } from '../../src/store/keys/types.js'
+import type { Store } from '../../src/store/store.js'
+import type { AttemptOutcome, ClaimedDelivery, ClaimRequest, FailureRun, NewWebhook, WebhookDelivery, WebhookRecord } from '../../src/store/webhooks/types.js'
 import { tempDir } from '../helpers/app.js'
 import { lockWaiters, POSTGRES_URL, requirePostgres, tempSchema } from '../helpers/postgres.js'
 import { waitFor } from '../helpers/wait.js'
@@ -54,13 +56,13 @@ function newWebhook (name: string, quotaId: string, overrides: Partial<NewWebhoo
 }
 
 async function subscribe (store: Store, name: string, quotaId: string, overrides: Partial<NewWebhook> = {}): Promise<WebhookRecord> {
-  const created = await store.createWebhook(newWebhook(name, quotaId, overrides), MAX_PER_QUOTA)
+  const created = await store.webhooks.createWebhook(newWebhook(name, quotaId, overrides), MAX_PER_QUOTA)
   assert.notEqual(created, 'limit')
   return created as WebhookRecord
 }
 
 async function addKey (store: Store, id: string, overrides: Partial<NewApiKey> = {}): Promise<void> {
-  await store.createApiKey({ id, keyHash: `hash-of-${id}`, name: null, plan: 'free', perMinute: null, perDay: null, createdAt: at(-3600), ...overrides })
+  await store.keys.createApiKey({ id, keyHash: `hash-of-${id}`, name: null, plan: 'free', perMinute: null, perDay: null, createdAt: at(-3600), ...overrides })
 }
 
 /** Imports pets with a stock entry each: one `import` change per pet. */
@@ -70,19 +72,19 @@ async function addPets (store: Store, ids: readonly number[], quantity = 10): Pr
 
 /** One stock change through the API, by `keyId` (null: none) with request `requestId`. */
 async function setStock (store: Store, petId: number, quantity: number, keyId: string | null = null, requestId: string | null = null): Promise<void> {
-  const result = await store.setQuantity({ petId: BigInt(petId), quantity, expectedRevisions: null, reason: 'adjustment', note: null, keyId, requestId, at: at(-1) })
+  const result = await store.stock.setQuantity({ petId: BigInt(petId), quantity, expectedRevisions: null, reason: 'adjustment', note: null, keyId, requestId, at: at(-1) })
   assert.equal(result.status, 'updated')
 }
 
-const enqueue = async (store: Store, when: Date = at(1), limit = 1000): Promise<number> => (await store.enqueueWebhookDeliveries(when, GIVE_UP, limit)).created
+const enqueue = async (store: Store, when: Date = at(1), limit = 1000): Promise<number> => (await store.webhooks.enqueueWebhookDeliveries(when, GIVE_UP, limit)).created
 
 /** One attempt recorded alone. */
 async function record (store: Store, outcome: AttemptOutcome): Promise<FailureRun> {
-  return (await store.recordWebhookAttempts([outcome]))[0] as FailureRun
+  return (await store.webhooks.recordWebhookAttempts([outcome]))[0] as FailureRun
 }
 
 function claim (store: Store, overrides: Partial<ClaimRequest> = {}): Promise<ClaimedDelivery[]> {
-  return store.claimWebhookDeliveries({ owner: 'instance-a', at: at(10), leaseUntil: at(70), limit: 100, perSubscription: 1000, exclude: [], ...overrides })
+  return store.webhooks.claimWebhookDeliveries({ owner: 'instance-a', at: at(10), leaseUntil: at(70), limit: 100, perSubscription: 1000, exclude: [], ...overrides })
 }
 
 /** What an attempt of a delivery came to: by default, a 500 that is retried at at(100). */
@@ -98,11 +100,11 @@ const delivered = (deliveryId: bigint, webhookId: string, overrides: Partial<Att
 
 /** Every delivery of a subscription, oldest first. */
 async function deliveriesOf (store: Store, webhookId: string): Promise<WebhookDelivery[]> {
-  return (await store.listWebhookDeliveries(webhookId, null, 100_000)).reverse()
+  return (await store.webhooks.listWebhookDeliveries(webhookId, null, 100_000)).reverse()
 }
 
 /** The feed's changes after `after`, all of them. */
-const feedAfter = (store: Store, after: FeedPosition | null): Promise<FeedChange[]> => store.listChanges(after, 100_000)
+const feedAfter = (store: Store, after: FeedPosition | null): Promise<FeedChange[]> => store.stock.listChanges(after, 100_000)
 
 /** What of a change a delivery records: its id and place. */
 const places = (changes: ReadonlyArray<{ id: bigint, position: FeedPosition }>): Array<[bigint, FeedPosition]> => changes.map((c) => [c.id, c.position])
@@ -115,16 +117,16 @@ function webhookContract (name: string, open: Open): void {
     describe('feedHead', () => {
       test('when the feed is empty, then the head is null; when changes were made, then it is the place of the last change listChanges returns', async (t) => {
         const { store } = await open(t)
-        assert.equal(await store.feedHead(), null)
+        assert.equal(await store.stock.feedHead(), null)
         await addPets(store, [1, 2])
         await setStock(store, 1, 5)
-        await store.applyBatch({
+        await store.stock.applyBatch({
           changes: [{ petId: 1n, quantity: 6, expectedRevisions: null, reason: 'arrival', note: null }, { petId: 2n, delta: 1, expectedRevisions: null, reason: 'arrival', note: null }],
           allowed: { min: 0, max: MAX_QUANTITY }, batchId: 'b-head', keyId: null, requestId: null, at: at(-1)
         })
         const feed = await feedAfter(store, null)
         assert.equal(feed.length, 5)
-        assert.deepEqual(await store.feedHead(), feed.at(-1)?.position)
+        assert.deepEqual(await store.stock.feedHead(), feed.at(-1)?.position)
       })
     })
 
@@ -132,14 +134,14 @@ function webhookContract (name: string, open: Open): void {
       test('when a subscription is created, then it is stored enabled, without a failure run or previous secret, and read back the same', async (t) => {
         const { store } = await open(t)
         const webhook = newWebhook('created', 'key_a', { events: ['stock.changed', 'stock.low'], description: 'to the warehouse' })
-        const created = await store.createWebhook(webhook, MAX_PER_QUOTA)
+        const created = await store.webhooks.createWebhook(webhook, MAX_PER_QUOTA)
         const expected: WebhookRecord = {
           id: webhook.id, quotaId: 'key_a', url: webhook.url, events: ['stock.changed', 'stock.low'], description: 'to the warehouse', enabled: true,
           disabledReason: null, secret: webhook.secret, previousSecret: null, previousSecretUntil: null, failures: 0, failingSince: null,
           createdAt: webhook.createdAt, updatedAt: webhook.createdAt
         }
         assert.deepEqual(created, expected)
-        assert.deepEqual(await store.getWebhook(webhook.id), expected)
+        assert.deepEqual(await store.webhooks.getWebhook(webhook.id), expected)
       })
 
       test('when changes were made before a subscription was created, then they never get deliveries, and the changes after it do', async (t) => {
@@ -148,7 +150,7 @@ function webhookContract (name: string, open: Open): void {
         await addPets(store, [1, 2])
         await setStock(store, 1, 5)
         await enqueue(store)
-        const head = await store.feedHead()
+        const head = await store.stock.feedHead()
         const webhook = await subscribe(store, 'late', 'key_a')
         assert.equal(await enqueue(store), 0, 'nothing before the subscription')
         await setStock(store, 2, 7)
@@ -171,14 +173,14 @@ function webhookContract (name: string, open: Open): void {
 
       test('when the quota has maxPerQuota subscriptions, then createWebhook returns limit and creates nothing; other quotas and a freed place pass', async (t) => {
         const { store } = await open(t)
-        assert.notEqual(await store.createWebhook(newWebhook('one', 'key_a'), 2), 'limit')
-        assert.notEqual(await store.createWebhook(newWebhook('two', 'key_a'), 2), 'limit')
-        assert.equal(await store.createWebhook(newWebhook('three', 'key_a'), 2), 'limit')
-        assert.equal(await store.getWebhook(whId('three')), null)
-        assert.deepEqual((await store.listWebhooks('key_a')).map((w) => w.id), [whId('one'), whId('two')])
-        assert.notEqual(await store.createWebhook(newWebhook('other', 'key_b'), 2), 'limit', 'another quota\'s are not counted')
-        assert.equal(await store.deleteWebhook(whId('one')), true)
-        assert.notEqual(await store.createWebhook(newWebhook('three', 'key_a'), 2), 'limit', 'a deleted one frees its place')
+        assert.notEqual(await store.webhooks.createWebhook(newWebhook('one', 'key_a'), 2), 'limit')
+        assert.notEqual(await store.webhooks.createWebhook(newWebhook('two', 'key_a'), 2), 'limit')
+        assert.equal(await store.webhooks.createWebhook(newWebhook('three', 'key_a'), 2), 'limit')
+        assert.equal(await store.webhooks.getWebhook(whId('three')), null)
+        assert.deepEqual((await store.webhooks.listWebhooks('key_a')).map((w) => w.id), [whId('one'), whId('two')])
+        assert.notEqual(await store.webhooks.createWebhook(newWebhook('other', 'key_b'), 2), 'limit', 'another quota\'s are not counted')
+        assert.equal(await store.webhooks.deleteWebhook(whId('one')), true)
+        assert.notEqual(await store.webhooks.createWebhook(newWebhook('three', 'key_a'), 2), 'limit', 'a deleted one frees its place')
       })
 
       test('when two instances create the last allowed subscriptions of a quota at once, then only one passes', async (t) => {
@@ -186,11 +188,11 @@ function webhookContract (name: string, open: Open): void {
         const other = await peer()
         for (let round = 0; round < 3; round++) {
           const quota = `key_race${round}`
-          await store.createWebhook(newWebhook(`race${round}a`, quota), 3)
-          await store.createWebhook(newWebhook(`race${round}b`, quota), 3)
-          const results = await Promise.all([store, other, store, other].map((s, i) => s.createWebhook(newWebhook(`race${round}c${i}`, quota), 3)))
+          await store.webhooks.createWebhook(newWebhook(`race${round}a`, quota), 3)
+          await store.webhooks.createWebhook(newWebhook(`race${round}b`, quota), 3)
+          const results = await Promise.all([store, other, store, other].map((s, i) => s.webhooks.createWebhook(newWebhook(`race${round}c${i}`, quota), 3)))
           assert.equal(results.filter((r) => r !== 'limit').length, 1, `round ${round}: one of four passes`)
-          assert.equal((await store.listWebhooks(quota)).length, 3)
+          assert.equal((await store.webhooks.listWebhooks(quota)).length, 3)
         }
       })
     })
@@ -201,24 +203,24 @@ function webhookContract (name: string, open: Open): void {
         await subscribe(store, 'b2', 'key_b', { createdAt: at(2) })
         await subscribe(store, 'a3', 'key_a', { createdAt: at(3) })
         await subscribe(store, 'a1', 'key_a', { createdAt: at(1) })
-        assert.deepEqual((await store.listWebhooks('key_a')).map((w) => w.id), [whId('a1'), whId('a3')])
-        assert.deepEqual((await store.listWebhooks(null)).map((w) => w.id), [whId('a1'), whId('b2'), whId('a3')])
-        assert.deepEqual(await store.listWebhooks('key_none'), [])
-        assert.equal(await store.getWebhook(whId('missing')), null)
+        assert.deepEqual((await store.webhooks.listWebhooks('key_a')).map((w) => w.id), [whId('a1'), whId('a3')])
+        assert.deepEqual((await store.webhooks.listWebhooks(null)).map((w) => w.id), [whId('a1'), whId('b2'), whId('a3')])
+        assert.deepEqual(await store.webhooks.listWebhooks('key_none'), [])
+        assert.equal(await store.webhooks.getWebhook(whId('missing')), null)
       })
 
       test('when some fields are updated, then those change, the absent ones stay, and updatedAt is the time given', async (t) => {
         const { store } = await open(t)
         const webhook = await subscribe(store, 'upd', 'key_a', { description: 'first' })
-        const urlOnly = await store.updateWebhook(webhook.id, { url: 'https://hooks.example.com/moved' }, at(5))
+        const urlOnly = await store.webhooks.updateWebhook(webhook.id, { url: 'https://hooks.example.com/moved' }, at(5))
         assert.deepEqual(urlOnly, { ...webhook, url: 'https://hooks.example.com/moved', updatedAt: at(5) })
-        const eventsAndDescription = await store.updateWebhook(webhook.id, { events: ['stock.low'], description: 'second' }, at(6))
+        const eventsAndDescription = await store.webhooks.updateWebhook(webhook.id, { events: ['stock.low'], description: 'second' }, at(6))
         assert.deepEqual(eventsAndDescription, { ...webhook, url: 'https://hooks.example.com/moved', events: ['stock.low'], description: 'second', updatedAt: at(6) })
-        const cleared = await store.updateWebhook(webhook.id, { description: null }, at(7))
+        const cleared = await store.webhooks.updateWebhook(webhook.id, { description: null }, at(7))
         assert.deepEqual(cleared, { ...webhook, url: 'https://hooks.example.com/moved', events: ['stock.low'], description: null, updatedAt: at(7) })
-        const nothing = await store.updateWebhook(webhook.id, {}, at(8))
+        const nothing = await store.webhooks.updateWebhook(webhook.id, {}, at(8))
         assert.deepEqual(nothing, { ...cleared, updatedAt: at(8) })
-        assert.deepEqual(await store.getWebhook(webhook.id), nothing)
+        assert.deepEqual(await store.webhooks.getWebhook(webhook.id), nothing)
       })
 
       test('when disabled with a reason, then the reason is recorded and kept by other updates; when enabled, then the reason and the failure run are cleared', async (t) => {
@@ -231,22 +233,22 @@ function webhookContract (name: string, open: Open): void {
         assert.ok(delivery !== undefined)
         await record(store, outcome(delivery.deliveryId, webhook.id, { at: at(11) }))
         await record(store, outcome(delivery.deliveryId, webhook.id, { at: at(12) }))
-        const disabled = await store.updateWebhook(webhook.id, { enabled: false, disabledReason: 'too many failures' }, at(20))
+        const disabled = await store.webhooks.updateWebhook(webhook.id, { enabled: false, disabledReason: 'too many failures' }, at(20))
         assert.deepEqual([disabled?.enabled, disabled?.disabledReason, disabled?.failures, disabled?.failingSince], [false, 'too many failures', 2, at(11)])
-        const renamed = await store.updateWebhook(webhook.id, { description: 'still off' }, at(21))
+        const renamed = await store.webhooks.updateWebhook(webhook.id, { description: 'still off' }, at(21))
         assert.deepEqual([renamed?.enabled, renamed?.disabledReason, renamed?.description], [false, 'too many failures', 'still off'])
-        const reasoned = await store.updateWebhook(webhook.id, { enabled: false, disabledReason: 'by its owner' }, at(22))
+        const reasoned = await store.webhooks.updateWebhook(webhook.id, { enabled: false, disabledReason: 'by its owner' }, at(22))
         assert.equal(reasoned?.disabledReason, 'by its owner', 'disabling again records the new reason')
-        const enabled = await store.updateWebhook(webhook.id, { enabled: true }, at(30))
+        const enabled = await store.webhooks.updateWebhook(webhook.id, { enabled: true }, at(30))
         assert.deepEqual(enabled, { ...webhook, description: 'still off', updatedAt: at(30) })
       })
 
       test('when the subscription does not exist, then update and rotate return null and delete returns false', async (t) => {
         const { store } = await open(t)
-        assert.equal(await store.updateWebhook(whId('missing'), { url: 'https://x.example.com' }, at(1)), null)
-        assert.equal(await store.rotateWebhookSecret(whId('missing'), 'whsec_new', at(100), at(1)), null)
-        assert.equal(await store.deleteWebhook(whId('missing')), false)
-        assert.deepEqual(await store.listWebhooks(null), [])
+        assert.equal(await store.webhooks.updateWebhook(whId('missing'), { url: 'https://x.example.com' }, at(1)), null)
+        assert.equal(await store.webhooks.rotateWebhookSecret(whId('missing'), 'whsec_new', at(100), at(1)), null)
+        assert.equal(await store.webhooks.deleteWebhook(whId('missing')), false)
+        assert.deepEqual(await store.webhooks.listWebhooks(null), [])
       })
     })
 
@@ -261,15 +263,15 @@ function webhookContract (name: string, open: Open): void {
         for (const claimed of await claim(store)) await record(store, outcome(claimed.deliveryId, claimed.webhookId))
         const goneDeliveries = await deliveriesOf(store, gone.id)
         assert.equal(await count('webhook_attempts'), 4)
-        assert.equal(await store.deleteWebhook(gone.id), true)
-        assert.equal(await store.getWebhook(gone.id), null)
-        assert.deepEqual(await store.listWebhookDeliveries(gone.id, null, 100), [])
-        assert.equal(await store.getWebhookDelivery(gone.id, goneDeliveries[0]?.id ?? 0n), null)
+        assert.equal(await store.webhooks.deleteWebhook(gone.id), true)
+        assert.equal(await store.webhooks.getWebhook(gone.id), null)
+        assert.deepEqual(await store.webhooks.listWebhookDeliveries(gone.id, null, 100), [])
+        assert.equal(await store.webhooks.getWebhookDelivery(gone.id, goneDeliveries[0]?.id ?? 0n), null)
         assert.equal(await count('webhook_deliveries'), 2)
         assert.equal(await count('webhook_attempts'), 2)
         assert.equal((await deliveriesOf(store, kept.id)).length, 2)
-        assert.deepEqual((await store.webhookBacklog()).map((b) => b.webhookId), [kept.id])
-        assert.equal(await store.deleteWebhook(gone.id), false, 'deleting twice')
+        assert.deepEqual((await store.webhooks.webhookBacklog()).map((b) => b.webhookId), [kept.id])
+        assert.equal(await store.webhooks.deleteWebhook(gone.id), false, 'deleting twice')
       })
     })
 
@@ -278,17 +280,17 @@ function webhookContract (name: string, open: Open): void {
         const { store } = await open(t)
         await addKey(store, 'key_a')
         const webhook = await subscribe(store, 'rotate', 'key_a')
-        const rotated = await store.rotateWebhookSecret(webhook.id, 'whsec_bmV3', at(50), at(5))
+        const rotated = await store.webhooks.rotateWebhookSecret(webhook.id, 'whsec_bmV3', at(50), at(5))
         assert.deepEqual(rotated, { ...webhook, secret: 'whsec_bmV3', previousSecret: webhook.secret, previousSecretUntil: at(50), updatedAt: at(5) })
-        assert.deepEqual(await store.getWebhook(webhook.id), rotated)
+        assert.deepEqual(await store.webhooks.getWebhook(webhook.id), rotated)
         await addPets(store, [1, 2])
         await enqueue(store)
         const [first] = await claim(store, { at: at(10), limit: 1 })
         assert.deepEqual(first?.secrets, ['whsec_bmV3', webhook.secret])
         const [second] = await claim(store, { at: at(50), limit: 1 })
         assert.deepEqual(second?.secrets, ['whsec_bmV3'], 'at previousUntil the previous secret no longer signs')
-        await store.rotateWebhookSecret(webhook.id, 'whsec_dGhpcmQ=', at(200), at(60))
-        const again = await store.getWebhook(webhook.id)
+        await store.webhooks.rotateWebhookSecret(webhook.id, 'whsec_dGhpcmQ=', at(200), at(60))
+        const again = await store.webhooks.getWebhook(webhook.id)
         assert.deepEqual([again?.secret, again?.previousSecret, again?.previousSecretUntil], ['whsec_dGhpcmQ=', 'whsec_bmV3', at(200)])
       })
     })
@@ -298,11 +300,11 @@ function webhookContract (name: string, open: Open): void {
         const { store } = await open(t)
         await addKey(store, 'key_a')
         await addPets(store, [1, 2, 3])
-        const head = await store.feedHead()
+        const head = await store.stock.feedHead()
         const webhook = await subscribe(store, 'order', 'key_a')
         await setStock(store, 3, 1)
         await setStock(store, 1, 2)
-        await store.adjustQuantity({ petId: 2n, delta: 5, expectedRevisions: null, reason: 'arrival', note: null, keyId: null, requestId: null, at: at(-1), allowed: { min: 0, max: MAX_QUANTITY } })
+        await store.stock.adjustQuantity({ petId: 2n, delta: 5, expectedRevisions: null, reason: 'arrival', note: null, keyId: null, requestId: null, at: at(-1), allowed: { min: 0, max: MAX_QUANTITY } })
         await setStock(store, 3, 4)
         assert.equal(await enqueue(store), 4)
         assert.equal(await enqueue(store), 0)
@@ -317,7 +319,7 @@ function webhookContract (name: string, open: Open): void {
         await addKey(store, 'key_a')
         const webhook = await subscribe(store, 'batch', 'key_a')
         await addPets(store, [1, 2, 3])
-        await store.applyBatch({
+        await store.stock.applyBatch({
           changes: [1n, 2n, 3n].map((petId) => ({ petId, delta: 1, expectedRevisions: null, reason: 'arrival' as const, note: null })),
           allowed: { min: 0, max: MAX_QUANTITY }, batchId: 'b-1', keyId: 'key_a', requestId: 'req-b', at: at(-1)
         })
@@ -331,7 +333,7 @@ function webhookContract (name: string, open: Open): void {
         const { store } = await open(t)
         await addKey(store, 'key_a')
         await addPets(store, [1])
-        const head = await store.feedHead()
+        const head = await store.stock.feedHead()
         const first = await subscribe(store, 'limit1', 'key_a')
         const second = await subscribe(store, 'limit2', 'key_a')
         for (let q = 1; q <= 5; q++) await setStock(store, 1, q)
@@ -351,13 +353,13 @@ function webhookContract (name: string, open: Open): void {
         const off = await subscribe(store, 'off', 'key_a')
         await addPets(store, [1])
         assert.equal(await enqueue(store), 2)
-        await store.updateWebhook(off.id, { enabled: false, disabledReason: 'by its owner' }, at(2))
+        await store.webhooks.updateWebhook(off.id, { enabled: false, disabledReason: 'by its owner' }, at(2))
         await setStock(store, 1, 4)
         await setStock(store, 1, 5)
         assert.equal(await enqueue(store, at(3)), 2)
         assert.equal((await deliveriesOf(store, on.id)).length, 3)
         assert.equal((await deliveriesOf(store, off.id)).length, 1)
-        await store.updateWebhook(off.id, { enabled: true }, at(4))
+        await store.webhooks.updateWebhook(off.id, { enabled: true }, at(4))
         assert.equal(await enqueue(store, at(5)), 2)
         assert.deepEqual(deliveryPlaces(await deliveriesOf(store, off.id)), deliveryPlaces(await deliveriesOf(store, on.id)))
       })
@@ -365,7 +367,7 @@ function webhookContract (name: string, open: Open): void {
       test('when the quota\'s keys are revoked or expired, then its subscriptions get no deliveries; a rotated key\'s replacement keeps them going', async (t) => {
         const { store } = await open(t)
         await addKey(store, 'key_revoked')
-        await store.revokeApiKey('key_revoked', at(-10))
+        await store.keys.revokeApiKey('key_revoked', at(-10))
         await addKey(store, 'key_expiring', { expiresAt: at(50) })
         await addKey(store, 'key_rotated')
         const revoked = await subscribe(store, 'revoked', 'key_revoked')
@@ -374,7 +376,7 @@ function webhookContract (name: string, open: Open): void {
         const orphan = await subscribe(store, 'orphan', 'key_never_made')
         await addPets(store, [1])
         assert.equal(await enqueue(store, at(10)), 2, 'the expiring key is active before its expiry, the rotated one before its rotation')
-        assert.equal(await store.rotateApiKey('key_rotated', { id: 'key_heir', keyHash: 'hash-of-key_heir', name: null, plan: 'free', perMinute: null,
+        assert.equal(await store.keys.rotateApiKey('key_rotated', { id: 'key_heir', keyHash: 'hash-of-key_heir', name: null, plan: 'free', perMinute: null,
           perDay: null, createdAt: at(20), quotaId: 'key_rotated' }, at(40)), 'rotated')
         await setStock(store, 1, 2)
         assert.equal(await enqueue(store, at(60)), 1, 'after the old key ended and the other one expired, only the rotated quota is active')
@@ -390,13 +392,13 @@ function webhookContract (name: string, open: Open): void {
         await addKey(store, 'key_a')
         const early = await subscribe(store, 'early', 'key_a')
         await addPets(store, [1, 2, 3, 4], 1000)
-        const head = await store.feedHead()
+        const head = await store.stock.feedHead()
         const late = await subscribe(store, 'late', 'key_a')
         let writing = true
         let midway: WebhookRecord | null = null
         const writers = [store, other, store].map(async (s, w) => {
           for (let i = 0; i < 25; i++) {
-            await s.adjustQuantity({ petId: BigInt((w + i) % 4 + 1), delta: i % 2 === 0 ? 1 : -1, expectedRevisions: null, reason: 'adjustment', note: null,
+            await s.stock.adjustQuantity({ petId: BigInt((w + i) % 4 + 1), delta: i % 2 === 0 ? 1 : -1, expectedRevisions: null, reason: 'adjustment', note: null,
               keyId: null, requestId: `w${w}-${i}`, at: at(-1), allowed: { min: 0, max: MAX_QUANTITY } })
             if (w === 0 && i === 10) midway = await subscribe(s, 'midway', 'key_a')
           }
@@ -431,7 +433,7 @@ function webhookContract (name: string, open: Open): void {
         await addPets(store, [1, 2])
         await importData(store, { pets: [{ id: INT64_MAX, name: 'big', status: 'pending', quantity: 4 }], orders: [] }, { at: at(-50.123) })
         await setStock(store, 2, 7, 'key_a', 'req-1')
-        await store.applyBatch({
+        await store.stock.applyBatch({
           changes: [{ petId: 1n, quantity: 3, expectedRevisions: null, reason: 'adjustment', note: 'a note' }, { petId: INT64_MAX, delta: -1, expectedRevisions: null, reason: 'return', note: null }],
           allowed: { min: 0, max: MAX_QUANTITY }, batchId: 'b-carry', keyId: 'key_a', requestId: 'req-2', at: at(-0.987)
         })
@@ -519,10 +521,10 @@ function webhookContract (name: string, open: Open): void {
         const revoked = await subscribe(store, 'revoked', 'key_b')
         await addPets(store, [1])
         assert.equal(await enqueue(store), 2)
-        await store.updateWebhook(paused.id, { enabled: false, disabledReason: 'paused' }, at(2))
-        await store.revokeApiKey('key_b', at(3))
+        await store.webhooks.updateWebhook(paused.id, { enabled: false, disabledReason: 'paused' }, at(2))
+        await store.keys.revokeApiKey('key_b', at(3))
         assert.deepEqual(await claim(store), [])
-        await store.updateWebhook(paused.id, { enabled: true }, at(4))
+        await store.webhooks.updateWebhook(paused.id, { enabled: true }, at(4))
         assert.deepEqual((await claim(store)).map((c) => c.webhookId), [paused.id])
         assert.equal((await deliveriesOf(store, revoked.id))[0]?.state, 'pending', 'kept, not claimed')
       })
@@ -535,7 +537,7 @@ function webhookContract (name: string, open: Open): void {
         await addPets(store, [1])
         await setStock(store, 1, 2, 'key_own', 'req-own')
         await setStock(store, 1, 3, 'key_other', 'req-other')
-        assert.equal(await store.rotateApiKey('key_own', { id: 'key_own2', keyHash: 'hash-of-key_own2', name: null, plan: 'free', perMinute: null,
+        assert.equal(await store.keys.rotateApiKey('key_own', { id: 'key_own2', keyHash: 'hash-of-key_own2', name: null, plan: 'free', perMinute: null,
           perDay: null, createdAt: at(-30), quotaId: 'key_own' }, at(3600)), 'rotated')
         await setStock(store, 1, 4, 'key_own2', 'req-heir')
         await setStock(store, 1, 5, 'key_unknown', 'req-unknown')
@@ -553,7 +555,7 @@ function webhookContract (name: string, open: Open): void {
         await addPets(store, Array.from({ length: 13 }, (_, i) => i + 1))
         assert.equal(await enqueue(store), 39)
         const due = new Set<bigint>()
-        for (const webhook of await store.listWebhooks(null)) for (const d of await deliveriesOf(store, webhook.id)) due.add(d.id)
+        for (const webhook of await store.webhooks.listWebhooks(null)) for (const d of await deliveriesOf(store, webhook.id)) due.add(d.id)
         const taken: bigint[][] = [[], []]
         for (let round = 0; round < 20; round++) {
           const [a, b] = await Promise.all([claim(store, { owner: 'a', limit: 7 }), claim(other, { owner: 'b', limit: 7 })])
@@ -576,12 +578,12 @@ function webhookContract (name: string, open: Open): void {
         await addPets(store, [1, 2, 3])
         await enqueue(store)
         const [a, b, c] = await claim(store) as [ClaimedDelivery, ClaimedDelivery, ClaimedDelivery]
-        const runs = await store.recordWebhookAttempts([
+        const runs = await store.webhooks.recordWebhookAttempts([
           outcome(a.deliveryId, webhook.id, { at: at(11) }), outcome(b.deliveryId, webhook.id, { at: at(12) }), delivered(c.deliveryId, webhook.id, { at: at(13) })])
         assert.deepEqual(runs, [{ failures: 1, failingSince: at(11) }, { failures: 2, failingSince: at(11) }, { failures: 0, failingSince: null }])
-        const states = new Map((await store.listWebhookDeliveries(webhook.id, null, 10)).map((d) => [d.id, [d.state, d.attempts.length]]))
+        const states = new Map((await store.webhooks.listWebhookDeliveries(webhook.id, null, 10)).map((d) => [d.id, [d.state, d.attempts.length]]))
         assert.deepEqual([states.get(a.deliveryId), states.get(b.deliveryId), states.get(c.deliveryId)], [['pending', 1], ['pending', 1], ['delivered', 1]])
-        assert.deepEqual(await store.recordWebhookAttempts([]), [])
+        assert.deepEqual(await store.webhooks.recordWebhookAttempts([]), [])
       })
     })
 
@@ -595,7 +597,7 @@ function webhookContract (name: string, open: Open): void {
         const [first] = await claim(store, { at: at(10) })
         assert.ok(first !== undefined)
         await record(store, outcome(first.deliveryId, webhook.id, { at: at(11), status: null, error: 'no answer', response: null, durationMs: 5000, nextAttemptAt: at(40) }))
-        const afterOne = await store.getWebhookDelivery(webhook.id, first.deliveryId)
+        const afterOne = await store.webhooks.getWebhookDelivery(webhook.id, first.deliveryId)
         assert.deepEqual([afterOne?.state, afterOne?.nextAttemptAt], ['pending', at(40)])
         const [second] = await claim(store, { at: at(40) })
         assert.equal(second?.attempt, 2)
@@ -603,7 +605,7 @@ function webhookContract (name: string, open: Open): void {
         const [third] = await claim(store, { at: at(80) })
         assert.equal(third?.attempt, 3)
         await record(store, delivered(first.deliveryId, webhook.id, { at: at(81), response: '{"ok":true}', durationMs: 7 }))
-        const done = await store.getWebhookDelivery(webhook.id, first.deliveryId)
+        const done = await store.webhooks.getWebhookDelivery(webhook.id, first.deliveryId)
         assert.deepEqual([done?.state, done?.nextAttemptAt], ['delivered', null])
         assert.deepEqual(done?.attempts, [
           { attempt: 1, at: at(11), status: null, error: 'no answer', response: null, durationMs: 5000 },
@@ -622,7 +624,7 @@ function webhookContract (name: string, open: Open): void {
         const [c] = await claim(store)
         assert.ok(c !== undefined)
         await record(store, outcome(c.deliveryId, webhook.id, { state: 'failed', nextAttemptAt: null }))
-        assert.equal((await store.getWebhookDelivery(webhook.id, c.deliveryId))?.state, 'failed')
+        assert.equal((await store.webhooks.getWebhookDelivery(webhook.id, c.deliveryId))?.state, 'failed')
         assert.deepEqual(await claim(store, { at: at(1000) }), [])
       })
 
@@ -652,7 +654,7 @@ function webhookContract (name: string, open: Open): void {
         for (const state of ['pending', 'failed'] as const) {
           await record(store, outcome(slow.deliveryId, webhook.id, { owner: 'instance-a', at: at(72), state, nextAttemptAt: state === 'pending' ? at(100) : null }))
         }
-        const delivery = await store.getWebhookDelivery(webhook.id, slow.deliveryId)
+        const delivery = await store.webhooks.getWebhookDelivery(webhook.id, slow.deliveryId)
         assert.deepEqual([delivery?.state, delivery?.nextAttemptAt], ['delivered', null])
         assert.deepEqual(delivery?.attempts.map((a) => [a.attempt, a.status]), [[1, 200], [2, 500], [3, 500]])
         assert.deepEqual(await claim(store, { at: at(1000) }), [])
@@ -668,11 +670,11 @@ function webhookContract (name: string, open: Open): void {
         const [taker] = await claim(store, { owner: 'instance-b', at: at(70), leaseUntil: at(130) })
         assert.ok(slow !== undefined && taker !== undefined)
         await record(store, outcome(slow.deliveryId, webhook.id, { owner: 'instance-a', at: at(71), state: 'failed', nextAttemptAt: null }))
-        const during = await store.getWebhookDelivery(webhook.id, slow.deliveryId)
+        const during = await store.webhooks.getWebhookDelivery(webhook.id, slow.deliveryId)
         assert.deepEqual([during?.state, during?.nextAttemptAt, during?.attempts.map((a) => a.attempt)], ['pending', at(1), [1]])
         assert.deepEqual(await claim(store, { owner: 'instance-c', at: at(100) }), [], 'instance-b\'s lease holds')
         await record(store, outcome(taker.deliveryId, webhook.id, { owner: 'instance-b', at: at(72), nextAttemptAt: at(200) }))
-        const after = await store.getWebhookDelivery(webhook.id, slow.deliveryId)
+        const after = await store.webhooks.getWebhookDelivery(webhook.id, slow.deliveryId)
         assert.deepEqual([after?.state, after?.nextAttemptAt, after?.attempts.map((a) => a.attempt)], ['pending', at(200), [1, 2]], 'the holder\'s outcome applies')
       })
 
@@ -684,9 +686,9 @@ function webhookContract (name: string, open: Open): void {
         await enqueue(store)
         const [c] = await claim(store, { owner: 'instance-a', at: at(10), leaseUntil: at(70) })
         assert.ok(c !== undefined)
-        await store.retryWebhookDelivery(webhook.id, c.deliveryId, at(20), at(900))
+        await store.webhooks.retryWebhookDelivery(webhook.id, c.deliveryId, at(20), at(900))
         await record(store, outcome(c.deliveryId, webhook.id, { owner: 'instance-a', at: at(21), state: 'failed', nextAttemptAt: null }))
-        const delivery = await store.getWebhookDelivery(webhook.id, c.deliveryId)
+        const delivery = await store.webhooks.getWebhookDelivery(webhook.id, c.deliveryId)
         assert.deepEqual([delivery?.state, delivery?.nextAttemptAt, delivery?.giveUpAt, delivery?.attempts.length], ['pending', at(20), at(900), 1])
         assert.deepEqual(ids(await claim(store, { owner: 'instance-b', at: at(22) })), [c.deliveryId])
       })
@@ -699,7 +701,7 @@ function webhookContract (name: string, open: Open): void {
         await enqueue(store)
         const [inFlight] = await claim(store)
         assert.ok(inFlight !== undefined)
-        assert.equal(await store.deleteWebhook(gone.id), true)
+        assert.equal(await store.webhooks.deleteWebhook(gone.id), true)
         // Deliveries made after the delete (on SQLite a new row may take the deleted one's id).
         const kept = await subscribe(store, 'kept', 'key_a')
         await setStock(store, 1, 2)
@@ -724,11 +726,11 @@ function webhookContract (name: string, open: Open): void {
         assert.deepEqual(await record(store, outcome(d1.id, webhook.id, { at: at(11) })), { failures: 1, failingSince: at(11) })
         assert.deepEqual(await record(store, outcome(d2.id, webhook.id, { at: at(12) })), { failures: 2, failingSince: at(11) })
         assert.deepEqual(await record(store, outcome(d1.id, webhook.id, { at: at(13), state: 'failed', nextAttemptAt: null })), { failures: 3, failingSince: at(11) })
-        const failing = await store.getWebhook(webhook.id)
+        const failing = await store.webhooks.getWebhook(webhook.id)
         assert.deepEqual([failing?.failures, failing?.failingSince], [3, at(11)])
-        assert.deepEqual([(await store.getWebhook(other.id))?.failures, (await store.getWebhook(other.id))?.failingSince], [0, null], 'another subscription\'s run is its own')
+        assert.deepEqual([(await store.webhooks.getWebhook(other.id))?.failures, (await store.webhooks.getWebhook(other.id))?.failingSince], [0, null], 'another subscription\'s run is its own')
         assert.deepEqual(await record(store, delivered(d2.id, webhook.id, { at: at(14) })), { failures: 0, failingSince: null })
-        const healed = await store.getWebhook(webhook.id)
+        const healed = await store.webhooks.getWebhook(webhook.id)
         assert.deepEqual([healed?.failures, healed?.failingSince], [0, null])
         const [d3] = await deliveriesOf(store, other.id)
         assert.ok(d3 !== undefined)
@@ -747,9 +749,9 @@ function webhookContract (name: string, open: Open): void {
         const theirs = await claim(store, { owner: 'instance-b', limit: 1 })
         assert.equal(mine.length, 2)
         assert.equal(theirs.length, 1)
-        await store.releaseWebhookLeases('instance-a', [...ids(mine), ...ids(theirs)])
+        await store.webhooks.releaseWebhookLeases('instance-a', [...ids(mine), ...ids(theirs)])
         assert.deepEqual(ids(await claim(store, { owner: 'instance-c', at: at(11) })), ids(mine), 'instance-b\'s lease holds')
-        await store.releaseWebhookLeases('instance-a', [])
+        await store.webhooks.releaseWebhookLeases('instance-a', [])
       })
     })
 
@@ -761,13 +763,13 @@ function webhookContract (name: string, open: Open): void {
         const other = await subscribe(store, 'others', 'key_a')
         await addPets(store, [1, 2, 3, 4, 5])
         await enqueue(store)
-        const all = await store.listWebhookDeliveries(webhook.id, null, 100)
+        const all = await store.webhooks.listWebhookDeliveries(webhook.id, null, 100)
         assert.equal(all.length, 5)
         assert.deepEqual(all.map((d) => d.id), all.map((d) => d.id).sort((a, b) => Number(b - a)), 'newest first')
         assert.deepEqual(all.map((d) => d.webhookId), Array(5).fill(webhook.id))
         const pages: bigint[][] = []
         for (let before: bigint | null = null; ;) {
-          const page = await store.listWebhookDeliveries(webhook.id, before, 2)
+          const page = await store.webhooks.listWebhookDeliveries(webhook.id, before, 2)
           if (page.length === 0) break
           pages.push(page.map((d) => d.id))
           before = page.at(-1)?.id ?? null
@@ -777,13 +779,13 @@ function webhookContract (name: string, open: Open): void {
         for (const [i, second] of [11, 12, 13].entries()) {
           await record(store, outcome(target.id, webhook.id, { at: at(second), status: 500 + i, nextAttemptAt: at(20) }))
         }
-        const listed = (await store.listWebhookDeliveries(webhook.id, null, 100))[2]
+        const listed = (await store.webhooks.listWebhookDeliveries(webhook.id, null, 100))[2]
         assert.deepEqual(listed?.attempts.map((a) => [a.attempt, a.at, a.status]), [[1, at(11), 500], [2, at(12), 501], [3, at(13), 502]])
-        assert.deepEqual(await store.getWebhookDelivery(webhook.id, target.id), listed)
-        assert.equal(await store.getWebhookDelivery(other.id, target.id), null, 'another subscription\'s delivery')
-        assert.equal(await store.getWebhookDelivery(webhook.id, 999_999n), null)
-        assert.deepEqual(await store.listWebhookDeliveries(webhook.id, all.at(-1)?.id ?? 0n, 10), [])
-        assert.deepEqual((await store.listWebhookDeliveries(webhook.id, INT64_MAX, 10)).map((d) => d.id), all.map((d) => d.id), 'before the largest id: all')
+        assert.deepEqual(await store.webhooks.getWebhookDelivery(webhook.id, target.id), listed)
+        assert.equal(await store.webhooks.getWebhookDelivery(other.id, target.id), null, 'another subscription\'s delivery')
+        assert.equal(await store.webhooks.getWebhookDelivery(webhook.id, 999_999n), null)
+        assert.deepEqual(await store.webhooks.listWebhookDeliveries(webhook.id, all.at(-1)?.id ?? 0n, 10), [])
+        assert.deepEqual((await store.webhooks.listWebhookDeliveries(webhook.id, INT64_MAX, 10)).map((d) => d.id), all.map((d) => d.id), 'before the largest id: all')
       })
     })
 
@@ -800,13 +802,13 @@ function webhookContract (name: string, open: Open): void {
         await claim(store, { exclude: [other.id] })
         await record(store, delivered(d1.id, webhook.id))
         await record(store, outcome(d2.id, webhook.id, { state: 'failed', nextAttemptAt: null }))
-        assert.equal(await store.retryWebhookDelivery(other.id, d1.id, at(500), at(900)), null)
-        assert.equal((await store.getWebhookDelivery(webhook.id, d1.id))?.state, 'delivered', 'unchanged by a retry through another subscription')
-        assert.equal(await store.retryWebhookDelivery(webhook.id, 999_999n, at(500), at(900)), null)
-        const again = await store.retryWebhookDelivery(webhook.id, d1.id, at(500), at(900))
-        assert.deepEqual(again, { ...d1, state: 'pending', nextAttemptAt: at(500), giveUpAt: at(900), attempts: (await store.getWebhookDelivery(webhook.id, d1.id))?.attempts })
+        assert.equal(await store.webhooks.retryWebhookDelivery(other.id, d1.id, at(500), at(900)), null)
+        assert.equal((await store.webhooks.getWebhookDelivery(webhook.id, d1.id))?.state, 'delivered', 'unchanged by a retry through another subscription')
+        assert.equal(await store.webhooks.retryWebhookDelivery(webhook.id, 999_999n, at(500), at(900)), null)
+        const again = await store.webhooks.retryWebhookDelivery(webhook.id, d1.id, at(500), at(900))
+        assert.deepEqual(again, { ...d1, state: 'pending', nextAttemptAt: at(500), giveUpAt: at(900), attempts: (await store.webhooks.getWebhookDelivery(webhook.id, d1.id))?.attempts })
         assert.equal(again?.attempts.length, 1, 'the log stays')
-        const failedAgain = await store.retryWebhookDelivery(webhook.id, d2.id, at(510), at(900))
+        const failedAgain = await store.webhooks.retryWebhookDelivery(webhook.id, d2.id, at(510), at(900))
         assert.deepEqual([failedAgain?.state, failedAgain?.nextAttemptAt, failedAgain?.giveUpAt], ['pending', at(510), at(900)])
         assert.deepEqual(await claim(store, { at: at(499), exclude: [other.id] }), [])
         const claimed = await claim(store, { at: at(510), exclude: [other.id] })
@@ -821,7 +823,7 @@ function webhookContract (name: string, open: Open): void {
         await enqueue(store)
         const [c] = await claim(store, { owner: 'instance-a', leaseUntil: at(1000) })
         assert.ok(c !== undefined)
-        await store.retryWebhookDelivery(webhook.id, c.deliveryId, at(20), at(900))
+        await store.webhooks.retryWebhookDelivery(webhook.id, c.deliveryId, at(20), at(900))
         assert.deepEqual(ids(await claim(store, { owner: 'instance-b', at: at(20) })), [c.deliveryId])
       })
     })
@@ -832,14 +834,14 @@ function webhookContract (name: string, open: Open): void {
         await addKey(store, 'key_a')
         const busy = await subscribe(store, 'busy', 'key_a')
         const quiet = await subscribe(store, 'quiet', 'key_a', { createdAt: at(1) })
-        await store.updateWebhook(quiet.id, { enabled: false, disabledReason: 'quiet' }, at(1))
-        assert.deepEqual(await store.webhookBacklog(), [busy.id, quiet.id].sort().map((webhookId) => ({ webhookId, pending: 0, oldest: null })))
+        await store.webhooks.updateWebhook(quiet.id, { enabled: false, disabledReason: 'quiet' }, at(1))
+        assert.deepEqual(await store.webhooks.webhookBacklog(), [busy.id, quiet.id].sort().map((webhookId) => ({ webhookId, pending: 0, oldest: null })))
         await addPets(store, [1, 2])
         await enqueue(store, at(1))
         await setStock(store, 1, 5)
         await setStock(store, 2, 5)
         await enqueue(store, at(5))
-        const backlog = async () => [...await store.webhookBacklog()].sort((a, b) => a.webhookId < b.webhookId ? -1 : 1)
+        const backlog = async () => [...await store.webhooks.webhookBacklog()].sort((a, b) => a.webhookId < b.webhookId ? -1 : 1)
         assert.deepEqual(await backlog(), [{ webhookId: busy.id, pending: 4, oldest: at(1) }, { webhookId: quiet.id, pending: 0, oldest: null }].sort((a, b) => a.webhookId < b.webhookId ? -1 : 1))
         const [d1, d2, d3] = await deliveriesOf(store, busy.id)
         assert.ok(d1 !== undefined && d2 !== undefined && d3 !== undefined)
@@ -868,13 +870,13 @@ function webhookContract (name: string, open: Open): void {
         await record(store, outcome(waiting.id, webhook.id))
         await record(store, delivered(recent.id, webhook.id, { at: at(101) }))
         assert.equal(await count('webhook_attempts'), 4)
-        assert.equal(await store.purgeWebhookDeliveries(at(50), 1), 1)
-        assert.equal(await store.purgeWebhookDeliveries(at(50), 10), 1)
-        assert.equal(await store.purgeWebhookDeliveries(at(50), 10), 0)
+        assert.equal(await store.webhooks.purgeWebhookDeliveries(at(50), 1), 1)
+        assert.equal(await store.webhooks.purgeWebhookDeliveries(at(50), 10), 1)
+        assert.equal(await store.webhooks.purgeWebhookDeliveries(at(50), 10), 0)
         assert.deepEqual((await deliveriesOf(store, webhook.id)).map((d) => d.id), [waiting.id, recent.id])
         assert.equal(await count('webhook_attempts'), 2, 'the purged ones\' attempts went with them')
-        assert.equal(await store.purgeWebhookDeliveries(at(100), 10), 0, 'created at the time: not before it')
-        assert.equal(await store.purgeWebhookDeliveries(at(101), 10), 1)
+        assert.equal(await store.webhooks.purgeWebhookDeliveries(at(100), 10), 0, 'created at the time: not before it')
+        assert.equal(await store.webhooks.purgeWebhookDeliveries(at(101), 10), 1)
       })
     })
 
@@ -884,43 +886,43 @@ function webhookContract (name: string, open: Open): void {
         await addKey(store, 'key_ok')
         await addKey(store, 'key_revoked')
         await addKey(store, 'key_expiring', { expiresAt: at(20) })
-        for (const key of ['key_ok', 'key_revoked', 'key_expiring', 'key_gone']) assert.equal(await store.openEventStream(`s_${key}`, 'quota', key, at(60), at(0), 10), true)
+        for (const key of ['key_ok', 'key_revoked', 'key_expiring', 'key_gone']) assert.equal(await store.streams.openEventStream(`s_${key}`, 'quota', key, at(60), at(0), 10), true)
         const ids = ['s_key_ok', 's_key_revoked', 's_key_expiring', 's_key_gone']
-        assert.deepEqual(await store.renewEventStreams(ids, at(60), at(10)), ['s_key_gone'])
-        await store.revokeApiKey('key_revoked', at(11))
-        assert.deepEqual((await store.renewEventStreams(ids, at(80), at(20))).sort(), ['s_key_expiring', 's_key_gone', 's_key_revoked'])
+        assert.deepEqual(await store.streams.renewEventStreams(ids, at(60), at(10)), ['s_key_gone'])
+        await store.keys.revokeApiKey('key_revoked', at(11))
+        assert.deepEqual((await store.streams.renewEventStreams(ids, at(80), at(20))).sort(), ['s_key_expiring', 's_key_gone', 's_key_revoked'])
       })
 
       test('when a quota has max streams open across instances, then another is refused; other quotas are not counted; closing frees a place', async (t) => {
         const { store, peer } = await open(t)
         const other = await peer()
-        assert.equal(await store.openEventStream('s1', 'key_a', 'key_a', at(60), at(0), 2), true)
-        assert.equal(await other.openEventStream('s2', 'key_a', 'key_a', at(60), at(0), 2), true)
-        assert.equal(await store.openEventStream('s3', 'key_a', 'key_a', at(60), at(1), 2), false)
-        assert.equal(await other.openEventStream('s4', 'key_a', 'key_a', at(60), at(1), 2), false)
-        assert.equal(await other.openEventStream('s5', 'key_b', 'key_b', at(60), at(1), 2), true)
-        await store.closeEventStream('s2')
-        assert.equal(await other.openEventStream('s6', 'key_a', 'key_a', at(60), at(2), 2), true)
-        assert.equal(await store.openEventStream('s7', 'key_a', 'key_a', at(60), at(2), 2), false)
+        assert.equal(await store.streams.openEventStream('s1', 'key_a', 'key_a', at(60), at(0), 2), true)
+        assert.equal(await other.streams.openEventStream('s2', 'key_a', 'key_a', at(60), at(0), 2), true)
+        assert.equal(await store.streams.openEventStream('s3', 'key_a', 'key_a', at(60), at(1), 2), false)
+        assert.equal(await other.streams.openEventStream('s4', 'key_a', 'key_a', at(60), at(1), 2), false)
+        assert.equal(await other.streams.openEventStream('s5', 'key_b', 'key_b', at(60), at(1), 2), true)
+        await store.streams.closeEventStream('s2')
+        assert.equal(await other.streams.openEventStream('s6', 'key_a', 'key_a', at(60), at(2), 2), true)
+        assert.equal(await store.streams.openEventStream('s7', 'key_a', 'key_a', at(60), at(2), 2), false)
       })
 
       test('when instances open streams of one quota at once, then no more than max are registered', async (t) => {
         const { store, peer } = await open(t)
         const other = await peer()
-        const opened = await Promise.all(Array.from({ length: 8 }, (_, i) => (i % 2 === 0 ? store : other).openEventStream(`r${i}`, 'key_race', 'key_race', at(60), at(0), 3)))
+        const opened = await Promise.all(Array.from({ length: 8 }, (_, i) => (i % 2 === 0 ? store : other).streams.openEventStream(`r${i}`, 'key_race', 'key_race', at(60), at(0), 3)))
         assert.equal(opened.filter(Boolean).length, 3)
       })
 
       test('when registrations expired, then they no longer count; renewed ones keep counting', async (t) => {
         const { store, peer } = await open(t)
         const other = await peer()
-        assert.equal(await store.openEventStream('old', 'key_a', 'key_a', at(10), at(0), 1), true)
-        assert.equal(await other.openEventStream('new', 'key_a', 'key_a', at(30), at(9), 1), false)
-        assert.equal(await other.openEventStream('new', 'key_a', 'key_a', at(30), at(10), 1), true, 'expired at its expiry')
-        await other.renewEventStreams(['new', 'unknown'], at(100), at(50))
-        assert.equal(await store.openEventStream('third', 'key_a', 'key_a', at(120), at(50), 1), false, 'renewed past at(30)')
-        assert.deepEqual(await other.renewEventStreams([], at(200), at(100)), [])
-        assert.equal(await store.openEventStream('third', 'key_a', 'key_a', at(120), at(100), 1), true)
+        assert.equal(await store.streams.openEventStream('old', 'key_a', 'key_a', at(10), at(0), 1), true)
+        assert.equal(await other.streams.openEventStream('new', 'key_a', 'key_a', at(30), at(9), 1), false)
+        assert.equal(await other.streams.openEventStream('new', 'key_a', 'key_a', at(30), at(10), 1), true, 'expired at its expiry')
+        await other.streams.renewEventStreams(['new', 'unknown'], at(100), at(50))
+        assert.equal(await store.streams.openEventStream('third', 'key_a', 'key_a', at(120), at(50), 1), false, 'renewed past at(30)')
+        assert.deepEqual(await other.streams.renewEventStreams([], at(200), at(100)), [])
+        assert.equal(await store.streams.openEventStream('third', 'key_a', 'key_a', at(120), at(100), 1), true)
       })
     })
   })
@@ -930,7 +932,7 @@ webhookContract('SqliteStore', async (t) => {
   const path = join(tempDir(t), 'webhooks.db')
   const store = new SqliteStore(path)
   t.after(() => store.close())
-  await store.migrate()
+  await store.schema.migrate()
   return {
     store,
     peer: async () => {
@@ -954,7 +956,7 @@ if (await requirePostgres('PostgreSQL WebhookStore contract tests')) {
     const schema = await tempSchema(t)
     const store = new PostgresStore(POSTGRES_URL, { schema })
     t.after(() => store.close())
-    await store.migrate()
+    await store.schema.migrate()
     return {
       store,
       peer: async () => {
@@ -982,10 +984,10 @@ if (await requirePostgres('PostgreSQL WebhookStore contract tests')) {
       const schema = await tempSchema(t)
       const store = new PostgresStore(POSTGRES_URL, { schema })
       t.after(() => store.close())
-      await store.migrate()
+      await store.schema.migrate()
       await addKey(store, 'key_a')
       await addPets(store, [1, 2])
-      const head = await store.feedHead()
+      const head = await store.stock.feedHead()
       const webhook = await subscribe(store, 'slow', 'key_a')
       const slow = new pg.Client({ connectionString: POSTGRES_URL, options: `-c search_path=${schema}` })
       await slow.connect()
@@ -1010,7 +1012,7 @@ if (await requirePostgres('PostgreSQL WebhookStore contract tests')) {
       const schema = await tempSchema(t)
       const [a, b] = [0, 1].map(() => new PostgresStore(POSTGRES_URL, { schema })) as [PostgresStore, PostgresStore]
       t.after(() => Promise.all([a.close(), b.close()]))
-      await a.migrate()
+      await a.schema.migrate()
       const locker = new pg.Client({ connectionString: POSTGRES_URL, options: `-c search_path=${schema}` })
       await locker.connect()
       t.after(() => locker.end())
@@ -1033,7 +1035,7 @@ if (await requirePostgres('PostgreSQL WebhookStore contract tests')) {
         // Each step once it is under way in PostgreSQL (blocked), not after a pause a loaded machine may outlast.
         await waitFor('the recording held by the lock', async () => await lockWaiters(schema) === 1, { intervalMs: 50 })
         let deleteSettled = false
-        const deleting = b.deleteWebhook(webhook.id).finally(() => { deleteSettled = true })
+        const deleting = b.webhooks.deleteWebhook(webhook.id).finally(() => { deleteSettled = true })
         await waitFor('the delete under way', async () => deleteSettled || await lockWaiters(schema) === 2, { intervalMs: 50 })
         await locker.query('COMMIT')
         const [recorded, deleted] = await Promise.allSettled([recording, deleting])
@@ -1042,7 +1044,7 @@ if (await requirePostgres('PostgreSQL WebhookStore contract tests')) {
       } finally {
         await locker.query('ROLLBACK').catch(() => {})
       }
-      assert.equal(await a.getWebhook(webhook.id), null)
+      assert.equal(await a.webhooks.getWebhook(webhook.id), null)
     })
 
     test('when one instance\'s fan-out is held up on a subscription, then another instance takes the other subscriptions meanwhile', async (t) => {

@@ -2,11 +2,11 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import { InventoryChange } from '../../domain/entities.js'
 import { DEFAULT_FEED_LIMIT, listChanges, MAX_FEED_LIMIT } from '../../domain/feed.js'
-import type { Store } from '../../store/types.js'
+import type { StockReads } from '../../store/stock/types.js'
 import { cursorRefused, linkNext } from '../paging.js'
 import { COMMON_ERRORS, INVALID_REQUEST, RESPONSE_HEADERS } from '../schemas/common.js'
 
-export const changeRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async (app, { store }) => {
+export const changeRoutes: FastifyPluginAsyncTypebox<{ store: { readonly stock: Pick<StockReads, 'listChanges'> } }> = async (app, { store }) => {
   app.get('/inventory/changes', {
     config: { scope: 'read' },
     schema: {

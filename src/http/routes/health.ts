@@ -3,7 +3,7 @@ import { Type } from 'typebox'
 import type { Lifecycle } from '../../lifecycle.js'
 import { ResilientLimiter } from '../../ratelimit/resilient.js'
 import type { RateLimiter } from '../../ratelimit/types.js'
-import type { Store } from '../../store/types.js'
+import type { Store } from '../../store/store.js'
 import { VERSION } from '../../version.js'
 import { LIMITER_RETRY_AFTER_SECONDS, sendError, STORE_RETRY_AFTER_SECONDS } from '../plugins/errors.js'
 
@@ -30,7 +30,7 @@ function answeringLimiter (limiter: RateLimiter): 'in-process' | 'redis' | 'in-p
 }
 
 /** Liveness and readiness, outside /v1 and without a key; hidden from the API document. */
-export const healthRoutes: FastifyPluginAsyncTypebox<{ store: Store, limiter: RateLimiter, lifecycle: Lifecycle }> = async (app, { store, limiter, lifecycle }) => {
+export const healthRoutes: FastifyPluginAsyncTypebox<{ store: Pick<Store, 'ping'>, limiter: RateLimiter, lifecycle: Lifecycle }> = async (app, { store, limiter, lifecycle }) => {
   // The answer never changes while the process runs: made once.
   const alive = { status: 'ok', version: VERSION } as const
   app.get('/healthz', { schema: { hide: true, response: { 200: Liveness } } }, async () => alive)

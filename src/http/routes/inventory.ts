@@ -10,7 +10,7 @@ import {
 } from '../../domain/inventory.js'
 import type { InventoryItem as Item, StockEntry } from '../../model.js'
 import { parseInt64 } from '../../int64.js'
-import type { Store } from '../../store/types.js'
+import type { StockStore } from '../../store/stock/types.js'
 import { InventoryCache, type ChangeWatch, type InventoryView } from '../inventory-cache.js'
 import { IDEMPOTENCY_KEY_DESCRIPTION, idempotencyKeyOf } from '../idempotency.js'
 import { BODY_LIMIT_BYTES } from '../limits.js'
@@ -167,7 +167,7 @@ function sendListing (reply: FastifyReply, view: InventoryView): void {
 }
 
 export interface InventoryRouteOptions {
-  store: Store
+  store: { readonly stock: StockStore }
   clock: () => number
   /** The idempotency keys of stock writes (their records live in the store). */
   idempotency: IdempotencyKeys
@@ -261,7 +261,7 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
       scope: 'read',
       currentETag: async (request) => {
         const petId = parseInt64((request.params as { petId?: string }).petId ?? '')
-        const entry = petId === null ? null : await store.getStockEntry(petId)
+        const entry = petId === null ? null : await store.stock.getStockEntry(petId)
         return entry === null ? null : entryTag(entry)
       }
     },

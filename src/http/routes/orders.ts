@@ -2,11 +2,11 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import { DEFAULT_ORDER_LIMIT, MAX_ORDER_LIMIT, listOrders } from '../../domain/orders.js'
 import { cursorRefused, linkNext } from '../paging.js'
-import type { Store } from '../../store/types.js'
+import type { CatalogReads } from '../../store/catalog/types.js'
 import { COMMON_ERRORS, INVALID_REQUEST, RESPONSE_HEADERS } from '../schemas/common.js'
 import { Order, OrderStatus } from '../../domain/entities.js'
 
-export const orderRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async (app, { store }) => {
+export const orderRoutes: FastifyPluginAsyncTypebox<{ store: { readonly catalog: Pick<CatalogReads, 'listOrders'> } }> = async (app, { store }) => {
   app.get('/store/orders', {
     config: { scope: 'read' },
     schema: {

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import { getPet } from '../../domain/pets.js'
-import type { Store } from '../../store/types.js'
+import type { CatalogReads } from '../../store/catalog/types.js'
 import { deprecationHooks, type DeprecationPolicy } from '../plugins/deprecation.js'
 import { COMMON_ERRORS, ErrorResponse, INVALID_REQUEST, Int64Text, NOT_FOUND, RESPONSE_HEADERS } from '../schemas/common.js'
 import { Pet } from '../../domain/entities.js'
@@ -13,7 +13,7 @@ const DEPRECATION_HEADERS = {
   Link: Type.String({ description: 'rel="deprecation" and rel="sunset" links to the documentation' })
 }
 
-export const petRoutes: FastifyPluginAsyncTypebox<{ store: Store, policy: DeprecationPolicy, clock: () => number }> =
+export const petRoutes: FastifyPluginAsyncTypebox<{ store: { readonly catalog: Pick<CatalogReads, 'getPet'> }, policy: DeprecationPolicy, clock: () => number }> =
   async (app, { store, policy, clock }) => {
     const hooks = deprecationHooks(policy, clock)
     app.get('/pets/:petId', {

@@ -17,7 +17,8 @@ import { DEFAULT_FEED_LIMIT, type ChangeView } from '../../domain/feed.js'
 import { AppError } from '../../errors.js'
 import type { Lifecycle } from '../../lifecycle.js'
 import type { Metrics } from '../../metrics/index.js'
-import type { Store } from '../../store/types.js'
+import type { StockReads } from '../../store/stock/types.js'
+import type { StreamStore } from '../../store/streams/types.js'
 import { cursorRefused } from '../paging.js'
 import { COMMON_ERRORS, ErrorResponse, INVALID_REQUEST, RESPONSE_HEADERS } from '../schemas/common.js'
 
@@ -38,7 +39,7 @@ const WATCH_ERROR_LOG_INTERVAL_MS = 60_000
 const MAX_TIMER_MS = 2_147_483_647
 
 export interface StreamRouteOptions {
-  store: Store
+  store: { readonly stock: Pick<StockReads, 'feedHead' | 'listChanges'>, readonly streams: StreamStore }
   config: StreamConfig
   lifecycle: Lifecycle
   metrics: Metrics

@@ -5,7 +5,7 @@ import { INVENTORY_CHANGED, InventoryChangedEvent } from '../../domain/entities.
 import { feedCursor } from '../../domain/feed.js'
 import { DEFAULT_DELIVERY_LIMIT, eventId, MAX_DELIVERY_LIMIT, WEBHOOK_EVENTS, type Webhooks, type WebhookView } from '../../domain/webhooks.js'
 import { SAFE_TEXT_PATTERN, SAFE_TEXT_RULE } from '../../domain/text.js'
-import type { WebhookDelivery } from '../../store/webhook-types.js'
+import type { WebhookDelivery } from '../../store/webhooks/types.js'
 import { cursorRefused, linkNext } from '../paging.js'
 import { COMMON_ERRORS, ErrorResponse, Int64Text, INVALID_REQUEST, NOT_FOUND, RESPONSE_HEADERS } from '../schemas/common.js'
 

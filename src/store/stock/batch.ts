@@ -3,7 +3,7 @@
  * changes cannot apply, and the quantity each of the others writes. All or nothing: the writes start only when no
  * change failed.
  */
-import type { StockEntry } from '../model.js'
+import type { StockEntry } from '../../model.js'
 import type { BatchChange, BatchFailure, StockBatch } from './types.js'
 
 export interface PlannedChange {

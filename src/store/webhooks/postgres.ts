@@ -4,47 +4,35 @@
  * the same one and neither waits for the other.
  */
 import type pg from 'pg'
-import type { FeedPosition } from '../types.js'
+import type { PostgresDatabase } from '../postgres/database.js'
+import { feedHead, HEAD_SQL } from '../postgres/sql.js'
 import {
   ATTEMPT_COLUMNS, CLAIM_COLUMNS, DELIVERY_COLUMNS, QUOTA_ACTIVE, toClaimed, toDeliveries, toWebhook, WEBHOOK_COLUMNS,
   type AttemptRow, type ClaimRow, type DeliveryRow, type WebhookRow
-} from '../webhook-rows.js'
+} from './rows.js'
 import type {
   AttemptOutcome, ClaimedDelivery, ClaimRequest, EnqueueResult, FailureRun, NewWebhook, WebhookBacklog, WebhookDelivery, WebhookRecord, WebhookStore, WebhookUpdate
-} from '../webhook-types.js'
-
-type Query = <R extends pg.QueryResultRow>(text: string, values?: unknown[]) => Promise<pg.QueryResult<R>>
-type Transaction = <T>(work: (client: pg.PoolClient) => Promise<T>) => Promise<T>
+} from './types.js'
 
 /**
- * Serializes the creations of one quota's subscriptions (the count and the insert), and the openings of its streams
- * (+1): advisory locks of two int4 keys, this one and the quota's hash.
+ * Serializes the creations of one quota's subscriptions (the count and the insert): an advisory lock of two int4 keys,
+ * this one and the quota's hash. (726_501 is the change streams' own: ../streams/postgres.ts.)
  */
 const WEBHOOK_QUOTA_LOCK = 726_500
 
-/** The feed's last change: the highest commit position and the last ledger row of its transaction. */
-const HEAD_SQL = `SELECT f.position, (SELECT max(l.id) FROM stock_ledger l WHERE l.txid = f.txid) AS id
-  FROM feed_positions f ORDER BY f.position DESC LIMIT 1`
-
 export class PostgresWebhooks implements WebhookStore {
-  readonly #query: Query
-  readonly #transaction: Transaction
+  readonly #db: PostgresDatabase
 
-  constructor (query: Query, transaction: Transaction) {
-    this.#query = query
-    this.#transaction = transaction
-  }
-
-  async feedHead (): Promise<FeedPosition | null> {
-    return await head(this.#query)
+  constructor (db: PostgresDatabase) {
+    this.#db = db
   }
 
   async createWebhook (webhook: NewWebhook, maxPerQuota: number): Promise<WebhookRecord | 'limit'> {
-    return await this.#transaction(async (client) => {
+    return await this.#db.transaction(async (client) => {
       await client.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [WEBHOOK_QUOTA_LOCK, webhook.quotaId])
       const { rows: [count] } = await client.query<{ n: bigint }>('SELECT count(*) AS n FROM webhooks WHERE quota_id = $1', [webhook.quotaId])
       if (Number(count?.n ?? 0n) >= maxPerQuota) return 'limit'
-      const position = await head((text, values) => client.query(text, values))
+      const position = await feedHead((text, values) => client.query(text, values))
       const { rows } = await client.query<WebhookRow>(
         `INSERT INTO webhooks (id, quota_id, url, events, description, secret, feed_order, feed_id, created_at, updated_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9) RETURNING ${WEBHOOK_COLUMNS}`,
@@ -55,19 +43,19 @@ export class PostgresWebhooks implements WebhookStore {
   }
 
   async listWebhooks (quotaId: string | null): Promise<WebhookRecord[]> {
-    const { rows } = await this.#query<WebhookRow>(
+    const { rows } = await this.#db.query<WebhookRow>(
       `SELECT ${WEBHOOK_COLUMNS} FROM webhooks WHERE $1::text IS NULL OR quota_id = $1 ORDER BY created_at, id`, [quotaId])
     return rows.map(toWebhook)
   }
 
   async getWebhook (id: string): Promise<WebhookRecord | null> {
-    const { rows } = await this.#query<WebhookRow>(`SELECT ${WEBHOOK_COLUMNS} FROM webhooks WHERE id = $1`, [id])
+    const { rows } = await this.#db.query<WebhookRow>(`SELECT ${WEBHOOK_COLUMNS} FROM webhooks WHERE id = $1`, [id])
     return rows[0] === undefined ? null : toWebhook(rows[0])
   }
 
   async updateWebhook (id: string, update: WebhookUpdate, at: Date): Promise<WebhookRecord | null> {
     const enabled = update.enabled ?? null
-    const { rows } = await this.#query<WebhookRow>(
+    const { rows } = await this.#db.query<WebhookRow>(
       `UPDATE webhooks SET url = coalesce($2, url), events = coalesce($3, events),
          description = CASE WHEN $4 THEN $5 ELSE description END,
          enabled = coalesce($6, enabled),
@@ -83,12 +71,12 @@ export class PostgresWebhooks implements WebhookStore {
 
   async deleteWebhook (id: string): Promise<boolean> {
     // The deliveries and their log go with it (ON DELETE CASCADE).
-    const { rowCount } = await this.#query('DELETE FROM webhooks WHERE id = $1', [id])
+    const { rowCount } = await this.#db.query('DELETE FROM webhooks WHERE id = $1', [id])
     return (rowCount ?? 0) > 0
   }
 
   async rotateWebhookSecret (id: string, secret: string, previousUntil: Date, at: Date): Promise<WebhookRecord | null> {
-    const { rows } = await this.#query<WebhookRow>(
+    const { rows } = await this.#db.query<WebhookRow>(
       `UPDATE webhooks SET previous_secret = secret, previous_secret_until = $2, secret = $3, updated_at = $4
        WHERE id = $1 RETURNING ${WEBHOOK_COLUMNS}`, [id, previousUntil, secret, at])
     return rows[0] === undefined ? null : toWebhook(rows[0])
@@ -96,14 +84,14 @@ export class PostgresWebhooks implements WebhookStore {
 
   async enqueueWebhookDeliveries (at: Date, giveUpAt: Date, limit: number): Promise<EnqueueResult> {
     // Which subscriptions are behind the feed's head, in one read: an idle instance polls this often.
-    const { rows: webhooks } = await this.#query<{ id: string, behind: boolean | null }>(
+    const { rows: webhooks } = await this.#db.query<{ id: string, behind: boolean | null }>(
       `SELECT w.id, (w.feed_order, w.feed_id) < (h.position, h.id) AS behind
        FROM webhooks w LEFT JOIN (${HEAD_SQL}) h ON true WHERE w.enabled AND ${QUOTA_ACTIVE('$1')} ORDER BY w.id`, [at])
     let created = 0
     // One transaction per subscription: it holds only that subscription's lock, which another instance skips.
     for (const { id, behind } of webhooks) {
       if (behind !== true) continue
-      created += await this.#transaction(async (client) => {
+      created += await this.#db.transaction(async (client) => {
         const { rows: [webhook] } = await client.query<{ feed_order: bigint, feed_id: bigint }>(
           `SELECT w.feed_order, w.feed_id FROM webhooks w WHERE w.id = $1 AND w.enabled AND ${QUOTA_ACTIVE('$2')} FOR UPDATE OF w SKIP LOCKED`, [id, at])
         if (webhook === undefined) return 0
@@ -133,7 +121,7 @@ export class PostgresWebhooks implements WebhookStore {
     // Subscription by subscription (LATERAL: each its oldest due, through the index of its pending deliveries), so
     // that one backlog never crowds out the others and a disabled subscription's backlog is never read; rows another
     // instance holds are skipped.
-    const { rows } = await this.#query<ClaimRow>(
+    const { rows } = await this.#db.query<ClaimRow>(
       `WITH due AS (
          SELECT d.id, d.next_attempt_at FROM webhooks w CROSS JOIN LATERAL (
            SELECT d.id, d.next_attempt_at FROM webhook_deliveries d
@@ -152,13 +140,13 @@ export class PostgresWebhooks implements WebhookStore {
 
   async releaseWebhookLeases (owner: string, deliveryIds: readonly bigint[]): Promise<void> {
     if (deliveryIds.length === 0) return
-    await this.#query('UPDATE webhook_deliveries SET lease_owner = NULL, lease_until = NULL WHERE id = ANY ($1::bigint[]) AND lease_owner = $2',
+    await this.#db.query('UPDATE webhook_deliveries SET lease_owner = NULL, lease_until = NULL WHERE id = ANY ($1::bigint[]) AND lease_owner = $2',
       [deliveryIds, owner])
   }
 
   async recordWebhookAttempts (outcomes: readonly AttemptOutcome[]): Promise<FailureRun[]> {
     if (outcomes.length === 0) return []
-    return await this.#transaction(async (client) => {
+    return await this.#db.transaction(async (client) => {
       // The subscriptions' rows first, in one order, then their deliveries': the order deleteWebhook takes them in (the
       // row, then its deliveries by cascade), so that a delete, or another instance recording, waits instead of
       // deadlocking.
@@ -194,73 +182,44 @@ export class PostgresWebhooks implements WebhookStore {
 
   async #deliveries (rows: DeliveryRow[]): Promise<WebhookDelivery[]> {
     if (rows.length === 0) return []
-    const { rows: attempts } = await this.#query<AttemptRow>(
+    const { rows: attempts } = await this.#db.query<AttemptRow>(
       `SELECT ${ATTEMPT_COLUMNS} FROM webhook_attempts a WHERE a.delivery_id = ANY ($1::bigint[])`, [rows.map((row) => row.id)])
     return toDeliveries(rows, attempts)
   }
 
   async listWebhookDeliveries (webhookId: string, beforeId: bigint | null, limit: number): Promise<WebhookDelivery[]> {
-    const { rows } = await this.#query<DeliveryRow>(
+    const { rows } = await this.#db.query<DeliveryRow>(
       `SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries d WHERE d.webhook_id = $1 AND ($2::bigint IS NULL OR d.id < $2)
        ORDER BY d.id DESC LIMIT $3`, [webhookId, beforeId, limit])
     return await this.#deliveries(rows)
   }
 
   async getWebhookDelivery (webhookId: string, deliveryId: bigint): Promise<WebhookDelivery | null> {
-    const { rows } = await this.#query<DeliveryRow>(
+    const { rows } = await this.#db.query<DeliveryRow>(
       `SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries d WHERE d.webhook_id = $1 AND d.id = $2`, [webhookId, deliveryId])
     return (await this.#deliveries(rows))[0] ?? null
   }
 
   async retryWebhookDelivery (webhookId: string, deliveryId: bigint, at: Date, giveUpAt: Date): Promise<WebhookDelivery | null> {
-    const { rows } = await this.#query<DeliveryRow>(
+    const { rows } = await this.#db.query<DeliveryRow>(
       `UPDATE webhook_deliveries d SET state = 'pending', next_attempt_at = $3, give_up_at = $4, lease_owner = NULL, lease_until = NULL
        WHERE d.webhook_id = $1 AND d.id = $2 RETURNING ${DELIVERY_COLUMNS}`, [webhookId, deliveryId, at, giveUpAt])
     return (await this.#deliveries(rows))[0] ?? null
   }
 
   async webhookBacklog (): Promise<WebhookBacklog[]> {
-    const { rows } = await this.#query<{ id: string, pending: bigint, oldest: Date | null }>(
+    const { rows } = await this.#db.query<{ id: string, pending: bigint, oldest: Date | null }>(
       `SELECT w.id, count(d.id) AS pending, min(d.created_at) AS oldest
        FROM webhooks w LEFT JOIN webhook_deliveries d ON d.webhook_id = w.id AND d.state = 'pending' GROUP BY w.id ORDER BY w.id`)
     return rows.map((row) => ({ webhookId: row.id, pending: Number(row.pending), oldest: row.oldest }))
   }
 
   async purgeWebhookDeliveries (before: Date, limit: number): Promise<number> {
-    const { rowCount } = await this.#query(
+    const { rowCount } = await this.#db.query(
       `DELETE FROM webhook_deliveries d USING (
          SELECT id FROM webhook_deliveries WHERE state <> 'pending' AND created_at < $1 ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED
        ) old WHERE d.id = old.id`, [before, limit])
     return rowCount ?? 0
   }
 
-  async openEventStream (id: string, quotaId: string, keyId: string, expiresAt: Date, at: Date, max: number): Promise<boolean> {
-    return await this.#transaction(async (client) => {
-      await client.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [WEBHOOK_QUOTA_LOCK + 1, quotaId])
-      await client.query('DELETE FROM event_streams WHERE quota_id = $1 AND expires_at <= $2', [quotaId, at])
-      const { rows: [count] } = await client.query<{ n: bigint }>('SELECT count(*) AS n FROM event_streams WHERE quota_id = $1', [quotaId])
-      if (Number(count?.n ?? 0n) >= max) return false
-      await client.query('INSERT INTO event_streams (id, quota_id, key_id, expires_at) VALUES ($1, $2, $3, $4)', [id, quotaId, keyId, expiresAt])
-      return true
-    })
-  }
-
-  async renewEventStreams (ids: readonly string[], expiresAt: Date, at: Date): Promise<string[]> {
-    if (ids.length === 0) return []
-    const { rows } = await this.#query<{ id: string }>(
-      `WITH renewed AS (UPDATE event_streams SET expires_at = $2 WHERE id = ANY ($1::text[]) RETURNING id, key_id)
-       SELECT r.id FROM renewed r LEFT JOIN api_keys k ON k.id = r.key_id
-       WHERE k.id IS NULL OR k.revoked_at IS NOT NULL OR k.expires_at <= $3`, [ids, expiresAt, at])
-    return rows.map((row) => row.id)
-  }
-
-  async closeEventStream (id: string): Promise<void> {
-    await this.#query('DELETE FROM event_streams WHERE id = $1', [id])
-  }
-}
-
-async function head (query: (text: string, values?: unknown[]) => Promise<pg.QueryResult>): Promise<FeedPosition | null> {
-  const { rows: [row] } = await query(HEAD_SQL) as pg.QueryResult<{ position: bigint, id: bigint | null }>
-  // A position without ledger rows is migration 7's own, on a ledger that was empty: the feed is empty.
-  return row === undefined || row.id === null ? null : { order: row.position, id: row.id }
 }

@@ -1,9 +1,9 @@
 /**
- * What the store keeps for pushed changes: webhook subscriptions, their deliveries and attempts (the ledger stays the
- * outbox: a delivery is made from a committed change by the dispatcher, never by the request that made the change),
- * and the change streams open now. Implemented by both stores; one contract suite (test/store/webhooks.contract.test.ts).
+ * What the store keeps for webhooks: subscriptions, their deliveries and attempts (the ledger stays the outbox: a
+ * delivery is made from a committed change by the dispatcher, never by the request that made the change).
+ * Implemented by both stores; one contract suite (test/store/webhooks.contract.ts).
  */
-import type { FeedChange, FeedPosition } from './types.js'
+import type { FeedChange, FeedPosition } from '../stock/types.js'
 
 /** A subscription as stored. Secrets are kept as they are: signing needs them (API keys, which only need checking, are hashed). */
 export interface WebhookRecord {
@@ -153,26 +153,30 @@ export interface WebhookBacklog {
   oldest: Date | null
 }
 
-export interface WebhookStore {
-  /** The feed's last change now (null: the feed is empty): where a new subscription's events begin. */
-  feedHead (): Promise<FeedPosition | null>
+export interface WebhookReads {
+  /** The subscriptions of a quota, or every subscription (null), oldest first. */
+  listWebhooks (quotaId: string | null): Promise<WebhookRecord[]>
+  getWebhook (id: string): Promise<WebhookRecord | null>
+  /** Deliveries of a subscription, newest first, with their attempts: those with an id below `beforeId` when given. */
+  listWebhookDeliveries (webhookId: string, beforeId: bigint | null, limit: number): Promise<WebhookDelivery[]>
+  getWebhookDelivery (webhookId: string, deliveryId: bigint): Promise<WebhookDelivery | null>
+  /** Undelivered events per subscription (every subscription is listed, with 0 and null when it has none). */
+  webhookBacklog (): Promise<WebhookBacklog[]>
+}
 
+export interface WebhookWrites {
   /**
    * Creates a subscription whose events are the changes committed after the feed's head at that moment, unless its
    * quota has `maxPerQuota` subscriptions already (counted in the same transaction: two creations at once cannot
    * both pass). Returns the subscription, or 'limit'.
    */
   createWebhook (webhook: NewWebhook, maxPerQuota: number): Promise<WebhookRecord | 'limit'>
-  /** The subscriptions of a quota, or every subscription (null), oldest first. */
-  listWebhooks (quotaId: string | null): Promise<WebhookRecord[]>
-  getWebhook (id: string): Promise<WebhookRecord | null>
   /** Null when there is no such subscription. */
   updateWebhook (id: string, update: WebhookUpdate, at: Date): Promise<WebhookRecord | null>
   /** Deletes a subscription with its deliveries and their log; false when there was none. */
   deleteWebhook (id: string): Promise<boolean>
   /** Sets a new secret; the current one keeps signing until `previousUntil`. Null when there is no such subscription. */
   rotateWebhookSecret (id: string, secret: string, previousUntil: Date, at: Date): Promise<WebhookRecord | null>
-
   /**
    * Creates the deliveries of the changes committed since each enabled subscription of an active quota (one with a
    * key neither revoked nor expired at `at`) last took its events, at most `limit` per subscription per call, in feed
@@ -197,28 +201,27 @@ export interface WebhookStore {
    * returns each run as it is after that attempt, in the order given.
    */
   recordWebhookAttempts (outcomes: readonly AttemptOutcome[]): Promise<FailureRun[]>
-  /** Deliveries of a subscription, newest first, with their attempts: those with an id below `beforeId` when given. */
-  listWebhookDeliveries (webhookId: string, beforeId: bigint | null, limit: number): Promise<WebhookDelivery[]>
-  getWebhookDelivery (webhookId: string, deliveryId: bigint): Promise<WebhookDelivery | null>
   /**
    * Makes a delivery due again at `at` (also one delivered or failed: a redelivery), retried until `giveUpAt`. Null
    * when the subscription has no such delivery.
    */
   retryWebhookDelivery (webhookId: string, deliveryId: bigint, at: Date, giveUpAt: Date): Promise<WebhookDelivery | null>
-  /** Undelivered events per subscription (every subscription is listed, with 0 and null when it has none). */
-  webhookBacklog (): Promise<WebhookBacklog[]>
   /** Deletes at most `limit` delivered or failed deliveries created before `before`, with their log; returns how many. */
   purgeWebhookDeliveries (before: Date, limit: number): Promise<number>
-
-  /**
-   * Registers an open change stream of a key (`keyId`, of quota `quotaId`) until `expiresAt`, unless the quota has `max`
-   * streams open at `at` (counted in the same transaction); false when refused.
-   */
-  openEventStream (id: string, quotaId: string, keyId: string, expiresAt: Date, at: Date, max: number): Promise<boolean>
-  /**
-   * Keeps open streams registered until `expiresAt`; returns those of them whose key no longer works at `at` (revoked,
-   * expired, or gone), which are to end.
-   */
-  renewEventStreams (ids: readonly string[], expiresAt: Date, at: Date): Promise<string[]>
-  closeEventStream (id: string): Promise<void>
 }
+
+export type WebhookStore = WebhookReads & WebhookWrites
+
+/** What a store serving reads only does with each write of the area (src/store/read-only.ts): refuse it. */
+export const WEBHOOK_WRITES = {
+  createWebhook: 'refuse',
+  updateWebhook: 'refuse',
+  deleteWebhook: 'refuse',
+  rotateWebhookSecret: 'refuse',
+  enqueueWebhookDeliveries: 'refuse',
+  claimWebhookDeliveries: 'refuse',
+  releaseWebhookLeases: 'refuse',
+  recordWebhookAttempts: 'refuse',
+  retryWebhookDelivery: 'refuse',
+  purgeWebhookDeliveries: 'refuse'
+} as const satisfies Record<keyof WebhookWrites, 'refuse' | 'skip'>

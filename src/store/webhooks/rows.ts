@@ -1,6 +1,7 @@
-/** Row codecs of the webhook tables, shared by both stores (see rows.ts for how the drivers differ). */
-import { LEDGER_COLUMNS, num, time, timeOrNull, toLedgerEntry, type Int, type LedgerRow, type Time } from './rows.js'
-import type { ClaimedDelivery, DeliveryState, WebhookAttempt, WebhookDelivery, WebhookRecord } from './webhook-types.js'
+/** Row codecs of the webhook tables, shared by both stores (../rows.ts: how the drivers differ). */
+import { num, time, timeOrNull, type Int, type Time } from '../rows.js'
+import { LEDGER_COLUMNS, toLedgerEntry, type LedgerRow } from '../stock/rows.js'
+import type { ClaimedDelivery, DeliveryState, WebhookAttempt, WebhookDelivery, WebhookRecord } from './types.js'
 
 export interface WebhookRow {
   id: string, quota_id: string, url: string, events: string, description: string | null, enabled: boolean | Int,

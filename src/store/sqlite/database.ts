@@ -1,0 +1,70 @@
+/**
+ * The connection every area of the SQLite store works on: one file through better-sqlite3, in WAL mode with
+ * synchronous=FULL so that an acknowledged write survives a crash or power loss, its prepared statements, and its
+ * group commit. All integers are read as bigint (safeIntegers) so int64 ids stay exact.
+ */
+import Database from 'better-sqlite3'
+import { mkdirSync } from 'node:fs'
+import { dirname } from 'node:path'
+import { GroupCommit, type CommitObserver } from './group-commit.js'
+
+export interface SqliteOptions {
+  /** How long a statement waits for another process's write lock before failing (busy_timeout), in ms. */
+  busyTimeoutMs?: number
+  /** What watches the group commits (the tracing of a traced process). */
+  commitObserver?: CommitObserver
+}
+
+export class SqliteDatabase {
+  /** The file (or ':memory:'). */
+  readonly path: string
+  readonly connection: Database.Database
+  /** Writes that join the group commit. */
+  readonly writes: GroupCommit
+  readonly #statements = new Map<string, Database.Statement>()
+
+  constructor (path: string, options: SqliteOptions = {}) {
+    if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true })
+    this.path = path
+    const db = new Database(path)
+    this.connection = db
+    db.defaultSafeIntegers(true)
+    // Small pages for a new database: a group commit of stock updates writes every page it touched to the WAL,
+    // and inventory rows are a few bytes; 1 KiB pages cut that copying and PATCH cost (BENCHMARKS.md). A no-op
+    // on an existing database.
+    db.pragma('page_size = 1024')
+    db.pragma('journal_mode = WAL')
+    db.pragma('synchronous = FULL')
+    db.pragma('foreign_keys = ON')
+    // The CLI may write while a server runs: wait for the lock instead of failing at once.
+    db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`)
+    this.writes = new GroupCommit(db, options.commitObserver)
+  }
+
+  /** Prepared statements are compiled once per connection and reused. */
+  prepare (sql: string): Database.Statement {
+    let statement = this.#statements.get(sql)
+    if (statement === undefined) {
+      statement = this.connection.prepare(sql)
+      this.#statements.set(sql, statement)
+    }
+    return statement
+  }
+
+  close (): void {
+    if (this.connection.open) this.connection.close()
+  }
+}
+
+/** Pages per step of an online backup: all of them. */
+const WHOLE_FILE = 0x7fffffff
+
+/**
+ * Copies the database on `db` to a new file at `path` with SQLite's online backup API, in one step. A step reads one
+ * snapshot, so the copy is consistent while other connections go on writing (WAL: they do not wait for it). In
+ * steps of better-sqlite3's default 100 pages, a write by another connection between two steps restarts the copy from
+ * its first page, and under steady writes it may never finish.
+ */
+export async function onlineCopy (db: Database.Database, path: string): Promise<void> {
+  await db.backup(path, { progress: () => WHOLE_FILE })
+}

@@ -1,0 +1,250 @@
+/** The stock area on PostgreSQL: entries, their writes (single statements or one transaction), the ledger and the feed. */
+import type pg from 'pg'
+import type { InventoryItem, LedgerEntry, PetStatus, StockEntry } from '../../model.js'
+import { entriesText } from '../idempotency/rows.js'
+import type { IdempotencyClaim } from '../idempotency/types.js'
+import { storeError, type PostgresDatabase } from '../postgres/database.js'
+import { feedHead } from '../postgres/sql.js'
+import { planBatch } from './batch.js'
+import {
+  ENTRY_COLUMNS, INVENTORY_COLUMNS, LEDGER_COLUMNS, toInventoryItem, toLedgerEntry, toStockEntry, type EntryRow, type InventoryRow, type LedgerRow
+} from './rows.js'
+import type {
+  FeedChange, FeedPosition, InventoryPage, StockAdjustment, StockAdjustmentResult, StockBatch, StockBatchResult, StockChange, StockChangeResult, StockStore
+} from './types.js'
+
+/** The outcome row of a stock change: the entry before (old_*) and, when it applied, after. */
+interface ChangeRow { pet_id: bigint, old_quantity: number, old_revision: bigint, status: PetStatus, quantity: number | null, revision: bigint | null }
+
+/**
+ * A stock change in one statement (one round trip, autocommit): lock the entry, compare its revision, update
+ * it, and record the ledger row. FOR UPDATE makes a concurrent change wait and then read the committed
+ * quantity, so each ledger row's previous quantity is the one the change replaced.
+ * With an idempotency key ($9 scope, $10 key, $11 fingerprint, $12 expiry), the entry is read only while no
+ * unexpired record of the key exists, and the key's record is inserted from the updated row: a concurrent insert of
+ * the same key (another instance) waits for this statement's commit and then fails, undoing its whole statement.
+ */
+function changeSql (quantity: string, condition: string): string {
+  return `
+  WITH old AS (
+    SELECT pet_id, quantity, revision FROM inventory WHERE pet_id = $1
+      AND ($9::text IS NULL OR NOT EXISTS (SELECT 1 FROM idempotency_keys WHERE scope = $9 AND idempotency_key = $10::text AND expires_at > $8))
+    FOR UPDATE
+  ), updated AS (
+    UPDATE inventory i SET quantity = ${quantity}, revision = old.revision + 1 FROM old
+    WHERE i.pet_id = old.pet_id AND ($3::bigint[] IS NULL OR old.revision = ANY ($3::bigint[]))${condition}
+    RETURNING i.pet_id, i.quantity, i.revision, old.quantity AS previous
+  ), recorded AS (
+    INSERT INTO stock_ledger (pet_id, previous_quantity, quantity, reason, note, key_id, request_id, created_at)
+    SELECT pet_id, previous, quantity, $4, $5, $6, $7, $8 FROM updated
+  ), keyed AS (
+    INSERT INTO idempotency_keys (scope, idempotency_key, fingerprint, entries, created_at, expires_at)
+    SELECT $9, $10, $11::text, ${ENTRIES_JSON}, $8, $12::timestamptz FROM updated u WHERE $9::text IS NOT NULL
+  )
+  SELECT old.pet_id, old.quantity AS old_quantity, old.revision AS old_revision, updated.quantity, updated.revision,
+    (SELECT status FROM pets WHERE pets.id = old.pet_id) AS status
+  FROM old LEFT JOIN updated ON true`
+}
+/** The updated row `u` as an idempotency record's entries: the shape rows.ts entriesText writes. */
+const ENTRIES_JSON = `json_build_array(json_build_object('petId', u.pet_id::text, 'quantity', u.quantity,
+  'status', (SELECT status FROM pets WHERE pets.id = u.pet_id), 'revision', u.revision::text))::text`
+/** Sets the quantity ($2). */
+const CHANGE_SQL = changeSql('$2', '')
+/** Adds $2 to the locked, committed quantity, only when the result lies within $13..$14. */
+const ADJUST_SQL = changeSql('old.quantity + $2::bigint', ' AND old.quantity + $2::bigint BETWEEN $13::bigint AND $14::bigint')
+
+/** Whether a key ($1 scope, $2 key) has a record that is live at $3. */
+const KEY_LIVE_SQL = 'SELECT 1 FROM idempotency_keys WHERE scope = $1 AND idempotency_key = $2 AND expires_at > $3'
+/** Removes a key's record only when it has expired at $3: a live one must stay and stop the write. */
+const DROP_EXPIRED_KEY_SQL = 'DELETE FROM idempotency_keys WHERE scope = $1 AND idempotency_key = $2 AND expires_at <= $3'
+
+/** The change statement's values for an idempotency key ($9-$12): all null without one. */
+function claimValues (claim: IdempotencyClaim | undefined): unknown[] {
+  return claim === undefined ? [null, null, null, null] : [claim.scope, claim.key, claim.fingerprint, claim.expiresAt]
+}
+
+/** A unique violation on the idempotency key's record: another transaction committed the same key first. */
+function isKeyTaken (error: unknown): boolean {
+  const { code, constraint } = error as { code?: unknown, constraint?: unknown }
+  return code === '23505' && constraint === 'idempotency_keys_pkey'
+}
+
+/**
+ * What a change statement's row says: no row, no entry; no new quantity, nothing was changed, because the revision
+ * was stale or else because the result fell outside the allowed quantities (adjustments only).
+ */
+function changeResult (row: ChangeRow | undefined, expectedRevisions: readonly bigint[] | null): StockAdjustmentResult {
+  if (row === undefined) return { status: 'not_found' }
+  if (row.quantity === null || row.revision === null) {
+    const current = { petId: row.pet_id, quantity: row.old_quantity, status: row.status, revision: row.old_revision }
+    return expectedRevisions !== null && !expectedRevisions.includes(current.revision) ? { status: 'stale', current } : { status: 'out_of_range', current }
+  }
+  return { status: 'updated', entry: { petId: row.pet_id, quantity: row.quantity, status: row.status, revision: row.revision } }
+}
+
+export class PostgresStock implements StockStore {
+  readonly #db: PostgresDatabase
+
+  constructor (db: PostgresDatabase) {
+    this.#db = db
+  }
+
+  async listInventory (): Promise<InventoryItem[]> {
+    const { rows } = await this.#db.query<InventoryRow>(
+      `SELECT ${INVENTORY_COLUMNS} FROM inventory i JOIN pets p ON p.id = i.pet_id ORDER BY i.pet_id`)
+    return rows.map(toInventoryItem)
+  }
+
+  async inventoryVersion (): Promise<bigint> {
+    const { rows } = await this.#db.query<{ v: bigint }>('SELECT v FROM inventory_version WHERE id = 1')
+    return rows[0]?.v ?? 0n
+  }
+
+  /** Pages of the listing from one REPEATABLE READ transaction: every page sees the same snapshot. */
+  async * inventoryPages (size: number): AsyncGenerator<InventoryPage> {
+    const { client, release } = await this.#db.checkOut()
+    // Open from the first statement on: "BEGIN; SET LOCAL ..." can fail after its BEGIN (a ROLLBACK without a
+    // transaction only warns).
+    let open = true
+    try {
+      await client.query(this.#db.begin('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY'))
+      const { rows: [row] } = await client.query<{ v: bigint, position: bigint | null, id: bigint | null }>(
+        // The feed's last committed change in this snapshot: positions are taken in commit order, so the snapshot holds
+        // every change up to the highest position it sees and none after.
+        `SELECT (SELECT v FROM inventory_version WHERE id = 1) AS v, f.position,
+           (SELECT max(l.id) FROM stock_ledger l WHERE l.txid = f.txid) AS id
+         FROM (SELECT 1) one LEFT JOIN (SELECT position, txid FROM feed_positions ORDER BY position DESC LIMIT 1) f ON true`)
+      const version = row?.v ?? 0n
+      // A position without ledger rows is migration 7's own, on a ledger that was empty: the feed is empty.
+      const feed = row === undefined || row.position === null || row.id === null ? null : { order: row.position, id: row.id }
+      let after: bigint | null = null
+      for (;;) {
+        const { rows }: pg.QueryResult<InventoryRow> = await client.query<InventoryRow>(
+          `SELECT ${INVENTORY_COLUMNS} FROM inventory i JOIN pets p ON p.id = i.pet_id
+           WHERE $1::bigint IS NULL OR i.pet_id > $1 ORDER BY i.pet_id LIMIT $2`, [after, size])
+        // An empty page only when the whole listing is empty.
+        if (rows.length > 0 || after === null) yield { version, feed, items: rows.map(toInventoryItem) }
+        if (rows.length < size) break
+        after = (rows.at(-1) as InventoryRow).pet_id
+      }
+      await client.query('COMMIT')
+      open = false
+    } catch (error) {
+      throw storeError(error)
+    } finally {
+      // After a failure, or a consumer that stopped early: end the transaction before the client goes back.
+      if (open) await client.query('ROLLBACK').catch(() => {})
+      release()
+    }
+  }
+
+  async setQuantity (change: StockChange): Promise<StockChangeResult> {
+    return await this.#change(CHANGE_SQL, change, [change.quantity]) as StockChangeResult
+  }
+
+  async adjustQuantity (change: StockAdjustment): Promise<StockAdjustmentResult> {
+    return await this.#change(ADJUST_SQL, change, [change.delta], [change.allowed.min, change.allowed.max])
+  }
+
+  /** Runs a change statement; with an idempotency key, tells a key recorded by another transaction (`recorded`). */
+  async #change (sql: string, change: StockChange | StockAdjustment, amount: unknown[], more: unknown[] = []): Promise<StockAdjustmentResult> {
+    const claim = change.idempotency
+    const values = [change.petId, ...amount, change.expectedRevisions, change.reason, change.note, change.keyId, change.requestId, change.at,
+      ...claimValues(claim), ...more]
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const { rows } = await this.#db.query<ChangeRow>(sql, values)
+        const result = changeResult(rows[0], change.expectedRevisions)
+        // Nothing applied: because the key is recorded (the statement read no entry), or recorded meanwhile by a
+        // transaction this one waited for (a retry on another instance, whose change this one then saw as stale).
+        if (result.status !== 'updated' && claim !== undefined && (await this.#db.query(KEY_LIVE_SQL, [claim.scope, claim.key, change.at])).rows.length > 0) {
+          return { status: 'recorded' }
+        }
+        return result
+      } catch (error) {
+        if (claim === undefined || !isKeyTaken(error)) throw error
+        // The key's row exists: recorded by a transaction that committed while this statement ran, or expired and
+        // not purged yet, which is removed before the change is tried once more.
+        const { rowCount } = await this.#db.query(DROP_EXPIRED_KEY_SQL, [claim.scope, claim.key, change.at])
+        if ((rowCount ?? 0) === 0 || attempt === 3) return { status: 'recorded' }
+      }
+    }
+  }
+
+  /**
+   * A batch in one transaction: the key's record looked up, the entries locked in pet order (two batches over the
+   * same pets never deadlock), every change checked, and only then all written, with the ledger rows and the key's
+   * record. A same key committed meanwhile by another instance makes the record's insert fail and undoes it all.
+   */
+  async applyBatch (batch: StockBatch): Promise<StockBatchResult> {
+    const claim = batch.idempotency
+    try {
+      return await this.#db.transaction(async (client): Promise<StockBatchResult> => {
+        if (claim !== undefined) {
+          const { rows: live } = await client.query(KEY_LIVE_SQL, [claim.scope, claim.key, batch.at])
+          if (live.length > 0) return { status: 'recorded' }
+          // Only an expired record: one committed since the look above is live, and this batch's insert must meet it.
+          await client.query(DROP_EXPIRED_KEY_SQL, [claim.scope, claim.key, batch.at])
+        }
+        const ids = batch.changes.map((change) => change.petId)
+        const { rows } = await client.query<EntryRow>(
+          `SELECT ${ENTRY_COLUMNS} FROM inventory i JOIN pets p ON p.id = i.pet_id WHERE i.pet_id = ANY ($1::bigint[]) ORDER BY i.pet_id FOR UPDATE OF i`, [ids])
+        const entries = new Map(rows.map((row) => [row.pet_id, toStockEntry(row)]))
+        const { failures, planned } = planBatch(batch, (petId) => entries.get(petId))
+        if (failures.length > 0) {
+          // The locks waited for may have been another instance's write of this very key: then it is recorded now.
+          // (Read committed: this statement sees what committed while the locks were awaited.)
+          const held = claim === undefined
+            ? []
+            : (await client.query(KEY_LIVE_SQL, [claim.scope, claim.key, batch.at])).rows
+          return held.length === 0 ? { status: 'refused', failures } : { status: 'recorded' }
+        }
+        await client.query(
+          `UPDATE inventory i SET quantity = v.quantity, revision = i.revision + 1
+           FROM unnest($1::bigint[], $2::integer[]) AS v (pet_id, quantity) WHERE i.pet_id = v.pet_id`,
+          [planned.map((p) => p.change.petId), planned.map((p) => p.quantity)])
+        await client.query(
+          `INSERT INTO stock_ledger (pet_id, previous_quantity, quantity, reason, note, key_id, request_id, batch_id, created_at)
+           SELECT pet_id, previous, quantity, reason, note, $6, $7, $8, $9
+           FROM unnest($1::bigint[], $2::integer[], $3::integer[], $4::text[], $5::text[]) WITH ORDINALITY AS t (pet_id, previous, quantity, reason, note, n)
+           ORDER BY n`,
+          [planned.map((p) => p.change.petId), planned.map((p) => p.current.quantity), planned.map((p) => p.quantity),
+            planned.map((p) => p.change.reason), planned.map((p) => p.change.note), batch.keyId, batch.requestId, batch.batchId, batch.at])
+        const applied = planned.map(({ current, quantity }) => ({ ...current, quantity, revision: current.revision + 1n }))
+        if (claim !== undefined) {
+          await client.query(`INSERT INTO idempotency_keys (scope, idempotency_key, fingerprint, entries, created_at, expires_at)
+            VALUES ($1, $2, $3, $4, $5, $6)`, [claim.scope, claim.key, claim.fingerprint, entriesText(applied), batch.at, claim.expiresAt])
+        }
+        return { status: 'updated', entries: applied }
+      })
+    } catch (error) {
+      if (claim !== undefined && isKeyTaken(error)) return { status: 'recorded' }
+      throw error
+    }
+  }
+
+  async getStockEntry (petId: bigint): Promise<StockEntry | null> {
+    const { rows } = await this.#db.query<EntryRow>(
+      `SELECT ${ENTRY_COLUMNS} FROM inventory i JOIN pets p ON p.id = i.pet_id WHERE i.pet_id = $1`, [petId])
+    return rows[0] === undefined ? null : toStockEntry(rows[0])
+  }
+
+  /** In commit order: the position each writing transaction took as it committed (migration 7), then the row id. */
+  async listChanges (after: FeedPosition | null, limit: number): Promise<FeedChange[]> {
+    const { rows } = await this.#db.query<LedgerRow & { position: bigint }>(
+      `SELECT ${LEDGER_COLUMNS}, f.position FROM feed_positions f JOIN stock_ledger l ON l.txid = f.txid
+       WHERE $1::bigint IS NULL OR (f.position, l.id) > ($1::bigint, $2::bigint)
+       ORDER BY f.position, l.id LIMIT $3`, [after?.order ?? null, after?.id ?? null, limit])
+    return rows.map((row) => ({ ...toLedgerEntry(row), position: { order: row.position, id: row.id } }))
+  }
+
+  async stockHistory (petId: bigint, limit: number): Promise<LedgerEntry[]> {
+    const { rows } = await this.#db.query<LedgerRow>(
+      `SELECT * FROM (SELECT ${LEDGER_COLUMNS} FROM stock_ledger l WHERE l.pet_id = $1 ORDER BY l.id DESC LIMIT $2) newest ORDER BY id`, [petId, limit])
+    return rows.map(toLedgerEntry)
+  }
+
+  async feedHead (): Promise<FeedPosition | null> {
+    return await feedHead((text, values) => this.#db.query(text, values))
+  }
+}

@@ -1,0 +1,36 @@
+/** Row codecs of the stock tables (inventory, stock_ledger), shared by both stores (../rows.ts: how the drivers differ). */
+import type { InventoryItem, LedgerEntry, LedgerReason, PetStatus, StockEntry } from '../../model.js'
+import { num, numOrNull, time, type Int, type Time } from '../rows.js'
+
+export interface InventoryRow { pet_id: bigint, quantity: Int, status: PetStatus }
+export interface EntryRow extends InventoryRow { revision: bigint }
+export interface LedgerRow {
+  id: bigint, pet_id: bigint, previous_quantity: Int | null, quantity: Int, reason: LedgerReason, note: string | null,
+  key_id: string | null, request_id: string | null, batch_id: string | null, status: PetStatus | null,
+  previous_status: PetStatus | null, created_at: Time
+}
+
+/** The columns each mapper reads, in one place for both stores' queries. */
+export const INVENTORY_COLUMNS = 'i.pet_id, i.quantity, p.status'
+export const ENTRY_COLUMNS = 'i.pet_id, i.quantity, p.status, i.revision'
+export const LEDGER_COLUMNS = 'l.id, l.pet_id, l.previous_quantity, l.quantity, l.reason, l.note, l.key_id, l.request_id, l.batch_id, l.status, ' +
+  'l.previous_status, l.created_at'
+
+export const toInventoryItem = (row: InventoryRow): InventoryItem => ({ petId: row.pet_id, quantity: num(row.quantity), status: row.status })
+
+export const toStockEntry = (row: EntryRow): StockEntry => ({ ...toInventoryItem(row), revision: row.revision })
+
+export const toLedgerEntry = (row: LedgerRow): LedgerEntry => ({
+  id: row.id,
+  petId: row.pet_id,
+  previousQuantity: numOrNull(row.previous_quantity),
+  quantity: num(row.quantity),
+  reason: row.reason,
+  note: row.note,
+  keyId: row.key_id,
+  requestId: row.request_id,
+  batchId: row.batch_id,
+  status: row.status,
+  previousStatus: row.previous_status,
+  at: time(row.created_at)
+})
