@@ -17,7 +17,8 @@ import type { Store } from '../../src/store/store.js'
 import { BIG, buildPostgres, buildSqlite, LANDED_DATA, POSTGRES_SCHEMAS, SQLITE_SCHEMAS, type LandedSchema } from '../fixtures/landed-schemas.js'
 import { tempDir } from '../helpers/app.js'
 import { POSTGRES_URL, requirePostgres, tempSchema } from '../helpers/postgres.js'
-import { stockChange, storeContract } from './contract.js'
+import { storeContract } from './contract.js'
+import { stockChange } from './helpers.js'
 import { importData } from '../../src/domain/import.js'
 
 const LATEST = SQLITE_MIGRATIONS.at(-1)?.version as number

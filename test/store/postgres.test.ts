@@ -1,23 +1,21 @@
 /**
- * The Store contract against the real PostgreSQL (each test in its own schema), plus what only the
- * PostgreSQL store does: concurrent migrations, connection trouble reported as StoreUnavailableError.
+ * What only the PostgreSQL store does (the contracts of its areas run in ./<area>.contract.test.ts, each test in its
+ * own schema): concurrent migrations, connection trouble reported as StoreUnavailableError.
  */
 import assert from 'node:assert/strict'
 import { setTimeout as pause } from 'node:timers/promises'
 import { describe, test } from 'node:test'
 import pg from 'pg'
-import { StoreUnavailableError } from '../src/errors.js'
-import { PostgresStore } from '../src/store/postgres/index.js'
-import { MIGRATIONS } from '../src/store/postgres/migrations.js'
-import { freePort } from './cli/run.js'
-import { adminQuery, lockWaiters, POSTGRES_URL, requirePostgres, tempPostgresDatabase, tempPostgresStore, tempSchema } from './helpers/postgres.js'
-import { waitFor } from './helpers/wait.js'
-import { setStock, stockChange, storeContract } from './store/contract.js'
-import { importData } from '../src/domain/import.js'
+import { StoreUnavailableError } from '../../src/errors.js'
+import { PostgresStore } from '../../src/store/postgres/index.js'
+import { MIGRATIONS } from '../../src/store/postgres/migrations.js'
+import { freePort } from '../cli/run.js'
+import { adminQuery, lockWaiters, POSTGRES_URL, requirePostgres, tempPostgresDatabase, tempSchema } from '../helpers/postgres.js'
+import { waitFor } from '../helpers/wait.js'
+import { setStock, stockChange } from './helpers.js'
+import { importData } from '../../src/domain/import.js'
 
 if (await requirePostgres('PostgreSQL store tests')) {
-  storeContract('PostgresStore', (t) => tempPostgresStore(t))
-
   describe('PostgresStore specifics', () => {
     test('when several instances migrate at once, then each version is applied exactly once', async (t) => {
       const schema = await tempSchema(t)

@@ -1,19 +1,17 @@
 /**
- * The Store contract against SQLite (each test on its own migrated temporary file), plus the behaviours only
- * the SQLite store has: its durability pragmas and the file surviving a close.
+ * What only the SQLite store does (the contracts of its areas run in ./<area>.contract.test.ts): its durability
+ * pragmas, the file surviving a close, a locked file, and the group commit.
  */
 import Database from 'better-sqlite3'
 import assert from 'node:assert/strict'
 import { join } from 'node:path'
 import { describe, test } from 'node:test'
-import { StoreUnavailableError } from '../src/errors.js'
-import { MIGRATIONS } from '../src/store/sqlite/migrations.js'
-import { SqliteStore } from '../src/store/sqlite/index.js'
-import { tempDir, tempStore } from './helpers/app.js'
-import { setStock, storeContract } from './store/contract.js'
-import { importData } from '../src/domain/import.js'
-
-storeContract('SqliteStore', tempStore)
+import { StoreUnavailableError } from '../../src/errors.js'
+import { MIGRATIONS } from '../../src/store/sqlite/migrations.js'
+import { SqliteStore } from '../../src/store/sqlite/index.js'
+import { tempDir, tempStore } from '../helpers/app.js'
+import { setStock } from './helpers.js'
+import { importData } from '../../src/domain/import.js'
 
 describe('SqliteStore specifics', () => {
   function newStore (path: string, t: { after: (fn: () => unknown) => void }): SqliteStore {

@@ -1,19 +1,20 @@
 /**
- * The Store contract against PostgreSQL through PgBouncer in transaction mode (DATABASE_POOLER=transaction), plus
- * what the pooler changes: the store's start error when the pooler is not declared, and the statement timeout,
+ * The store contracts (./contract.ts) against PostgreSQL through PgBouncer in transaction mode
+ * (DATABASE_POOLER=transaction), plus what the pooler changes: the store's start error when the pooler is not declared, and the statement timeout,
  * which cannot be a setting of the connection there.
  */
 import assert from 'node:assert/strict'
 import { describe, test, type TestContext } from 'node:test'
 import pg from 'pg'
-import { ConfigError } from '../src/errors.js'
-import { importData } from '../src/domain/import.js'
-import { StoreUnavailableError } from '../src/errors.js'
-import { PostgresStore } from '../src/store/postgres/index.js'
-import { MIGRATIONS } from '../src/store/postgres/migrations.js'
-import { requirePgBouncer, startPgBouncer, type PgBouncer } from './helpers/pgbouncer.js'
-import { adminQuery, requirePostgres, resettablePostgresDatabase, tempPostgresDatabase } from './helpers/postgres.js'
-import { setStock, storeContract } from './store/contract.js'
+import { ConfigError } from '../../src/errors.js'
+import { importData } from '../../src/domain/import.js'
+import { StoreUnavailableError } from '../../src/errors.js'
+import { PostgresStore } from '../../src/store/postgres/index.js'
+import { MIGRATIONS } from '../../src/store/postgres/migrations.js'
+import { requirePgBouncer, startPgBouncer, type PgBouncer } from '../helpers/pgbouncer.js'
+import { adminQuery, requirePostgres, resettablePostgresDatabase, tempPostgresDatabase } from '../helpers/postgres.js'
+import { storeContract } from './contract.js'
+import { setStock } from './helpers.js'
 
 const WHAT = 'PostgreSQL store tests through PgBouncer'
 

@@ -1,0 +1,76 @@
+/**
+ * How the contracts that need more than one instance (webhooks, streams) open a store: a fresh, migrated one for one
+ * test, with a second store on the same database standing for another instance (a second process on the SQLite file,
+ * a second pool on PostgreSQL), and a row count of a table (what a delete takes with it, which the interfaces do not
+ * show).
+ */
+import Database from 'better-sqlite3'
+import { join } from 'node:path'
+import type { TestContext } from 'node:test'
+import pg from 'pg'
+import { PostgresStore } from '../../src/store/postgres/index.js'
+import { SqliteStore } from '../../src/store/sqlite/index.js'
+import type { Store } from '../../src/store/store.js'
+import { tempDir } from '../helpers/app.js'
+import { POSTGRES_URL, tempSchema } from '../helpers/postgres.js'
+
+/** One store under test, with what the tests need around it. */
+export interface Harness {
+  store: Store
+  /** Another store on the same database: another instance. Closed after the test. */
+  peer: () => Promise<Store>
+  /** How many rows a table holds: what a delete takes with it, which the interface does not show. */
+  count: (table: string) => Promise<number>
+}
+
+export type Open = (t: TestContext) => Promise<Harness>
+
+/** A store on a temporary SQLite file. */
+export const sqliteHarness: Open = async (t) => {
+  const path = join(tempDir(t), 'store.db')
+  const store = new SqliteStore(path)
+  t.after(() => store.close())
+  await store.schema.migrate()
+  return {
+    store,
+    peer: async () => {
+      const other = new SqliteStore(path)
+      t.after(() => other.close())
+      return other
+    },
+    count: async (table) => {
+      const db = new Database(path, { readonly: true })
+      try {
+        return Number(db.prepare(`SELECT count(*) FROM ${table}`).pluck().get())
+      } finally {
+        db.close()
+      }
+    }
+  }
+}
+
+/** A store in a temporary schema of the test PostgreSQL database. */
+export const postgresHarness: Open = async (t) => {
+  const schema = await tempSchema(t)
+  const store = new PostgresStore(POSTGRES_URL, { schema })
+  t.after(() => store.close())
+  await store.schema.migrate()
+  return {
+    store,
+    peer: async () => {
+      const other = new PostgresStore(POSTGRES_URL, { schema })
+      t.after(() => other.close())
+      return other
+    },
+    count: async (table) => {
+      const client = new pg.Client({ connectionString: POSTGRES_URL, options: `-c search_path=${schema}` })
+      await client.connect()
+      try {
+        const { rows } = await client.query<{ n: string }>(`SELECT count(*)::text AS n FROM ${table}`)
+        return Number(rows[0]?.n)
+      } finally {
+        await client.end()
+      }
+    }
+  }
+}

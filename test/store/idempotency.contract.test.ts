@@ -1,0 +1,7 @@
+/** The idempotency contract (./idempotency.contract.ts) on SQLite and on PostgreSQL, each test on a fresh, migrated store. */
+import { tempStore } from '../helpers/app.js'
+import { requirePostgres, tempPostgresStore } from '../helpers/postgres.js'
+import { idempotencyContract } from './idempotency.contract.js'
+
+idempotencyContract('SqliteStore', tempStore)
+if (await requirePostgres('PostgreSQL idempotency contract tests')) idempotencyContract('PostgresStore', (t) => tempPostgresStore(t))
