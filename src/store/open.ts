@@ -1,9 +1,9 @@
 /** Opening the store DATABASE_URL names, readying it for a command, and migrating it. */
 import { aheadError, requireUsable, type SchemaStatus } from './migrations.js'
-import { PostgresStore } from './postgres/index.js'
+import { PostgresStore } from './postgres-store.js'
 import { isPostgresUrl, type PostgresOptions } from './postgres/options.js'
 import type { CommitObserver } from './sqlite/group-commit.js'
-import { SqliteStore } from './sqlite/index.js'
+import { SqliteStore } from './sqlite-store.js'
 import type { Store } from './store.js'
 
 /** What opening a store may be given besides its settings. */

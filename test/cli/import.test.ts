@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { fileURLToPath } from 'node:url'
 import { describe, test } from 'node:test'
-import type { SqliteStore } from '../../src/store/sqlite/index.js'
+import type { SqliteStore } from '../../src/store/sqlite-store.js'
 import { cliFor, inspectStore } from './run.js'
 
 const DEMO = fileURLToPath(new URL('../../data/demo.json', import.meta.url))

@@ -11,7 +11,7 @@ import { buildApp } from '../../src/app.js'
 import { loadConfig, type Config } from '../../src/config.js'
 import { createKey } from '../../src/access/keys.js'
 import type { PetImport, Order, Plan } from '../../src/model.js'
-import { SqliteStore } from '../../src/store/sqlite/index.js'
+import { SqliteStore } from '../../src/store/sqlite-store.js'
 import type { Store } from '../../src/store/store.js'
 import { importData } from '../../src/domain/import.js'
 

@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto'
 import { after, type TestContext } from 'node:test'
 import pg from 'pg'
-import { PostgresStore } from '../../src/store/postgres/index.js'
+import { PostgresStore } from '../../src/store/postgres-store.js'
 import type { PostgresOptions } from '../../src/store/postgres/options.js'
 import { requireService } from './services.js'
 

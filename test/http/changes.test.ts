@@ -8,7 +8,7 @@ import { describe, test } from 'node:test'
 import { buildApp } from '../../src/app.js'
 import { loadConfig } from '../../src/config.js'
 import { importData } from '../../src/domain/import.js'
-import { PostgresStore } from '../../src/store/postgres/index.js'
+import { PostgresStore } from '../../src/store/postgres-store.js'
 import { auth, newKey, pet, testApp } from '../helpers/app.js'
 import { POSTGRES_URL, requirePostgres, tempSchema } from '../helpers/postgres.js'
 

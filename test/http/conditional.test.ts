@@ -5,7 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import type { FastifyInstance } from 'fastify'
 import { buildApp } from '../../src/app.js'
 import { loadConfig } from '../../src/config.js'
-import { SqliteStore } from '../../src/store/sqlite/index.js'
+import { SqliteStore } from '../../src/store/sqlite-store.js'
 import { auth, newKey, pet, tempDir, testApp } from '../helpers/app.js'
 import { importData } from '../../src/domain/import.js'
 

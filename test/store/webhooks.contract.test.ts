@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict'
 import { describe, test, type TestContext } from 'node:test'
 import pg from 'pg'
-import { PostgresStore } from '../../src/store/postgres/index.js'
+import { PostgresStore } from '../../src/store/postgres-store.js'
 import { lockWaiters, POSTGRES_URL, requirePostgres, tempSchema } from '../helpers/postgres.js'
 import { waitFor } from '../helpers/wait.js'
 import { postgresHarness, sqliteHarness } from './harness.js'

@@ -8,7 +8,6 @@
  */
 import pg from 'pg'
 import { ConfigError, StoreUnavailableError } from '../../errors.js'
-import type { PoolStats } from '../store.js'
 import { DATABASE_DEFAULTS, type DatabasePooler, type PostgresOptions } from './options.js'
 
 const INT8_OID = 20
@@ -193,7 +192,8 @@ export class PostgresDatabase {
     if (!this.#pool.ended) await this.#pool.end()
   }
 
-  poolStats (): PoolStats {
+  /** The pool's state (the store's PoolStats, ../store.ts). */
+  poolStats (): { total: number, idle: number, waiting: number, max: number } {
     return { total: this.#pool.totalCount, idle: this.#pool.idleCount, waiting: this.#pool.waitingCount, max: this.#poolSize }
   }
 }

@@ -1,28 +1,10 @@
 /** The SQLite store's schema: its migrations (../sqlite/migrations.ts), applied in one IMMEDIATE transaction. */
-import type Database from 'better-sqlite3'
-import { aheadError, appliedChecksum, checksum, detectQueries, schemaStatus, type AppliedMigration, type SchemaStatus } from '../migrations.js'
+import { aheadError, appliedChecksum, checksum, detectQueries, type SchemaStatus } from '../migrations.js'
 import { onlineCopy, type SqliteDatabase } from '../sqlite/database.js'
 import { guard } from '../sqlite/errors.js'
 import { PLAN } from '../sqlite/migrations.js'
+import { appliedMigrations, sqliteSchemaStatus } from '../sqlite/schema-status.js'
 import type { SchemaStore } from './types.js'
-
-/** The rows of schema_migrations (checksums null where not recorded); none when the table does not exist. */
-function appliedMigrations (db: Database.Database): AppliedMigration[] {
-  if (db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'").get() === undefined) return []
-  const hasChecksum = db.prepare("SELECT 1 FROM pragma_table_info('schema_migrations') WHERE name = 'checksum'").get() !== undefined
-  const rows = db.prepare(`SELECT version, name, ${hasChecksum ? 'checksum' : 'NULL AS checksum'} FROM schema_migrations ORDER BY version`)
-    .all() as Array<{ version: bigint | number, name: string, checksum: string | null }>
-  return rows.map((row) => ({ version: Number(row.version), name: row.name, checksum: row.checksum }))
-}
-
-/**
- * Where the schema of the SQLite database on `db` stands against this release; throws SchemaError when an applied
- * migration was edited. Also for files that are not the store (a backup being checked).
- */
-export function sqliteSchemaStatus (db: Database.Database, applied: AppliedMigration[] = appliedMigrations(db)): SchemaStatus {
-  const detected = new Map(detectQueries(PLAN).map((query) => [query, Number(db.prepare(query).pluck().get()) === 1]))
-  return schemaStatus(applied, PLAN, detected)
-}
 
 export class SqliteSchema implements SchemaStore {
   readonly #db: SqliteDatabase

@@ -10,8 +10,8 @@ import { randomBytes } from 'node:crypto'
 import { closeSync, existsSync, fsyncSync, linkSync, mkdirSync, openSync, realpathSync, renameSync, rmSync, statSync, unlinkSync } from 'node:fs'
 import { basename, dirname, join, resolve } from 'node:path'
 import { SchemaError, type SchemaStatus } from '../migrations.js'
-import { sqliteSchemaStatus } from '../schema/sqlite.js'
 import { onlineCopy } from './database.js'
+import { sqliteSchemaStatus } from './schema-status.js'
 
 /** A file that cannot serve as a backup or as the store; the message says which file and why. */
 export class StoreFileError extends Error {

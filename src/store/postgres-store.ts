@@ -1,17 +1,17 @@
 /**
- * The shared store for scale-out: the areas on one PostgreSQL pool (./database.ts), in the order of
- * src/store/store.ts. Each area is its own class beside its interface (src/store/<area>/postgres.ts).
+ * The shared store for scale-out: the areas on one PostgreSQL pool (./postgres/database.ts), in the order of
+ * ./store.ts. Each area is its own class beside its interface (./<area>/postgres.ts).
  */
-import { PostgresCatalog } from '../catalog/postgres.js'
-import { PostgresIdempotency } from '../idempotency/postgres.js'
-import { PostgresKeys } from '../keys/postgres.js'
-import { PostgresSchema } from '../schema/postgres.js'
-import { PostgresStock } from '../stock/postgres.js'
-import type { PoolStats, Store } from '../store.js'
-import { PostgresStreams } from '../streams/postgres.js'
-import { PostgresWebhooks } from '../webhooks/postgres.js'
-import { PostgresDatabase } from './database.js'
-import type { PostgresOptions } from './options.js'
+import { PostgresCatalog } from './catalog/postgres.js'
+import { PostgresIdempotency } from './idempotency/postgres.js'
+import { PostgresKeys } from './keys/postgres.js'
+import { PostgresSchema } from './schema/postgres.js'
+import { PostgresStock } from './stock/postgres.js'
+import type { PoolStats, Store } from './store.js'
+import { PostgresStreams } from './streams/postgres.js'
+import { PostgresWebhooks } from './webhooks/postgres.js'
+import { PostgresDatabase } from './postgres/database.js'
+import type { PostgresOptions } from './postgres/options.js'
 
 export class PostgresStore implements Store {
   readonly kind = 'postgres'

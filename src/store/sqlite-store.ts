@@ -1,17 +1,17 @@
 /**
- * The embedded store: the areas on one SQLite file (./database.ts), in the order of src/store/store.ts. Each area is
- * its own class beside its interface (src/store/<area>/sqlite.ts).
+ * The embedded store: the areas on one SQLite file (./sqlite/database.ts), in the order of ./store.ts. Each area is its
+ * own class beside its interface (./<area>/sqlite.ts).
  */
-import { SqliteCatalog } from '../catalog/sqlite.js'
-import { SqliteIdempotency } from '../idempotency/sqlite.js'
-import { SqliteKeys } from '../keys/sqlite.js'
-import { SqliteSchema } from '../schema/sqlite.js'
-import { SqliteStock } from '../stock/sqlite.js'
-import type { Store } from '../store.js'
-import { SqliteStreams } from '../streams/sqlite.js'
-import { SqliteWebhooks } from '../webhooks/sqlite.js'
-import { SqliteDatabase, type SqliteOptions } from './database.js'
-import { guard } from './errors.js'
+import { SqliteCatalog } from './catalog/sqlite.js'
+import { SqliteIdempotency } from './idempotency/sqlite.js'
+import { SqliteKeys } from './keys/sqlite.js'
+import { SqliteSchema } from './schema/sqlite.js'
+import { SqliteStock } from './stock/sqlite.js'
+import type { Store } from './store.js'
+import { SqliteStreams } from './streams/sqlite.js'
+import { SqliteWebhooks } from './webhooks/sqlite.js'
+import { SqliteDatabase, type SqliteOptions } from './sqlite/database.js'
+import { guard } from './sqlite/errors.js'
 
 export class SqliteStore implements Store {
   readonly kind = 'sqlite'
