@@ -16,8 +16,8 @@
  * - Mark a block runnable when it can run against such a server. Examples that need Docker, Kubernetes, psql, other
  *   servers, or never end (a stream), stay plain ```` ```sh ````.
  *
- * Links. Every relative link of README.md, BENCHMARKS.md and docs/*.md names a file that exists and, with `#anchor`,
- * a heading of that page, by GitHub's anchors (github-slugger).
+ * Links. Every relative link of README.md, BENCHMARKS.md, bench/README.md, docs/*.md and docs/adr/*.md names a file
+ * that exists and, with `#anchor`, a heading of that page, by GitHub's anchors (github-slugger).
  *
  * README.md is at most 15 KB, and the API document names no repository file: a reader of /docs cannot open one.
  */

@@ -10,10 +10,16 @@ import { Lexer, walkTokens, type Token } from 'marked'
 
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 
-/** The pages whose links are checked and whose runnable blocks are run: README.md, BENCHMARKS.md and docs/*.md. */
+/**
+ * The pages whose links are checked and whose runnable blocks are run: README.md, BENCHMARKS.md, bench/README.md,
+ * docs/*.md and the decision records (docs/adr/*.md).
+ */
 export function documentationPages (): string[] {
-  const docs = readdirSync(join(ROOT, 'docs')).filter((name) => name.endsWith('.md')).sort().map((name) => `docs/${name}`)
-  return ['README.md', 'BENCHMARKS.md', ...docs].filter((page) => existsSync(join(ROOT, page)))
+  const markdown = (dir: string): string[] => existsSync(join(ROOT, dir))
+    ? readdirSync(join(ROOT, dir)).filter((name) => name.endsWith('.md')).sort().map((name) => `${dir}/${name}`)
+    : []
+  return ['README.md', 'BENCHMARKS.md', 'bench/README.md', ...markdown('docs'), ...markdown('docs/adr')]
+    .filter((page) => existsSync(join(ROOT, page)))
 }
 
 interface Parsed { source: string, tokens: Token[] }
