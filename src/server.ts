@@ -72,7 +72,8 @@ export async function checkLimiter (config: Config, logger: Logger): Promise<voi
 }
 
 /**
- * Readies the store for serving, the rule of `serve` (docs/decisions.md, "Upgrades"): a store without a schema
+ * Readies the store for serving, the rule of `serve` (docs/adr/0004-migrations-append-only-and-rolling-upgrades.md):
+ * a store without a schema
  * is initialized; the embedded SQLite file is migrated at start (after a backup copy) so that `npm start` stays
  * one command, as the server owns that file; a PostgreSQL store shared by instances is never migrated here (it
  * must be at this release's version: SchemaError says to run `petstore migrate`); a store ahead of this release

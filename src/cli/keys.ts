@@ -2,7 +2,7 @@
  * `petstore keys ...`: issuing, rotating, listing, showing, finding, revoking and unbanning API keys, over the key
  * rules of src/access/keys.ts and the store. Usage (a quota's current rate-limit windows) is read from the shared
  * limiter when there is one (Redis); the in-process limiter counts inside the serving process, out of this command's
- * reach (docs/decisions.md, "Operator CLI").
+ * reach (docs/cli.md, "Keys on an incident"; docs/adr/0005-rate-limits-two-fixed-windows.md).
  */
 import type { Config, RateLimitConfig } from '../config.js'
 import { isRfc3339DateTime } from '../datetime.js'

@@ -55,7 +55,8 @@ export class StaleEntryError extends AppError {
 
 /**
  * Sets the stock of one pet and records the change in the ledger, atomically.
- * A quantity change never changes the pet's status (docs/decisions.md: status is the pet's, not the stock's).
+ * A quantity change never changes the pet's status: status is the pet's, not the stock's
+ * (docs/adr/0010-stock-changes-set-adjust-or-batch.md).
  */
 export async function updateQuantity (store: Store, petId: bigint, update: StockUpdate, actor: Actor, clock: () => number,
   idempotency?: IdempotentRequest): Promise<AppliedChange> {

@@ -8,7 +8,7 @@
  * ever holds the server for more than a few milliseconds. The body is sent as the chunks' buffers, never copied
  * into one.
  *
- * How it knows it is fresh (docs/decisions.md, "Freshness of the listing"); the mechanisms add up:
+ * How it knows it is fresh (docs/adr/0014-listing-served-from-memory.md); the mechanisms add up:
  * - signal (a shared limiter, Redis): every instance counts each change it acknowledges in Redis, and every
  *   rate-limit decision carries the count (same script call). A GET that starts after a write was acknowledged
  *   anywhere sees a newer count and checks the store once. While Redis is away every GET checks the store.

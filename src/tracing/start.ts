@@ -1,5 +1,6 @@
 /**
- * OpenTelemetry tracing for `petstore serve` (docs/observability.md, "Tracing"; docs/decisions.md, "Tracing"). Loaded by
+ * OpenTelemetry tracing for `petstore serve` (docs/observability.md, "Tracing";
+ * docs/adr/0022-tracing-opentelemetry-off-unless-configured.md). Loaded by
  * bin/petstore.js only when the environment asks for traces (src/tracing/env.ts), and before any module of the app:
  * the pg and ioredis instrumentations patch those packages as they load, and this project imports them from ES
  * modules, which Node's require hooks never see. So the loader hook of import-in-the-middle is registered first (in
