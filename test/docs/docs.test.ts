@@ -5,7 +5,8 @@
  * - The runnable blocks of one page run in order in one bash process with `set -euo pipefail`, in the project root
  *   (so `npx petstore ...` runs this checkout's dist/, which `npm test` builds first), against a server of the page's
  *   own: `petstore serve --seed-demo` on a free port, on a temporary SQLite file holding the demo data
- *   (data/demo.json). Nothing carries over from one page to the next: each page creates its own key.
+ *   (data/demo.json), with PETS_SUNSET a year ahead (cliFor): a date that depends on the day of the run shows as
+ *   `...`. Nothing carries over from one page to the next: each page creates its own key.
  * - `http://127.0.0.1:8080` in a block (commands and expected output) is rewritten to that server's address.
  *   DATABASE_URL names the server's SQLite file, so the CLI reaches the same store; TMPDIR is a temporary directory,
  *   removed afterwards (put files there); LOG_LEVEL is warn. Otherwise the blocks see only PATH and HOME.
