@@ -132,7 +132,8 @@ async function run (argv: string[], io: Io): Promise<number> {
     io.stderr(USAGE)
     return 2
   }
-  if (command === '--version') {
+  // -v as node and npm spell it, -V as commander-based CLIs do: nothing else here takes either.
+  if (command === '--version' || command === '-v' || command === '-V') {
     io.stdout(`${VERSION}\n`)
     return 0
   }
