@@ -30,7 +30,7 @@ import { describe, test, type TestContext } from 'node:test'
 import { cliFor, startServe } from '../cli/run.js'
 import { testApp } from '../helpers/app.js'
 import { mismatch } from './expected-output.js'
-import { brokenLink, documentationPages, internalLinks, ROOT, runnableSteps, type Step } from './pages.js'
+import { brokenLink, codeBlocks, documentationPages, internalLinks, ROOT, runnableSteps, type Step } from './pages.js'
 
 /** The address the pages use for a local server. */
 const DOCUMENTED_ORIGIN = 'http://127.0.0.1:8080'
@@ -58,6 +58,26 @@ describe('the documentation', () => {
     assert.equal(brokenLink('docs/api.md', '../BENCHMARKS.md'), null)
     assert.match(brokenLink('README.md', 'docs/api.md#no-such-heading') ?? '', /docs\/api.md has no heading with the anchor #no-such-heading/)
     assert.match(brokenLink('docs/api.md', 'no-such-page.md') ?? '', /no file docs\/no-such-page.md/)
+  })
+
+  test('when a page shows how to get or import the typed client, then it names the package client.md installs and packs it outside the checkout', () => {
+    const found: string[] = []
+    for (const page of [...pages, 'client/README.md']) {
+      for (const { lang, text } of codeBlocks(page)) {
+        if (['ts', 'typescript', 'js', 'javascript', 'mjs', 'cjs'].includes(lang)) {
+          for (const [, specifier] of text.matchAll(/(?:\bfrom|\bimport\s*\(|\brequire\s*\()\s*['"]([^'"]*petstore[^'"]*)['"]/g)) {
+            if (specifier !== '@petstore/inventory-client') found.push(`${page}: imports ${specifier}`)
+          }
+        }
+        if (['sh', 'bash'].includes(lang)) {
+          // npm pack writes the tarball into the current directory, the checkout's client/, unless told where.
+          for (const line of text.split('\n').filter((line) => /^\s*npm pack\b/.test(line) && !line.includes('--pack-destination'))) {
+            found.push(`${page}: ${line.trim()}`)
+          }
+        }
+      }
+    }
+    assert.deepEqual(found, [])
   })
 
   test('when the API document is read on /docs, then no description sends the reader to a repository file', async (t) => {
