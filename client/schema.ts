@@ -364,7 +364,7 @@ export interface operations {
                     RateLimit?: string;
                     /** @description Strong validator of the whole inventory (not sent with a page); send it back in If-None-Match */
                     ETag?: string;
-                    /** @description With `limit` or `cursor`: rel="next" link while more entries remain */
+                    /** @description With `limit` or `cursor`: rel="next" link while more entries remain. The target is relative, `<?query>`: resolve it against the URL requested (RFC 3986), so it also works behind a proxy that adds a path prefix. */
                     Link?: string;
                     /** @description The change feed's cursor this listing reflects: every change up to it is in the listing. To keep a copy, store the listing, then follow `GET /v1/inventory/changes?after=<this cursor>`. The listing may also hold a few changes after it, which the feed then repeats; each change carries the values it set, so applying them again changes nothing. With pages, on the first page only (later pages may reflect later changes). Absent while no change has ever been recorded (follow the feed from its start). Beta */
                     "Changes-Cursor"?: string;
@@ -2498,7 +2498,7 @@ export interface operations {
                     "RateLimit-Policy"?: string;
                     /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
                     RateLimit?: string;
-                    /** @description rel="next": the next page (after the last change, or the same place when none) */
+                    /** @description rel="next": the next page (after the last change, or the same place when none). The target is relative, `<?query>`: resolve it against the URL requested (RFC 3986), so it also works behind a proxy that adds a path prefix. */
                     Link?: string;
                     [name: string]: unknown;
                 };
@@ -3343,7 +3343,7 @@ export interface operations {
                     "RateLimit-Policy"?: string;
                     /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
                     RateLimit?: string;
-                    /** @description The new subscription */
+                    /** @description The new subscription, relative to the request URL: `webhooks/{webhookId}` */
                     Location?: string;
                     [name: string]: unknown;
                 };
@@ -4908,7 +4908,7 @@ export interface operations {
                     "RateLimit-Policy"?: string;
                     /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
                     RateLimit?: string;
-                    /** @description rel="next" while older deliveries remain */
+                    /** @description rel="next" while older deliveries remain. The target is relative, `<?query>`: resolve it against the URL requested (RFC 3986), so it also works behind a proxy that adds a path prefix. */
                     Link?: string;
                     [name: string]: unknown;
                 };
@@ -5591,7 +5591,7 @@ export interface operations {
                     "RateLimit-Policy"?: string;
                     /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
                     RateLimit?: string;
-                    /** @description rel="next" link while more orders remain */
+                    /** @description rel="next" link while more orders remain. The target is relative, `<?query>`: resolve it against the URL requested (RFC 3986), so it also works behind a proxy that adds a path prefix. */
                     Link?: string;
                     [name: string]: unknown;
                 };

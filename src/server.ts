@@ -24,6 +24,8 @@ import type { Store } from './store/types.js'
 export interface ServeOptions {
   /** Import the shipped demo data set when the store has no pets yet. */
   seedDemo: boolean
+  /** How the person who started it types a petstore command (`petstore`, `npx petstore`): the start line names one. */
+  command: string
   /** Set to draining by the stop (closeOnSignals); a fresh one, never draining, when omitted. */
   lifecycle?: Lifecycle
 }
@@ -131,7 +133,7 @@ export async function startServer (config: Config, options: ServeOptions): Promi
       port: config.port,
       host: config.host,
       // In a cluster the primary says where to find things, once (src/cluster.ts).
-      listenTextResolver: (address) => cluster.isWorker ? `worker ${process.pid} listening at ${address}` : startLine(config, address, metricsPort)
+      listenTextResolver: (address) => cluster.isWorker ? `worker ${process.pid} listening at ${address}` : startLine(config, address, metricsPort, options.command)
     })
     return app
   } catch (error) {
@@ -145,16 +147,30 @@ export async function startServer (config: Config, options: ServeOptions): Promi
 /**
  * The line that tells, at start, where the API, its reference page and the metrics are and how to get a key.
  * `address` is the URL the server listens at (the real port when PORT=0); `metricsPort` the METRICS_PORT
- * server's real port, or null when /metrics is on the main port.
+ * server's real port, or null when /metrics is on the main port; `command` how the person who started it types a
+ * petstore command.
+ *
+ * In a container (PETSTORE_CONTAINER, set by the image) the addresses it listens at are the container's own: a
+ * person reaches them where the port is published, which the process cannot know, so the line names the paths
+ * and the port; and the CLI runs inside the container, which the line says with the three usual ways in.
  */
-export function startLine (config: Config, address: string, metricsPort: number | null): string {
+export function startLine (config: Config, address: string, metricsPort: number | null, command: string): string {
   const url = new URL(address)
+  const token = config.metrics.token === null ? '' : ' (bearer METRICS_TOKEN)'
+  const createKey = `${command} keys create --plan free --name me`
+  if (config.container) {
+    const metrics = metricsPort === null ? '/metrics' : `/metrics on port ${metricsPort}`
+    // URL drops a scheme's default port: http://0.0.0.0:80 has port ''.
+    const port = url.port === '' ? '80' : url.port
+    return `Petstore Inventory Service: API /v1, reference /docs, metrics ${metrics}${token}, on port ${port} of this container ` +
+      `(open them where that port is published). Create a key in the container with: ${createKey} ` +
+      '(docker exec CONTAINER ..., docker compose exec SERVICE ..., kubectl exec POD -- ...)'
+  }
   // An unspecified bind address is reachable on this machine as localhost.
   if (url.hostname === '0.0.0.0' || url.hostname === '[::]') url.hostname = 'localhost'
   const base = url.origin
   const metrics = metricsPort === null ? `${base}/metrics` : `${url.protocol}//${url.hostname}:${metricsPort}/metrics`
-  return `Petstore Inventory Service: API ${base}/v1, reference ${base}/docs, metrics ${metrics}` +
-    `${config.metrics.token === null ? '' : ' (bearer METRICS_TOKEN)'}. Create a key with: npx petstore keys create --plan free --name me`
+  return `Petstore Inventory Service: API ${base}/v1, reference ${base}/docs, metrics ${metrics}${token}. Create a key with: ${createKey}`
 }
 
 /**

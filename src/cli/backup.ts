@@ -80,7 +80,7 @@ export async function restoreCommand (args: string[], config: Config, io: Io): P
     return 0
   }
   const behind = report.schemaVersion < report.releaseSchemaVersion
-    ? ` It is at schema version ${report.schemaVersion}: the next petstore serve (or petstore migrate) brings it to ${report.releaseSchemaVersion}.`
+    ? ` It is at schema version ${report.schemaVersion}: the next ${io.command} serve (or ${io.command} migrate) brings it to ${report.releaseSchemaVersion}.`
     : ''
   io.stdout(`Restored ${file} into ${store}: schema version ${report.schemaVersion}, integrity check ok.${behind}\n` +
     (kept === null ? 'There was no store to replace.\n' : `The store it replaced is kept at ${kept}.\n`) +

@@ -230,12 +230,12 @@ function keyDetails (key: ApiKeyRecord, plans: PlanTable, now: number, usages?: 
 const KEY_INPUT_MAX_BYTES = 4096
 
 /** The key text read for `keys find`: surrounding blanks (a newline) and a pasted "Bearer " go; one word must be left. */
-function keyText (raw: string): string {
+function keyText (raw: string, command: string): string {
   if (Buffer.byteLength(raw) > KEY_INPUT_MAX_BYTES) {
     throw new UsageError(`standard input holds more than ${KEY_INPUT_MAX_BYTES} bytes: give one key`)
   }
   const text = raw.trim().replace(/^Bearer\s+/i, '')
-  if (text === '') throw new UsageError('no key on standard input: pipe it in (petstore keys find < leaked.txt) or type it when asked')
+  if (text === '') throw new UsageError(`no key on standard input: pipe it in (${command} keys find < leaked.txt) or type it when asked`)
   if (/\s/.test(text)) throw new UsageError('standard input holds more than one word: give one key')
   return text
 }
@@ -332,7 +332,7 @@ export async function keysCommand (args: string[], config: Config, io: Io): Prom
         throw new UsageError('keys find takes the key on standard input, never as an argument (shell history and process lists keep arguments)')
       }
       const { values } = parse(rest, { json: { type: 'boolean' } }, 0)
-      const text = keyText(await io.readSecret('Key (not shown as you type): ', KEY_INPUT_MAX_BYTES))
+      const text = keyText(await io.readSecret('Key (not shown as you type): ', KEY_INPUT_MAX_BYTES), io.command)
       const key = await withStore(config, 'read', (store) => store.findApiKeyByHash(hashKey(text)))
       if (key === null) {
         io.stderr('petstore: no key of this store matches (a key of another deployment, or not a key)\n')
@@ -342,7 +342,7 @@ export async function keysCommand (args: string[], config: Config, io: Io): Prom
       io.stdout(values.json === true ? JSON.stringify(keyJson(key, plans, now)) + '\n' : keyDetails(key, plans, now))
       const status = keyStatus(key, now)
       if (status === 'active' || status === 'banned') {
-        io.stderr(`To stop it working: petstore keys revoke ${key.id}, or petstore keys rotate ${key.id} --overlap 0 to issue its replacement.\n`)
+        io.stderr(`To stop it working: ${io.command} keys revoke ${key.id}, or ${io.command} keys rotate ${key.id} --overlap 0 to issue its replacement.\n`)
       }
       return 0
     }

@@ -132,7 +132,8 @@ async function run (argv: string[], io: Io): Promise<number> {
     io.stderr(USAGE)
     return 2
   }
-  if (command === '--version') {
+  // -v as node and npm spell it, -V as commander-based CLIs do: nothing else here takes either.
+  if (command === '--version' || command === '-v' || command === '-V') {
     io.stdout(`${VERSION}\n`)
     return 0
   }
@@ -149,10 +150,10 @@ async function run (argv: string[], io: Io): Promise<number> {
       const workers = positiveInteger('--workers', values.workers) ?? 1
       const seedDemo = values['seed-demo'] === true
       if (workers > 1 && config.redis === null) throw new ConfigError(WORKERS_NEED_REDIS)
-      if (workers > 1 && !isWorker()) return await runPrimary(config, workers, { seedDemo })
+      if (workers > 1 && !isWorker()) return await runPrimary(config, workers, { seedDemo, command: io.command })
       // A single instance, or one worker of a cluster (the primary has migrated and seeded already).
       const lifecycle = new Lifecycle()
-      const app = await startServer(config, { seedDemo: seedDemo && !isWorker(), lifecycle }).catch((error: unknown) => {
+      const app = await startServer(config, { seedDemo: seedDemo && !isWorker(), lifecycle, command: io.command }).catch((error: unknown) => {
         // A worker that cannot start lets go of the IPC channel, so it exits with its code for the primary to see.
         if (isWorker()) leaveCluster()
         throw error
@@ -203,7 +204,7 @@ export async function main (argv: string[], io: Io = defaultIo): Promise<number>
     return await run(argv, io)
   } catch (error) {
     if (error instanceof UsageError) {
-      io.stderr(`petstore: ${error.message}\nRun "petstore help" for usage.\n`)
+      io.stderr(`petstore: ${error.message}\nRun "${io.command} help" for usage.\n`)
       return 2
     }
     if (error instanceof ConfigError) {
@@ -215,7 +216,7 @@ export async function main (argv: string[], io: Io = defaultIo): Promise<number>
       return 1
     }
     if (error instanceof SchemaError) {
-      io.stderr(`petstore: ${error.message}\n`)
+      io.stderr(`petstore: ${error.describe(io.command)}\n`)
       return 2
     }
     if (error instanceof KeyInputError) {

@@ -34,6 +34,7 @@ async function pack (dir: string): Promise<string> {
   const { stdout } = await run('npm', ['pack', '--json', '--pack-destination', dir], { cwd: join(source, 'client') })
   const [result] = JSON.parse(stdout) as PackResult[]
   assert.ok(result !== undefined)
+  assert.deepEqual(readdirSync(join(source, 'client')).filter((name) => name.endsWith('.tgz')), [], 'the checkout is left as it was')
   return join(dir, result.filename)
 }
 

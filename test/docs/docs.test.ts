@@ -5,7 +5,8 @@
  * - The runnable blocks of one page run in order in one bash process with `set -euo pipefail`, in the project root
  *   (so `npx petstore ...` runs this checkout's dist/, which `npm test` builds first), against a server of the page's
  *   own: `petstore serve --seed-demo` on a free port, on a temporary SQLite file holding the demo data
- *   (data/demo.json). Nothing carries over from one page to the next: each page creates its own key.
+ *   (data/demo.json), with PETS_SUNSET a year ahead (cliFor): a date that depends on the day of the run shows as
+ *   `...`. Nothing carries over from one page to the next: each page creates its own key.
  * - `http://127.0.0.1:8080` in a block (commands and expected output) is rewritten to that server's address.
  *   DATABASE_URL names the server's SQLite file, so the CLI reaches the same store; TMPDIR is a temporary directory,
  *   removed afterwards (put files there); LOG_LEVEL is warn. Otherwise the blocks see only PATH and HOME.
@@ -33,7 +34,7 @@ import { describe, test, type TestContext } from 'node:test'
 import { cliFor, startServe } from '../cli/run.js'
 import { testApp } from '../helpers/app.js'
 import { mismatch } from './expected-output.js'
-import { brokenLink, documentationPages, internalLinks, ROOT, runnableSteps, type Step } from './pages.js'
+import { brokenLink, codeBlocks, documentationPages, internalLinks, ROOT, runnableSteps, type Step } from './pages.js'
 
 /** The address the pages use for a local server. */
 const DOCUMENTED_ORIGIN = 'http://127.0.0.1:8080'
@@ -91,6 +92,26 @@ describe('the documentation', () => {
     assert.equal(brokenLink('docs/api.md', '../BENCHMARKS.md'), null)
     assert.match(brokenLink('README.md', 'docs/api.md#no-such-heading') ?? '', /docs\/api.md has no heading with the anchor #no-such-heading/)
     assert.match(brokenLink('docs/api.md', 'no-such-page.md') ?? '', /no file docs\/no-such-page.md/)
+  })
+
+  test('when a page shows how to get or import the typed client, then it names the package client.md installs and packs it outside the checkout', () => {
+    const found: string[] = []
+    for (const page of [...pages, 'client/README.md']) {
+      for (const { lang, text } of codeBlocks(page)) {
+        if (['ts', 'typescript', 'js', 'javascript', 'mjs', 'cjs'].includes(lang)) {
+          for (const [, specifier] of text.matchAll(/(?:\bfrom|\bimport\s*\(|\brequire\s*\()\s*['"]([^'"]*petstore[^'"]*)['"]/g)) {
+            if (specifier !== '@petstore/inventory-client') found.push(`${page}: imports ${specifier}`)
+          }
+        }
+        if (['sh', 'bash'].includes(lang)) {
+          // npm pack writes the tarball into the current directory, the checkout's client/, unless told where.
+          for (const line of text.split('\n').filter((line) => /^\s*npm pack\b/.test(line) && !line.includes('--pack-destination'))) {
+            found.push(`${page}: ${line.trim()}`)
+          }
+        }
+      }
+    }
+    assert.deepEqual(found, [])
   })
 
   test('when the API document is read on /docs, then no description sends the reader to a repository file', async (t) => {

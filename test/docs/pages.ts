@@ -74,6 +74,15 @@ export function brokenLink (from: string, href: string): string | null {
   return anchors(file).has(decodeURIComponent(anchor)) ? null : `${href}: ${file} has no heading with the anchor #${anchor}`
 }
 
+/** The page's fenced code blocks, in order: the first word of the info string (`ts`, `sh`, ...) and the text. */
+export function codeBlocks (path: string): Array<{ lang: string, text: string }> {
+  const blocks: Array<{ lang: string, text: string }> = []
+  walkTokens(page(path).tokens, (token) => {
+    if (token.type === 'code') blocks.push({ lang: (token.lang ?? '').split(/\s+/)[0] ?? '', text: token.text })
+  })
+  return blocks
+}
+
 /** One command of a runnable block: the lines since the previous comment or blank line, and what it is shown to print. */
 export interface Step {
   /** Where its first line is, `page:line`. */

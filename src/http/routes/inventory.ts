@@ -15,7 +15,7 @@ import { InventoryCache, type ChangeWatch, type InventoryView } from '../invento
 import { IDEMPOTENCY_KEY_DESCRIPTION, idempotencyKeyOf } from '../idempotency.js'
 import { BODY_LIMIT_BYTES } from '../limits.js'
 import { AppError, errorBody } from '../../errors.js'
-import { cursorRefused, linkNext } from '../paging.js'
+import { cursorRefused, linkNext, NEXT_LINK_FORM } from '../paging.js'
 import { entryTag, ifMatchTags, revisionOf } from '../preconditions.js'
 import { COMMON_ERRORS, ErrorResponse, INVALID_REQUEST, Int64Text, NOT_FOUND, RESPONSE_HEADERS } from '../schemas/common.js'
 import {
@@ -32,7 +32,7 @@ const InventoryList = Type.Array(InventoryItem, {
   headers: {
     ...RESPONSE_HEADERS,
     ETag: Type.String({ description: 'Strong validator of the whole inventory (not sent with a page); send it back in If-None-Match' }),
-    Link: Type.String({ description: 'With `limit` or `cursor`: rel="next" link while more entries remain' }),
+    Link: Type.String({ description: 'With `limit` or `cursor`: rel="next" link while more entries remain.' + NEXT_LINK_FORM }),
     'Changes-Cursor': Type.String({
       description: 'The change feed\'s cursor this listing reflects: every change up to it is in the listing. To keep a copy, ' +
         'store the listing, then follow `GET /v1/inventory/changes?after=<this cursor>`. The listing may also hold a few ' +
@@ -249,7 +249,7 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
     // The first page only: later pages may come from newer snapshots, and a follower must start from the oldest.
     if (page.feed !== null && after === null) reply.header('Changes-Cursor', page.feed)
     if (page.more && page.last !== null) {
-      linkNext(reply, '/v1/inventory', { limit: String(size), cursor: encodeCursor(INVENTORY_CURSOR_PREFIX, page.last) })
+      linkNext(reply, { limit: String(size), cursor: encodeCursor(INVENTORY_CURSOR_PREFIX, page.last) })
     }
     reply.send(page.body as never)
     // Resolves once the answer is sent, so Fastify never takes the handler's end for an answer still to send.

@@ -6,7 +6,7 @@ import { feedCursor } from '../../domain/feed.js'
 import { DEFAULT_DELIVERY_LIMIT, eventId, MAX_DELIVERY_LIMIT, WEBHOOK_EVENTS, type Webhooks, type WebhookView } from '../../domain/webhooks.js'
 import { SAFE_TEXT_PATTERN, SAFE_TEXT_RULE } from '../../domain/text.js'
 import type { WebhookDelivery } from '../../store/webhook-types.js'
-import { cursorRefused, linkNext } from '../paging.js'
+import { cursorRefused, linkNext, NEXT_LINK_FORM } from '../paging.js'
 import { COMMON_ERRORS, ErrorResponse, Int64Text, INVALID_REQUEST, NOT_FOUND, RESPONSE_HEADERS } from '../schemas/common.js'
 
 const MAX_WEBHOOK_URL_LENGTH = 2048
@@ -140,7 +140,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{ webhooks: Webhooks }> = 
       'x-stability': 'beta',
       body: Type.Object({ url: Url, events: Events, description: Type.Optional(Description) }, { additionalProperties: false }),
       response: {
-        201: { ...WebhookWithSecret, headers: { ...RESPONSE_HEADERS, Location: Type.String({ description: 'The new subscription' }) } },
+        201: { ...WebhookWithSecret, headers: { ...RESPONSE_HEADERS, Location: Type.String({ description: 'The new subscription, relative to the request URL: `webhooks/{webhookId}`' }) } },
         400: INVALID_REQUEST,
         409: LIMIT_REACHED,
         ...COMMON_ERRORS
@@ -148,7 +148,9 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{ webhooks: Webhooks }> = 
     }
   }, async (request, reply) => {
     const { webhook, secret } = await webhooks.create(quota(request), request.body)
-    reply.code(201).header('Location', `/v1/webhooks/${webhook.id}`)
+    // Relative to the request URL (/v1/webhooks, or whatever path a proxy in front served it under), like the
+    // rel="next" links (src/http/paging.ts): `webhooks/ID` resolves to the subscription beside the collection.
+    reply.code(201).header('Location', `webhooks/${webhook.id}`)
     return { ...showWebhook(webhook), secret }
   })
 
@@ -247,7 +249,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{ webhooks: Webhooks }> = 
         limit: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_DELIVERY_LIMIT, default: DEFAULT_DELIVERY_LIMIT, description: 'Page size' }))
       }, { additionalProperties: false }),
       response: {
-        200: Type.Array(Delivery, { headers: { ...RESPONSE_HEADERS, Link: Type.String({ description: 'rel="next" while older deliveries remain' }) } }),
+        200: Type.Array(Delivery, { headers: { ...RESPONSE_HEADERS, Link: Type.String({ description: 'rel="next" while older deliveries remain.' + NEXT_LINK_FORM }) } }),
         400: INVALID_REQUEST,
         404: NOT_FOUND,
         ...COMMON_ERRORS
@@ -257,7 +259,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{ webhooks: Webhooks }> = 
     const { after, limit = DEFAULT_DELIVERY_LIMIT } = request.query
     const { webhookId } = request.params
     const page = await webhooks.deliveries(quota(request), webhookId, { cursor: after ?? null, limit }).catch(cursorRefused)
-    if (page.next !== null) linkNext(reply, `/v1/webhooks/${encodeURIComponent(webhookId)}/deliveries`, { limit: String(limit), after: page.next })
+    if (page.next !== null) linkNext(reply, { limit: String(limit), after: page.next })
     return page.deliveries.map(showDelivery)
   })
 
