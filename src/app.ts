@@ -63,6 +63,13 @@ export interface AppDeps {
   lifecycle?: Lifecycle
   /** How webhook deliveries reach their endpoints; over HTTP with the address rules of the configuration when omitted. */
   webhookTransport?: Transport
+  /**
+   * Closes what the caller lent the app (its store, limiter, metrics server) once the app has stopped using them: it
+   * runs after every onClose hook of the app (the webhook dispatcher recording its last outcomes, the streams
+   * closing their registrations). A hook the caller added itself would run before those: Fastify runs onClose hooks
+   * in reverse order of registration, and the app registers its own first.
+   */
+  release?: () => Promise<void>
 }
 
 // A client's X-Request-Id is kept when it is a sane token (and not a key: request ids are logged and stored in
@@ -237,6 +244,9 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
       })
     }
   }).withTypeProvider<TypeBoxTypeProvider>()
+
+  // The first onClose hook registered, so the last to run: nothing of the app touches the store once it runs.
+  if (deps.release !== undefined) app.addHook('onClose', deps.release)
 
   const server = app.server as Server & { httpAllowHalfOpen?: boolean }
   // Header lines: Node's count cap is off (0), so no line is ever dropped (Node 20 silently kept only the first
