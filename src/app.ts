@@ -136,7 +136,12 @@ function deliverWebhooks (app: FastifyInstance, config: Config, deps: AppDeps, c
   const policy = config.webhooks
   const dispatcher = new WebhookDispatcher({
     store: deps.store,
-    transport: deps.webhookTransport ?? new HttpSender({ timeoutMs: policy.timeoutMs, policy: { allowPrivateNetworks: policy.allowPrivateNetworks } }),
+    transport: deps.webhookTransport ?? new HttpSender({
+      timeoutMs: policy.timeoutMs,
+      policy: { allowPrivateNetworks: policy.allowPrivateNetworks },
+      // The subscriber's deliveries log names the host only; the operator may want to know where it pointed.
+      refused: ({ host, address, range }) => { app.log.info({ host, address, range }, 'webhook delivery refused: the host resolved to an address that is not public') }
+    }),
     policy: { ...policy, perQuota: policy.concurrencyPerQuota, perSubscription: policy.concurrencyPerSubscription },
     owner: `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`,
     clock,
@@ -202,8 +207,11 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
       try {
         return { url: (await checkDestination(url, destinationPolicy)).href }
       } catch (error) {
-        if (error instanceof DestinationError) return { refusal: error.message }
-        throw error
+        if (!(error instanceof DestinationError)) throw error
+        // The subscriber's answer names the host only; the operator's log says what it resolved to.
+        // (The host alone: a URL's path and query may carry the subscriber's own tokens.)
+        if (error.address !== undefined) app.log.info({ host: URL.parse(url)?.hostname, address: error.address, range: error.range }, 'webhook URL refused: not a public address')
+        return { refusal: error.message }
       }
     }
   })
