@@ -56,6 +56,13 @@ export class DestinationError extends Error {
   }
 }
 
+/**
+ * Where the setting that allows plain http is named, for a subscriber who tried http (a developer with a receiver on
+ * their own machine): the variable is the operator's, and its name says nothing about this deployment.
+ */
+const HTTPS_ONLY = 'The URL must use https (plain http is accepted only for development receivers on private networks, ' +
+  'when the server runs with WEBHOOK_ALLOW_PRIVATE_NETWORKS=true).'
+
 export const defaultResolve: Resolve = async (hostname) => await lookup(hostname, { all: true })
 
 /**
@@ -74,7 +81,7 @@ export function checkUrlSyntax (url: string, policy: DestinationPolicy): URL {
   }
   if (parsed.href.length > MAX_URL_LENGTH) throw new DestinationError('too_long', `The URL must be at most ${MAX_URL_LENGTH} characters long.`)
   if (parsed.protocol !== 'https:' && !(parsed.protocol === 'http:' && policy.allowPrivateNetworks)) {
-    throw new DestinationError('scheme', policy.allowPrivateNetworks ? 'The URL must use https or http.' : 'The URL must use https.')
+    throw new DestinationError('scheme', policy.allowPrivateNetworks ? 'The URL must use https or http.' : HTTPS_ONLY)
   }
   if (parsed.username !== '' || parsed.password !== '') {
     throw new DestinationError('userinfo', 'The URL must not contain a user name or password.')

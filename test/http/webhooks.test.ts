@@ -154,6 +154,13 @@ describe('webhook subscriptions', () => {
     assert.ok(logged.some((line) => line.level === 30 && line.host === 'localhost' && /^(127\.0\.0\.1|::1)$/.test(line.address ?? '') && line.range === 'loopback'),
       JSON.stringify(logged))
   })
+
+  test('when the URL is http and private networks are not allowed, then the refusal names the setting that allows it for development', async (t) => {
+    const { request } = await webhookApp(t, { WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'false' })
+    const res = await request('POST', '/v1/webhooks', { url: 'http://shop.example/hook', events: ['inventory.changed'] })
+    assert.equal(res.statusCode, 400)
+    assert.match(res.json<{ message: string }>().message, /^The URL must use https \(.*private networks.*WEBHOOK_ALLOW_PRIVATE_NETWORKS=true/)
+  })
 })
 
 describe('webhook delivery', () => {

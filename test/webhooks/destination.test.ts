@@ -89,7 +89,7 @@ describe('checkUrlSyntax', () => {
 
   test('when the URL is http, then it is refused by default and accepted when private networks are allowed', () => {
     assert.throws(() => checkUrlSyntax('http://hooks.example.com/', STRICT), refusedWith('scheme'))
-    assert.throws(() => checkUrlSyntax('http://hooks.example.com/', STRICT), { message: 'The URL must use https.' })
+    assert.throws(() => checkUrlSyntax('http://hooks.example.com/', STRICT), { message: /^The URL must use https/ })
     assert.equal(checkUrlSyntax('http://hooks.example.com/', OPEN).protocol, 'http:')
   })
 

@@ -256,7 +256,8 @@ describe('HttpSender', () => {
   test('when the URL is http, then it is refused by default and delivered when private networks are allowed', async (t) => {
     const target = await endpoint(t, (_req, res) => res.writeHead(200).end())
     const refused = await new HttpSender({ policy: STRICT }).send(webhook(`${target.base}/in`))
-    assert.deepEqual(omitDuration(refused), { status: null, error: 'refused: The URL must use https.' })
+    assert.match(refused.error ?? '', /^refused: The URL must use https/)
+    assert.equal(refused.status, null)
     assert.equal(target.connections(), 0)
     const delivered = await new HttpSender({ policy: OPEN }).send(webhook(`${target.base}/in`))
     assert.equal(delivered.status, 200)
