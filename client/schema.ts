@@ -171,7 +171,7 @@ export interface paths {
         head?: never;
         /**
          * Change a webhook subscription
-         * @description Changes the fields sent; the others stay. `enabled: true` re-enables a disabled subscription: the events committed while it was disabled are then delivered too (nothing is lost), and its failure run starts over. `description: null` removes the description. The event sent, its headers and retries: the `inventory.changed` webhook of this document. Beta: an addition to the specification.
+         * @description Changes the fields sent; the others stay. `enabled: true` re-enables a disabled subscription: the events committed while it was disabled are then delivered too, and those undelivered when it was disabled unless they are more than 30 days old (a disabled subscription's undelivered events are purged after 30 days); its failure run starts over. `description: null` removes the description. The event sent, its headers and retries: the `inventory.changed` webhook of this document. Beta: an addition to the specification.
          */
         patch: operations["updateWebhook"];
         trace?: never;
@@ -205,7 +205,7 @@ export interface paths {
         };
         /**
          * The deliveries log of a subscription
-         * @description Its events, newest first, each with every attempt (time, HTTP status or error, duration) and the next one. While more remain the answer carries `Link: <...>; rel="next"`. Delivered and failed deliveries are kept 30 days. Of an answer the log keeps its status, its duration and, from a public address, the first 256 bytes of its body, redacted. The event sent, its headers and retries: the `inventory.changed` webhook of this document. Beta: an addition to the specification.
+         * @description Its events, newest first, each with every attempt (time, HTTP status or error, duration) and the next one. While more remain the answer carries `Link: <...>; rel="next"`. Delivered and failed deliveries are kept 30 days, and so are the undelivered ones of a disabled subscription. Of an answer the log keeps its status, its duration and, from a public address, the first 256 bytes of its body, redacted. The event sent, its headers and retries: the `inventory.changed` webhook of this document. Beta: an addition to the specification.
          */
         get: operations["listWebhookDeliveries"];
         put?: never;

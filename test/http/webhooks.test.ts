@@ -233,6 +233,30 @@ describe('webhook delivery', () => {
     assert.equal(hook.requests, 1)
   })
 
+  test('when a subscription stays disabled past the retention, then its undelivered events are purged; enabled again, it gets the changes committed meanwhile', async (t) => {
+    const hook = await receiver(t)
+    hook.answer = () => 410
+    // The app's clock starts two hours behind and then catches up, so that the last delivery is signed at the real time
+    // (receivers refuse signatures of another time).
+    let behind = 2 * 3_600_000
+    const { request, store } = await webhookApp(t, { WEBHOOK_RETENTION_MS: '3600000' }, undefined, { clock: () => Date.now() - behind })
+    await importData(store, { pets: [pet(1, { quantity: 5 })], orders: [] })
+    const { id } = await subscribe(request, hook)
+    await request('PATCH', '/v1/inventory/1', { quantity: 6 })
+    await waitFor(async () => !(await request('GET', `/v1/webhooks/${id}`)).json<{ enabled: boolean }>().enabled)
+    const deliveries = async (): Promise<Array<{ state: string }>> => (await request('GET', `/v1/webhooks/${id}/deliveries`)).json()
+    assert.deepEqual((await deliveries()).map((d) => d.state), ['pending'], 'kept while within the retention')
+    await request('PATCH', '/v1/inventory/1', { quantity: 7 })
+
+    // Two hours later (the retention is one): the dispatcher's purge takes the parked event.
+    behind = 0
+    await waitFor(async () => (await deliveries()).length === 0)
+    hook.answer = () => 204
+    assert.equal((await request('PATCH', `/v1/webhooks/${id}`, { enabled: true })).statusCode, 200)
+    await hook.until(() => hook.received.length === 1)
+    assert.deepEqual(hook.received.map((r) => r.event.data.quantity), [7], 'the change committed while it was disabled; the purged one is not sent')
+  })
+
   test('when the secret is rotated, then deliveries carry both signatures for the overlap, each verifying with its secret', async (t) => {
     const hook = await receiver(t)
     const { request, store } = await webhookApp(t)

@@ -189,8 +189,9 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{ webhooks: Webhooks }> = 
       operationId: 'updateWebhook',
       summary: 'Change a webhook subscription',
       description: 'Changes the fields sent; the others stay. `enabled: true` re-enables a disabled subscription: the events ' +
-        'committed while it was disabled are then delivered too (nothing is lost), and its failure run starts over. ' +
-        '`description: null` removes the description.' + DOCS,
+        'committed while it was disabled are then delivered too, and those undelivered when it was disabled unless they are ' +
+        'more than 30 days old (a disabled subscription\'s undelivered events are purged after 30 days); its failure run ' +
+        'starts over. `description: null` removes the description.' + DOCS,
       tags: ['webhooks'],
       'x-stability': 'beta',
       params: Params,
@@ -244,8 +245,9 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{ webhooks: Webhooks }> = 
       operationId: 'listWebhookDeliveries',
       summary: 'The deliveries log of a subscription',
       description: 'Its events, newest first, each with every attempt (time, HTTP status or error, duration) and the next ' +
-        'one. While more remain the answer carries `Link: <...>; rel="next"`. Delivered and failed deliveries are kept 30 days. ' +
-        'Of an answer the log keeps its status, its duration and, from a public address, the first 256 bytes of its body, redacted.' + DOCS,
+        'one. While more remain the answer carries `Link: <...>; rel="next"`. Delivered and failed deliveries are kept 30 days, ' +
+        'and so are the undelivered ones of a disabled subscription. Of an answer the log keeps its status, its duration and, ' +
+        'from a public address, the first 256 bytes of its body, redacted.' + DOCS,
       tags: ['webhooks'],
       'x-stability': 'beta',
       params: Params,
