@@ -139,7 +139,7 @@ export interface paths {
         put?: never;
         /**
          * Subscribe an endpoint to stock changes
-         * @description Creates a subscription of the calling key's quota (every key of the quota manages it; a rotated key keeps it). Its events are the changes committed from now on. The answer holds the signing `secret`, shown only here. Unknown event types are refused naming them; a URL that is not https, carries a user name or password, or resolves to a loopback, private, link-local or otherwise non-public address is refused. The event sent, its headers and retries: the `inventory.changed` webhook of this document. Beta: an addition to the specification.
+         * @description Creates a subscription of the calling key's quota (every key of the quota manages it; a rotated key keeps it). Its events are the changes committed from now on. The answer holds the signing `secret`, shown only here. Unknown event types are refused naming them; a URL that is not https, carries a user name or password, or resolves to a loopback, private, link-local or otherwise non-public address is refused; the refusal names the host, never what it resolved to. The event sent, its headers and retries: the `inventory.changed` webhook of this document. Beta: an addition to the specification.
          */
         post: operations["createWebhook"];
         delete?: never;
@@ -171,7 +171,7 @@ export interface paths {
         head?: never;
         /**
          * Change a webhook subscription
-         * @description Changes the fields sent; the others stay. `enabled: true` re-enables a disabled subscription: the events committed while it was disabled are then delivered too (nothing is lost), and its failure run starts over. `description: null` removes the description. The event sent, its headers and retries: the `inventory.changed` webhook of this document. Beta: an addition to the specification.
+         * @description Changes the fields sent; the others stay. `enabled: true` re-enables a disabled subscription: the events committed while it was disabled are then delivered too, and those undelivered when it was disabled unless they are more than 30 days old (a disabled subscription's undelivered events are purged after 30 days); its failure run starts over. `description: null` removes the description. The event sent, its headers and retries: the `inventory.changed` webhook of this document. Beta: an addition to the specification.
          */
         patch: operations["updateWebhook"];
         trace?: never;
@@ -205,7 +205,7 @@ export interface paths {
         };
         /**
          * The deliveries log of a subscription
-         * @description Its events, newest first, each with every attempt (time, HTTP status or error, duration) and the next one. While more remain the answer carries `Link: <...>; rel="next"`. Delivered and failed deliveries are kept 30 days. The event sent, its headers and retries: the `inventory.changed` webhook of this document. Beta: an addition to the specification.
+         * @description Its events, newest first, each with every attempt (time, HTTP status or error, duration) and the next one. While more remain the answer carries `Link: <...>; rel="next"`. Delivered and failed deliveries are kept 30 days, and so are the undelivered ones of a disabled subscription. Of an answer the log keeps its status, its duration and, from a public address, the first 256 bytes of its body, redacted. The event sent, its headers and retries: the `inventory.changed` webhook of this document. Beta: an addition to the specification.
          */
         get: operations["listWebhookDeliveries"];
         put?: never;
@@ -4937,9 +4937,9 @@ export interface operations {
                             at: string;
                             /** @description The endpoint's HTTP status; null when no answer came */
                             status: number | null;
-                            /** @description Why the attempt failed; null when it succeeded */
+                            /** @description Why the attempt failed; null when it succeeded. A refused address names the URL's host, never what it resolved to */
                             error: string | null;
-                            /** @description The first bytes of the answer */
+                            /** @description The first 256 bytes of the answer's body (cut between characters), with signatures, webhook secrets and API keys redacted; null without a body, and for an endpoint that is not at a public address (its status and duration only) */
                             response: string | null;
                             durationMs: number;
                         }[];
@@ -5295,9 +5295,9 @@ export interface operations {
                             at: string;
                             /** @description The endpoint's HTTP status; null when no answer came */
                             status: number | null;
-                            /** @description Why the attempt failed; null when it succeeded */
+                            /** @description Why the attempt failed; null when it succeeded. A refused address names the URL's host, never what it resolved to */
                             error: string | null;
-                            /** @description The first bytes of the answer */
+                            /** @description The first 256 bytes of the answer's body (cut between characters), with signatures, webhook secrets and API keys redacted; null without a body, and for an endpoint that is not at a public address (its status and duration only) */
                             response: string | null;
                             durationMs: number;
                         }[];

@@ -63,6 +63,13 @@ export interface AppDeps {
   lifecycle?: Lifecycle
   /** How webhook deliveries reach their endpoints; over HTTP with the address rules of the configuration when omitted. */
   webhookTransport?: Transport
+  /**
+   * Closes what the caller lent the app (its store, limiter, metrics server) once the app has stopped using them: it
+   * runs after every onClose hook of the app (the webhook dispatcher recording its last outcomes, the streams
+   * closing their registrations). A hook the caller added itself would run before those: Fastify runs onClose hooks
+   * in reverse order of registration, and the app registers its own first.
+   */
+  release?: () => Promise<void>
 }
 
 // A client's X-Request-Id is kept when it is a sane token (and not a key: request ids are logged and stored in
@@ -129,7 +136,12 @@ function deliverWebhooks (app: FastifyInstance, config: Config, deps: AppDeps, c
   const policy = config.webhooks
   const dispatcher = new WebhookDispatcher({
     store: deps.store,
-    transport: deps.webhookTransport ?? new HttpSender({ timeoutMs: policy.timeoutMs, policy: { allowPrivateNetworks: policy.allowPrivateNetworks } }),
+    transport: deps.webhookTransport ?? new HttpSender({
+      timeoutMs: policy.timeoutMs,
+      policy: { allowPrivateNetworks: policy.allowPrivateNetworks },
+      // The subscriber's deliveries log names the host only; the operator may want to know where it pointed.
+      refused: ({ host, address, range }) => { app.log.info({ host, address, range }, 'webhook delivery refused: the host resolved to an address that is not public') }
+    }),
     policy: { ...policy, perQuota: policy.concurrencyPerQuota, perSubscription: policy.concurrencyPerSubscription },
     owner: `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`,
     clock,
@@ -195,8 +207,11 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
       try {
         return { url: (await checkDestination(url, destinationPolicy)).href }
       } catch (error) {
-        if (error instanceof DestinationError) return { refusal: error.message }
-        throw error
+        if (!(error instanceof DestinationError)) throw error
+        // The subscriber's answer names the host only; the operator's log says what it resolved to.
+        // (The host alone: a URL's path and query may carry the subscriber's own tokens.)
+        if (error.address !== undefined) app.log.info({ host: URL.parse(url)?.hostname, address: error.address, range: error.range }, 'webhook URL refused: not a public address')
+        return { refusal: error.message }
       }
     }
   })
@@ -237,6 +252,9 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
       })
     }
   }).withTypeProvider<TypeBoxTypeProvider>()
+
+  // The first onClose hook registered, so the last to run: nothing of the app touches the store once it runs.
+  if (deps.release !== undefined) app.addHook('onClose', deps.release)
 
   const server = app.server as Server & { httpAllowHalfOpen?: boolean }
   // Header lines: Node's count cap is off (0), so no line is ever dropped (Node 20 silently kept only the first

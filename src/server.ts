@@ -109,10 +109,23 @@ export async function startServer (config: Config, options: ServeOptions): Promi
   // Early: a cluster worker must answer the primary's metric collection as soon as possible.
   const metrics = processMetrics()
   let metricsServer: MetricsServer | null = null
+  const release = async (): Promise<void> => {
+    await metricsServer?.close()
+    await closeLimiter()
+    await store.close()
+  }
+  let app: FastifyInstance | undefined
   try {
     const mode = await prepareStore(store, config, log)
-    const app = await buildApp(config, {
-      store: mode === 'read-only' ? readOnly(store, await store.schemaStatus()) : store, limiter, logger: log, metrics, lifecycle: options.lifecycle ?? new Lifecycle()
+    app = await buildApp(config, {
+      store: mode === 'read-only' ? readOnly(store, await store.schemaStatus()) : store,
+      limiter,
+      logger: log,
+      metrics,
+      lifecycle: options.lifecycle ?? new Lifecycle(),
+      // After the app's own hooks: the webhook dispatcher records the outcomes of attempts in flight, and the streams
+      // close their registrations, before the store closes.
+      release
     })
     // METRICS_PORT: a server of its own, opened before the main port so that a port clash fails the start.
     // In a cluster the primary serves it (src/metrics/cluster.ts).
@@ -121,11 +134,6 @@ export async function startServer (config: Config, options: ServeOptions): Promi
       log.info({ address: metricsServer.address.address, port: metricsServer.address.port }, 'metrics listening')
     }
     const openedMetrics = metricsServer
-    app.addHook('onClose', async () => {
-      await openedMetrics?.close()
-      await closeLimiter()
-      await store.close()
-    })
     app.log.info({ store: store.kind, limiter: limiter.kind }, 'backends ready')
     if (options.seedDemo && mode === 'read-write' && await seedDemoIfEmpty(store)) app.log.info('store was empty: imported the demo data set')
     const metricsPort = openedMetrics?.address.port ?? null
@@ -137,9 +145,9 @@ export async function startServer (config: Config, options: ServeOptions): Promi
     })
     return app
   } catch (error) {
-    await metricsServer?.close()
-    await closeLimiter()
-    await store.close()
+    // A port clash after the app was built: its close stops what it started (the webhook dispatcher) and then releases.
+    if (app === undefined) await release()
+    else await app.close().catch((closeError: unknown) => { log.warn({ err: closeError }, 'error while closing after a failed start') })
     throw error
   }
 }

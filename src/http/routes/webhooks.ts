@@ -52,8 +52,13 @@ const Attempt = Type.Object({
   attempt: Type.Integer({ minimum: 1 }),
   at: Type.String({ format: 'date-time' }),
   status: Type.Union([Type.Integer(), Type.Null()], { description: 'The endpoint\'s HTTP status; null when no answer came' }),
-  error: Type.Union([Type.String(), Type.Null()], { description: 'Why the attempt failed; null when it succeeded' }),
-  response: Type.Union([Type.String(), Type.Null()], { description: 'The first bytes of the answer' }),
+  error: Type.Union([Type.String(), Type.Null()], {
+    description: 'Why the attempt failed; null when it succeeded. A refused address names the URL\'s host, never what it resolved to'
+  }),
+  response: Type.Union([Type.String(), Type.Null()], {
+    description: 'The first 256 bytes of the answer\'s body (cut between characters), with signatures, webhook secrets and API keys ' +
+      'redacted; null without a body, and for an endpoint that is not at a public address (its status and duration only)'
+  }),
   durationMs: Type.Integer({ minimum: 0 })
 }, { additionalProperties: false })
 
@@ -135,7 +140,8 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{ webhooks: Webhooks }> = 
       description: 'Creates a subscription of the calling key\'s quota (every key of the quota manages it; a rotated key ' +
         'keeps it). Its events are the changes committed from now on. The answer holds the signing `secret`, shown only ' +
         'here. Unknown event types are refused naming them; a URL that is not https, carries a user name or password, or ' +
-        'resolves to a loopback, private, link-local or otherwise non-public address is refused.' + DOCS,
+        'resolves to a loopback, private, link-local or otherwise non-public address is refused; the refusal names the ' +
+        'host, never what it resolved to.' + DOCS,
       tags: ['webhooks'],
       'x-stability': 'beta',
       body: Type.Object({ url: Url, events: Events, description: Type.Optional(Description) }, { additionalProperties: false }),
@@ -185,8 +191,9 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{ webhooks: Webhooks }> = 
       operationId: 'updateWebhook',
       summary: 'Change a webhook subscription',
       description: 'Changes the fields sent; the others stay. `enabled: true` re-enables a disabled subscription: the events ' +
-        'committed while it was disabled are then delivered too (nothing is lost), and its failure run starts over. ' +
-        '`description: null` removes the description.' + DOCS,
+        'committed while it was disabled are then delivered too, and those undelivered when it was disabled unless they are ' +
+        'more than 30 days old (a disabled subscription\'s undelivered events are purged after 30 days); its failure run ' +
+        'starts over. `description: null` removes the description.' + DOCS,
       tags: ['webhooks'],
       'x-stability': 'beta',
       params: Params,
@@ -240,7 +247,9 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{ webhooks: Webhooks }> = 
       operationId: 'listWebhookDeliveries',
       summary: 'The deliveries log of a subscription',
       description: 'Its events, newest first, each with every attempt (time, HTTP status or error, duration) and the next ' +
-        'one. While more remain the answer carries `Link: <...>; rel="next"`. Delivered and failed deliveries are kept 30 days.' + DOCS,
+        'one. While more remain the answer carries `Link: <...>; rel="next"`. Delivered and failed deliveries are kept 30 days, ' +
+        'and so are the undelivered ones of a disabled subscription. Of an answer the log keeps its status, its duration and, ' +
+        'from a public address, the first 256 bytes of its body, redacted.' + DOCS,
       tags: ['webhooks'],
       'x-stability': 'beta',
       params: Params,
