@@ -11,7 +11,6 @@ import { hostname } from 'node:os'
 import type { IncomingMessage, Server } from 'node:http'
 import { Gatekeeper } from './access/admission.js'
 import { IdempotencyKeys, purgeExpiredKeys } from './domain/idempotency.js'
-import { mentionsKey } from './access/keys.js'
 import type { Config } from './config.js'
 import { AppError, StoreReadOnlyError } from './errors.js'
 import { chargeErrorPath, chargeMore, registerGate, type AccessOptions } from './http/plugins/access.js'
@@ -31,6 +30,7 @@ import { orderRoutes } from './http/routes/orders.js'
 import { petRoutes } from './http/routes/pets.js'
 import { rateLimitRoutes } from './http/routes/rate-limit.js'
 import { RESPONSE_HEADERS } from './http/schemas/common.js'
+import { mentionsSecret } from './redact.js'
 import { validatorCompiler } from './http/validation.js'
 import { lazyChildLoggerFactory, loggerOptions } from './logger.js'
 import { Metrics } from './metrics/index.js'
@@ -65,13 +65,13 @@ export interface AppDeps {
   webhookTransport?: Transport
 }
 
-// A client's X-Request-Id is kept when it is a sane token (and not a key: request ids are logged and stored in
-// the stock ledger); anything else is replaced.
+// A client's X-Request-Id is kept when it is a sane token (and nothing secret-shaped, such as a key: request ids
+// are logged, traced and stored in the stock ledger); anything else is replaced.
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
 
 function requestId (request: IncomingMessage): string {
   const given = request.headers['x-request-id']
-  return typeof given === 'string' && REQUEST_ID.test(given) && !mentionsKey(given) ? given : randomUUID()
+  return typeof given === 'string' && REQUEST_ID.test(given) && !mentionsSecret(given) ? given : randomUUID()
 }
 
 function trustHops (hops: number): (address: string, hop: number) => boolean {
