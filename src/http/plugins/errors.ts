@@ -9,6 +9,7 @@ import { LimiterUnavailableError } from '../../ratelimit/types.js'
 import { AppError, ERROR_CATALOGUE, StoreReadOnlyError, StoreUnavailableError, errorBody, type ErrorCode } from '../../errors.js'
 import { BODY_LIMIT_BYTES } from '../limits.js'
 import { describeValidationError } from '../../domain/validation.js'
+import { redactSecrets } from '../../redact.js'
 
 /** Seconds a client should wait after a 503 from an unreachable store. */
 export const STORE_RETRY_AFTER_SECONDS = 5
@@ -31,6 +32,9 @@ const FRAMEWORK_ERRORS: Record<string, [ErrorCode, string]> = {
   FST_ERR_BAD_URL: ['invalid_request', 'The request URL is malformed.'],
   FST_ERR_ASYNC_CONSTRAINT: ['invalid_request', 'The request could not be routed.']
 }
+
+/** The longest part of a framework error's own message a 400 shows. */
+const FRAMEWORK_MESSAGE_LENGTH = 200
 
 // The first catalogue code of each status (429 has two: rate_limited comes first).
 const CODE_BY_STATUS = new Map<number, ErrorCode>(
@@ -74,7 +78,8 @@ export function handleError (error: FastifyError | Error, request: FastifyReques
     // Other client errors raised by the framework (e.g. the JSON parser rejecting __proto__).
     if (error instanceof SyntaxError) return sendError(reply, 'invalid_request', 'The request body is not valid JSON.')
     const code = CODE_BY_STATUS.get(status) ?? 'invalid_request'
-    return sendError(reply, code, status === 400 ? `The request is invalid: ${error.message}` : undefined)
+    // The framework's message may quote the request: secrets redacted, and bounded.
+    return sendError(reply, code, status === 400 ? `The request is invalid: ${redactSecrets(error.message).slice(0, FRAMEWORK_MESSAGE_LENGTH)}` : undefined)
   }
   request.log.error({ err: error }, 'unhandled error')
   return sendError(reply, 'internal_error')
