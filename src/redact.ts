@@ -1,6 +1,6 @@
 /**
  * The one filter for secrets in text the service writes about requests: log lines (src/logger.ts), trace spans
- * and error messages (src/errors.ts). What it knows by shape:
+ * (src/tracing/redact.ts) and error messages (src/errors.ts). What it knows by shape:
  * - API keys: a key prefix (`psk_live_`, `psk_test_`, underscores also as `%5F`) and what follows it (src/access/keys.ts);
  * - webhook signing secrets: `whsec_` and what follows it;
  * - webhook signatures: `v1,` and a base64 HMAC (Standard Webhooks);

@@ -5,7 +5,7 @@
  * request path makes no span, no closure and no context switch, and the app registers no hook for tracing.
  */
 import { context, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Link, type Span, type Tracer } from '@opentelemetry/api'
-import { redactKeys } from '../access/keys.js'
+import { redactSecrets } from '../redact.js'
 
 let tracer: Tracer | null = null
 let shutdown: (() => Promise<void>) | null = null
@@ -54,13 +54,13 @@ export function within<T> (span: Span, work: () => T): T {
 }
 
 /**
- * Ends a span; as failed when `error` is given. The status names the error (its name and message, key-shaped text
- * redacted: a message may quote what a client sent).
+ * Ends a span; as failed when `error` is given. The status names the error (its name and message, secrets redacted:
+ * a message may quote what a client sent).
  */
 export function endSpan (span: Span, error?: unknown): void {
   if (error !== undefined) {
     const described = error instanceof Error ? `${error.name}: ${error.message}` : String(error)
-    span.setStatus({ code: SpanStatusCode.ERROR, message: redactKeys(described) })
+    span.setStatus({ code: SpanStatusCode.ERROR, message: redactSecrets(described) })
   }
   span.end()
 }
