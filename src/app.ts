@@ -14,7 +14,7 @@ import { IdempotencyKeys, purgeExpiredKeys } from './domain/idempotency.js'
 import type { Config } from './config.js'
 import { AppError, StoreReadOnlyError } from './errors.js'
 import { chargeErrorPath, chargeMore, registerGate, type AccessOptions } from './http/plugins/access.js'
-import { clientErrorHandler, handleError, registerErrorHandling } from './http/plugins/errors.js'
+import { clientErrorHandler, errorStatus, handleError, registerErrorHandling } from './http/plugins/errors.js'
 import { registerDocs } from './http/plugins/docs.js'
 import { routeEveryMethod, trackRoutesForMethodNotAllowed } from './http/plugins/method-not-allowed.js'
 import { JsonBodyError, parseJsonBody } from './http/json-body.js'
@@ -41,6 +41,7 @@ import type { RateLimiter } from './ratelimit/types.js'
 import { observeDecisions } from './ratelimit/observed.js'
 import type { Store } from './store/types.js'
 import { tracingOn } from './tracing/spans.js'
+import { traceHandlers } from './tracing/handler.js'
 import { traceStore } from './tracing/store.js'
 import { WebhookDispatcher, type Transport } from './domain/webhook-dispatch.js'
 import { Webhooks } from './domain/webhooks.js'
@@ -254,6 +255,8 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
   registerErrorHandling(app, (request, reply, error) => chargeErrorPath(access, request, reply, error))
   // Metrics: before any route, so that every route gets its request series (src/metrics/http.ts).
   instrumentRoutes(app, metrics)
+  // Traces: a span per route handler, failed only by a 5xx answer (src/tracing/handler.ts); before any route too.
+  if (tracingOn()) traceHandlers(app, (error) => errorStatus(error) >= 500)
   // Only JSON bodies are accepted (text/plain would otherwise reach validation as a string), read exactly.
   app.removeAllContentTypeParsers()
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {

@@ -1,17 +1,20 @@
 /**
  * The last step before spans leave the process: every span passes through here on its way to the exporter, whoever
- * made it (@fastify/otel, the pg and ioredis instrumentations, our own code), and no secret leaves. The span's name,
- * its attributes, its status message, its events (names and attributes: an exception's message and stack trace) and
- * its links' attributes go through the filter the logs go through (src/redact.ts: keys, webhook secrets and
- * signatures, credentials), decoding percent-escapes where that shows one; attributes that hold a URL lose their query
- * values, as the access log's `url` does; attributes that hold a credential header (`http.request.header.authorization`,
- * ...) lose their value whole. The sources try not to put a secret in a span at all (messages do not quote what a
- * client sent); this catches whatever still does.
+ * made it (@fastify/otel, the pg and ioredis instrumentations, our own code). Two rules:
+ *
+ * - No secret leaves. The span's name, its attributes, its status message, its events (names and attributes: an
+ *   exception's message and stack trace) and its links' attributes go through the filter the logs go through
+ *   (src/redact.ts: keys, webhook secrets and signatures, credentials), decoding percent-escapes where that shows one;
+ *   attributes that hold a URL lose their query values, as the access log's `url` does; attributes that hold a
+ *   credential header (`http.request.header.authorization`, ...) lose their value whole. The sources try not to put a
+ *   secret in a span at all (messages do not quote what a client sent); this catches whatever still does.
+ * - A 4xx is not a failure of the service: a server span answered below 500 leaves with its status unset and without
+ *   exception events (OpenTelemetry's HTTP conventions for server spans), whatever the instrumentation recorded.
  *
  * The resource (the operator's OTEL_RESOURCE_ATTRIBUTES) is left as it is. This runs on the exporter's schedule (a
  * batch every few seconds), never on the request path, and not at all in a process that does not trace.
  */
-import { type Attributes, type AttributeValue, type Link, type SpanStatus } from '@opentelemetry/api'
+import { SpanKind, SpanStatusCode, type Attributes, type AttributeValue, type Link, type SpanStatus } from '@opentelemetry/api'
 import type { ReadableSpan, SpanExporter, TimedEvent } from '@opentelemetry/sdk-trace'
 import { decoded, loggedUrl } from '../http/log-url.js'
 import { mentionsSecret, redactSecrets } from '../redact.js'
@@ -59,12 +62,21 @@ export function scrubAttributes (attributes: Attributes): Attributes {
   return copy ?? attributes
 }
 
-function scrubStatus (status: SpanStatus): SpanStatus {
+/** A server span answered with a status below 500: the client's error (or no error), not the service's. */
+function answeredBelow500 (span: ReadableSpan): boolean {
+  const status = span.attributes['http.response.status_code']
+  return span.kind === SpanKind.SERVER && typeof status === 'number' && status < 500
+}
+
+function scrubStatus (status: SpanStatus, clientError: boolean): SpanStatus {
+  if (clientError) return { code: SpanStatusCode.UNSET }
   return status.message === undefined ? status : { ...status, message: scrubText(status.message) }
 }
 
-function scrubEvents (events: TimedEvent[]): TimedEvent[] {
-  return events.map((event) => ({ ...event, name: scrubText(event.name), ...(event.attributes === undefined ? {} : { attributes: scrubAttributes(event.attributes) }) }))
+function scrubEvents (events: TimedEvent[], clientError: boolean): TimedEvent[] {
+  return events
+    .filter((event) => !(clientError && event.name === 'exception'))
+    .map((event) => ({ ...event, name: scrubText(event.name), ...(event.attributes === undefined ? {} : { attributes: scrubAttributes(event.attributes) }) }))
 }
 
 function scrubLinks (links: Link[]): Link[] {
@@ -73,6 +85,7 @@ function scrubLinks (links: Link[]): Link[] {
 
 /** The span as it may leave the process: a copy, the span itself is left as the SDK made it. */
 export function scrubSpan (span: ReadableSpan): ReadableSpan {
+  const clientError = answeredBelow500(span)
   return {
     name: scrubText(span.name),
     kind: span.kind,
@@ -82,10 +95,10 @@ export function scrubSpan (span: ReadableSpan): ReadableSpan {
     endTime: span.endTime,
     duration: span.duration,
     ended: span.ended,
-    status: scrubStatus(span.status),
+    status: scrubStatus(span.status, clientError),
     attributes: scrubAttributes(span.attributes),
     links: scrubLinks(span.links),
-    events: scrubEvents(span.events),
+    events: scrubEvents(span.events, clientError),
     resource: span.resource,
     instrumentationScope: span.instrumentationScope,
     droppedAttributesCount: span.droppedAttributesCount,

@@ -65,6 +65,47 @@ export function endSpan (span: Span, error?: unknown): void {
   span.end()
 }
 
+/**
+ * Records `error` on `span` as an exception event (OpenTelemetry's `exception.type`, `.message`, `.stacktrace`), its
+ * message and stack with secrets redacted. Only for failures of the service: an error the client caused (a 4xx) is
+ * an answer, not an exception (docs/observability.md, "Errors in traces").
+ */
+function recordException (span: Span, error: unknown): void {
+  if (!(error instanceof Error)) {
+    span.recordException(redactSecrets(String(error)))
+    return
+  }
+  const code = (error as { code?: unknown }).code
+  span.recordException({
+    name: error.name,
+    message: redactSecrets(error.message),
+    ...(typeof code === 'string' || typeof code === 'number' ? { code } : {}),
+    ...(error.stack === undefined ? {} : { stack: redactSecrets(error.stack) })
+  })
+}
+
+/** Ends a span as failed by a failure of the service: the error status and the exception event. */
+export function failSpan (span: Span, error: unknown): void {
+  recordException(span, error)
+  endSpan(span, error)
+}
+
+/** Records an unexpected failure (answered 5xx) on the request's server span, when the request is traced. */
+export function recordFailure (request: object, error: unknown): void {
+  if (tracer === null) return
+  const span = serverSpans.get(request)
+  if (span !== undefined) recordException(span, error)
+}
+
+/**
+ * A span of ours under `parent` (a request's server span, say), whatever context is active; null when the parent is
+ * not recorded (a request the sampler left out).
+ */
+export function startChildSpan (parent: Span, name: string, kind: SpanKind, attributes?: Attributes): Span | null {
+  if (tracer === null || !parent.isRecording()) return null
+  return tracer.startSpan(name, { kind, ...(attributes === undefined ? {} : { attributes }) }, trace.setSpan(context.active(), parent))
+}
+
 /** The active context, to link to from a span that later serves this work together with others; undefined when not tracing. */
 export function activeContext (): Context | undefined {
   return tracer === null ? undefined : context.active()

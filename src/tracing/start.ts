@@ -53,8 +53,9 @@ function hookModules (): () => Promise<void> {
 function describeRequest (span: Span, request: FastifyRequest): void {
   noteServerSpan(request, span)
   const route = request.routeOptions.url
-  // The HTTP conventions' name: method and route (the path template, never the path a client chose).
-  if (route !== undefined) span.updateName(`${request.method} ${route}`)
+  // The HTTP conventions' name: method and route (the path template, never the path a client chose); the method
+  // alone for a request no route matched (Node's parser takes only the methods it knows).
+  span.updateName(route === undefined ? request.method : `${request.method} ${route}`)
   const operationId = request.routeOptions.schema?.operationId
   const mark = request.url.search(/[?#]/)
   span.setAttributes({
@@ -108,9 +109,13 @@ export async function startTracing (env: Readonly<Record<string, string | undefi
       new FastifyOtelInstrumentation({
         // Registers itself on the app as Fastify creates it (the fastify.initialization diagnostics channel).
         registerOnInitialization: true,
-        // One span per request and one for its handler; the gate's own span (src/http/plugins/access.ts) stands for
-        // the hook that matters, and a span per hook would outnumber everything else.
+        // One span per request; the gate's own span (src/http/plugins/access.ts) stands for the hook that matters,
+        // and a span per hook would outnumber everything else. The handler's span is ours (src/tracing/handler.ts):
+        // this one would count a 4xx as a failure, as it would record every error as an exception (a 4xx is the
+        // client's; the error handler records the service's own failures, src/http/plugins/errors.ts).
         instrumentHooks: false,
+        instrumentHandler: false,
+        recordExceptions: false,
         ignorePaths: ({ url }) => UNTRACED.test(url),
         requestHook: describeRequest
       })

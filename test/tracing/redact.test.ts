@@ -1,6 +1,6 @@
 /**
  * The last step before spans leave the process (src/tracing/redact.ts): whatever an instrumentation or our own code
- * put in a span, a secret does not reach the exporter. Spans
+ * put in a span, a secret does not reach the exporter, and a server span answered below 500 is not an error. Spans
  * are made with the SDK's own tracer and handed to the scrubbing exporter, which passes them on to one that keeps
  * them in memory: what a collector would receive.
  */
@@ -90,6 +90,32 @@ describe('the scrubbing exporter', () => {
     })
     assert.deepEqual(leaks(spans), [])
     assert.deepEqual(spans[0]?.attributes, { 'petstore.path': '/v1/webhooks/psk_live_[redacted]', 'url.path': '/v1/webhooks/psk_live_[redacted]' })
+  })
+
+  test('when a server span answered 4xx was marked failed, then it leaves unset and without exception events; a 5xx stays failed', () => {
+    const spans = exported((start) => {
+      for (const status of [404, 400, 429, 500, 503]) {
+        const span = start(`server ${status}`, SpanKind.SERVER)
+        span.setAttribute('http.response.status_code', status)
+        span.recordException(new Error(`failed with ${status}`))
+        span.setStatus({ code: SpanStatusCode.ERROR, message: `failed with ${status}` })
+        span.end()
+      }
+      // An internal span is the instrumentation's to judge: left as it is.
+      const internal = start('internal 404')
+      internal.setAttribute('http.response.status_code', 404)
+      internal.setStatus({ code: SpanStatusCode.ERROR, message: 'kept' })
+      internal.end()
+    })
+    const outcome = Object.fromEntries(spans.map((span) => [span.name, [span.status.code, span.events.length]]))
+    assert.deepEqual(outcome, {
+      'server 404': [SpanStatusCode.UNSET, 0],
+      'server 400': [SpanStatusCode.UNSET, 0],
+      'server 429': [SpanStatusCode.UNSET, 0],
+      'server 500': [SpanStatusCode.ERROR, 1],
+      'server 503': [SpanStatusCode.ERROR, 1],
+      'internal 404': [SpanStatusCode.ERROR, 0]
+    })
   })
 
   test('when a span holds nothing secret, then its attributes are handed on as they are', () => {
