@@ -11,11 +11,10 @@ import { hostname } from 'node:os'
 import type { IncomingMessage, Server } from 'node:http'
 import { Gatekeeper } from './access/admission.js'
 import { IdempotencyKeys, purgeExpiredKeys } from './domain/idempotency.js'
-import { mentionsKey } from './access/keys.js'
 import type { Config } from './config.js'
 import { AppError, StoreReadOnlyError } from './errors.js'
 import { chargeErrorPath, chargeMore, registerGate, type AccessOptions } from './http/plugins/access.js'
-import { clientErrorHandler, handleError, registerErrorHandling } from './http/plugins/errors.js'
+import { clientErrorHandler, errorStatus, handleError, registerErrorHandling } from './http/plugins/errors.js'
 import { registerDocs } from './http/plugins/docs.js'
 import { routeEveryMethod, trackRoutesForMethodNotAllowed } from './http/plugins/method-not-allowed.js'
 import { JsonBodyError, parseJsonBody } from './http/json-body.js'
@@ -31,6 +30,7 @@ import { orderRoutes } from './http/routes/orders.js'
 import { petRoutes } from './http/routes/pets.js'
 import { rateLimitRoutes } from './http/routes/rate-limit.js'
 import { RESPONSE_HEADERS } from './http/schemas/common.js'
+import { mentionsSecret } from './redact.js'
 import { validatorCompiler } from './http/validation.js'
 import { lazyChildLoggerFactory, loggerOptions } from './logger.js'
 import { Metrics } from './metrics/index.js'
@@ -41,6 +41,7 @@ import type { RateLimiter } from './ratelimit/types.js'
 import { observeDecisions } from './ratelimit/observed.js'
 import type { Store } from './store/types.js'
 import { tracingOn } from './tracing/spans.js'
+import { traceHandlers } from './tracing/handler.js'
 import { traceStore } from './tracing/store.js'
 import { WebhookDispatcher, type Transport } from './domain/webhook-dispatch.js'
 import { Webhooks } from './domain/webhooks.js'
@@ -72,13 +73,13 @@ export interface AppDeps {
   release?: () => Promise<void>
 }
 
-// A client's X-Request-Id is kept when it is a sane token (and not a key: request ids are logged and stored in
-// the stock ledger); anything else is replaced.
+// A client's X-Request-Id is kept when it is a sane token (and nothing secret-shaped, such as a key: request ids
+// are logged, traced and stored in the stock ledger); anything else is replaced.
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
 
 function requestId (request: IncomingMessage): string {
   const given = request.headers['x-request-id']
-  return typeof given === 'string' && REQUEST_ID.test(given) && !mentionsKey(given) ? given : randomUUID()
+  return typeof given === 'string' && REQUEST_ID.test(given) && !mentionsSecret(given) ? given : randomUUID()
 }
 
 function trustHops (hops: number): (address: string, hop: number) => boolean {
@@ -272,6 +273,8 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
   registerErrorHandling(app, (request, reply, error) => chargeErrorPath(access, request, reply, error))
   // Metrics: before any route, so that every route gets its request series (src/metrics/http.ts).
   instrumentRoutes(app, metrics)
+  // Traces: a span per route handler, failed only by a 5xx answer (src/tracing/handler.ts); before any route too.
+  if (tracingOn()) traceHandlers(app, (error) => errorStatus(error) >= 500)
   // Only JSON bodies are accepted (text/plain would otherwise reach validation as a string), read exactly.
   app.removeAllContentTypeParsers()
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {

@@ -2,6 +2,8 @@
  * The one error catalogue. Every 4xx/5xx body is `{code, message, status}` with a code from this table;
  * the HTTP status always follows from the code.
  */
+import { redactSecrets } from './redact.js'
+
 export const ERROR_CATALOGUE = {
   invalid_request: { status: 400, message: 'The request is invalid.' },
   unauthorized: { status: 401, message: 'A valid API key is required.' },
@@ -29,14 +31,18 @@ export const ERROR_CATALOGUE = {
 
 export type ErrorCode = keyof typeof ERROR_CATALOGUE
 
-/** An error the API reports to its client as-is: a catalogue code, a message safe to show, optional headers. */
+/**
+ * An error the API reports to its client as-is: a catalogue code, a message safe to show, optional headers. Messages
+ * name fields and rules rather than quote what a client sent; whatever secret-shaped text one still holds (a key, a
+ * webhook secret or signature, credentials) is redacted here, before the message reaches the answer, a log or a span.
+ */
 export class AppError extends Error {
   readonly code: ErrorCode
   readonly status: number
   readonly headers: Readonly<Record<string, string>>
 
   constructor (code: ErrorCode, message?: string, headers: Record<string, string> = {}) {
-    super(message ?? ERROR_CATALOGUE[code].message)
+    super(redactSecrets(message ?? ERROR_CATALOGUE[code].message))
     this.name = 'AppError'
     this.code = code
     this.status = ERROR_CATALOGUE[code].status

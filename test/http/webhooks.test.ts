@@ -90,15 +90,45 @@ describe('webhook subscriptions', () => {
     }
   })
 
-  test('when the events name unknown types, then 400 names them; the 11th subscription of a quota is 409 webhook_limit_reached', async (t) => {
+  test('when the events name unknown types, then 400 names where they are; the 11th subscription of a quota is 409 webhook_limit_reached', async (t) => {
     const { request } = await webhookApp(t)
     const unknown = await request('POST', '/v1/webhooks', { url: 'http://127.0.0.1:9/', events: ['inventory.changed', 'order.created', 'pets.*'] })
     assert.equal(unknown.statusCode, 400)
-    assert.match(unknown.json<{ message: string }>().message, /"order\.created", "pets\.\*"/)
+    assert.equal(unknown.json<{ message: string }>().message, 'body.events[1], body.events[2] are not known event types; known: inventory.changed.')
     for (let i = 0; i < 10; i++) assert.equal((await request('POST', '/v1/webhooks', { url: `http://127.0.0.1:9/${i}`, events: ['inventory.changed'] })).statusCode, 201)
     const eleventh = await request('POST', '/v1/webhooks', { url: 'http://127.0.0.1:9/x', events: ['inventory.changed'] })
     assert.equal(eleventh.statusCode, 409)
     assert.equal(eleventh.json<{ code: string }>().code, 'webhook_limit_reached')
+  })
+
+  test('when a path, a field or a member name holds a key or a webhook secret, then the error message names the place, never the secret', async (t) => {
+    const { request, key } = await webhookApp(t)
+    const created = await request('POST', '/v1/webhooks', { url: 'http://127.0.0.1:9/', events: ['inventory.changed'] })
+    const { id, secret } = created.json<{ id: string, secret: string }>()
+    const messages = async (method: string, url: string, body?: unknown): Promise<string> => {
+      const res = await request(method, url, body)
+      assert.ok(res.statusCode >= 400 && res.statusCode < 500, `${method} ${url}: ${res.statusCode}`)
+      return res.json<{ message: string }>().message
+    }
+    assert.deepEqual([
+      await messages('GET', `/v1/webhooks/${key}`),
+      await messages('PATCH', `/v1/webhooks/${encodeURIComponent(secret)}`, { enabled: false }),
+      await messages('POST', `/v1/webhooks/${key}/deliveries/1/retry`),
+      await messages('POST', '/v1/webhooks', { url: 'http://127.0.0.1:9/', events: ['inventory.changed', key] }),
+      await messages('PATCH', `/v1/webhooks/${id}`, { events: [secret] }),
+      await messages('POST', '/v1/webhooks', { url: 'http://127.0.0.1:9/', events: ['inventory.changed'], [key]: true })
+    ], [
+      'No webhook subscription with this id.',
+      'No webhook subscription with this id.',
+      'No webhook subscription with this id.',
+      'body.events[1] is not a known event type; known: inventory.changed.',
+      'body.events[0] is not a known event type; known: inventory.changed.',
+      'body.psk_live_[redacted] is not a known field.'
+    ])
+    // An id this service could have made is quoted: it is no secret, and it says which one.
+    const gone = 'wh_' + 'A'.repeat(22)
+    assert.equal(await messages('GET', `/v1/webhooks/${gone}`), `No webhook subscription "${gone}".`)
+    assert.equal(await messages('POST', `/v1/webhooks/${id}/deliveries/42/retry`), `The webhook subscription "${id}" has no delivery 42.`)
   })
 
   test('when another quota asks for a subscription, then it is not found; a rotated key keeps its quota\'s subscriptions', async (t) => {
