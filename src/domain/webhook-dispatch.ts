@@ -13,7 +13,7 @@
  * subscriptions: each has at most `perSubscription` of the instance's `concurrency` slots.
  */
 import fastJson from 'fast-json-stringify'
-import { redactKeys } from '../access/keys.js'
+import { redactSecrets } from '../redact.js'
 import { INVENTORY_CHANGED, InventoryChangedEvent } from './entities.js'
 import { viewChange } from './feed.js'
 import { deliveryHeaders, eventId } from './webhooks.js'
@@ -92,16 +92,9 @@ export function eventBody (delivery: Pick<ClaimedDelivery, 'change' | 'own'>): s
 export const RESPONSE_EXCERPT_BYTES = 256
 
 /**
- * Text of an endpoint as the deliveries log and the server log may keep it: an endpoint that echoes its request (or
- * anything else) must not put signatures, webhook secrets or API keys there.
- */
-export function redactSecrets (text: string): string {
-  return redactKeys(text.replace(/v1,[A-Za-z0-9+/=]{16,}/g, 'v1,[redacted]').replace(/whsec_[A-Za-z0-9+/=]+/g, 'whsec_[redacted]'))
-}
-
-/**
- * What the deliveries log keeps of an answer's body: redacted first (over all the sender returned, so that a secret
- * the cut would halve is still found), then at most RESPONSE_EXCERPT_BYTES, cut between characters.
+ * What the deliveries log keeps of an answer's body: redacted first by the one secrets filter (src/redact.ts), over
+ * all the sender returned (so that a secret the cut would halve is still found), then at most RESPONSE_EXCERPT_BYTES,
+ * cut between characters.
  */
 export function responseExcerpt (body: string): string {
   const bytes = Buffer.from(redactSecrets(body))
