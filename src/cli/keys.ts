@@ -11,8 +11,7 @@ import { createKey, hashKey, MAX_KEY_LIFETIME_MS, revokeKey, rotateKey, unbanKey
 import { keyUsage, type KeyUsage, type WindowUsage } from '../access/usage.js'
 import { isExpired, KEY_SCOPES, limitsOf, PLANS, type ApiKeyRecord, type Ban, type KeyScope, type Plan, type PlanTable } from '../domain/model.js'
 import { printable } from '../domain/text.js'
-import { openRedis, redisTarget, whenReady } from '../ratelimit/connect.js'
-import { RedisLimiter } from '../ratelimit/redis.js'
+import { connectLimiterRedis } from '../ratelimit/connect.js'
 import type { Store } from '../store/types.js'
 import { parse, positiveInteger, UsageError, withStore, type Values } from './common.js'
 import type { Io } from './io.js'
@@ -110,26 +109,18 @@ const USAGE_WAIT_MS = 2000
 async function readUsages (config: Config, keys: readonly ApiKeyRecord[], now: number): Promise<Usages> {
   const limits: RateLimitConfig = config.rateLimits
   if (config.redis === null) return { of: () => null, unavailable: IN_PROCESS }
-  const client = openRedis(config.redis)
+  const { redis, check } = await connectLimiterRedis(config.redis, config.redisKeyPrefix, { check: 'ready', waitMs: USAGE_WAIT_MS })
   try {
-    const where = redisTarget(config.redis)
-    let reason: string | null = null
-    try {
-      if (!await whenReady(client, USAGE_WAIT_MS)) reason = `no answer within ${USAGE_WAIT_MS / 1000} s`
-    } catch (error) {
-      reason = (error as Error).message
-    }
-    if (reason !== null) return { of: () => null, unavailable: `Redis at ${where} cannot be reached (${reason})` }
-    const limiter = new RedisLimiter({ client, prefix: config.redisKeyPrefix })
+    if (!check.usable) return { of: () => null, unavailable: `Redis at ${redis.where} cannot be reached (${check.reason})` }
     const live = keys.filter((key) => key.revokedAt === null && !isExpired(key, now))
     try {
-      const read = new Map(await Promise.all(live.map(async (key) => [key.id, await keyUsage(limiter, key, limits)] as const)))
+      const read = new Map(await Promise.all(live.map(async (key) => [key.id, await keyUsage(redis.limiter, key, limits)] as const)))
       return { of: (key) => read.get(key.id) ?? null, unavailable: null }
     } catch (error) {
-      return { of: () => null, unavailable: `Redis at ${where} did not answer (${(error as Error).message})` }
+      return { of: () => null, unavailable: `Redis at ${redis.where} did not answer (${(error as Error).message})` }
     }
   } finally {
-    client.disconnect()
+    redis.close()
   }
 }
 
