@@ -1,7 +1,7 @@
 /**
  * The entities' schemas (TypeBox): one definition of each record's shape and bounds, used by the API (request
  * validation, response serialization, the OpenAPI document) and by the import (each imported record is checked
- * against the same schema, src/schemas/validation.ts).
+ * against the same schema, ./validation.ts).
  */
 import { Type, type Static } from 'typebox'
 import {
