@@ -1,3 +1,5 @@
+import { MAX_QUANTITY_TEXT } from './domain/model.js'
+
 /**
  * The one error catalogue. Every 4xx/5xx body is `{code, message, status}` with a code from this table;
  * the HTTP status always follows from the code.
@@ -11,7 +13,7 @@ export const ERROR_CATALOGUE = {
   not_found: { status: 404, message: 'The requested resource could not be found.' },
   method_not_allowed: { status: 405, message: 'The method is not allowed for this resource.' },
   request_timeout: { status: 408, message: 'The request was not received in time.' },
-  stock_out_of_range: { status: 409, message: 'The change would take the stock quantity outside 0 to 1,000,000,000.' },
+  stock_out_of_range: { status: 409, message: `The change would take the stock quantity outside 0 to ${MAX_QUANTITY_TEXT}.` },
   idempotency_key_in_flight: { status: 409, message: 'A request with this Idempotency-Key is still being processed.' },
   batch_refused: { status: 409, message: 'At least one change of the batch cannot be applied; nothing was changed.' },
   webhook_limit_reached: { status: 409, message: 'The quota has as many webhook subscriptions as it may have; delete one first.' },

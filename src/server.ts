@@ -13,8 +13,7 @@ import { seedDemoIfEmpty } from './domain/demo.js'
 import { processMetrics } from './metrics/cluster.js'
 import { startMetricsServer, type MetricsServer } from './metrics/http.js'
 import { MemoryLimiter } from './ratelimit/memory.js'
-import { checkRedis, openRedis, redisTarget, RedisSetupError } from './ratelimit/connect.js'
-import { RedisLimiter } from './ratelimit/redis.js'
+import { connectLimiterRedis, RedisSetupError } from './ratelimit/connect.js'
 import { ResilientLimiter } from './ratelimit/resilient.js'
 import type { RateLimiter } from './ratelimit/types.js'
 import { aheadError, requireUsable } from './store/migrations.js'
@@ -39,26 +38,20 @@ export interface ServeOptions {
 async function openLimiter (config: Config, logger: Logger): Promise<{ limiter: RateLimiter, close: () => Promise<void> }> {
   const local = new MemoryLimiter({ maxSubjects: config.rateLimits.maxSubjects })
   if (config.redis === null) return { limiter: local, close: async () => {} }
-  const client = openRedis(config.redis)
-  const redis = new RedisLimiter({ client, prefix: config.redisKeyPrefix })
-  const close = async (): Promise<void> => { client.disconnect() }
-  try {
-    const check = await checkRedis(config.redis, client, redis)
-    if (!check.usable) {
-      logger.warn({ redis: redisTarget(config.redis), reason: check.reason, onDown: config.redis.onDown },
-        'Redis is not reachable at start: serving as during an outage until it is')
-    }
-  } catch (error) {
-    await close()
+  const { redis, check } = await connectLimiterRedis(config.redis, config.redisKeyPrefix, { check: 'start' }).catch((error: unknown) => {
     throw error instanceof RedisSetupError ? new ConfigError(error.message) : error
+  })
+  if (!check.usable) {
+    logger.warn({ redis: redis.where, reason: check.reason, onDown: config.redis.onDown },
+      'Redis is not reachable at start: serving as during an outage until it is')
   }
-  const limiter = new ResilientLimiter({ redis, memory: local, logger, onDown: config.redis.onDown })
-  logger.info({ mode: config.redis.mode, redis: redisTarget(config.redis), onDown: config.redis.onDown }, 'rate limits counted in Redis')
+  const limiter = new ResilientLimiter({ redis: redis.limiter, memory: local, logger, onDown: config.redis.onDown })
+  logger.info({ mode: config.redis.mode, redis: redis.where, onDown: config.redis.onDown }, 'rate limits counted in Redis')
   return {
     limiter,
     close: async () => {
       await limiter.close()
-      await close()
+      redis.close()
     }
   }
 }

@@ -2,6 +2,9 @@ import { createInterface } from 'node:readline'
 import { type Readable, Writable } from 'node:stream'
 import { cliCommand } from './invocation.js'
 
+/** The time as a command reads it: milliseconds since the epoch. */
+export type Clock = () => number
+
 /** Where a CLI invocation reads its environment and writes its output: the process, or a test's buffers. */
 export interface Io {
   stdout: (text: string) => void

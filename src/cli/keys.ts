@@ -11,11 +11,10 @@ import { createKey, hashKey, MAX_KEY_LIFETIME_MS, revokeKey, rotateKey, unbanKey
 import { keyUsage, type KeyUsage, type WindowUsage } from '../access/usage.js'
 import { isExpired, KEY_SCOPES, limitsOf, PLANS, type ApiKeyRecord, type Ban, type KeyScope, type Plan, type PlanTable } from '../domain/model.js'
 import { printable } from '../domain/text.js'
-import { openRedis, redisTarget, whenReady } from '../ratelimit/connect.js'
-import { RedisLimiter } from '../ratelimit/redis.js'
+import { connectLimiterRedis } from '../ratelimit/connect.js'
 import type { Store } from '../store/types.js'
 import { parse, positiveInteger, UsageError, withStore, type Values } from './common.js'
-import type { Io } from './io.js'
+import type { Clock, Io } from './io.js'
 import { table } from './table.js'
 
 /** How `keys create` names the fields of a key. */
@@ -58,7 +57,7 @@ function keyStatus (key: ApiKeyRecord, now: number): KeyStatus {
   return isBanned(key.ban, now) ? 'banned' : 'active'
 }
 
-function keyJson (key: ApiKeyRecord, plans: PlanTable, now = Date.now()): Record<string, unknown> {
+function keyJson (key: ApiKeyRecord, plans: PlanTable, now: number): Record<string, unknown> {
   const limits = limitsOf(key, plans)
   const banned = isBanned(key.ban, now)
   return {
@@ -110,26 +109,18 @@ const USAGE_WAIT_MS = 2000
 async function readUsages (config: Config, keys: readonly ApiKeyRecord[], now: number): Promise<Usages> {
   const limits: RateLimitConfig = config.rateLimits
   if (config.redis === null) return { of: () => null, unavailable: IN_PROCESS }
-  const client = openRedis(config.redis)
+  const { redis, check } = await connectLimiterRedis(config.redis, config.redisKeyPrefix, { check: 'ready', waitMs: USAGE_WAIT_MS })
   try {
-    const where = redisTarget(config.redis)
-    let reason: string | null = null
-    try {
-      if (!await whenReady(client, USAGE_WAIT_MS)) reason = `no answer within ${USAGE_WAIT_MS / 1000} s`
-    } catch (error) {
-      reason = (error as Error).message
-    }
-    if (reason !== null) return { of: () => null, unavailable: `Redis at ${where} cannot be reached (${reason})` }
-    const limiter = new RedisLimiter({ client, prefix: config.redisKeyPrefix })
+    if (!check.usable) return { of: () => null, unavailable: `Redis at ${redis.where} cannot be reached (${check.reason})` }
     const live = keys.filter((key) => key.revokedAt === null && !isExpired(key, now))
     try {
-      const read = new Map(await Promise.all(live.map(async (key) => [key.id, await keyUsage(limiter, key, limits)] as const)))
+      const read = new Map(await Promise.all(live.map(async (key) => [key.id, await keyUsage(redis.limiter, key, limits)] as const)))
       return { of: (key) => read.get(key.id) ?? null, unavailable: null }
     } catch (error) {
-      return { of: () => null, unavailable: `Redis at ${where} did not answer (${(error as Error).message})` }
+      return { of: () => null, unavailable: `Redis at ${redis.where} did not answer (${(error as Error).message})` }
     }
   } finally {
-    client.disconnect()
+    redis.close()
   }
 }
 
@@ -255,7 +246,7 @@ async function changeKey (
   return 0
 }
 
-export async function keysCommand (args: string[], config: Config, io: Io): Promise<number> {
+export async function keysCommand (args: string[], config: Config, io: Io, clock: Clock): Promise<number> {
   const [sub, ...rest] = args
   const plans = config.rateLimits.plans
   switch (sub) {
@@ -271,7 +262,7 @@ export async function keysCommand (args: string[], config: Config, io: Io): Prom
       }
       const scope = values.scope ?? 'write'
       if (typeof scope !== 'string' || !(KEY_SCOPES as readonly string[]).includes(scope)) throw new UsageError(`--scope must be one of ${KEY_SCOPES.join(', ')}`)
-      const now = new Date()
+      const now = new Date(clock())
       const input = {
         plan: plan as Plan,
         name: typeof values.name === 'string' ? values.name : null,
@@ -281,7 +272,7 @@ export async function keysCommand (args: string[], config: Config, io: Io): Prom
         expiresAt: expiry(values, now)
       }
       const { record, key } = await withStore(config, 'write', (store) => createKey(store, config.environment, input, now))
-      io.stdout(values.json === true ? JSON.stringify({ ...keyJson(record, plans), key }) + '\n' : key + '\n')
+      io.stdout(values.json === true ? JSON.stringify({ ...keyJson(record, plans, now.getTime()), key }) + '\n' : key + '\n')
       const expires = record.expiresAt === null ? '' : `, expires ${record.expiresAt.toISOString()}`
       io.stderr(`Created ${record.id} (${record.plan}, scope ${record.scope}${expires}). The key is shown only now: store it safely.\n`)
       return 0
@@ -289,13 +280,13 @@ export async function keysCommand (args: string[], config: Config, io: Io): Prom
     case 'rotate': {
       const { values, positionals } = parse(rest, { overlap: { type: 'string' }, json: { type: 'boolean' }, ...EXPIRY_OPTIONS }, 1)
       const id = positionals[0] as string
-      const now = new Date()
+      const now = new Date(clock())
       const overlapMs = typeof values.overlap === 'string' ? duration('--overlap', values.overlap, true) : 86_400_000
       const expiresAt = expiry(values, now)
       const rotated = await withStore(config, 'write', (store) => rotateKey(store, config.environment, id, { overlapMs, expiresAt }, now))
       const { record, key, previousEndsAt } = rotated
       io.stdout(values.json === true
-        ? JSON.stringify({ ...keyJson(record, plans), key, replaces: id, replacedKeyExpiresAt: previousEndsAt.toISOString() }) + '\n'
+        ? JSON.stringify({ ...keyJson(record, plans, now.getTime()), key, replaces: id, replacedKeyExpiresAt: previousEndsAt.toISOString() }) + '\n'
         : key + '\n')
       io.stderr(`Created ${record.id} to replace ${id} (same plan, limits, scope and quota). ${id} stops working at ` +
         `${previousEndsAt.toISOString()}${overlapMs === 0 ? ' (now; running servers refuse it within ' + String(config.authCacheTtlMs / 1000) + ' s)' : ''}. ` +
@@ -305,7 +296,7 @@ export async function keysCommand (args: string[], config: Config, io: Io): Prom
     case 'list': {
       const { values } = parse(rest, { json: { type: 'boolean' } }, 0)
       const list = await withStore(config, 'read', (store) => store.listApiKeys())
-      const now = Date.now()
+      const now = clock()
       const usages = await readUsages(config, list, now)
       io.stdout(values.json === true
         ? JSON.stringify(list.map((key) => keyUsageJson(key, plans, usages.of(key), now))) + '\n'
@@ -321,7 +312,7 @@ export async function keysCommand (args: string[], config: Config, io: Io): Prom
         io.stderr(`petstore: no key with id ${id}\n`)
         return 1
       }
-      const now = Date.now()
+      const now = clock()
       const usages = await readUsages(config, [key], now)
       io.stdout(values.json === true ? JSON.stringify(keyUsageJson(key, plans, usages.of(key), now)) + '\n' : keyDetails(key, plans, now, usages))
       return 0
@@ -338,7 +329,7 @@ export async function keysCommand (args: string[], config: Config, io: Io): Prom
         io.stderr('petstore: no key of this store matches (a key of another deployment, or not a key)\n')
         return 1
       }
-      const now = Date.now()
+      const now = clock()
       io.stdout(values.json === true ? JSON.stringify(keyJson(key, plans, now)) + '\n' : keyDetails(key, plans, now))
       const status = keyStatus(key, now)
       if (status === 'active' || status === 'banned') {
@@ -347,10 +338,10 @@ export async function keysCommand (args: string[], config: Config, io: Io): Prom
       return 0
     }
     case 'revoke':
-      return await changeKey(rest, config, io, (store, id) => revokeKey(store, id),
+      return await changeKey(rest, config, io, (store, id) => revokeKey(store, id, new Date(clock())),
         (id, seconds) => `Revoked ${id}. Running servers stop accepting it within ${seconds} s.`)
     case 'unban':
-      return await changeKey(rest, config, io, (store, id) => unbanKey(store, id),
+      return await changeKey(rest, config, io, (store, id) => unbanKey(store, id, new Date(clock())),
         (id, seconds) => `Lifted any ban of ${id}. Running servers accept it again within ${seconds} s.`)
     default:
       throw new UsageError('keys needs a subcommand: create, list, show, find, rotate, revoke or unban')

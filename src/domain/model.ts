@@ -11,6 +11,8 @@ export type Plan = typeof PLANS[number]
 
 /** Stock quantities are bounded like Shopify's: 0 to one billion inclusive. */
 export const MAX_QUANTITY = 1_000_000_000
+/** MAX_QUANTITY as messages and descriptions write it: 1,000,000,000. */
+export const MAX_QUANTITY_TEXT = new Intl.NumberFormat('en-US').format(MAX_QUANTITY)
 
 /** Order quantities are int32 in the classic Petstore. */
 export const MAX_ORDER_QUANTITY = 2_147_483_647

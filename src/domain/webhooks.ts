@@ -131,6 +131,21 @@ export interface WebhookRules {
   clock: () => number
 }
 
+/** What a subscription an operator disabled without giving a reason shows as its reason. */
+export const OPERATOR_DISABLED_REASON = 'Disabled by the operator.'
+
+/**
+ * The operator's switch (`petstore webhooks disable` and `enable`), for a subscription of any quota: disabled, it is
+ * sent nothing and shows `reason`; enabled again, its pending and new events are delivered. Null when no subscription
+ * has the id.
+ */
+export async function switchWebhook (
+  store: Store, id: string, state: { enabled: true } | { enabled: false, reason?: string }, clock: () => number
+): Promise<WebhookRecord | null> {
+  const update = state.enabled ? { enabled: true } : { enabled: false, disabledReason: state.reason ?? OPERATOR_DISABLED_REASON }
+  return await store.updateWebhook(id, update, new Date(clock()))
+}
+
 export interface DeliveryPage {
   deliveries: WebhookDelivery[]
   /** The cursor of the next page (older deliveries); null when this is the last. */

@@ -22,16 +22,16 @@ export const READ_ONLY_RETRY_AFTER_SECONDS = 60
 /** Retry-After of a request refused while the shared limiter is away (RATE_LIMIT_ON_REDIS_DOWN=deny): it reconnects within a second. */
 export const LIMITER_RETRY_AFTER_SECONDS = 1
 
-// Fastify's own errors for bad input, by code, with the message we show instead of theirs.
+/**
+ * Fastify's own errors that a request can raise, by code, with the message we show instead of theirs. Any other
+ * 4xx of the framework is answered below by its status. Bodies are read by the app's parser (src/app.ts), which
+ * answers empty, malformed and non-UTF-8 bodies itself, and over HTTP Node's parser refuses a body that disagrees
+ * with its Content-Length before Fastify counts it: the JSON-parser and Content-Length codes cannot arise.
+ */
 const FRAMEWORK_ERRORS: Record<string, [ErrorCode, string]> = {
-  FST_ERR_CTP_EMPTY_JSON_BODY: ['invalid_request', 'The request body is empty; send a JSON object.'],
-  FST_ERR_CTP_INVALID_JSON_BODY: ['invalid_request', 'The request body is not valid JSON.'],
-  FST_ERR_CTP_INVALID_CONTENT_LENGTH: ['invalid_request', 'The Content-Length header does not match the body.'],
   FST_ERR_CTP_BODY_TOO_LARGE: ['payload_too_large', `The request body exceeds the limit of ${BODY_LIMIT_BYTES} bytes.`],
   FST_ERR_CTP_INVALID_MEDIA_TYPE: ['unsupported_media_type', 'The request body must be application/json.'],
-  FST_ERR_CTP_INVALID_TYPE: ['unsupported_media_type', 'The request body must be application/json.'],
-  FST_ERR_BAD_URL: ['invalid_request', 'The request URL is malformed.'],
-  FST_ERR_ASYNC_CONSTRAINT: ['invalid_request', 'The request could not be routed.']
+  FST_ERR_BAD_URL: ['invalid_request', 'The request URL is malformed.']
 }
 
 // The first catalogue code of each status (429 has two: rate_limited comes first).
@@ -91,8 +91,7 @@ function answerTo (error: FastifyError | Error): Answer {
 
   const status = fastifyError.statusCode
   if (status !== undefined && status >= 400 && status < 500) {
-    // Other client errors raised by the framework (e.g. the JSON parser rejecting __proto__).
-    if (error instanceof SyntaxError) return { code: 'invalid_request', message: 'The request body is not valid JSON.' }
+    // Other client errors raised by the framework or a plugin.
     const code = CODE_BY_STATUS.get(status) ?? 'invalid_request'
     // The framework's message may quote the request: secrets redacted, and bounded.
     const message = redactSecrets(error.message).slice(0, FRAMEWORK_MESSAGE_LENGTH)

@@ -8,7 +8,7 @@ import { decodeCursor, encodeCursor } from '../../domain/cursor.js'
 import {
   adjustQuantity, applyBatch, requireDistinctPets, type AppliedChange, BatchRefusedError, type BatchChangeRequest, DEFAULT_INVENTORY_LIMIT, type IdempotentRequest, getStockEntry, INVENTORY_CURSOR_PREFIX, MAX_INVENTORY_LIMIT, StaleEntryError, updateQuantity
 } from '../../domain/inventory.js'
-import type { InventoryItem as Item, StockEntry } from '../../domain/model.js'
+import { MAX_QUANTITY_TEXT, type InventoryItem as Item, type StockEntry } from '../../domain/model.js'
 import { parseInt64 } from '../../int64.js'
 import type { Store } from '../../store/types.js'
 import { InventoryCache, type ChangeWatch, type InventoryView } from '../inventory-cache.js'
@@ -322,7 +322,7 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
       summary: 'Add to or take from the stock of one pet',
       description: 'Adds `delta` to the stock quantity of one pet (positive for arrivals and returns, negative for what left), ' +
         'atomically: concurrent adjustments never lose one another, with no read and If-Match needed. The change and its ' +
-        'reason and note are recorded in the stock ledger in the same transaction. A result outside 0 to 1,000,000,000 is ' +
+        `reason and note are recorded in the stock ledger in the same transaction. A result outside 0 to ${MAX_QUANTITY_TEXT} is ` +
         'refused with 409 `stock_out_of_range` and changes nothing. With If-Match the change applies only if the entry is ' +
         'unchanged since that ETag (412 otherwise). Answers the updated entry and its ETag. ' +
         'Beta: an addition to the specification.' + keyedWrites,
@@ -332,7 +332,7 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
       headers: WriteHeaders,
       body: InventoryAdjustment,
       response: entryWriteResponses(ErrorResponse(['stock_out_of_range', 'idempotency_key_in_flight'],
-        `Conflict: the result would be below 0 or above 1,000,000,000, or ${KEY_IN_FLIGHT}; nothing was changed.`))
+        `Conflict: the result would be below 0 or above ${MAX_QUANTITY_TEXT}, or ${KEY_IN_FLIGHT}; nothing was changed.`))
     }
   }, async (request, reply) => {
     const { delta, reason = 'adjustment', note = null } = request.body
@@ -349,7 +349,7 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
       summary: 'Change the stock of several pets at once, all or nothing',
       description: `Applies 1 to ${MAX_BATCH_CHANGES} stock changes in one transaction: each sets a \`quantity\` (as PATCH) or adds a ` +
         '`delta` (as an adjustment) for one pet, optionally only if the entry still has the ETag in `ifMatch`. Either every ' +
-        'change applies, or none: when any cannot (no entry, a stale `ifMatch`, a result outside 0 to 1,000,000,000), the ' +
+        `change applies, or none: when any cannot (no entry, a stale \`ifMatch\`, a result outside 0 to ${MAX_QUANTITY_TEXT}), the ` +
         'answer is 409 `batch_refused` listing every failing change (`index`, `petId`, `code`, `message`, and the entry\'s ' +
         'current `etag` where it has one), and nothing is changed. A pet appears at most once per batch. The ledger rows of a ' +
         'batch share one batch id. A batch of N changes costs N requests of quota; when fewer remain it is refused whole ' +
