@@ -31,6 +31,7 @@ async function cliAt (t: TestContext): Promise<{ db: string, clock: { now: numbe
       stdout: (text) => { stdout += text },
       stderr: (text) => { stderr += text },
       env: { DATABASE_URL: db },
+      command: 'petstore',
       readSecret: async () => ''
     }
     const code = await main(args, io, () => clock.now)
