@@ -11,7 +11,7 @@ if (major < 22) {
 const { tracingRequested } = await import('../dist/tracing/env.js')
 if (process.argv[2] === 'serve' && tracingRequested(process.env)) {
   const { startTracing } = await import('../dist/tracing/start.js')
-  await startTracing()
+  await startTracing(process.env)
 }
 const { main } = await import('../dist/cli/main.js')
 process.exitCode = await main(process.argv.slice(2))

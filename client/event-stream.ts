@@ -2,8 +2,8 @@
  * Reads a `text/event-stream` (Server-Sent Events) as the WHATWG HTML standard says ("Parsing an event stream"): lines
  * end in CR, LF or CRLF, possibly split across pieces; `data` lines of one event are joined with LF; a blank line ends
  * an event; a line starting with `:` is a comment (the service's heartbeats); unknown fields are ignored. Written here
- * rather than taken from a library so that the client has no runtime dependency (docs/decisions.md, "The client as
- * its own package").
+ * rather than taken from a library so that the client has no runtime dependency
+ * (docs/adr/0020-typed-client-its-own-package.md).
  */
 
 /** One event of the stream. */

@@ -139,7 +139,7 @@ export interface paths {
         put?: never;
         /**
          * Subscribe an endpoint to stock changes
-         * @description Creates a subscription of the calling key's quota (every key of the quota manages it; a rotated key keeps it). Its events are the changes committed from now on. The answer holds the signing `secret`, shown only here. Unknown event types are refused naming them; a URL that is not https, carries a user name or password, or resolves to a loopback, private, link-local or otherwise non-public address is refused. The event sent, its headers and retries: the `inventory.changed` webhook of this document. Beta: an addition to the specification.
+         * @description Creates a subscription of the calling key's quota (every key of the quota manages it; a rotated key keeps it). Its events are the changes committed from now on. The answer holds the signing `secret`, shown only here. Unknown event types are refused naming them; a URL that is not https, carries a user name or password, or resolves to a loopback, private, link-local or otherwise non-public address is refused; the refusal names the host, never what it resolved to. The event sent, its headers and retries: the `inventory.changed` webhook of this document. Beta: an addition to the specification.
          */
         post: operations["createWebhook"];
         delete?: never;
@@ -171,7 +171,7 @@ export interface paths {
         head?: never;
         /**
          * Change a webhook subscription
-         * @description Changes the fields sent; the others stay. `enabled: true` re-enables a disabled subscription: the events committed while it was disabled are then delivered too (nothing is lost), and its failure run starts over. `description: null` removes the description. The event sent, its headers and retries: the `inventory.changed` webhook of this document. Beta: an addition to the specification.
+         * @description Changes the fields sent; the others stay. `enabled: true` re-enables a disabled subscription: the events committed while it was disabled are then delivered too, and those undelivered when it was disabled unless they are more than 30 days old (a disabled subscription's undelivered events are purged after 30 days); its failure run starts over. `description: null` removes the description. The event sent, its headers and retries: the `inventory.changed` webhook of this document. Beta: an addition to the specification.
          */
         patch: operations["updateWebhook"];
         trace?: never;
@@ -205,7 +205,7 @@ export interface paths {
         };
         /**
          * The deliveries log of a subscription
-         * @description Its events, newest first, each with every attempt (time, HTTP status or error, duration) and the next one. While more remain the answer carries `Link: <...>; rel="next"`. Delivered and failed deliveries are kept 30 days. The event sent, its headers and retries: the `inventory.changed` webhook of this document. Beta: an addition to the specification.
+         * @description Its events, newest first, each with every attempt (time, HTTP status or error, duration) and the next one. While more remain the answer carries `Link: <...>; rel="next"`. Delivered and failed deliveries are kept 30 days, and so are the undelivered ones of a disabled subscription. Of an answer the log keeps its status, its duration and, from a public address, the first 256 bytes of its body, redacted. The event sent, its headers and retries: the `inventory.changed` webhook of this document. Beta: an addition to the specification.
          */
         get: operations["listWebhookDeliveries"];
         put?: never;
@@ -364,7 +364,7 @@ export interface operations {
                     RateLimit?: string;
                     /** @description Strong validator of the whole inventory (not sent with a page); send it back in If-None-Match */
                     ETag?: string;
-                    /** @description With `limit` or `cursor`: rel="next" link while more entries remain */
+                    /** @description With `limit` or `cursor`: rel="next" link while more entries remain. The target is relative, `<?query>`: resolve it against the URL requested (RFC 3986), so it also works behind a proxy that adds a path prefix. */
                     Link?: string;
                     /** @description The change feed's cursor this listing reflects: every change up to it is in the listing. To keep a copy, store the listing, then follow `GET /v1/inventory/changes?after=<this cursor>`. The listing may also hold a few changes after it, which the feed then repeats; each change carries the values it set, so applying them again changes nothing. With pages, on the first page only (later pages may reflect later changes). Absent while no change has ever been recorded (follow the feed from its start). Beta */
                     "Changes-Cursor"?: string;
@@ -2498,7 +2498,7 @@ export interface operations {
                     "RateLimit-Policy"?: string;
                     /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
                     RateLimit?: string;
-                    /** @description rel="next": the next page (after the last change, or the same place when none) */
+                    /** @description rel="next": the next page (after the last change, or the same place when none). The target is relative, `<?query>`: resolve it against the URL requested (RFC 3986), so it also works behind a proxy that adds a path prefix. */
                     Link?: string;
                     [name: string]: unknown;
                 };
@@ -3343,7 +3343,7 @@ export interface operations {
                     "RateLimit-Policy"?: string;
                     /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
                     RateLimit?: string;
-                    /** @description The new subscription */
+                    /** @description The new subscription, relative to the request URL: `webhooks/{webhookId}` */
                     Location?: string;
                     [name: string]: unknown;
                 };
@@ -4908,7 +4908,7 @@ export interface operations {
                     "RateLimit-Policy"?: string;
                     /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
                     RateLimit?: string;
-                    /** @description rel="next" while older deliveries remain */
+                    /** @description rel="next" while older deliveries remain. The target is relative, `<?query>`: resolve it against the URL requested (RFC 3986), so it also works behind a proxy that adds a path prefix. */
                     Link?: string;
                     [name: string]: unknown;
                 };
@@ -4937,9 +4937,9 @@ export interface operations {
                             at: string;
                             /** @description The endpoint's HTTP status; null when no answer came */
                             status: number | null;
-                            /** @description Why the attempt failed; null when it succeeded */
+                            /** @description Why the attempt failed; null when it succeeded. A refused address names the URL's host, never what it resolved to */
                             error: string | null;
-                            /** @description The first bytes of the answer */
+                            /** @description The first 256 bytes of the answer's body (cut between characters), with signatures, webhook secrets and API keys redacted; null without a body, and for an endpoint that is not at a public address (its status and duration only) */
                             response: string | null;
                             durationMs: number;
                         }[];
@@ -5295,9 +5295,9 @@ export interface operations {
                             at: string;
                             /** @description The endpoint's HTTP status; null when no answer came */
                             status: number | null;
-                            /** @description Why the attempt failed; null when it succeeded */
+                            /** @description Why the attempt failed; null when it succeeded. A refused address names the URL's host, never what it resolved to */
                             error: string | null;
-                            /** @description The first bytes of the answer */
+                            /** @description The first 256 bytes of the answer's body (cut between characters), with signatures, webhook secrets and API keys redacted; null without a body, and for an endpoint that is not at a public address (its status and duration only) */
                             response: string | null;
                             durationMs: number;
                         }[];
@@ -5591,7 +5591,7 @@ export interface operations {
                     "RateLimit-Policy"?: string;
                     /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
                     RateLimit?: string;
-                    /** @description rel="next" link while more orders remain */
+                    /** @description rel="next" link while more orders remain. The target is relative, `<?query>`: resolve it against the URL requested (RFC 3986), so it also works behind a proxy that adds a path prefix. */
                     Link?: string;
                     [name: string]: unknown;
                 };

@@ -11,11 +11,10 @@ import { hostname } from 'node:os'
 import type { IncomingMessage, Server } from 'node:http'
 import { Gatekeeper } from './access/admission.js'
 import { IdempotencyKeys, purgeExpiredKeys } from './domain/idempotency.js'
-import { mentionsKey } from './access/keys.js'
 import type { Config } from './config.js'
 import { AppError, StoreReadOnlyError } from './errors.js'
 import { chargeErrorPath, chargeMore, registerGate, type AccessOptions } from './http/plugins/access.js'
-import { clientErrorHandler, handleError, registerErrorHandling } from './http/plugins/errors.js'
+import { clientErrorHandler, errorStatus, handleError, registerErrorHandling } from './http/plugins/errors.js'
 import { registerDocs } from './http/plugins/docs.js'
 import { routeEveryMethod, trackRoutesForMethodNotAllowed } from './http/plugins/method-not-allowed.js'
 import { JsonBodyError, parseJsonBody } from './http/json-body.js'
@@ -31,6 +30,7 @@ import { orderRoutes } from './http/routes/orders.js'
 import { petRoutes } from './http/routes/pets.js'
 import { rateLimitRoutes } from './http/routes/rate-limit.js'
 import { RESPONSE_HEADERS } from './http/schemas/common.js'
+import { mentionsSecret } from './redact.js'
 import { validatorCompiler } from './http/validation.js'
 import { lazyChildLoggerFactory, loggerOptions } from './logger.js'
 import { Metrics } from './metrics/index.js'
@@ -41,6 +41,7 @@ import type { RateLimiter } from './ratelimit/types.js'
 import { observeDecisions } from './ratelimit/observed.js'
 import type { Store } from './store/store.js'
 import { tracingOn } from './tracing/spans.js'
+import { traceHandlers } from './tracing/handler.js'
 import { traceStore } from './tracing/store.js'
 import { WebhookDispatcher, type Transport } from './domain/webhook-dispatch.js'
 import { Webhooks } from './domain/webhooks.js'
@@ -63,15 +64,22 @@ export interface AppDeps {
   lifecycle?: Lifecycle
   /** How webhook deliveries reach their endpoints; over HTTP with the address rules of the configuration when omitted. */
   webhookTransport?: Transport
+  /**
+   * Closes what the caller lent the app (its store, limiter, metrics server) once the app has stopped using them: it
+   * runs after every onClose hook of the app (the webhook dispatcher recording its last outcomes, the streams
+   * closing their registrations). A hook the caller added itself would run before those: Fastify runs onClose hooks
+   * in reverse order of registration, and the app registers its own first.
+   */
+  release?: () => Promise<void>
 }
 
-// A client's X-Request-Id is kept when it is a sane token (and not a key: request ids are logged and stored in
-// the stock ledger); anything else is replaced.
+// A client's X-Request-Id is kept when it is a sane token (and nothing secret-shaped, such as a key: request ids
+// are logged, traced and stored in the stock ledger); anything else is replaced.
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
 
 function requestId (request: IncomingMessage): string {
   const given = request.headers['x-request-id']
-  return typeof given === 'string' && REQUEST_ID.test(given) && !mentionsKey(given) ? given : randomUUID()
+  return typeof given === 'string' && REQUEST_ID.test(given) && !mentionsSecret(given) ? given : randomUUID()
 }
 
 function trustHops (hops: number): (address: string, hop: number) => boolean {
@@ -129,7 +137,12 @@ function deliverWebhooks (app: FastifyInstance, config: Config, deps: AppDeps, c
   const policy = config.webhooks
   const dispatcher = new WebhookDispatcher({
     store: deps.store,
-    transport: deps.webhookTransport ?? new HttpSender({ timeoutMs: policy.timeoutMs, policy: { allowPrivateNetworks: policy.allowPrivateNetworks } }),
+    transport: deps.webhookTransport ?? new HttpSender({
+      timeoutMs: policy.timeoutMs,
+      policy: { allowPrivateNetworks: policy.allowPrivateNetworks },
+      // The subscriber's deliveries log names the host only; the operator may want to know where it pointed.
+      refused: ({ host, address, range }) => { app.log.info({ host, address, range }, 'webhook delivery refused: the host resolved to an address that is not public') }
+    }),
     policy: { ...policy, perQuota: policy.concurrencyPerQuota, perSubscription: policy.concurrencyPerSubscription },
     owner: `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`,
     clock,
@@ -195,8 +208,11 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
       try {
         return { url: (await checkDestination(url, destinationPolicy)).href }
       } catch (error) {
-        if (error instanceof DestinationError) return { refusal: error.message }
-        throw error
+        if (!(error instanceof DestinationError)) throw error
+        // The subscriber's answer names the host only; the operator's log says what it resolved to.
+        // (The host alone: a URL's path and query may carry the subscriber's own tokens.)
+        if (error.address !== undefined) app.log.info({ host: URL.parse(url)?.hostname, address: error.address, range: error.range }, 'webhook URL refused: not a public address')
+        return { refusal: error.message }
       }
     }
   })
@@ -238,6 +254,9 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
     }
   }).withTypeProvider<TypeBoxTypeProvider>()
 
+  // The first onClose hook registered, so the last to run: nothing of the app touches the store once it runs.
+  if (deps.release !== undefined) app.addHook('onClose', deps.release)
+
   const server = app.server as Server & { httpAllowHalfOpen?: boolean }
   // Header lines: Node's count cap is off (0), so no line is ever dropped (Node 20 silently kept only the first
   // 2000 names and values) and none is refused before a request exists (Node 22 and later); the 16 KiB size cap
@@ -254,6 +273,8 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
   registerErrorHandling(app, (request, reply, error) => chargeErrorPath(access, request, reply, error))
   // Metrics: before any route, so that every route gets its request series (src/metrics/http.ts).
   instrumentRoutes(app, metrics)
+  // Traces: a span per route handler, failed only by a 5xx answer (src/tracing/handler.ts); before any route too.
+  if (tracingOn()) traceHandlers(app, (error) => errorStatus(error) >= 500)
   // Only JSON bodies are accepted (text/plain would otherwise reach validation as a string), read exactly.
   app.removeAllContentTypeParsers()
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {

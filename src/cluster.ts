@@ -22,7 +22,7 @@ const CONFIGURATION_EXIT = 2
 // A worker that dies this soon after starting is not replaced at once again, to avoid a crash loop.
 const RESTART_BACKOFF_MS = 1000
 
-export async function runPrimary (config: Config, workers: number, options: { seedDemo: boolean }): Promise<number> {
+export async function runPrimary (config: Config, workers: number, options: { seedDemo: boolean, command: string }): Promise<number> {
   const log = createLogger(config)
   const store = openStore(config)
   try {
@@ -58,7 +58,7 @@ export async function runPrimary (config: Config, workers: number, options: { se
   // Where to find things, once: when the first worker listens (the port is the real one, also for PORT=0).
   cluster.once('listening', (_worker, address) => {
     const host = address.address === null || address.address === undefined ? config.host : address.address
-    log.info(startLine(config, `http://${host.includes(':') ? `[${host}]` : host}:${address.port}`, primaryMetrics.port))
+    log.info(startLine(config, `http://${host.includes(':') ? `[${host}]` : host}:${address.port}`, primaryMetrics.port, options.command))
   })
   for (let i = 0; i < workers; i++) fork()
   log.info({ workers, port: config.port }, 'primary started workers')

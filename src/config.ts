@@ -35,6 +35,11 @@ export interface Config {
   readonly servers: { readonly production: string, readonly staging: string }
   /** Base address of the human documentation, used by the Link headers of deprecated operations. */
   readonly docsUrl: string
+  /**
+   * The process runs in a container (the image sets PETSTORE_CONTAINER=true): the addresses it listens at are the
+   * container's, and its CLI is run inside it, which the start line says instead of listing local addresses.
+   */
+  readonly container: boolean
   readonly pets: { readonly deprecatedAt: Date, readonly sunset: Date }
   /** How long an authenticated key is trusted without asking the store: the bound on revocation delay. */
   readonly authCacheTtlMs: number
@@ -173,6 +178,7 @@ export const DEFAULTS = {
   METRICS_PORT: '',
   METRICS_TOKEN: '',
   PETSTORE_ENV: 'production',
+  PETSTORE_CONTAINER: 'false',
   PRODUCTION_URL: 'https://api.petstore.example',
   STAGING_URL: 'https://api.staging.petstore.example',
   DOCS_URL: 'https://docs.petstore.example',
@@ -429,6 +435,7 @@ export function loadConfig (env: Env, cwd: string = process.cwd()): Config {
     environment: oneOf(env, 'PETSTORE_ENV', ENVIRONMENTS),
     servers: Object.freeze({ production: httpUrl(env, 'PRODUCTION_URL'), staging: httpUrl(env, 'STAGING_URL') }),
     docsUrl: httpUrl(env, 'DOCS_URL'),
+    container: boolean(env, 'PETSTORE_CONTAINER'),
     pets: Object.freeze(pets),
     authCacheTtlMs: integer(env, 'AUTH_CACHE_TTL_MS', 0, 60_000),
     idempotencyTtlSeconds: integer(env, 'IDEMPOTENCY_TTL_SECONDS', 60, 30 * 86_400),

@@ -1,7 +1,11 @@
+import { MAX_QUANTITY_TEXT } from './model.js'
+
 /**
  * The one error catalogue. Every 4xx/5xx body is `{code, message, status}` with a code from this table;
  * the HTTP status always follows from the code.
  */
+import { redactSecrets } from './redact.js'
+
 export const ERROR_CATALOGUE = {
   invalid_request: { status: 400, message: 'The request is invalid.' },
   unauthorized: { status: 401, message: 'A valid API key is required.' },
@@ -9,7 +13,7 @@ export const ERROR_CATALOGUE = {
   not_found: { status: 404, message: 'The requested resource could not be found.' },
   method_not_allowed: { status: 405, message: 'The method is not allowed for this resource.' },
   request_timeout: { status: 408, message: 'The request was not received in time.' },
-  stock_out_of_range: { status: 409, message: 'The change would take the stock quantity outside 0 to 1,000,000,000.' },
+  stock_out_of_range: { status: 409, message: `The change would take the stock quantity outside 0 to ${MAX_QUANTITY_TEXT}.` },
   idempotency_key_in_flight: { status: 409, message: 'A request with this Idempotency-Key is still being processed.' },
   batch_refused: { status: 409, message: 'At least one change of the batch cannot be applied; nothing was changed.' },
   webhook_limit_reached: { status: 409, message: 'The quota has as many webhook subscriptions as it may have; delete one first.' },
@@ -29,14 +33,18 @@ export const ERROR_CATALOGUE = {
 
 export type ErrorCode = keyof typeof ERROR_CATALOGUE
 
-/** An error the API reports to its client as-is: a catalogue code, a message safe to show, optional headers. */
+/**
+ * An error the API reports to its client as-is: a catalogue code, a message safe to show, optional headers. Messages
+ * name fields and rules rather than quote what a client sent; whatever secret-shaped text one still holds (a key, a
+ * webhook secret or signature, credentials) is redacted here, before the message reaches the answer, a log or a span.
+ */
 export class AppError extends Error {
   readonly code: ErrorCode
   readonly status: number
   readonly headers: Readonly<Record<string, string>>
 
   constructor (code: ErrorCode, message?: string, headers: Record<string, string> = {}) {
-    super(message ?? ERROR_CATALOGUE[code].message)
+    super(redactSecrets(message ?? ERROR_CATALOGUE[code].message))
     this.name = 'AppError'
     this.code = code
     this.status = ERROR_CATALOGUE[code].status

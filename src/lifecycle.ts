@@ -1,7 +1,7 @@
 /**
  * Whether this instance is leaving. A balancer (Kubernetes, HAProxy, a cloud load balancer) learns that an instance
  * is going away only from its readiness check, some seconds after the stop began: until then it keeps sending. So a
- * stop first drains (docs/decisions.md, "Draining"): readiness fails at once, requests are still served, each answer
+ * stop first drains (docs/adr/0019-drain-before-stopping.md): readiness fails at once, requests are still served, each answer
  * closes its connection so that clients reconnect to an instance that stays, and only then does the listener close.
  */
 export class Lifecycle {

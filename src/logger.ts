@@ -1,17 +1,17 @@
 /**
- * The service's logs (pino). Every line passes one last filter: whatever reached it, a key-shaped token never
- * gets written (keys are never logged on purpose; this catches a key a client put where it does not belong,
- * such as a URL). On a terminal the lines are human-readable (pino-pretty); elsewhere they are JSON, one object
+ * The service's logs (pino). Every line passes one last filter (src/redact.ts, the one traces pass too): whatever
+ * reached it, a key, a webhook secret or signature, or credentials after `Bearer`/`Basic` never get written (none is
+ * logged on purpose; this catches one a client put where it does not belong, such as a URL). On a terminal the lines are human-readable (pino-pretty); elsewhere they are JSON, one object
  * a line, for log collectors. LOG_FORMAT forces either.
  */
 import type { FastifyBaseLogger } from 'fastify'
 import { pino, type Bindings, type ChildLoggerOptions, type Logger, type LoggerOptions } from 'pino'
 import pretty from 'pino-pretty'
-import { redactKeys } from './access/keys.js'
 import type { Config, LogFormat, LogLevel } from './config.js'
+import { redactSecrets } from './redact.js'
 
 export function loggerOptions (level: LogLevel): LoggerOptions {
-  return { level, hooks: { streamWrite: redactKeys } }
+  return { level, hooks: { streamWrite: redactSecrets } }
 }
 
 /** Whether the lines are pretty: as configured, or (auto) when stdout is a terminal. */

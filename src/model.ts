@@ -1,7 +1,8 @@
 /**
- * The records the service deals in, at the bottom of the code: the store returns them, the domain rules on them, the
- * API and the CLI show them. int64 identifiers are bigint; counts that fit a double are numbers. The rules on them
- * (bounds, scopes, plan limits) are the domain's: src/domain/rules.ts.
+ * The records the service deals in, and the range of their quantities, at the bottom of the code: the store returns
+ * them, the domain rules on them, the API, the CLI and the error catalogue show them. int64 identifiers are bigint;
+ * counts that fit a double are numbers. The rules on them (text bounds, scopes, plan limits) are the domain's:
+ * src/domain/rules.ts.
  */
 
 export const PET_STATUSES = ['available', 'pending', 'sold'] as const
@@ -12,6 +13,14 @@ export type OrderStatus = typeof ORDER_STATUSES[number]
 
 export const PLANS = ['free', 'pro', 'business', 'enterprise'] as const
 export type Plan = typeof PLANS[number]
+
+/** Stock quantities are bounded like Shopify's: 0 to one billion inclusive. */
+export const MAX_QUANTITY = 1_000_000_000
+/** MAX_QUANTITY as messages and descriptions write it: 1,000,000,000. */
+export const MAX_QUANTITY_TEXT = new Intl.NumberFormat('en-US').format(MAX_QUANTITY)
+
+/** Order quantities are int32 in the classic Petstore. */
+export const MAX_ORDER_QUANTITY = 2_147_483_647
 
 export interface InventoryItem {
   petId: bigint

@@ -14,8 +14,7 @@ import { seedDemoIfEmpty } from './domain/demo.js'
 import { processMetrics } from './metrics/cluster.js'
 import { startMetricsServer, type MetricsServer } from './metrics/http.js'
 import { MemoryLimiter } from './ratelimit/memory.js'
-import { checkRedis, openRedis, redisTarget, RedisSetupError } from './ratelimit/connect.js'
-import { RedisLimiter } from './ratelimit/redis.js'
+import { connectLimiterRedis, RedisSetupError } from './ratelimit/connect.js'
 import { ResilientLimiter } from './ratelimit/resilient.js'
 import type { RateLimiter } from './ratelimit/types.js'
 import { aheadError, requireUsable } from './store/migrations.js'
@@ -28,6 +27,8 @@ import { tracingOn } from './tracing/spans.js'
 export interface ServeOptions {
   /** Import the shipped demo data set when the store has no pets yet. */
   seedDemo: boolean
+  /** How the person who started it types a petstore command (`petstore`, `npx petstore`): the start line names one. */
+  command: string
   /** Set to draining by the stop (closeOnSignals); a fresh one, never draining, when omitted. */
   lifecycle?: Lifecycle
 }
@@ -41,26 +42,20 @@ export interface ServeOptions {
 async function openLimiter (config: Config, logger: Logger): Promise<{ limiter: RateLimiter, close: () => Promise<void> }> {
   const local = new MemoryLimiter({ maxSubjects: config.rateLimits.maxSubjects })
   if (config.redis === null) return { limiter: local, close: async () => {} }
-  const client = openRedis(config.redis)
-  const redis = new RedisLimiter({ client, prefix: config.redisKeyPrefix })
-  const close = async (): Promise<void> => { client.disconnect() }
-  try {
-    const check = await checkRedis(config.redis, client, redis)
-    if (!check.usable) {
-      logger.warn({ redis: redisTarget(config.redis), reason: check.reason, onDown: config.redis.onDown },
-        'Redis is not reachable at start: serving as during an outage until it is')
-    }
-  } catch (error) {
-    await close()
+  const { redis, check } = await connectLimiterRedis(config.redis, config.redisKeyPrefix, { check: 'start' }).catch((error: unknown) => {
     throw error instanceof RedisSetupError ? new ConfigError(error.message) : error
+  })
+  if (!check.usable) {
+    logger.warn({ redis: redis.where, reason: check.reason, onDown: config.redis.onDown },
+      'Redis is not reachable at start: serving as during an outage until it is')
   }
-  const limiter = new ResilientLimiter({ redis, memory: local, logger, onDown: config.redis.onDown })
-  logger.info({ mode: config.redis.mode, redis: redisTarget(config.redis), onDown: config.redis.onDown }, 'rate limits counted in Redis')
+  const limiter = new ResilientLimiter({ redis: redis.limiter, memory: local, logger, onDown: config.redis.onDown })
+  logger.info({ mode: config.redis.mode, redis: redis.where, onDown: config.redis.onDown }, 'rate limits counted in Redis')
   return {
     limiter,
     close: async () => {
       await limiter.close()
-      await close()
+      redis.close()
     }
   }
 }
@@ -76,7 +71,8 @@ export async function checkLimiter (config: Config, logger: Logger): Promise<voi
 }
 
 /**
- * Readies the store for serving, the rule of `serve` (docs/decisions.md, "Upgrades"): a store without a schema
+ * Readies the store for serving, the rule of `serve` (docs/adr/0004-migrations-append-only-and-rolling-upgrades.md):
+ * a store without a schema
  * is initialized; the embedded SQLite file is migrated at start (after a backup copy) so that `npm start` stays
  * one command, as the server owns that file; a PostgreSQL store shared by instances is never migrated here (it
  * must be at this release's version: SchemaError says to run `petstore migrate`); a store ahead of this release
@@ -111,10 +107,23 @@ export async function startServer (config: Config, options: ServeOptions): Promi
   // Early: a cluster worker must answer the primary's metric collection as soon as possible.
   const metrics = processMetrics()
   let metricsServer: MetricsServer | null = null
+  const release = async (): Promise<void> => {
+    await metricsServer?.close()
+    await closeLimiter()
+    await store.close()
+  }
+  let app: FastifyInstance | undefined
   try {
     const mode = await prepareStore(store, config, log)
-    const app = await buildApp(config, {
-      store: mode === 'read-only' ? readOnly(store, await store.schema.schemaStatus()) : store, limiter, logger: log, metrics, lifecycle: options.lifecycle ?? new Lifecycle()
+    app = await buildApp(config, {
+      store: mode === 'read-only' ? readOnly(store, await store.schema.schemaStatus()) : store,
+      limiter,
+      logger: log,
+      metrics,
+      lifecycle: options.lifecycle ?? new Lifecycle(),
+      // After the app's own hooks: the webhook dispatcher records the outcomes of attempts in flight, and the streams
+      // close their registrations, before the store closes.
+      release
     })
     // METRICS_PORT: a server of its own, opened before the main port so that a port clash fails the start.
     // In a cluster the primary serves it (src/metrics/cluster.ts).
@@ -123,11 +132,6 @@ export async function startServer (config: Config, options: ServeOptions): Promi
       log.info({ address: metricsServer.address.address, port: metricsServer.address.port }, 'metrics listening')
     }
     const openedMetrics = metricsServer
-    app.addHook('onClose', async () => {
-      await openedMetrics?.close()
-      await closeLimiter()
-      await store.close()
-    })
     app.log.info({ store: store.kind, limiter: limiter.kind }, 'backends ready')
     if (options.seedDemo && mode === 'read-write' && await seedDemoIfEmpty(store)) app.log.info('store was empty: imported the demo data set')
     const metricsPort = openedMetrics?.address.port ?? null
@@ -135,13 +139,13 @@ export async function startServer (config: Config, options: ServeOptions): Promi
       port: config.port,
       host: config.host,
       // In a cluster the primary says where to find things, once (src/cluster.ts).
-      listenTextResolver: (address) => cluster.isWorker ? `worker ${process.pid} listening at ${address}` : startLine(config, address, metricsPort)
+      listenTextResolver: (address) => cluster.isWorker ? `worker ${process.pid} listening at ${address}` : startLine(config, address, metricsPort, options.command)
     })
     return app
   } catch (error) {
-    await metricsServer?.close()
-    await closeLimiter()
-    await store.close()
+    // A port clash after the app was built: its close stops what it started (the webhook dispatcher) and then releases.
+    if (app === undefined) await release()
+    else await app.close().catch((closeError: unknown) => { log.warn({ err: closeError }, 'error while closing after a failed start') })
     throw error
   }
 }
@@ -149,16 +153,30 @@ export async function startServer (config: Config, options: ServeOptions): Promi
 /**
  * The line that tells, at start, where the API, its reference page and the metrics are and how to get a key.
  * `address` is the URL the server listens at (the real port when PORT=0); `metricsPort` the METRICS_PORT
- * server's real port, or null when /metrics is on the main port.
+ * server's real port, or null when /metrics is on the main port; `command` how the person who started it types a
+ * petstore command.
+ *
+ * In a container (PETSTORE_CONTAINER, set by the image) the addresses it listens at are the container's own: a
+ * person reaches them where the port is published, which the process cannot know, so the line names the paths
+ * and the port; and the CLI runs inside the container, which the line says with the three usual ways in.
  */
-export function startLine (config: Config, address: string, metricsPort: number | null): string {
+export function startLine (config: Config, address: string, metricsPort: number | null, command: string): string {
   const url = new URL(address)
+  const token = config.metrics.token === null ? '' : ' (bearer METRICS_TOKEN)'
+  const createKey = `${command} keys create --plan free --name me`
+  if (config.container) {
+    const metrics = metricsPort === null ? '/metrics' : `/metrics on port ${metricsPort}`
+    // URL drops a scheme's default port: http://0.0.0.0:80 has port ''.
+    const port = url.port === '' ? '80' : url.port
+    return `Petstore Inventory Service: API /v1, reference /docs, metrics ${metrics}${token}, on port ${port} of this container ` +
+      `(open them where that port is published). Create a key in the container with: ${createKey} ` +
+      '(docker exec CONTAINER ..., docker compose exec SERVICE ..., kubectl exec POD -- ...)'
+  }
   // An unspecified bind address is reachable on this machine as localhost.
   if (url.hostname === '0.0.0.0' || url.hostname === '[::]') url.hostname = 'localhost'
   const base = url.origin
   const metrics = metricsPort === null ? `${base}/metrics` : `${url.protocol}//${url.hostname}:${metricsPort}/metrics`
-  return `Petstore Inventory Service: API ${base}/v1, reference ${base}/docs, metrics ${metrics}` +
-    `${config.metrics.token === null ? '' : ' (bearer METRICS_TOKEN)'}. Create a key with: npx petstore keys create --plan free --name me`
+  return `Petstore Inventory Service: API ${base}/v1, reference ${base}/docs, metrics ${metrics}${token}. Create a key with: ${createKey}`
 }
 
 /**

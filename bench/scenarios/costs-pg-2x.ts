@@ -1,6 +1,31 @@
 /**
  * costs-pg-2x: what one GET and one PATCH cost each component (the inputs of docs/scaling.md), with two instances on
  * PostgreSQL + Redis; what it reads is in bench/counters.ts, its two probes in bench/probes.ts.
+ *
+ * Two instances (both on the server core) on one fresh PostgreSQL database and a redis-server of the scenario's own
+ * (no persistence, stopped afterwards; BENCH_REDIS_URL when redis-server is not installed), one load generator per
+ * instance at once. Phases: GET only (10 entries, alternating with a bare ceiling of its own), PATCH only (rotating
+ * over the 10 pets), and mixes of 1 PATCH in 20 and in 100 requests (bench/wrk.lua's second argument; per PATCH, the
+ * version checks and listing rebuilds the change caused), then GET and PATCH again on a Redis Cluster of three
+ * primaries of its own (REDIS_MODE=cluster, when redis-cli is installed).
+ *
+ * Around every measured run, once the instances are idle: requests answered and gated (their /metrics), the
+ * instances' CPU time, PostgreSQL statements and transactions counted in the instances (bench/pg-count.js, preloaded
+ * with --import: pg_stat_statements is not preloaded on these servers), Redis commands by name (INFO commandstats:
+ * commands run inside the script count too) and main-thread CPU (INFO cpu), PostgreSQL CPU of the scratch database's
+ * sessions (local servers). PATCH phase: rows per table and trigger calls per PATCH (pg_stat_user_tables,
+ * pg_stat_user_functions with track_functions = 'pl' on the scratch database, read after 11 s idle before and after).
+ * Then a commit probe on the scratch database (sequential SELECT 1, one-row commit and ledger write as the PATCH
+ * statement writes it; 8 sessions at once committing independent rows and ledger writes; the ledger write again as
+ * BEGIN, statement, COMMIT) and redis-benchmark (the consume script as EVALSHA, GET and INCR of a counter copy, and the
+ * announce script where the limiter has one) with Redis CPU per call.
+ *
+ * Per request: the Redis figures are per request that reached the rate-limit gate (answered, or cut by the load
+ * generator at a run's end after the gate charged it), the others per request answered; the change counter's
+ * increments (INCR, or INCRBY in the announce script) are also given per PATCH answered. Requests arriving while
+ * their key is looked up again (every AUTH_CACHE_TTL_MS) add a peek script call (hmget/time/get without
+ * hset/expire). Targets: PostgreSQL statements per GET 0 (flagged from 0.01), per PATCH 1 (flagged from 1.05);
+ * flagged when an instance fell back from Redis (a command failed or outlasted REDIS_COMMAND_TIMEOUT_MS).
  */
 import { cpus, loadavg } from 'node:os'
 import { join } from 'node:path'

@@ -1,6 +1,16 @@
 /**
- * get-10-pg-2x: get-10 on two instances sharing one fresh PostgreSQL database and Redis, and the PostgreSQL
- * transactions a GET costs (there should be none).
+ * get-10-pg-2x: get-10 on two instances sharing one fresh PostgreSQL database and Redis, one load generator per
+ * instance at once (half the connections each): requests/s summed, the worse p99, the ratio against get-10's ceiling,
+ * and the PostgreSQL transactions a GET costs (target: none, flagged from 0.01).
+ *
+ * Transactions per GET: the scratch database's pg_stat_database xact_commit + xact_rollback (every statement sent
+ * outside BEGIN ... COMMIT is one) and tup_returned, over the measured runs, divided by the GETs served.
+ * Transactions, not statements: pg_stat_statements is available but not in shared_preload_libraries on these servers
+ * (the note says what the server has). They are read over a connection to the maintenance database, so the reads
+ * never count; the first read after 11 s idle (PostgreSQL 15 publishes a backend's counters at most once a second,
+ * else 10 s into idleness), the second after the instances have stopped (a backend publishes the rest when its session
+ * ends): an upper bound. Time-based reads remain: each instance looks its key up again every AUTH_CACHE_TTL_MS, and
+ * pools open sessions.
  */
 import { setTimeout as sleep } from 'node:timers/promises'
 import pg from 'pg'

@@ -1,4 +1,7 @@
-/** get-10-redis: get-10 with the rate-limit counters in Redis; its ratio is against get-10's ceiling. */
+/**
+ * get-10-redis: get-10 with the rate-limit counters in Redis (REDIS_URL, a key prefix of its own, removed afterwards);
+ * its ratio is against get-10's ceiling. A reference: no target.
+ */
 import { join } from 'node:path'
 import { cleanRedis, redisReachable } from '../../test/ratelimit/redis-env.js'
 import { serviceOnly } from '../measure.js'

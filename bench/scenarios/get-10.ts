@@ -1,6 +1,7 @@
 /**
- * get-10: GET /v1/inventory on 10 entries against the bare ceiling, alternating; with the peer in the same rounds
- * when the peer scenario is wanted too. Its ceiling is the reference of patch, get-10-redis and get-10-pg-2x.
+ * get-10: GET /v1/inventory on 10 entries (SQLite, the in-process limiter) against the bare ceiling, alternating;
+ * with the peer in the same rounds when the peer scenario is wanted too. Its ceiling is the reference of patch,
+ * get-10-redis and get-10-pg-2x. Target: service / ceiling >= 0.75.
  */
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'

@@ -1,4 +1,7 @@
-/** get-100k-memory: the listing of 100,000 entries (~4.6 MB): the server's memory before, during and after load. */
+/**
+ * get-100k-memory: the listing of 100,000 entries (~4.6 MB), one shorter run: the server's resident set before and
+ * after load, and its peak (VmHWM). Target: it stays bounded.
+ */
 import { join } from 'node:path'
 import { describeRun, measure, side } from '../measure.js'
 import { fmtMb, log, round1, type Scenario, type ScenarioResult } from '../scenario.js'

@@ -1,4 +1,4 @@
-/** get-10k: get-10 with 10,000 entries (~475 KB). */
+/** get-10k: get-10 with 10,000 entries (~475 KB), against a ceiling answering the same bytes. Target: ratio >= 0.8. */
 import type { Scenario } from '../scenario.js'
 import { getVsCeiling } from './get-10.js'
 

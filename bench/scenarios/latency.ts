@@ -6,6 +6,13 @@
  * commits), and the same on two instances on PostgreSQL + Redis (one fresh database each, the load spread over both,
  * the capacity the pair's). With SQLite GET, the bare ceiling server is driven at the same rates, alternating: what
  * the generator and the machine add on their own.
+ *
+ * Each rate runs BENCH_LATENCY_WARMUP s on schedule unrecorded, then BENCH_LATENCY_DURATION s measured: p50, p99,
+ * p99.9 and max from each request's due time, the rates sent and answered, the generator's own lag. Cases
+ * (BENCH_LATENCY_CASES): sqlite-get, sqlite-patch, pg2x-get, pg2x-patch. At most BENCH_CONNECTIONS connections (split
+ * per instance); a request unanswered after 10 s fails. A run where the generator fell behind its schedule is
+ * flagged, and its figures are the generator's. Target: SQLite at 50 %, GET p99 < 10 ms and PATCH p99 < 20 ms
+ * (unknown when the generator fell behind).
  */
 import { join } from 'node:path'
 import { redisReachable } from '../../test/ratelimit/redis-env.js'

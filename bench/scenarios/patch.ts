@@ -1,4 +1,7 @@
-/** patch: PATCH /v1/inventory/{petId} with durable SQLite commits; its ratio is against get-10's ceiling. */
+/**
+ * patch: PATCH /v1/inventory/{petId} rotating over 10,000 pets, with durable SQLite commits (synchronous=FULL); its
+ * ratio is against get-10's ceiling (GET). Target: ratio >= 0.40.
+ */
 import { join } from 'node:path'
 import { serviceOnly } from '../measure.js'
 import type { Scenario, ScenarioResult, Side } from '../scenario.js'

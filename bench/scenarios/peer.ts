@@ -1,4 +1,11 @@
-/** peer: the service beside a peer built the usual way (bench/peer/server.js), in get-10's rounds or its own. */
+/**
+ * peer: the service beside a peer built the usual way (bench/peer/server.js), in get-10's rounds or its own: Fastify 5
+ * + @fastify/bearer-auth (its auth function: the SHA-256 of the token looked up in a set of hashes) +
+ * @fastify/rate-limit (one window, in memory, its default headers, a limit that never binds) + on every request a
+ * better-sqlite3 SELECT of the ten stock rows from a WAL file, serialized through a response schema. It answers the
+ * service's bytes (its table is filled from the service's answer; checked), and has no logger, so any doubt favours
+ * the peer. Its ratio is the peer's to the ceiling; the target is the service's requests/s over the peer's: >= 2.
+ */
 import { emptyResult, type PeerRounds, type Scenario, type ScenarioResult } from '../scenario.js'
 import { getVsCeiling } from './get-10.js'
 

@@ -1,4 +1,9 @@
-/** webhooks: commit-to-receiver latency of webhook deliveries. */
+/**
+ * webhooks: commit-to-receiver latency of webhook deliveries: one server on SQLite
+ * (WEBHOOK_ALLOW_PRIVATE_NETWORKS=true), 3 subscriptions on receivers in the bench process, 100 PATCHes a second for
+ * 20 s. `details`: changes, deliveries expected and received, p50, p99, max. Target: every delivery received and no
+ * write failed (failed otherwise).
+ */
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'

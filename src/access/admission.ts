@@ -237,8 +237,8 @@ export class Gatekeeper {
   /**
    * A token the key cache does not know costs a store lookup. Lookups that find no key are counted per client
    * address (the keyless limits, in a budget of their own); an address that has spent it gets no more lookups
-   * until its window has room: it is refused as a client, without asking the store (docs/decisions.md,
-   * "Admission"). A valid key never spends the budget.
+   * until its window has room: it is refused as a client, without asking the store
+   * (docs/adr/0007-admission-decided-on-the-matched-route.md). A valid key never spends the budget.
    */
   async #admitLookingUp (request: AdmissionRequest): Promise<Admission> {
     const lookup = lookupSubject(request.client, this.#limits.ipv6PrefixLength)

@@ -6,7 +6,7 @@ import type { Config } from '../config.js'
 import { isPostgresUrl } from '../store/postgres/options.js'
 import { backupStoreFile, restoreStoreFile, StoreInUseError, TargetExistsError, type StoreFileReport } from '../store/sqlite/backup.js'
 import { parse } from './common.js'
-import type { Io } from './io.js'
+import type { Clock, Io } from './io.js'
 
 const POSTGRES_TOOLS = {
   backup: 'back it up with pg_dump, or with base backups and WAL archiving for point-in-time recovery',
@@ -62,14 +62,14 @@ export async function backupCommand (args: string[], config: Config, io: Io): Pr
   return 0
 }
 
-export async function restoreCommand (args: string[], config: Config, io: Io): Promise<number> {
+export async function restoreCommand (args: string[], config: Config, io: Io, clock: Clock): Promise<number> {
   const { values, positionals } = parse(args, { json: { type: 'boolean' } }, 1)
   const file = positionals[0] as string
   const store = storeFile(config, 'restore', io)
   if (store === null) return 2
   let restored
   try {
-    restored = await restoreStoreFile(file, store)
+    restored = await restoreStoreFile(file, store, new Date(clock()))
   } catch (error) {
     if (!(error instanceof StoreInUseError)) throw error
     io.stderr(`petstore: cannot restore: ${error.message}. Stop the service (and any other petstore command) first; nothing was changed.\n`)
@@ -81,7 +81,7 @@ export async function restoreCommand (args: string[], config: Config, io: Io): P
     return 0
   }
   const behind = report.schemaVersion < report.releaseSchemaVersion
-    ? ` It is at schema version ${report.schemaVersion}: the next petstore serve (or petstore migrate) brings it to ${report.releaseSchemaVersion}.`
+    ? ` It is at schema version ${report.schemaVersion}: the next ${io.command} serve (or ${io.command} migrate) brings it to ${report.releaseSchemaVersion}.`
     : ''
   io.stdout(`Restored ${file} into ${store}: schema version ${report.schemaVersion}, integrity check ok.${behind}\n` +
     (kept === null ? 'There was no store to replace.\n' : `The store it replaced is kept at ${kept}.\n`) +

@@ -30,10 +30,13 @@ export function parse (args: string[], options: ParseArgsConfig['options'], posi
   return { values: parsed.values as Values, positionals: parsed.positionals }
 }
 
+/** The largest value a counting flag (--per-minute, --per-day, --limit, --workers) takes. */
+const MAX_FLAG_INTEGER = 1_000_000_000
+
 export function positiveInteger (flag: string, text: string | boolean | undefined): number | null {
   if (text === undefined) return null
-  if (typeof text !== 'string' || !/^[1-9][0-9]{0,9}$/.test(text) || Number(text) > 1_000_000_000) {
-    throw new UsageError(`${flag} must be an integer from 1 to 1000000000`)
+  if (typeof text !== 'string' || !/^[1-9][0-9]{0,9}$/.test(text) || Number(text) > MAX_FLAG_INTEGER) {
+    throw new UsageError(`${flag} must be an integer from 1 to ${MAX_FLAG_INTEGER}`)
   }
   return Number(text)
 }

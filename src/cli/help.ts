@@ -140,7 +140,7 @@ export const USAGE = `Usage: petstore <command> [options]
 
 Commands:
 ${COMMANDS.map(([, help]) => entry(help)).join('')}
-Every command takes --help. petstore --version prints the release.
+Every command takes --help. petstore --version (or -v) prints the release.
 Configuration comes from the environment (see docs/configuration.md): DATABASE_URL, PORT, HOST, LOG_LEVEL, PETSTORE_ENV, ...
 `
 

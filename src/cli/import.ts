@@ -9,7 +9,7 @@ import { basename } from 'node:path'
 import { importData, readImport } from '../domain/import.js'
 import type { ImportResult } from '../store/catalog/types.js'
 import type { Store } from '../store/store.js'
-import type { Io } from './io.js'
+import type { Clock, Io } from './io.js'
 import { ImportProgress, StatusLine } from './progress.js'
 
 /** A failure to read the file (as opposed to a problem with its content). */
@@ -28,7 +28,8 @@ function readFailure (error: unknown): ReadFailure {
  * nothing was imported.
  */
 export async function importFile (
-  file: string, io: Io, withStore: (work: (store: Store) => Promise<ImportResult>) => Promise<ImportResult>, showProgress: boolean
+  file: string, io: Io, withStore: (work: (store: Store) => Promise<ImportResult>) => Promise<ImportResult>,
+  { showProgress, clock }: { showProgress: boolean, clock: Clock }
 ): Promise<number> {
   let size: number | null
   try {
@@ -39,7 +40,7 @@ export async function importFile (
     return 1
   }
   const progress = new ImportProgress(
-    new StatusLine(io.stderr, { enabled: showProgress, columns: io.stderrColumns }), basename(file), size)
+    new StatusLine(io.stderr, { enabled: showProgress, columns: io.stderrColumns, now: clock }), basename(file), size)
 
   let bytes = 0
   async function * chunks (): AsyncGenerator<Buffer> {
@@ -63,7 +64,7 @@ export async function importFile (
     })
     progress.reading(bytes, records, true)
     progress.writing(0, data.pets.length + data.orders.length)
-    const result = await withStore((store) => importData(store, data, { onProgress: (written, total) => progress.writing(written, total) }))
+    const result = await withStore((store) => importData(store, data, { onProgress: (written, total) => progress.writing(written, total), at: new Date(clock()) }))
     progress.finish()
     io.stderr(`Imported ${result.pets} pet(s) and ${result.orders} order(s) from ${file}.\n`)
     return 0

@@ -1,11 +1,17 @@
 import { createInterface } from 'node:readline'
 import { type Readable, Writable } from 'node:stream'
+import { cliCommand } from './invocation.js'
+
+/** The time as a command reads it: milliseconds since the epoch. */
+export type Clock = () => number
 
 /** Where a CLI invocation reads its environment and writes its output: the process, or a test's buffers. */
 export interface Io {
   stdout: (text: string) => void
   stderr: (text: string) => void
   env: Readonly<Record<string, string | undefined>>
+  /** How the person running this types a petstore command (`petstore`, `npx petstore`): for messages that name one. */
+  command: string
   /** stderr is a terminal: long commands (import) show progress there. Absent: not a terminal. */
   stderrIsTTY?: boolean
   /** The terminal's width, when stderr is one. */
@@ -53,6 +59,7 @@ export const defaultIo: Io = {
   stdout: (text) => process.stdout.write(text),
   stderr: (text) => process.stderr.write(text),
   env: process.env,
+  get command () { return cliCommand(process.argv[1], process.env.PATH) },
   stderrIsTTY: process.stderr.isTTY === true,
   get stderrColumns () { return process.stderr.columns },
   readSecret: async (prompt, maxBytes) => process.stdin.isTTY ? await readHidden(prompt) : await readAtMost(process.stdin, maxBytes)

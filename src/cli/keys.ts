@@ -2,7 +2,7 @@
  * `petstore keys ...`: issuing, rotating, listing, showing, finding, revoking and unbanning API keys, over the key
  * rules of src/access/keys.ts and the store. Usage (a quota's current rate-limit windows) is read from the shared
  * limiter when there is one (Redis); the in-process limiter counts inside the serving process, out of this command's
- * reach (docs/decisions.md, "Operator CLI").
+ * reach (docs/cli.md, "Keys on an incident"; docs/adr/0005-rate-limits-two-fixed-windows.md).
  */
 import type { Config, RateLimitConfig } from '../config.js'
 import { isRfc3339DateTime } from '../datetime.js'
@@ -12,11 +12,10 @@ import { keyUsage, type KeyUsage, type WindowUsage } from '../access/usage.js'
 import { isExpired, limitsOf, type PlanTable } from '../domain/rules.js'
 import { KEY_SCOPES, PLANS, type ApiKeyRecord, type Ban, type KeyScope, type Plan } from '../model.js'
 import { printable } from '../domain/text.js'
-import { openRedis, redisTarget, whenReady } from '../ratelimit/connect.js'
-import { RedisLimiter } from '../ratelimit/redis.js'
+import { connectLimiterRedis } from '../ratelimit/connect.js'
 import type { Store } from '../store/store.js'
 import { parse, positiveInteger, UsageError, withStore, type Values } from './common.js'
-import type { Io } from './io.js'
+import type { Clock, Io } from './io.js'
 import { table } from './table.js'
 
 /** How `keys create` names the fields of a key. */
@@ -59,7 +58,7 @@ function keyStatus (key: ApiKeyRecord, now: number): KeyStatus {
   return isBanned(key.ban, now) ? 'banned' : 'active'
 }
 
-function keyJson (key: ApiKeyRecord, plans: PlanTable, now = Date.now()): Record<string, unknown> {
+function keyJson (key: ApiKeyRecord, plans: PlanTable, now: number): Record<string, unknown> {
   const limits = limitsOf(key, plans)
   const banned = isBanned(key.ban, now)
   return {
@@ -111,26 +110,18 @@ const USAGE_WAIT_MS = 2000
 async function readUsages (config: Config, keys: readonly ApiKeyRecord[], now: number): Promise<Usages> {
   const limits: RateLimitConfig = config.rateLimits
   if (config.redis === null) return { of: () => null, unavailable: IN_PROCESS }
-  const client = openRedis(config.redis)
+  const { redis, check } = await connectLimiterRedis(config.redis, config.redisKeyPrefix, { check: 'ready', waitMs: USAGE_WAIT_MS })
   try {
-    const where = redisTarget(config.redis)
-    let reason: string | null = null
-    try {
-      if (!await whenReady(client, USAGE_WAIT_MS)) reason = `no answer within ${USAGE_WAIT_MS / 1000} s`
-    } catch (error) {
-      reason = (error as Error).message
-    }
-    if (reason !== null) return { of: () => null, unavailable: `Redis at ${where} cannot be reached (${reason})` }
-    const limiter = new RedisLimiter({ client, prefix: config.redisKeyPrefix })
+    if (!check.usable) return { of: () => null, unavailable: `Redis at ${redis.where} cannot be reached (${check.reason})` }
     const live = keys.filter((key) => key.revokedAt === null && !isExpired(key, now))
     try {
-      const read = new Map(await Promise.all(live.map(async (key) => [key.id, await keyUsage(limiter, key, limits)] as const)))
+      const read = new Map(await Promise.all(live.map(async (key) => [key.id, await keyUsage(redis.limiter, key, limits)] as const)))
       return { of: (key) => read.get(key.id) ?? null, unavailable: null }
     } catch (error) {
-      return { of: () => null, unavailable: `Redis at ${where} did not answer (${(error as Error).message})` }
+      return { of: () => null, unavailable: `Redis at ${redis.where} did not answer (${(error as Error).message})` }
     }
   } finally {
-    client.disconnect()
+    redis.close()
   }
 }
 
@@ -231,12 +222,12 @@ function keyDetails (key: ApiKeyRecord, plans: PlanTable, now: number, usages?: 
 const KEY_INPUT_MAX_BYTES = 4096
 
 /** The key text read for `keys find`: surrounding blanks (a newline) and a pasted "Bearer " go; one word must be left. */
-function keyText (raw: string): string {
+function keyText (raw: string, command: string): string {
   if (Buffer.byteLength(raw) > KEY_INPUT_MAX_BYTES) {
     throw new UsageError(`standard input holds more than ${KEY_INPUT_MAX_BYTES} bytes: give one key`)
   }
   const text = raw.trim().replace(/^Bearer\s+/i, '')
-  if (text === '') throw new UsageError('no key on standard input: pipe it in (petstore keys find < leaked.txt) or type it when asked')
+  if (text === '') throw new UsageError(`no key on standard input: pipe it in (${command} keys find < leaked.txt) or type it when asked`)
   if (/\s/.test(text)) throw new UsageError('standard input holds more than one word: give one key')
   return text
 }
@@ -256,7 +247,7 @@ async function changeKey (
   return 0
 }
 
-export async function keysCommand (args: string[], config: Config, io: Io): Promise<number> {
+export async function keysCommand (args: string[], config: Config, io: Io, clock: Clock): Promise<number> {
   const [sub, ...rest] = args
   const plans = config.rateLimits.plans
   switch (sub) {
@@ -272,7 +263,7 @@ export async function keysCommand (args: string[], config: Config, io: Io): Prom
       }
       const scope = values.scope ?? 'write'
       if (typeof scope !== 'string' || !(KEY_SCOPES as readonly string[]).includes(scope)) throw new UsageError(`--scope must be one of ${KEY_SCOPES.join(', ')}`)
-      const now = new Date()
+      const now = new Date(clock())
       const input = {
         plan: plan as Plan,
         name: typeof values.name === 'string' ? values.name : null,
@@ -282,7 +273,7 @@ export async function keysCommand (args: string[], config: Config, io: Io): Prom
         expiresAt: expiry(values, now)
       }
       const { record, key } = await withStore(config, 'write', (store) => createKey(store, config.environment, input, now))
-      io.stdout(values.json === true ? JSON.stringify({ ...keyJson(record, plans), key }) + '\n' : key + '\n')
+      io.stdout(values.json === true ? JSON.stringify({ ...keyJson(record, plans, now.getTime()), key }) + '\n' : key + '\n')
       const expires = record.expiresAt === null ? '' : `, expires ${record.expiresAt.toISOString()}`
       io.stderr(`Created ${record.id} (${record.plan}, scope ${record.scope}${expires}). The key is shown only now: store it safely.\n`)
       return 0
@@ -290,13 +281,13 @@ export async function keysCommand (args: string[], config: Config, io: Io): Prom
     case 'rotate': {
       const { values, positionals } = parse(rest, { overlap: { type: 'string' }, json: { type: 'boolean' }, ...EXPIRY_OPTIONS }, 1)
       const id = positionals[0] as string
-      const now = new Date()
+      const now = new Date(clock())
       const overlapMs = typeof values.overlap === 'string' ? duration('--overlap', values.overlap, true) : 86_400_000
       const expiresAt = expiry(values, now)
       const rotated = await withStore(config, 'write', (store) => rotateKey(store, config.environment, id, { overlapMs, expiresAt }, now))
       const { record, key, previousEndsAt } = rotated
       io.stdout(values.json === true
-        ? JSON.stringify({ ...keyJson(record, plans), key, replaces: id, replacedKeyExpiresAt: previousEndsAt.toISOString() }) + '\n'
+        ? JSON.stringify({ ...keyJson(record, plans, now.getTime()), key, replaces: id, replacedKeyExpiresAt: previousEndsAt.toISOString() }) + '\n'
         : key + '\n')
       io.stderr(`Created ${record.id} to replace ${id} (same plan, limits, scope and quota). ${id} stops working at ` +
         `${previousEndsAt.toISOString()}${overlapMs === 0 ? ' (now; running servers refuse it within ' + String(config.authCacheTtlMs / 1000) + ' s)' : ''}. ` +
@@ -306,7 +297,7 @@ export async function keysCommand (args: string[], config: Config, io: Io): Prom
     case 'list': {
       const { values } = parse(rest, { json: { type: 'boolean' } }, 0)
       const list = await withStore(config, 'read', (store) => store.keys.listApiKeys())
-      const now = Date.now()
+      const now = clock()
       const usages = await readUsages(config, list, now)
       io.stdout(values.json === true
         ? JSON.stringify(list.map((key) => keyUsageJson(key, plans, usages.of(key), now))) + '\n'
@@ -322,7 +313,7 @@ export async function keysCommand (args: string[], config: Config, io: Io): Prom
         io.stderr(`petstore: no key with id ${id}\n`)
         return 1
       }
-      const now = Date.now()
+      const now = clock()
       const usages = await readUsages(config, [key], now)
       io.stdout(values.json === true ? JSON.stringify(keyUsageJson(key, plans, usages.of(key), now)) + '\n' : keyDetails(key, plans, now, usages))
       return 0
@@ -333,25 +324,25 @@ export async function keysCommand (args: string[], config: Config, io: Io): Prom
         throw new UsageError('keys find takes the key on standard input, never as an argument (shell history and process lists keep arguments)')
       }
       const { values } = parse(rest, { json: { type: 'boolean' } }, 0)
-      const text = keyText(await io.readSecret('Key (not shown as you type): ', KEY_INPUT_MAX_BYTES))
+      const text = keyText(await io.readSecret('Key (not shown as you type): ', KEY_INPUT_MAX_BYTES), io.command)
       const key = await withStore(config, 'read', (store) => store.keys.findApiKeyByHash(hashKey(text)))
       if (key === null) {
         io.stderr('petstore: no key of this store matches (a key of another deployment, or not a key)\n')
         return 1
       }
-      const now = Date.now()
+      const now = clock()
       io.stdout(values.json === true ? JSON.stringify(keyJson(key, plans, now)) + '\n' : keyDetails(key, plans, now))
       const status = keyStatus(key, now)
       if (status === 'active' || status === 'banned') {
-        io.stderr(`To stop it working: petstore keys revoke ${key.id}, or petstore keys rotate ${key.id} --overlap 0 to issue its replacement.\n`)
+        io.stderr(`To stop it working: ${io.command} keys revoke ${key.id}, or ${io.command} keys rotate ${key.id} --overlap 0 to issue its replacement.\n`)
       }
       return 0
     }
     case 'revoke':
-      return await changeKey(rest, config, io, (store, id) => revokeKey(store, id),
+      return await changeKey(rest, config, io, (store, id) => revokeKey(store, id, new Date(clock())),
         (id, seconds) => `Revoked ${id}. Running servers stop accepting it within ${seconds} s.`)
     case 'unban':
-      return await changeKey(rest, config, io, (store, id) => unbanKey(store, id),
+      return await changeKey(rest, config, io, (store, id) => unbanKey(store, id, new Date(clock())),
         (id, seconds) => `Lifted any ban of ${id}. Running servers accept it again within ${seconds} s.`)
     default:
       throw new UsageError('keys needs a subcommand: create, list, show, find, rotate, revoke or unban')

@@ -7,6 +7,7 @@ import { loadConfig, type Config } from '../config.js'
 import { ConfigError } from '../errors.js'
 import { KeyInputError, RotationError } from '../access/keys.js'
 import { stockHistory } from '../domain/inventory.js'
+import { switchWebhook } from '../domain/webhooks.js'
 import { ImportError } from '../domain/import.js'
 import { isWorker, leaveCluster, runPrimary, WORKERS_NEED_REDIS } from '../cluster.js'
 import { Lifecycle } from '../lifecycle.js'
@@ -21,16 +22,16 @@ import { parse, positiveInteger, UsageError, withStore } from './common.js'
 import { helpFor, USAGE } from './help.js'
 import { historyJson, historyTable } from './history.js'
 import { importFile } from './import.js'
-import { defaultIo, type Io } from './io.js'
+import { defaultIo, type Clock, type Io } from './io.js'
 import { KEY_FLAGS, keysCommand } from './keys.js'
 import { table } from './table.js'
 
-async function webhooksCommand (args: string[], config: Config, io: Io): Promise<number> {
+async function webhooksCommand (args: string[], config: Config, io: Io, clock: Clock): Promise<number> {
   const [sub, ...rest] = args
   switch (sub) {
     case 'list': {
       const { values } = parse(rest, { json: { type: 'boolean' } }, 0)
-      const now = Date.now()
+      const now = clock()
       const [list, backlog] = await withStore(config, 'read', async (store) => await Promise.all([store.webhooks.listWebhooks(null), store.webhooks.webhookBacklog()]))
       const pending = new Map(backlog.map((row) => [row.webhookId, row]))
       const rows = list.map((webhook) => {
@@ -62,8 +63,8 @@ async function webhooksCommand (args: string[], config: Config, io: Io): Promise
       const { values, positionals } = parse(rest, sub === 'disable' ? { reason: { type: 'string' } } : {}, 1)
       const id = positionals[0] as string
       const enabled = sub === 'enable'
-      const reason = typeof values.reason === 'string' ? values.reason : 'Disabled by the operator.'
-      const updated = await withStore(config, 'write', (store) => store.webhooks.updateWebhook(id, enabled ? { enabled } : { enabled, disabledReason: reason }, new Date()))
+      const state = enabled ? { enabled } : { enabled, ...(typeof values.reason === 'string' ? { reason: values.reason } : {}) }
+      const updated = await withStore(config, 'write', (store) => switchWebhook(store, id, state, clock))
       if (updated === null) {
         io.stderr(`petstore: no webhook subscription with id ${id}\n`)
         return 1
@@ -126,14 +127,15 @@ async function health (config: Config, path: '/healthz' | '/readyz', io: Io): Pr
   return 0
 }
 
-async function run (argv: string[], io: Io): Promise<number> {
+async function run (argv: string[], io: Io, clock: Clock): Promise<number> {
   const [command, ...args] = argv
   if (command === undefined) {
     // A usage error: the usage is a message, so it goes to stderr (stdout stays for machine output).
     io.stderr(USAGE)
     return 2
   }
-  if (command === '--version') {
+  // -v as node and npm spell it, -V as commander-based CLIs do: nothing else here takes either.
+  if (command === '--version' || command === '-v' || command === '-V') {
     io.stdout(`${VERSION}\n`)
     return 0
   }
@@ -150,10 +152,10 @@ async function run (argv: string[], io: Io): Promise<number> {
       const workers = positiveInteger('--workers', values.workers) ?? 1
       const seedDemo = values['seed-demo'] === true
       if (workers > 1 && config.redis === null) throw new ConfigError(WORKERS_NEED_REDIS)
-      if (workers > 1 && !isWorker()) return await runPrimary(config, workers, { seedDemo })
+      if (workers > 1 && !isWorker()) return await runPrimary(config, workers, { seedDemo, command: io.command })
       // A single instance, or one worker of a cluster (the primary has migrated and seeded already).
       const lifecycle = new Lifecycle()
-      const app = await startServer(config, { seedDemo: seedDemo && !isWorker(), lifecycle }).catch((error: unknown) => {
+      const app = await startServer(config, { seedDemo: seedDemo && !isWorker(), lifecycle, command: io.command }).catch((error: unknown) => {
         // A worker that cannot start lets go of the IPC channel, so it exits with its code for the primary to see.
         if (isWorker()) leaveCluster()
         throw error
@@ -179,32 +181,36 @@ async function run (argv: string[], io: Io): Promise<number> {
     case 'backup':
       return await backupCommand(args, config, io)
     case 'restore':
-      return await restoreCommand(args, config, io)
+      return await restoreCommand(args, config, io, clock)
     case 'import': {
       // The streamed import and its progress line live in ./import.ts.
       const { values, positionals } = parse(args, { progress: { type: 'boolean' }, 'no-progress': { type: 'boolean' } }, 1)
       if (values.progress === true && values['no-progress'] === true) throw new UsageError('use either --progress or --no-progress')
       const showProgress = values.progress === true || (values['no-progress'] !== true && io.stderrIsTTY === true)
-      return await importFile(positionals[0] as string, io, (work) => withStore(config, 'write', work), showProgress)
+      return await importFile(positionals[0] as string, io, (work) => withStore(config, 'write', work), { showProgress, clock })
     }
     case 'keys':
-      return await keysCommand(args, config, io)
+      return await keysCommand(args, config, io, clock)
     case 'inventory':
       return await inventory(args, config, io)
     case 'webhooks':
-      return await webhooksCommand(args, config, io)
+      return await webhooksCommand(args, config, io, clock)
     default:
       throw new UsageError(`unknown command "${command}"`)
   }
 }
 
-/** Runs one CLI invocation; returns the process exit code. */
-export async function main (argv: string[], io: Io = defaultIo): Promise<number> {
+/**
+ * Runs one CLI invocation; returns the process exit code. `clock` is where every command reads the time (a key's
+ * creation and expiry, the ages and states shown, an import's ledger time, the name a restore keeps the old file
+ * under): the system's, unless a test passes its own.
+ */
+export async function main (argv: string[], io: Io = defaultIo, clock: Clock = Date.now): Promise<number> {
   try {
-    return await run(argv, io)
+    return await run(argv, io, clock)
   } catch (error) {
     if (error instanceof UsageError) {
-      io.stderr(`petstore: ${error.message}\nRun "petstore help" for usage.\n`)
+      io.stderr(`petstore: ${error.message}\nRun "${io.command} help" for usage.\n`)
       return 2
     }
     if (error instanceof ConfigError) {
@@ -216,7 +222,7 @@ export async function main (argv: string[], io: Io = defaultIo): Promise<number>
       return 1
     }
     if (error instanceof SchemaError) {
-      io.stderr(`petstore: ${error.message}\n`)
+      io.stderr(`petstore: ${error.describe(io.command)}\n`)
       return 2
     }
     if (error instanceof KeyInputError) {

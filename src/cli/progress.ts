@@ -34,7 +34,8 @@ export interface StatusLineOptions {
   columns?: number
   /** The least time between two redraws. */
   intervalMs?: number
-  now?: () => number
+  /** Milliseconds since the epoch: the command's clock. */
+  now: () => number
 }
 
 /** One line of status text, redrawn in place (`\r` + text + erase to the end of the line). */
@@ -52,7 +53,7 @@ export class StatusLine {
     this.#enabled = options.enabled
     this.#width = options.columns !== undefined && options.columns > 1 ? options.columns - 1 : Infinity
     this.#intervalMs = options.intervalMs ?? 100
-    this.#now = options.now ?? Date.now
+    this.#now = options.now
   }
 
   /**

@@ -1,11 +1,11 @@
 /**
  * The entities' schemas (TypeBox): one definition of each record's shape and bounds, used by the API (request
  * validation, response serialization, the OpenAPI document) and by the import (each imported record is checked
- * against the same schema, src/schemas/validation.ts).
+ * against the same schema, ./validation.ts).
  */
 import { Type, type Static } from 'typebox'
-import { MAX_NAME_LENGTH, MAX_NOTE_LENGTH, MAX_ORDER_QUANTITY, MAX_QUANTITY, MAX_URL_LENGTH } from './rules.js'
-import { ORDER_STATUSES, PET_STATUSES, STOCK_REASONS } from '../model.js'
+import { MAX_NAME_LENGTH, MAX_NOTE_LENGTH, MAX_URL_LENGTH } from './rules.js'
+import { MAX_ORDER_QUANTITY, MAX_QUANTITY, MAX_QUANTITY_TEXT, ORDER_STATUSES, PET_STATUSES, STOCK_REASONS } from '../model.js'
 import { SAFE_TEXT_PATTERN, SAFE_TEXT_RULE } from './text.js'
 
 /**
@@ -34,7 +34,7 @@ export const StockReason = Type.Enum(STOCK_REASONS, {
 })
 
 export const InventoryUpdate = Type.Object({
-  quantity: Type.Integer({ minimum: 0, maximum: MAX_QUANTITY, description: 'The new stock count, 0 to 1,000,000,000' }),
+  quantity: Type.Integer({ minimum: 0, maximum: MAX_QUANTITY, description: `The new stock count, 0 to ${MAX_QUANTITY_TEXT}` }),
   reason: Type.Optional(StockReason),
   note: Type.Optional(Type.String({
     minLength: 1,
@@ -52,7 +52,7 @@ export const InventoryAdjustment = Type.Object({
     minimum: -MAX_QUANTITY,
     maximum: MAX_QUANTITY,
     not: { const: 0 },
-    description: 'What to add to the stock count: positive for arrivals and returns, negative for what left; not 0, at most 1,000,000,000 either way',
+    description: `What to add to the stock count: positive for arrivals and returns, negative for what left; not 0, at most ${MAX_QUANTITY_TEXT} either way`,
     examples: [3, -1]
   }),
   reason: Type.Optional(StockReason),

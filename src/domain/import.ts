@@ -29,7 +29,7 @@ const INTEGER = /^-?[0-9]+$/
 // Integers become bigint so that every digit survives; other numbers keep their text (and are rejected).
 const parseNumber = (text: string): bigint | NonIntegerNumber => INTEGER.test(text) ? BigInt(text) : new NonIntegerNumber(text)
 
-// Records are checked against the API's own schemas of a pet and an order (src/schemas/entities.ts).
+// Records are checked against the API's own schemas of a pet and an order (./entities.ts).
 const validPet = recordValidator<PetImport>(PetRecord)
 const validOrder = recordValidator<Order>(OrderSchema)
 

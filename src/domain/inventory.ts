@@ -4,8 +4,7 @@ import type { ImportedCurrent, ImportedStockChange } from '../store/catalog/type
 import type { IdempotencyClaim } from '../store/idempotency/types.js'
 import type { BatchChange, StockAdjustment, StockBatch, StockChange, StockReads, StockWrites } from '../store/stock/types.js'
 import type { IdempotencyKeys, Keyed, KeyedResult } from './idempotency.js'
-import { MAX_QUANTITY } from './rules.js'
-import type { LedgerEntry, PetImport, StockEntry, StockReason } from '../model.js'
+import { MAX_QUANTITY, type LedgerEntry, type PetImport, type StockEntry, type StockReason } from '../model.js'
 
 /** What a stock update asks for; the quantity and note are already validated at the edge. */
 export interface StockUpdate {
@@ -58,7 +57,8 @@ export class StaleEntryError extends AppError {
 
 /**
  * Sets the stock of one pet and records the change in the ledger, atomically.
- * A quantity change never changes the pet's status (docs/decisions.md: status is the pet's, not the stock's).
+ * A quantity change never changes the pet's status: status is the pet's, not the stock's
+ * (docs/adr/0010-stock-changes-set-adjust-or-batch.md).
  */
 export async function updateQuantity (store: { readonly stock: Pick<StockWrites, 'setQuantity'> }, petId: bigint, update: StockUpdate, actor: Actor, clock: () => number,
   idempotency?: IdempotentRequest): Promise<AppliedChange> {

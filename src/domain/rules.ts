@@ -1,11 +1,5 @@
-/** The rules on the records (src/model.ts): bounds of quantities and text, what a key's scope and expiry allow, plan limits. */
+/** The rules on the records (src/model.ts): bounds of text, what a key's scope and expiry allow, plan limits. */
 import { KEY_SCOPES, type ApiKeyRecord, type KeyScope, type Plan } from '../model.js'
-
-/** Stock quantities are bounded like Shopify's: 0 to one billion inclusive. */
-export const MAX_QUANTITY = 1_000_000_000
-
-/** Order quantities are int32 in the classic Petstore. */
-export const MAX_ORDER_QUANTITY = 2_147_483_647
 
 /** The longest note a stock change may carry. */
 export const MAX_NOTE_LENGTH = 500

@@ -7,6 +7,7 @@ import type { TSchema } from 'typebox'
 import { isRfc3339DateTime } from '../datetime.js'
 import { SAFE_TEXT_PATTERN, SAFE_TEXT_RULE } from './text.js'
 import { INT64_MAX, INT64_MIN, isInt64, parseInt64 } from '../int64.js'
+import { excerpt } from '../redact.js'
 
 /** An Ajv for this service: first error only, defaults filled in, unknown fields refused (never removed). */
 export function createAjv (options: Options = {}): Ajv {
@@ -22,7 +23,11 @@ function place (where: string, instancePath: string): string {
   return instancePath.split('/').filter(Boolean).reduce((path, part) => /^[0-9]+$/.test(part) ? `${path}[${part}]` : `${path}.${part}`, where)
 }
 
-/** One readable sentence for the first validation error, naming the field; `where` names the value checked. */
+/**
+ * One readable sentence for the first validation error, naming the field; `where` names the value checked. It
+ * names fields and states rules, and never quotes a value: the one name a client chose that it shows (a member no
+ * schema knows) is shown as an excerpt, secret-shaped text redacted and cut to 40 characters.
+ */
 export function describeValidationError (where: string, error: ErrorObject | undefined): string {
   if (error === undefined) return `${where} is invalid.`
   const at = place(where, error.instancePath)
@@ -30,7 +35,7 @@ export function describeValidationError (where: string, error: ErrorObject | und
   const node = (error.parentSchema ?? {}) as { type?: unknown, minimum?: number, maximum?: number, minLength?: number, maxLength?: number, minItems?: number, maxItems?: number, pattern?: string }
   switch (error.keyword) {
     case 'additionalProperties':
-      return `${at}.${String(params.additionalProperty)} is not a known field.`
+      return `${at}.${excerpt(String(params.additionalProperty))} is not a known field.`
     case 'required':
       return `${at} is missing the required field "${String(params.missingProperty)}".`
     case 'type':

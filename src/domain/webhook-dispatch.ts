@@ -13,6 +13,7 @@
  * subscriptions: each has at most `perSubscription` of the instance's `concurrency` slots.
  */
 import fastJson from 'fast-json-stringify'
+import { redactSecrets } from '../redact.js'
 import { INVENTORY_CHANGED, InventoryChangedEvent } from './entities.js'
 import { viewChange } from './feed.js'
 import { deliveryHeaders, eventId } from './webhooks.js'
@@ -26,7 +27,10 @@ type DispatchStore = {
 
 /** One request to a subscriber's endpoint. */
 export interface OutgoingRequest { url: string, headers: Record<string, string>, body: string }
-/** What came of it: an HTTP status, or why none came. Never throws for network outcomes. */
+/**
+ * What came of it: an HTTP status, or why none came. Never throws for network outcomes. `error` names no address a
+ * host resolved to; `responseExcerpt`, the start of the answer's body, comes only from public addresses.
+ */
 export interface TransportResult { status: number | null, error: string | null, durationMs: number, responseExcerpt?: string }
 export interface Transport {
   send (request: OutgoingRequest, signal?: AbortSignal): Promise<TransportResult>
@@ -89,9 +93,19 @@ export function eventBody (delivery: Pick<ClaimedDelivery, 'change' | 'own'>): s
   return serializeEvent({ type: INVENTORY_CHANGED, timestamp: view.at.toISOString(), data: { ...view, at: view.at.toISOString() } })
 }
 
-/** An answer as the deliveries log keeps it: an endpoint that echoes its request must not put signatures or secrets there. */
-export function redactSignatures (text: string): string {
-  return text.replace(/v1,[A-Za-z0-9+/=]{16,}/g, 'v1,[redacted]').replace(/whsec_[A-Za-z0-9+/=]+/g, 'whsec_[redacted]')
+/** The most of an answer's body the deliveries log keeps, in bytes of UTF-8 (docs/webhooks.md). */
+export const RESPONSE_EXCERPT_BYTES = 256
+
+/**
+ * What the deliveries log keeps of an answer's body: redacted first by the one secrets filter (src/redact.ts), over
+ * all the sender returned (so that a secret the cut would halve is still found), then at most RESPONSE_EXCERPT_BYTES,
+ * cut between characters.
+ */
+export function responseExcerpt (body: string): string {
+  const bytes = Buffer.from(redactSecrets(body))
+  if (bytes.length <= RESPONSE_EXCERPT_BYTES) return bytes.toString()
+  // A fresh decoder in stream mode holds back a character the cut left incomplete.
+  return new TextDecoder().decode(bytes.subarray(0, RESPONSE_EXCERPT_BYTES), { stream: true })
 }
 
 /**
@@ -347,7 +361,8 @@ export class WebhookDispatcher {
       state = next > delivery.giveUpAt.getTime() ? 'failed' : 'pending'
       nextAttemptAt = state === 'pending' ? new Date(next) : null
     }
-    const error = ok ? null : (result.error ?? `HTTP ${result.status} (a 2xx status is expected)`)
+    // Redacted too: a redirect's target is the endpoint's text.
+    const error = ok ? null : redactSecrets(result.error ?? `HTTP ${result.status} (a 2xx status is expected)`)
     const run = await this.#record({
       deliveryId: delivery.deliveryId,
       webhookId: delivery.webhookId,
@@ -355,7 +370,7 @@ export class WebhookDispatcher {
       at: sentAt,
       status: result.status,
       error,
-      response: result.responseExcerpt === undefined ? null : redactSignatures(result.responseExcerpt),
+      response: result.responseExcerpt === undefined ? null : responseExcerpt(result.responseExcerpt),
       durationMs: result.durationMs,
       state,
       nextAttemptAt

@@ -5,7 +5,7 @@
  */
 import { createHmac, randomBytes } from 'node:crypto'
 import { AppError } from '../errors.js'
-import type { WebhookDelivery, WebhookRecord, WebhookStore } from '../store/webhooks/types.js'
+import type { WebhookDelivery, WebhookRecord, WebhookStore, WebhookWrites } from '../store/webhooks/types.js'
 import { decodeCursor, encodeCursor, InvalidCursorError } from './cursor.js'
 import { INVENTORY_CHANGED } from './entities.js'
 
@@ -75,6 +75,14 @@ function newWebhookId (): string {
   return `wh_${randomBytes(16).toString('base64url')}`
 }
 
+/** What newWebhookId makes: the only text a message about a subscription quotes back (a path may hold anything). */
+const WEBHOOK_ID = /^wh_[A-Za-z0-9_-]{22}$/
+
+/** A subscription's id as a message names it: quoted when it is one this service could have made, else not at all. */
+function named (id: string): string {
+  return WEBHOOK_ID.test(id) ? JSON.stringify(id) : 'with this id'
+}
+
 /** The id of an event: the same for every attempt and every subscription, so receivers can deduplicate. */
 export function eventId (changeId: bigint): string {
   return `evt_${changeId}`
@@ -99,14 +107,18 @@ export function deliveryHeaders (secrets: readonly string[], id: string, at: Dat
 
 /** The answer for a subscription that does not exist, or is another quota's. */
 function noSubscription (id: string): AppError {
-  return new AppError('not_found', `No webhook subscription ${JSON.stringify(id)}.`)
+  return new AppError('not_found', `No webhook subscription ${named(id)}.`)
 }
 
+/**
+ * Refuses event types this service does not send, naming where they are (`body.events[1]`), not what they say: a
+ * message never quotes a value a client sent (it may be anything, a key pasted into the wrong field included).
+ */
 function unknownEvents (events: readonly string[]): void {
-  const unknown = events.filter((event) => !(WEBHOOK_EVENTS as readonly string[]).includes(event))
+  const unknown = events.flatMap((event, index) => (WEBHOOK_EVENTS as readonly string[]).includes(event) ? [] : [`body.events[${index}]`])
   if (unknown.length > 0) {
-    throw new AppError('invalid_request', `Unknown event type${unknown.length > 1 ? 's' : ''}: ${unknown.map((e) => JSON.stringify(e)).join(', ')}. ` +
-      `Known: ${WEBHOOK_EVENTS.join(', ')}.`)
+    throw new AppError('invalid_request', `${unknown.join(', ')} ${unknown.length > 1 ? 'are not known event types' : 'is not a known event type'}; ` +
+      `known: ${WEBHOOK_EVENTS.join(', ')}.`)
   }
 }
 
@@ -116,6 +128,22 @@ export interface WebhookRules {
   retryForMs: number
   checkUrl: UrlCheck
   clock: () => number
+}
+
+/** What a subscription an operator disabled without giving a reason shows as its reason. */
+export const OPERATOR_DISABLED_REASON = 'Disabled by the operator.'
+
+/**
+ * The operator's switch (`petstore webhooks disable` and `enable`), for a subscription of any quota: disabled, it is
+ * sent nothing and shows `reason`; enabled again, its pending and new events are delivered. Null when no subscription
+ * has the id.
+ */
+export async function switchWebhook (
+  store: { readonly webhooks: Pick<WebhookWrites, 'updateWebhook'> }, id: string, state: { enabled: true } | { enabled: false, reason?: string },
+  clock: () => number
+): Promise<WebhookRecord | null> {
+  const update = state.enabled ? { enabled: true } : { enabled: false, disabledReason: state.reason ?? OPERATOR_DISABLED_REASON }
+  return await store.webhooks.updateWebhook(id, update, new Date(clock()))
 }
 
 export interface DeliveryPage {
@@ -216,7 +244,7 @@ export class Webhooks {
     await this.#own(quotaId, id)
     const at = new Date(this.#rules.clock())
     const delivery = await this.#store.webhooks.retryWebhookDelivery(id, deliveryId, at, new Date(at.getTime() + this.#rules.retryForMs))
-    if (delivery === null) throw new AppError('not_found', `Webhook subscription ${JSON.stringify(id)} has no delivery ${deliveryId}.`)
+    if (delivery === null) throw new AppError('not_found', `The webhook subscription ${named(id)} has no delivery ${deliveryId}.`)
     return delivery
   }
 }

@@ -8,14 +8,14 @@
  * ever holds the server for more than a few milliseconds. The body is sent as the chunks' buffers, never copied
  * into one.
  *
- * How it knows it is fresh (docs/decisions.md, "Freshness of the listing"); the mechanisms add up:
+ * How it knows it is fresh (docs/adr/0014-listing-served-from-memory.md); the mechanisms add up:
  * - signal (a shared limiter, Redis): every instance counts each change it acknowledges in Redis, and every
  *   rate-limit decision carries the count (same script call). A GET that starts after a write was acknowledged
  *   anywhere sees a newer count and checks the store once. While Redis is away every GET checks the store.
  * - local (SQLite): this process's writes patch the listing; another process's commits (the CLI, other
- *   workers) are noticed by SQLite's data_version, looked at a few times a second by a timer, never by a request.
+ *   workers) are noticed by SQLite's data_version, looked at every LISTING_POLL_MS by a timer, never by a request.
  * - with signal but not local (PostgreSQL with Redis): writes that no instance announces (the CLI's import)
- *   are noticed by a check of the store at least every few seconds.
+ *   are noticed by a check of the store at least every LISTING_MAX_AGE_MS.
  * - neither (PostgreSQL without Redis): the store's version is read on every GET.
  * The listing's version and entries come from one snapshot, so a strong ETag always names exactly its bytes.
  */
@@ -26,6 +26,18 @@ import type { StockReads } from '../store/stock/types.js'
 
 /** Pets per chunk: re-serializing one costs well under a millisecond. */
 export const CHUNK_SIZE = 2048
+
+/**
+ * Signal without local (PostgreSQL with Redis): the longest a listing is served without checking the store, so that
+ * writes no instance announces (the CLI's import) show within this time.
+ */
+export const LISTING_MAX_AGE_MS = 5000
+
+/**
+ * Local (SQLite): how often SQLite's data_version is looked at for another process's commits (the CLI, other
+ * workers); a request never waits for it.
+ */
+export const LISTING_POLL_MS = 200
 
 export interface InventoryView {
   /** A strong validator of the representation (RFC 9110): equal tags mean identical bytes. */
@@ -105,9 +117,9 @@ export interface InventoryCacheOptions {
   serialize: (items: InventoryItem[]) => string
   /** Signal: the change counter the limiter's decisions carry. */
   watch?: ChangeWatch
-  /** Signal without local: the store is checked at least this often, whatever the counter says. */
+  /** Signal without local: the store is checked at least this often, whatever the counter says (LISTING_MAX_AGE_MS). */
   maxAgeMs?: number
-  /** Local (a store with changedElsewhere): how often another process's commits are looked for. */
+  /** Local (a store with changedElsewhere): how often another process's commits are looked for (LISTING_POLL_MS). */
   pollMs?: number
   chunkSize?: number
   /** Milliseconds since the epoch. */
@@ -136,7 +148,7 @@ export class InventoryCache {
     this.#serialize = options.serialize
     this.#watch = options.watch ?? null
     this.#local = stock.changedElsewhere !== undefined
-    this.#maxAgeMs = options.maxAgeMs ?? 5000
+    this.#maxAgeMs = options.maxAgeMs ?? LISTING_MAX_AGE_MS
     this.#chunkSize = options.chunkSize ?? CHUNK_SIZE
     this.#clock = options.clock ?? Date.now
     if (stock.changedElsewhere !== undefined) {
@@ -148,7 +160,7 @@ export class InventoryCache {
         } catch {
           this.#stale = true
         }
-      }, options.pollMs ?? 200)
+      }, options.pollMs ?? LISTING_POLL_MS)
       this.#timer.unref()
     }
   }

@@ -11,6 +11,7 @@
  */
 
 import { NonIntegerNumber } from '../domain/validation.js'
+import { excerpt } from '../redact.js'
 
 export class JsonBodyError extends Error {}
 
@@ -25,9 +26,9 @@ const WHITESPACE = /[ \t\n\r]*/y
 const STRING = /"(?:[^"\\\u0000-\u001F]|\\(?:["\\/bfnrt]|u[0-9A-Fa-f]{4}))*"/y
 const NUMBER = /-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?/y
 
-/** Shows a member name in a message: quoted, control characters escaped, at most 40 characters. */
+/** Shows a member name in a message: quoted, control characters escaped, secrets redacted, at most 40 characters. */
 function shown (name: string): string {
-  return JSON.stringify(name.length > 40 ? `${name.slice(0, 40)}...` : name)
+  return JSON.stringify(excerpt(name))
 }
 
 /** Parses a request body; throws JsonBodyError with a message safe to show the client. */

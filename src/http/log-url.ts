@@ -10,7 +10,7 @@ import { mentionsKey, redactKeys } from '../access/keys.js'
  * too), escape by escape: a malformed or non-ASCII escape elsewhere leaves the rest decoded (decodeURIComponent
  * would give up on the whole text). API keys are ASCII, so this is all a key needs to show.
  */
-function decoded (text: string): string {
+export function decoded (text: string): string {
   let current = text
   for (let round = 0; round < 8; round++) {
     const next = current.replace(/%([0-7][0-9A-Fa-f])/g, (_, hex: string) => String.fromCharCode(parseInt(hex, 16)))

@@ -7,8 +7,7 @@ import { once } from 'node:events'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis'
 import type { RedisConfig } from '../config.js'
-import type { RedisLimiter} from './redis.js';
-import { createRedisClient, scriptSha, type RedisClient } from './redis.js'
+import { createRedisClient, RedisLimiter, scriptSha, type RedisClient } from './redis.js'
 
 /** A Redis that answers but cannot serve the limiter as configured; `message` says why and what to change. */
 export class RedisSetupError extends Error {
@@ -172,6 +171,56 @@ export async function checkRedis (config: RedisConfig, client: RedisClient, limi
     }
     if (Date.now() >= deadline) return { usable: false, reason }
     await sleep(200)
+  }
+}
+
+/** The configured Redis, opened for the shared limiter. */
+export interface LimiterRedis {
+  readonly client: RedisClient
+  /** The limiter over the client, under the configured key prefix: the keys every instance counts in. */
+  readonly limiter: RedisLimiter
+  /** Where the configuration points, for messages (no credentials). */
+  readonly where: string
+  /** Drops the connection at once. */
+  close: () => void
+}
+
+/**
+ * How connectLimiterRedis checks what it opened:
+ * - `start`: the start check of a server (checkRedis): probe decisions, a change announced; RedisSetupError when
+ *   Redis answers but cannot be used as configured, `usable: false` when it cannot be reached within `waitMs`.
+ * - `ready`: only that the connection is ready within `waitMs`, for a command that reads (nothing is written, nothing
+ *   is thrown): `usable: false` with the connection's first error, or the time waited.
+ */
+export type RedisCheckMode = { check: 'start', waitMs?: number } | { check: 'ready', waitMs: number }
+
+/**
+ * Opens the configured Redis with the limiter over it under `prefix`, and checks it as `mode` says: the one way the
+ * server and the CLI reach the shared limiter. Returns the connection and what the check found; when the check
+ * throws, the connection is closed first.
+ */
+export async function connectLimiterRedis (config: RedisConfig, prefix: string, mode: RedisCheckMode): Promise<{ redis: LimiterRedis, check: RedisCheck }> {
+  const client = openRedis(config)
+  const redis: LimiterRedis = {
+    client,
+    limiter: new RedisLimiter({ client, prefix }),
+    where: redisTarget(config),
+    close: () => { client.disconnect() }
+  }
+  try {
+    return { redis, check: mode.check === 'start' ? await checkRedis(config, client, redis.limiter, mode.waitMs) : await ready(client, mode.waitMs) }
+  } catch (error) {
+    redis.close()
+    throw error
+  }
+}
+
+/** Whether the client is ready within `ms`: the reason is its first error, or the time waited. */
+async function ready (client: RedisClient, ms: number): Promise<RedisCheck> {
+  try {
+    return await whenReady(client, ms) ? { usable: true } : { usable: false, reason: `no answer within ${ms / 1000} s` }
+  } catch (error) {
+    return { usable: false, reason: (error as Error).message }
   }
 }
 

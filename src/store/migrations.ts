@@ -64,9 +64,18 @@ export type SchemaProblem = 'edited' | 'behind' | 'ahead'
  * needs `petstore migrate` (`behind`), or a newer release migrated it (`ahead`). The CLI exits 2 with the message.
  */
 export class SchemaError extends Error {
-  constructor (readonly problem: SchemaProblem, message: string) {
-    super(message)
+  /**
+   * `reason`: what is wrong; `remedy`: the petstore command that resolves it (`migrate`), or null. The message names
+   * the command as `petstore`; describe() as the person running the CLI types it.
+   */
+  constructor (readonly problem: SchemaProblem, readonly reason: string, readonly remedy: string | null = null) {
+    super(remedy === null ? reason : `${reason}: run \`petstore ${remedy}\` first`)
     this.name = 'SchemaError'
+  }
+
+  /** The message with the remedy spelled as `command` (`npx petstore`, `petstore`) runs the CLI. */
+  describe (command: string): string {
+    return this.remedy === null ? this.reason : `${this.reason}: run \`${command} ${this.remedy}\` first`
   }
 }
 
@@ -139,8 +148,7 @@ export function schemaStatus (applied: readonly AppliedMigration[], plan: Migrat
 /** What an operation may do with a store in this state; throws SchemaError with the reason when it may not. */
 export function requireUsable (status: SchemaStatus, access: 'read' | 'write'): void {
   if (status.pending.length > 0 && status.version > 0) {
-    throw new SchemaError('behind',
-      `the store schema is at version ${status.version} and this release needs version ${status.latest}: run \`petstore migrate\` first`)
+    throw new SchemaError('behind', `the store schema is at version ${status.version} and this release needs version ${status.latest}`, 'migrate')
   }
   if (status.ahead.length > 0 && access === 'write') throw aheadError(status)
 }

@@ -5,7 +5,7 @@
  * request path makes no span, no closure and no context switch, and the app registers no hook for tracing.
  */
 import { context, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Link, type Span, type Tracer } from '@opentelemetry/api'
-import { redactKeys } from '../access/keys.js'
+import { redactSecrets } from '../redact.js'
 
 let tracer: Tracer | null = null
 let shutdown: (() => Promise<void>) | null = null
@@ -54,15 +54,56 @@ export function within<T> (span: Span, work: () => T): T {
 }
 
 /**
- * Ends a span; as failed when `error` is given. The status names the error (its name and message, key-shaped text
- * redacted: a message may quote what a client sent).
+ * Ends a span; as failed when `error` is given. The status names the error (its name and message, secrets redacted:
+ * a message may quote what a client sent).
  */
 export function endSpan (span: Span, error?: unknown): void {
   if (error !== undefined) {
     const described = error instanceof Error ? `${error.name}: ${error.message}` : String(error)
-    span.setStatus({ code: SpanStatusCode.ERROR, message: redactKeys(described) })
+    span.setStatus({ code: SpanStatusCode.ERROR, message: redactSecrets(described) })
   }
   span.end()
+}
+
+/**
+ * Records `error` on `span` as an exception event (OpenTelemetry's `exception.type`, `.message`, `.stacktrace`), its
+ * message and stack with secrets redacted. Only for failures of the service: an error the client caused (a 4xx) is
+ * an answer, not an exception (docs/observability.md, "Errors in traces").
+ */
+function recordException (span: Span, error: unknown): void {
+  if (!(error instanceof Error)) {
+    span.recordException(redactSecrets(String(error)))
+    return
+  }
+  const code = (error as { code?: unknown }).code
+  span.recordException({
+    name: error.name,
+    message: redactSecrets(error.message),
+    ...(typeof code === 'string' || typeof code === 'number' ? { code } : {}),
+    ...(error.stack === undefined ? {} : { stack: redactSecrets(error.stack) })
+  })
+}
+
+/** Ends a span as failed by a failure of the service: the error status and the exception event. */
+export function failSpan (span: Span, error: unknown): void {
+  recordException(span, error)
+  endSpan(span, error)
+}
+
+/** Records an unexpected failure (answered 5xx) on the request's server span, when the request is traced. */
+export function recordFailure (request: object, error: unknown): void {
+  if (tracer === null) return
+  const span = serverSpans.get(request)
+  if (span !== undefined) recordException(span, error)
+}
+
+/**
+ * A span of ours under `parent` (a request's server span, say), whatever context is active; null when the parent is
+ * not recorded (a request the sampler left out).
+ */
+export function startChildSpan (parent: Span, name: string, kind: SpanKind, attributes?: Attributes): Span | null {
+  if (tracer === null || !parent.isRecording()) return null
+  return tracer.startSpan(name, { kind, ...(attributes === undefined ? {} : { attributes }) }, trace.setSpan(context.active(), parent))
 }
 
 /** The active context, to link to from a span that later serves this work together with others; undefined when not tracing. */

@@ -1,27 +1,32 @@
 /**
- * OpenTelemetry tracing for `petstore serve` (docs/observability.md, "Tracing"; docs/decisions.md, "Tracing"). Loaded by
+ * OpenTelemetry tracing for `petstore serve` (docs/observability.md, "Tracing";
+ * docs/adr/0022-tracing-opentelemetry-off-unless-configured.md). Loaded by
  * bin/petstore.js only when the environment asks for traces (src/tracing/env.ts), and before any module of the app:
  * the pg and ioredis instrumentations patch those packages as they load, and this project imports them from ES
  * modules, which Node's require hooks never see. So the loader hook of import-in-the-middle is registered first (in
  * the application thread with module.registerHooks where Node allows, else on the loader thread), then the SDK
  * starts, and only then does bin/petstore.js import the CLI (and with it pg and ioredis).
  *
- * The SDK reads the standard variables itself: OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT and _PROTOCOL, OTEL_SERVICE_NAME,
- * OTEL_RESOURCE_ATTRIBUTES, OTEL_TRACES_SAMPLER and _ARG, OTEL_PROPAGATORS, OTEL_BSP_*. Traces only: the metrics stay
- * Prometheus's (/metrics) and the logs stay on stdout.
+ * The SDK reads the standard variables itself: OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT, _HEADERS, _TIMEOUT,
+ * OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES, OTEL_TRACES_SAMPLER and _ARG, OTEL_PROPAGATORS, OTEL_BSP_*. The exporter
+ * is made here (traceExporter: which one, as the SDK would pick it) so that every span passes through the scrubbing
+ * exporter (./redact.ts) on its way out. Traces only: the metrics stay Prometheus's (/metrics) and the logs stay on
+ * stdout.
  */
 import { FastifyOtelInstrumentation } from '@fastify/otel'
-import { trace, type Span } from '@opentelemetry/api'
+import { diag, trace, type Span } from '@opentelemetry/api'
 import { IORedisInstrumentation } from '@opentelemetry/instrumentation-ioredis'
 import { PgInstrumentation } from '@opentelemetry/instrumentation-pg'
 import { defaultResource, resourceFromAttributes } from '@opentelemetry/resources'
 import { NodeSDK } from '@opentelemetry/sdk-node'
+import { ConsoleSpanExporter, type SpanExporter } from '@opentelemetry/sdk-trace'
 import type { FastifyRequest } from 'fastify'
 import { createAddHookMessageChannel } from 'import-in-the-middle'
 import { register as registerSyncHooks, supportsSyncHooks } from 'import-in-the-middle/register-hooks.mjs'
 import { register } from 'node:module'
 import { loggedUrl } from '../http/log-url.js'
 import { VERSION } from '../version.js'
+import { ScrubbingSpanExporter } from './redact.js'
 import { enableSpans, noteServerSpan } from './spans.js'
 
 /** The packages whose ES-module imports are intercepted, for their instrumentations: no other module is touched. */
@@ -49,8 +54,9 @@ function hookModules (): () => Promise<void> {
 function describeRequest (span: Span, request: FastifyRequest): void {
   noteServerSpan(request, span)
   const route = request.routeOptions.url
-  // The HTTP conventions' name: method and route (the path template, never the path a client chose).
-  if (route !== undefined) span.updateName(`${request.method} ${route}`)
+  // The HTTP conventions' name: method and route (the path template, never the path a client chose); the method
+  // alone for a request no route matched (Node's parser takes only the methods it knows).
+  span.updateName(route === undefined ? request.method : `${request.method} ${route}`)
   const operationId = request.routeOptions.schema?.operationId
   const mark = request.url.search(/[?#]/)
   span.setAttributes({
@@ -61,12 +67,41 @@ function describeRequest (span: Span, request: FastifyRequest): void {
   })
 }
 
+/** A variable as the OpenTelemetry SDK reads it: trimmed, and an empty value is no value. */
+function variable (env: Readonly<Record<string, string | undefined>>, name: string): string | undefined {
+  const value = env[name]?.trim()
+  return value === undefined || value === '' ? undefined : value
+}
+
+/**
+ * The exporter the environment names, as the SDK would pick it: OTLP (the default) over the protocol that
+ * OTEL_EXPORTER_OTLP_TRACES_PROTOCOL or OTEL_EXPORTER_OTLP_PROTOCOL names (http/protobuf by default, http/json, grpc),
+ * or the console (OTEL_TRACES_EXPORTER=console); each OTLP exporter reads its endpoint, headers and timeout itself.
+ * Only the one used is loaded (the gRPC one brings a gRPC client).
+ */
+async function traceExporter (env: Readonly<Record<string, string | undefined>>): Promise<SpanExporter> {
+  if (variable(env, 'OTEL_TRACES_EXPORTER')?.split(',')[0]?.trim().toLowerCase() === 'console') return new ConsoleSpanExporter()
+  const protocol = variable(env, 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL') ?? variable(env, 'OTEL_EXPORTER_OTLP_PROTOCOL') ?? 'http/protobuf'
+  switch (protocol) {
+    case 'grpc':
+      return new (await import('@opentelemetry/exporter-trace-otlp-grpc')).OTLPTraceExporter()
+    case 'http/json':
+      return new (await import('@opentelemetry/exporter-trace-otlp-http')).OTLPTraceExporter()
+    default:
+      if (protocol !== 'http/protobuf') diag.warn(`Unsupported OTLP traces protocol: ${protocol}. Using http/protobuf.`)
+      return new (await import('@opentelemetry/exporter-trace-otlp-proto')).OTLPTraceExporter()
+  }
+}
+
 /** Starts tracing: the loader hook, the instrumentations, the SDK, and the service's own spans (src/tracing/spans.ts). */
-export async function startTracing (): Promise<void> {
+export async function startTracing (env: Readonly<Record<string, string | undefined>>): Promise<void> {
   const acknowledged = hookModules()
+  const exporter = new ScrubbingSpanExporter(await traceExporter(env))
   const sdk = new NodeSDK({
     // Defaults below what the environment says: OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES win.
     resource: defaultResource().merge(resourceFromAttributes({ 'service.name': 'petstore-inventory', 'service.version': VERSION })),
+    // Batched as OTEL_BSP_* say, like the exporter the SDK would have made; every span is scrubbed on its way out.
+    traceExporter: exporter,
     instrumentations: [
       // Spans only inside a traced request: the webhook dispatcher's polls and the purge timer make no traces.
       new PgInstrumentation({ requireParentSpan: true }),
@@ -75,9 +110,13 @@ export async function startTracing (): Promise<void> {
       new FastifyOtelInstrumentation({
         // Registers itself on the app as Fastify creates it (the fastify.initialization diagnostics channel).
         registerOnInitialization: true,
-        // One span per request and one for its handler; the gate's own span (src/http/plugins/access.ts) stands for
-        // the hook that matters, and a span per hook would outnumber everything else.
+        // One span per request; the gate's own span (src/http/plugins/access.ts) stands for the hook that matters,
+        // and a span per hook would outnumber everything else. The handler's span is ours (src/tracing/handler.ts):
+        // this one would count a 4xx as a failure, as it would record every error as an exception (a 4xx is the
+        // client's; the error handler records the service's own failures, src/http/plugins/errors.ts).
         instrumentHooks: false,
+        instrumentHandler: false,
+        recordExceptions: false,
         ignorePaths: ({ url }) => UNTRACED.test(url),
         requestHook: describeRequest
       })

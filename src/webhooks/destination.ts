@@ -7,6 +7,12 @@
  * A check when the subscription is saved gives the subscriber a clear answer; it is not enough on its own, since
  * the name may resolve elsewhere by the time of delivery (DNS rebinding). The sender checks again the addresses
  * it actually connects to.
+ *
+ * A refusal tells the subscriber which host was refused, never what it resolved to nor which range that address is
+ * in: whoever may save a URL could otherwise map the internal network through this service's resolver (which
+ * names exist, what they point at). For the same reason a name that does not resolve gets the same answer as one
+ * that resolves to a private address. The operator's detail (the address, its range) stays on the error, for the
+ * server log.
  */
 import { lookup } from 'node:dns/promises'
 import type { LookupAddress } from 'node:dns'
@@ -29,20 +35,33 @@ export type Resolve = (hostname: string) => Promise<LookupAddress[]>
 
 export type DestinationErrorReason = 'invalid_url' | 'too_long' | 'scheme' | 'userinfo' | 'fragment' | 'private_address' | 'unresolvable'
 
-/** A destination refused; the message is written for the subscriber and names no secret. */
+/**
+ * A destination refused. The message is written for the subscriber: it names the host as given, never an address it
+ * resolved to or the range of one. `address` and `range` are for the operator's log only.
+ */
 export class DestinationError extends Error {
   override readonly name = 'DestinationError'
   /** A short stable code, for programs and logs. */
   readonly reason: DestinationErrorReason
-  /** The address refused, when the reason is 'private_address'. */
+  /** The address refused, when the reason is 'private_address' (for logs, never for the subscriber). */
   readonly address: string | undefined
+  /** What kind of address it is ('loopback', 'private', 'linkLocal', ...: ipaddr.js's names), for logs. */
+  readonly range: string | undefined
 
   constructor (reason: DestinationErrorReason, message: string, address?: string) {
     super(message)
     this.reason = reason
     this.address = address
+    this.range = address === undefined ? undefined : addressRange(address)
   }
 }
+
+/**
+ * Where the setting that allows plain http is named, for a subscriber who tried http (a developer with a receiver on
+ * their own machine): the variable is the operator's, and its name says nothing about this deployment.
+ */
+const HTTPS_ONLY = 'The URL must use https (plain http is accepted only for development receivers on private networks, ' +
+  'when the server runs with WEBHOOK_ALLOW_PRIVATE_NETWORKS=true).'
 
 export const defaultResolve: Resolve = async (hostname) => await lookup(hostname, { all: true })
 
@@ -62,7 +81,7 @@ export function checkUrlSyntax (url: string, policy: DestinationPolicy): URL {
   }
   if (parsed.href.length > MAX_URL_LENGTH) throw new DestinationError('too_long', `The URL must be at most ${MAX_URL_LENGTH} characters long.`)
   if (parsed.protocol !== 'https:' && !(parsed.protocol === 'http:' && policy.allowPrivateNetworks)) {
-    throw new DestinationError('scheme', policy.allowPrivateNetworks ? 'The URL must use https or http.' : 'The URL must use https.')
+    throw new DestinationError('scheme', policy.allowPrivateNetworks ? 'The URL must use https or http.' : HTTPS_ONLY)
   }
   if (parsed.username !== '' || parsed.password !== '') {
     throw new DestinationError('userinfo', 'The URL must not contain a user name or password.')
@@ -74,7 +93,7 @@ export function checkUrlSyntax (url: string, policy: DestinationPolicy): URL {
   if (parsed.hostname === '') throw new DestinationError('invalid_url', 'The URL must name a host.')
   const literal = addressLiteral(parsed.hostname)
   if (literal !== null && !policy.allowPrivateNetworks && !isPublicAddress(literal)) {
-    throw new DestinationError('private_address', `${literal} is ${describeAddress(literal)}; webhooks are delivered only to public addresses.`, literal)
+    throw new DestinationError('private_address', notPublic(literal), literal)
   }
   return parsed
 }
@@ -105,10 +124,19 @@ export function isPublicAddress (address: string): boolean {
   return !(parsed.kind() === 'ipv6' && (parsed as ipaddr.IPv6).parts.slice(0, 6).every((part) => part === 0))
 }
 
-/** The refusal for a host name that resolved to an address that is not public. */
+/** The refusal for a host name that resolved to an address that is not public: the name only, never the address. */
 export function privateName (hostname: string, address: string): DestinationError {
-  return new DestinationError('private_address',
-    `${hostname} resolves to ${address}, ${describeAddress(address)}; webhooks are delivered only to public addresses.`, address)
+  return new DestinationError('private_address', notPublic(hostname), address)
+}
+
+/**
+ * The subscriber's words for a refused host: the same whether a name resolved to a private address or did not
+ * resolve at all, so that the answers tell nothing of the names the internal resolver knows.
+ */
+export function notPublic (host: string): string {
+  return addressLiteral(host) === null
+    ? `${host} is not a public address (or does not resolve); webhooks are delivered only to public addresses.`
+    : `${host} is not a public address; webhooks are delivered only to public addresses.`
 }
 
 /** The address a URL's hostname is, without IPv6's brackets; null for a name. */
@@ -122,25 +150,20 @@ async function resolveAll (hostname: string, resolve: Resolve): Promise<LookupAd
   try {
     addresses = await resolve(hostname)
   } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code
-    throw new DestinationError('unresolvable', `${hostname} could not be resolved${code === undefined ? '' : ` (${code})`}.`)
+    // A temporary failure is the resolver's, not the name's: worth trying again, and the same for every name.
+    if ((error as NodeJS.ErrnoException).code === 'EAI_AGAIN') {
+      throw new DestinationError('unresolvable', `${hostname} could not be resolved just now; try again.`)
+    }
+    throw new DestinationError('unresolvable', notPublic(hostname))
   }
-  if (addresses.length === 0) throw new DestinationError('unresolvable', `${hostname} could not be resolved (no addresses).`)
+  if (addresses.length === 0) throw new DestinationError('unresolvable', notPublic(hostname))
   return addresses
 }
 
-const RANGE_WORDS: Record<string, string> = {
-  loopback: 'a loopback address',
-  private: 'a private address',
-  uniqueLocal: 'a private address',
-  linkLocal: 'a link-local address',
-  carrierGradeNat: 'a shared (carrier-grade NAT) address',
-  unspecified: 'an unspecified address',
-  multicast: 'a multicast address',
-  broadcast: 'a broadcast address'
-}
-
-function describeAddress (address: string): string {
-  const range = ipaddr.isValid(address) ? ipaddr.process(address).range() : 'invalid'
-  return RANGE_WORDS[range] ?? 'a reserved or special-purpose address'
+/** ipaddr.js's name of an address's range, for the operator's log; 'invalid' for text that is not an address. */
+export function addressRange (address: string): string {
+  if (!ipaddr.isValid(address)) return 'invalid'
+  const range = ipaddr.process(address).range()
+  // The IPv4-compatible ::/96, which ipaddr.js counts as unicast and isPublicAddress does not.
+  return range === 'unicast' && !isPublicAddress(address) ? 'reserved' : range
 }

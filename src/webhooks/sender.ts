@@ -9,6 +9,11 @@
  * refused before any connection is attempted. Each request has its own connection (no agent), so nothing
  * connected under an earlier answer is reused.
  *
+ * What the outcome tells the subscriber is what the endpoint's owner could know anyway: the status, the time, and
+ * the start of the answer's body and a redirect's target, those two only from a public address. Whoever may save a
+ * URL must not learn through this service what an internal listener answers (reachable when private networks are
+ * allowed), nor which address a name resolved to: a refusal names the host as given, the operator's log the rest.
+ *
  * Errors are built from error codes and addresses, never from the request: its headers carry the signature.
  */
 import type { LookupAddress } from 'node:dns'
@@ -16,13 +21,16 @@ import { request as httpRequest, type ClientRequest, type IncomingMessage } from
 import { request as httpsRequest } from 'node:https'
 import { isIP, type LookupFunction } from 'node:net'
 import {
-  addressLiteral, checkUrlSyntax, defaultResolve, DestinationError, isPublicAddress, privateName,
+  addressLiteral, addressRange, checkUrlSyntax, defaultResolve, DestinationError, isPublicAddress, privateName,
   type DestinationPolicy, type Resolve
 } from './destination.js'
 
 export const DEFAULT_TIMEOUT_MS = 10_000
 export const DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024
-/** How much of the answer's body is kept for the deliveries log. */
+/**
+ * How much of the answer's body is returned, from a public address only: the dispatcher redacts it and keeps a
+ * shorter excerpt still (RESPONSE_EXCERPT_BYTES), so that a secret cut by the short excerpt's end is still redacted.
+ */
 export const EXCERPT_BYTES = 1024
 export const USER_AGENT = 'petstore-inventory-webhooks/1'
 /** A Location longer than this is cut in the error that reports the redirect. */
@@ -40,16 +48,29 @@ export interface WebhookRequest {
 /**
  * What became of an attempt. `status` is set whenever an answer's status line arrived; `error` then is null,
  * except for a redirect (3xx), which is not followed and counts as a failure. Without an answer, `error` says why
- * in a few words ('timeout after 10000 ms', 'connection refused', 'refused: 10.0.0.1 is not a public address').
- * How the body ended (complete, cut at the cap, cut by the deadline) does not change the outcome.
+ * in a few words ('timeout after 10000 ms', 'connection refused', 'refused: hooks.example.com is not a public
+ * address'), naming the URL's host, never an address it resolved to. How the body ended (complete, cut at the cap,
+ * cut by the deadline) does not change the outcome.
  */
 export interface SendResult {
   status: number | null
   error: string | null
   /** From the start of the attempt to its outcome. */
   durationMs: number
-  /** The first EXCERPT_BYTES of the answer's body as text, when it had one. */
+  /**
+   * The first EXCERPT_BYTES of the answer's body as text, when it had one and came from an address whose answers
+   * may be kept (SenderOptions.keepsAnswersOf).
+   */
   responseExcerpt?: string
+}
+
+/** A destination refused at connection time, for the operator's log: what the subscriber is not told. */
+export interface Refusal {
+  /** The URL's host. */
+  host: string
+  /** The address that was not public, and its range ('loopback', 'private', ...). */
+  address: string
+  range: string
 }
 
 export interface SenderOptions {
@@ -60,6 +81,14 @@ export interface SenderOptions {
   policy: DestinationPolicy
   /** Resolves host names when connecting; tests inject one. */
   resolve?: Resolve
+  /**
+   * Whether the answer of a peer at this address may be reported: the start of its body, a redirect's target.
+   * Public addresses only by default: with private networks allowed, an internal listener's answer must not reach
+   * whoever saved the URL. Tests of the excerpt, whose servers are on loopback, inject one.
+   */
+  keepsAnswersOf?: (address: string) => boolean
+  /** Told of each destination refused when connecting (the operator's log; the outcome names the host only). */
+  refused?: (refusal: Refusal) => void
 }
 
 type Outcome = Omit<SendResult, 'durationMs'>
@@ -71,12 +100,16 @@ export class HttpSender {
   readonly #maxResponseBytes: number
   readonly #policy: DestinationPolicy
   readonly #resolve: Resolve
+  readonly #keepsAnswersOf: (address: string) => boolean
+  readonly #refused: (refusal: Refusal) => void
 
   constructor (options: SenderOptions) {
     this.#timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS
     this.#maxResponseBytes = options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES
     this.#policy = options.policy
     this.#resolve = options.resolve ?? defaultResolve
+    this.#keepsAnswersOf = options.keepsAnswersOf ?? isPublicAddress
+    this.#refused = options.refused ?? (() => {})
   }
 
   /** POSTs the request; `signal` ends the attempt early (shutdown). Resolves with the outcome, whatever happened. */
@@ -87,9 +120,16 @@ export class HttpSender {
     try {
       url = checkUrlSyntax(request.url, this.#policy)
     } catch (error) {
+      if (error instanceof DestinationError) this.#report(error, null)
       return { status: null, error: error instanceof DestinationError ? refusal(error, null) : 'refused: invalid URL', durationMs: elapsed() }
     }
     return { ...await this.#attempt(url, request, signal), durationMs: elapsed() }
+  }
+
+  /** Tells the operator's log which address a refusal was about. */
+  #report (error: DestinationError, url: URL | null): void {
+    if (error.address === undefined) return
+    this.#refused({ host: url?.hostname ?? error.address, address: error.address, range: error.range ?? 'invalid' })
   }
 
   #attempt (url: URL, request: WebhookRequest, signal: AbortSignal | undefined): Promise<Outcome> {
@@ -112,6 +152,8 @@ export class HttpSender {
       let phase: Phase = 'connect'
       let status: number | null = null
       let redirect: string | null = null
+      // Set once connected: whether the peer's answer may be reported at all.
+      let keepsAnswer = false
       const excerpt: Buffer[] = []
       let excerptBytes = 0
       let read = 0
@@ -140,12 +182,12 @@ export class HttpSender {
       const onResponse = (res: IncomingMessage): void => {
         status = res.statusCode ?? null
         if (status !== null && status >= 300 && status < 400) {
-          const location = res.headers.location
+          const location = keepsAnswer ? res.headers.location : undefined
           redirect = `redirect not followed (${status}${location === undefined ? '' : ` to ${cut(location)}`})`
         }
         res.on('data', (chunk: Buffer) => {
           read += chunk.length
-          if (excerptBytes < EXCERPT_BYTES) {
+          if (keepsAnswer && excerptBytes < EXCERPT_BYTES) {
             const part = Buffer.from(chunk.subarray(0, EXCERPT_BYTES - excerptBytes))
             excerpt.push(part)
             excerptBytes += part.length
@@ -169,7 +211,10 @@ export class HttpSender {
         finish(`invalid request (${codeOf(error) ?? 'unknown'})`)
         return
       }
-      req.on('error', (error) => finish(describeFailure(error, phase, url)))
+      req.on('error', (error) => {
+        if (error instanceof DestinationError) this.#report(error, url)
+        finish(describeFailure(error, phase, url, guard))
+      })
       req.on('socket', (socket) => {
         // First among the 'connect' listeners, so a refusal comes before TLS sends its first byte (when guarded,
         // the scheme is always https: nothing of the request is written before the handshake).
@@ -177,9 +222,11 @@ export class HttpSender {
           // The lookup already refused such answers; this also covers a path around it.
           const remote = socket.remoteAddress
           if (guard && (remote === undefined || !isPublicAddress(remote))) {
-            finish(`refused: ${remote ?? 'an unknown address'} is not a public address`)
+            if (remote !== undefined) this.#refused({ host: url.hostname, address: remote, range: addressRange(remote) })
+            finish(refusedHost(url.hostname))
             return
           }
+          keepsAnswer = remote !== undefined && this.#keepsAnswersOf(remote)
           phase = https ? 'tls' : 'exchange'
         })
         socket.once('secureConnect', () => { phase = 'exchange' })
@@ -210,16 +257,26 @@ function guardedLookup (resolve: Resolve, guard: boolean): LookupFunction {
       if (refused !== undefined) callback(privateName(hostname, refused.address), '')
       else if (options.all === true) callback(null, addresses)
       else callback(null, first.address, first.family)
-    }, (error: NodeJS.ErrnoException) => callback(error, ''))
+    }, (error: NodeJS.ErrnoException) => {
+      // Guarded, every way a name fails to resolve reads the same (describeFailure), but a temporary failure.
+      if (guard && error.code !== 'EAI_AGAIN') callback(Object.assign(new Error(`${hostname} did not resolve`), { code: 'ENOTFOUND', hostname }), '')
+      else callback(error, '')
+    })
   }
 }
 
-/** A failure before an answer, in a few words, from its code: messages are not reused, lest one echo a header. */
-function describeFailure (error: Error, phase: Phase, url: URL): string {
+/**
+ * A failure before an answer, in a few words, from its code: messages are not reused, lest one echo a header. When
+ * guarded, a name that does not resolve is reported as one that resolves to a private address, as when it is saved
+ * (destination.ts): the deliveries log must not tell which internal names exist.
+ */
+function describeFailure (error: Error, phase: Phase, url: URL, guard: boolean): string {
   if (error instanceof DestinationError) return refusal(error, url.hostname)
   const code = codeOf(error)
-  // Handshake and certificate failures (expired, self-signed, wrong name) carry OpenSSL's wording, which is safe;
-  // Node 24 appends advice about its own flags after a ';', which is not for the subscriber.
+  // A wrong name's message lists the names the certificate holds: an internal listener's, with private networks allowed.
+  if (code === 'ERR_TLS_CERT_ALTNAME_INVALID') return `TLS: the certificate is not valid for ${url.hostname}`
+  // Other handshake and certificate failures (expired, self-signed) carry OpenSSL's wording, which is generic; Node
+  // 24 appends advice about its own flags after a ';', which is not for the subscriber.
   if (phase === 'tls' || code?.startsWith('ERR_SSL_') === true || code?.startsWith('ERR_TLS_') === true) {
     return `TLS: ${error.message.split(';')[0] ?? ''}`
   }
@@ -227,7 +284,8 @@ function describeFailure (error: Error, phase: Phase, url: URL): string {
     case 'ECONNREFUSED': return 'connection refused'
     case 'ECONNRESET': return phase === 'exchange' ? 'connection closed before an answer' : 'connection reset'
     case 'EPIPE': return 'connection closed while sending'
-    case 'ENOTFOUND': return `DNS: ${url.hostname} not found`
+    case 'ENOTFOUND':
+    case 'ENODATA': return guard ? refusedHost(url.hostname) : `DNS: ${url.hostname} not found`
     case 'EAI_AGAIN': return `DNS: temporary failure resolving ${url.hostname}`
     case 'EHOSTUNREACH': return 'host unreachable'
     case 'ENETUNREACH': return 'network unreachable'
@@ -237,12 +295,19 @@ function describeFailure (error: Error, phase: Phase, url: URL): string {
   return `request failed (${code ?? 'unknown error'})`
 }
 
-/** A refused destination as a delivery error. */
+/** A refused destination as a delivery error: the host as the URL names it, never the address it resolved to. */
 function refusal (error: DestinationError, hostname: string | null): string {
   if (error.reason !== 'private_address' || error.address === undefined) return `refused: ${error.message}`
-  return hostname === null || addressLiteral(hostname) !== null
-    ? `refused: ${error.address} is not a public address`
-    : `refused: ${hostname} resolves to ${error.address}, not a public address`
+  return refusedHost(hostname ?? error.address)
+}
+
+/**
+ * The refusal of a URL's host (a hostname as URL.hostname has it). A name gets the same words whether it resolved
+ * to an address that is not public or did not resolve, as when it is saved (destination.ts notPublic).
+ */
+function refusedHost (hostname: string): string {
+  const literal = addressLiteral(hostname)
+  return literal === null ? `refused: ${hostname} is not a public address (or does not resolve)` : `refused: ${literal} is not a public address`
 }
 
 function codeOf (error: unknown): string | undefined {

@@ -273,7 +273,7 @@ describe('petstore restore', () => {
 
     const restored = await cli.run(['restore', file])
     assert.equal(restored.code, 0, restored.stderr)
-    assert.match(restored.stdout, new RegExp(`schema version ${LATEST - 1}, integrity check ok\\. It is at schema version ${LATEST - 1}: the next petstore serve \\(or petstore migrate\\) brings it to ${LATEST}\\.`))
+    assert.match(restored.stdout, new RegExp(`schema version ${LATEST - 1}, integrity check ok\\. It is at schema version ${LATEST - 1}: the next npx petstore serve \\(or npx petstore migrate\\) brings it to ${LATEST}\\.`))
     assert.match(restored.stdout, /There was no store to replace\./)
     const migrated = await cli.run(['migrate'])
     assert.equal(migrated.code, 0, migrated.stderr)

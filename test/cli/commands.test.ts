@@ -173,13 +173,13 @@ describe('petstore (usage)', () => {
     assert.equal(existsSync(`${cli.dir}/some.db`), false, '--help does nothing else')
   })
 
-  test('when --version is given, then the release version is printed and it exits 0', async (t) => {
+  test('when --version, -v or -V is given, then the release version is printed and it exits 0', async (t) => {
     const cli = cliFor(t, { PORT: 'abc' })
-    const res = await cli.run(['--version'])
-    assert.equal(res.code, 0, res.stderr)
     const { version } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }
-    assert.equal(res.stdout, `${version}\n`)
-    assert.equal(res.stderr, '')
+    for (const flag of ['--version', '-v', '-V']) {
+      const res = await cli.run([flag])
+      assert.deepEqual([res.code, res.stdout, res.stderr], [0, `${version}\n`, ''], flag)
+    }
   })
 
   test('when asking for help with an invalid configuration, then help still works', async (t) => {

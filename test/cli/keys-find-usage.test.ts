@@ -41,7 +41,7 @@ describe('petstore keys find', () => {
     assert.match(res.stdout, /^plan: +pro \(300 a minute, 10000 a day\)$/m)
     assert.match(res.stdout, /^scope: +read$/m)
     assert.match(res.stdout, /^status: +active$/m)
-    assert.match(res.stderr, new RegExp(`To stop it working: petstore keys revoke ${created.id}`))
+    assert.match(res.stderr, new RegExp(`To stop it working: npx petstore keys revoke ${created.id}`))
     const secret = created.key.slice('psk_live_'.length)
     assert.ok(!(res.stdout + res.stderr).includes(secret), 'the key is never printed')
   })

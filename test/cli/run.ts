@@ -4,8 +4,8 @@
  */
 import assert from 'node:assert/strict'
 import { spawn, type ChildProcess } from 'node:child_process'
-import { writeFileSync } from 'node:fs'
-import { join } from 'node:path'
+import { mkdirSync, symlinkSync, writeFileSync } from 'node:fs'
+import { delimiter, join } from 'node:path'
 import type { TestContext } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
@@ -72,17 +72,38 @@ export interface Started {
 }
 
 /**
- * A CLI bound to a fresh temporary directory and database. The child sees only PATH plus the given variables,
- * so nothing from the developer's shell (DATABASE_URL, PORT, ...) leaks into a test.
+ * PETS_SUNSET for a server a test runs on the real clock: a year after the test starts. With the default (a fixed
+ * date), the deprecated GET /v1/pets/{petId} would answer 410 Gone once that date has passed, and every test or
+ * documentation example calling it would fail from that day on: no test may depend on the calendar.
  */
-export function cliFor (t: TestContext, env: Record<string, string> = {}): Cli {
+export function sunsetAYearAhead (): string {
+  return new Date(Date.now() + 365 * 86_400_000).toISOString().replace(/\.\d{3}Z$/, 'Z')
+}
+
+/**
+ * A CLI bound to a fresh temporary directory and database. The child sees only PATH plus the given variables (and
+ * PETS_SUNSET, above), so nothing from the developer's shell (DATABASE_URL, PORT, ...) leaks into a test.
+ *
+ * It runs as from a checkout (`node bin/petstore.js`), or with `installed` as an installed command runs: `petstore`
+ * found on PATH, a link to bin/petstore.js, as the image and a global install have it.
+ */
+export function cliFor (t: TestContext, env: Record<string, string> = {}, { installed = false } = {}): Cli {
   const dir = tempDir(t)
   const db = join(dir, 'petstore.db')
+  const binDir = join(dir, 'bin')
+  if (installed) {
+    mkdirSync(binDir)
+    symlinkSync(BIN, join(binDir, 'petstore'))
+  }
+  const path = process.env.PATH ?? ''
   // No drain on SIGTERM (SHUTDOWN_DRAIN_MS): no balancer is in front of a test's server; the drain's own tests set it.
-  const base: Record<string, string> = { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', DATABASE_URL: db, SHUTDOWN_DRAIN_MS: '0', ...env }
+  const base: Record<string, string> = {
+    PATH: installed ? `${binDir}${delimiter}${path}` : path, LOG_LEVEL: 'warn', DATABASE_URL: db, SHUTDOWN_DRAIN_MS: '0', PETS_SUNSET: sunsetAYearAhead(), ...env
+  }
 
   const start = (args: string[], extra: Record<string, string> = {}, input?: string): Started => {
-    const child = spawn(process.execPath, [BIN, ...args], { cwd: dir, env: { ...base, ...extra }, stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] })
+    const [file, argv] = installed ? ['petstore', args] : [process.execPath, [BIN, ...args]]
+    const child = spawn(file, argv, { cwd: dir, env: { ...base, ...extra }, stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] })
     if (input !== undefined) {
       // A command may stop reading before the end of its input (keys find reads a bounded amount): not the test's error.
       child.stdin?.on('error', (error: NodeJS.ErrnoException) => { if (error.code !== 'EPIPE') throw error })

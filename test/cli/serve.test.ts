@@ -142,7 +142,7 @@ describe('petstore serve', () => {
     for (const args of [['serve', '--seed'], ['serve', 'now']]) {
       const res = await cli.run(args, { PORT: '0' })
       assert.equal(res.code, 2, args.join(' '))
-      assert.match(res.stderr, /Run "petstore help" for usage/)
+      assert.match(res.stderr, /Run "npx petstore help" for usage/)
     }
   })
 })

@@ -35,7 +35,7 @@ describe('upgrading a SQLite store', () => {
       ['import', pets], ['inventory', 'history', '1']]) {
       const res = await cli.run(args)
       assert.equal(res.code, 2, args.join(' '))
-      assert.equal(res.stderr, `petstore: the store schema is at version 4 and this release needs version ${LATEST}: run \`petstore migrate\` first\n`)
+      assert.equal(res.stderr, `petstore: the store schema is at version 4 and this release needs version ${LATEST}: run \`npx petstore migrate\` first\n`)
     }
     assert.equal(schemaVersion(cli.db), 4)
   })
@@ -139,7 +139,7 @@ if (await requirePostgres('upgrading a PostgreSQL store')) {
       const cli = cliFor(t, { DATABASE_URL: url })
       const refused = await cli.run(['serve'])
       assert.equal(refused.code, 2)
-      assert.match(refused.stderr, /schema is at version 4 and this release needs version \d+: run `petstore migrate` first/)
+      assert.match(refused.stderr, /schema is at version 4 and this release needs version \d+: run `npx petstore migrate` first/)
       assert.equal((await cli.run(['keys', 'create', '--plan', 'free'])).code, 2)
 
       const migrated = await cli.run(['migrate'])

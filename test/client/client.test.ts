@@ -3,8 +3,8 @@
  * Delays are recorded by an injected sleep (which moves the app's clock where time matters), so nothing waits.
  */
 import assert from 'node:assert/strict'
-import { createServer, type Socket } from 'node:net'
-import type { AddressInfo } from 'node:net'
+import { createServer as createHttpServer, request as httpRequest } from 'node:http'
+import { createServer, type Socket, type AddressInfo } from 'node:net'
 import { describe, test, type TestContext } from 'node:test'
 import { inspect } from 'node:util'
 import { createClient, InsufficientScopeError, PetstoreError, type ClientOptions, type PetstoreClient, type RateLimitedEvent } from '../../client/index.js'
@@ -23,6 +23,31 @@ async function served (t: TestContext, env: Record<string, string> = {}, data?: 
   await ctx.app.listen({ port: 0, host: '127.0.0.1' })
   const { port } = ctx.app.server.address() as AddressInfo
   return { ...ctx, baseUrl: `http://127.0.0.1:${port}` }
+}
+
+/**
+ * A reverse proxy that serves `target` under `prefix` (as a gateway serving several services from one host does):
+ * `PREFIX/v1/...` is forwarded as `/v1/...`; anything outside the prefix is 404, as such a gateway answers it.
+ */
+async function prefixProxy (t: TestContext, target: string, prefix: string): Promise<string> {
+  const server = createHttpServer((incoming, outgoing) => {
+    if (incoming.url?.startsWith(`${prefix}/`) !== true) {
+      outgoing.writeHead(404).end('not behind this proxy')
+      return
+    }
+    const upstream = httpRequest(new URL(incoming.url.slice(prefix.length), target), { method: incoming.method, headers: incoming.headers }, (answer) => {
+      outgoing.writeHead(answer.statusCode ?? 502, answer.headers)
+      answer.pipe(outgoing)
+    })
+    upstream.on('error', () => outgoing.destroy())
+    incoming.pipe(upstream)
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.after(async () => {
+    server.closeAllConnections()
+    await new Promise((resolve) => server.close(resolve))
+  })
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}${prefix}`
 }
 
 /** Real fetch, with every request recorded. */
@@ -181,6 +206,23 @@ describe('typed client: data', () => {
     const all = []
     for await (const item of fresh.allInventory()) all.push(item.petId)
     assert.deepEqual([all.length, one], [5, [`GET ${baseUrl}/v1/inventory?limit=100`]], 'a page of 100 by default')
+  })
+
+  test('when the service is behind a proxy that serves it under a path prefix, then allInventory, allOrders and inventoryChanges follow the links there', async (t) => {
+    const { baseUrl, key } = await served(t, {}, { pets: [1, 2, 3].map((id) => pet(id, { quantity: id })), orders: [1, 2, 3].map((id) => order(id)) })
+    const proxied = await prefixProxy(t, baseUrl, '/inventory-api')
+    const { client, requests } = clientFor(proxied, key)
+    const stock = []
+    for await (const item of client.allInventory({ limit: 2 })) stock.push(item.petId)
+    const orders = []
+    for await (const item of client.allOrders({ limit: 2 })) orders.push(item.id)
+    const changes = []
+    for await (const change of client.inventoryChanges({ limit: 2 })) changes.push(change.quantity)
+    assert.deepEqual([stock, orders, changes], [[1n, 2n, 3n], [1n, 2n, 3n], [1, 2, 3]])
+    assert.equal(requests.length, 7, 'two pages each, and the feed\'s empty page that says it is caught up')
+    for (const request of requests) assert.ok(request.startsWith(`GET ${proxied}/v1/`), request)
+    const page = await client.listOrders({ limit: 2 })
+    assert.match(page.nextUrl ?? '', new RegExp(`^${proxied}/v1/store/orders\\?limit=2&cursor=[\\w-]+$`))
   })
 
   test('when listing page by page, then each page holds limit entries and the cursor of the next; the first carries the feed cursor', async (t) => {

@@ -34,6 +34,7 @@ async function pack (dir: string): Promise<string> {
   const { stdout } = await run('npm', ['pack', '--json', '--pack-destination', dir], { cwd: join(source, 'client') })
   const [result] = JSON.parse(stdout) as PackResult[]
   assert.ok(result !== undefined)
+  assert.deepEqual(readdirSync(join(source, 'client')).filter((name) => name.endsWith('.tgz')), [], 'the checkout is left as it was')
   return join(dir, result.filename)
 }
 
@@ -52,7 +53,7 @@ async function unpacked (tarball: string, dir: string): Promise<Map<string, stri
 }
 
 const SCRIPT = `
-import { createClient, PetstoreError } from '@petstore/inventory-client'
+import { createClient, PetstoreError, createClient, PetstoreError, type InventoryItem, type RateLimitedEvent } from '@petstore/inventory-client'
 
 const petstore = createClient({ baseUrl: process.env.PETSTORE_URL, apiKey: process.env.PETSTORE_KEY })
 const entries = []
@@ -69,7 +70,6 @@ console.log(JSON.stringify({ entries, updated: [String(updated.data.petId), upda
 
 // Compiles only if the declarations are there and say what the client does: each @ts-expect-error must meet an error.
 const CHECKED = `
-import { createClient, PetstoreError, type InventoryItem, type RateLimitedEvent } from '@petstore/inventory-client'
 
 declare const apiKey: string
 const petstore = createClient({

@@ -49,6 +49,11 @@ export function requireDocker (what: string): Promise<boolean> {
   return requireService('Docker', process.env.DOCKER_HOST ?? 'unix:///var/run/docker.sock', dockerReachable, what, 'DOCKER_HOST')
 }
 
+/**
+ * NODE_IMAGE: the Node.js image the Dockerfile is built on (its one base unless told otherwise); RUNTIME_IMAGE: the
+ * plain Debian of the same release, for the builds that name a runtime base of their own and for the containers
+ * that stand in for other services.
+ */
 export interface BaseImages { NODE_IMAGE: string, RUNTIME_IMAGE: string }
 
 /**
@@ -68,11 +73,20 @@ export async function baseImages (): Promise<BaseImages> {
   return { NODE_IMAGE: line('NODE_IMAGE'), RUNTIME_IMAGE: line('RUNTIME_IMAGE') }
 }
 
-/** Builds the repository's Dockerfile as TEST_IMAGE (Docker's layer cache makes a second build of the same sources quick). */
+/** `docker build` of the repository's Dockerfile with these build arguments; never throws for a failed build. */
+export async function build (tag: string, buildArgs: Record<string, string>): Promise<RunResult> {
+  return await command('docker', ['build', '--network', 'host', ...Object.entries(buildArgs).flatMap(([name, value]) => ['--build-arg', `${name}=${value}`]),
+    '--tag', tag, ROOT], { timeoutMs: 15 * 60_000 })
+}
+
+/**
+ * Builds the repository's Dockerfile as TEST_IMAGE, given NODE_IMAGE alone as a user builds it on another Node line
+ * (Docker's layer cache makes a second build of the same sources quick).
+ */
 export async function buildImage (): Promise<string> {
   const bases = await baseImages()
-  await docker(['build', '--network', 'host', '--build-arg', `NODE_IMAGE=${bases.NODE_IMAGE}`, '--build-arg', `RUNTIME_IMAGE=${bases.RUNTIME_IMAGE}`,
-    '--tag', TEST_IMAGE, ROOT], { timeoutMs: 15 * 60_000 })
+  const res = await build(TEST_IMAGE, { NODE_IMAGE: bases.NODE_IMAGE })
+  if (res.code !== 0) throw new Error(`docker build exited ${res.code}: ${res.stderr.trim()}`)
   return TEST_IMAGE
 }
 

@@ -7,7 +7,10 @@ import assert from 'node:assert/strict'
 import { readFileSync } from 'node:fs'
 import { before, describe, test, type TestContext } from 'node:test'
 import { freePort } from '../helpers/net.js'
-import { buildImage, docker, inspect, requireDocker, runContainer, uniqueName, volume, waitFor, waitForStatus } from './docker.js'
+import { baseImages, build, buildImage, docker, inspect, requireDocker, runContainer, uniqueName, volume, waitFor, waitForStatus } from './docker.js'
+
+/** The images of the build-argument test (removed after it): never the tag a user builds. */
+const TEST_RUNTIME_TAG = 'petstore-inventory:test-runtime'
 
 /** Room for a slow machine: a container starts in about a second here. */
 const START_MS = 30_000
@@ -37,18 +40,19 @@ if (await requireDocker('the container image tests')) {
     let image = ''
     before(async () => { image = await buildImage() })
 
-    test('when built, then it is below 250 MB, runs Node 24 as uid 1000 and carries neither npm nor a compiler', async () => {
+    test('when built on NODE_IMAGE alone, then it is below 250 MB, runs Node 24 as uid 1000 and carries neither npm (nor npx, corepack, yarn) nor a compiler', async () => {
       const [meta] = JSON.parse(await docker(['image', 'inspect', image])) as Array<{ Size: number, Config: { User: string, Entrypoint: string[], Cmd: string[] } }>
       assert.ok(meta !== undefined)
       assert.ok(meta.Size < 250_000_000, `the image is ${Math.round(meta.Size / 1e6)} MB`)
       assert.equal(meta.Config.User, '1000:1000')
       assert.deepEqual([meta.Config.Entrypoint, meta.Config.Cmd], [['petstore'], ['serve']])
       const probe = await docker(['run', '--rm', '--network', 'none', '--entrypoint', 'bash', image, '-c',
-        'id -u; node --version; command -v npm npx gcc cc || echo none'])
-      const [uid, node, tools] = probe.trim().split('\n')
+        'id -u; node --version; command -v npm npx corepack yarn gcc cc || echo none; find /usr/local -mindepth 2 ! -path /usr/local/bin/node ! -path /usr/local/bin/petstore'])
+      const [uid, node, tools, ...local] = probe.trim().split('\n')
       assert.equal(uid, '1000')
       assert.match(node ?? '', /^v24\./)
       assert.equal(tools, 'none')
+      assert.deepEqual(local, [], 'nothing under /usr/local but node and the petstore link')
     })
 
     test('when run with a /data volume, then /healthz answers, a key made with docker exec reads and writes the stock, and the health check passes', async (t) => {
@@ -60,6 +64,10 @@ if (await requireDocker('the container image tests')) {
       await petstore(name, 'import', '/app/data/demo.json')
       const key = (await petstore(name, 'keys', 'create', '--plan', 'pro', '--name', 'container')).trim()
       assert.match(key, /^psk_live_[0-9A-Za-z]{49}$/)
+      // The start line names no address only the container reaches, and a command that works in it (no npx there).
+      const logs = await docker(['logs', name])
+      assert.match(logs, /API \/v1, reference \/docs, metrics \/metrics, on port \d+ of this container/)
+      assert.match(logs, /Create a key in the container with: petstore keys create --plan free --name me \(docker exec CONTAINER/)
 
       const listed = await call(base, key, '/v1/inventory')
       assert.equal(listed.status, 200)
@@ -104,6 +112,33 @@ if (await requireDocker('the container image tests')) {
         'for d in /app /tmp /etc /data; do if touch "$d/.probe" 2>/dev/null; then echo "$d writable"; rm -f "$d/.probe"; else echo "$d read-only"; fi; done; grep ^Uid /proc/1/status'])
       assert.deepEqual(writable.trim().split('\n').slice(0, 4), ['/app read-only', '/tmp read-only', '/etc read-only', '/data writable'])
       assert.match(writable, /^Uid:\s+1000\s+1000\s+1000\s+1000$/m, 'the server (PID 1) runs as uid 1000')
+    })
+
+    test('when RUNTIME_IMAGE names a base of the same Debian release, then the runtime is built on it; of another release, the build stops naming both', async () => {
+      const bases = await baseImages()
+      const tag = `${TEST_RUNTIME_TAG}-${process.pid}`
+      const onDebian = await build(tag, { NODE_IMAGE: bases.NODE_IMAGE, RUNTIME_IMAGE: bases.RUNTIME_IMAGE })
+      try {
+        assert.equal(onDebian.code, 0, onDebian.stderr)
+        const probe = await docker(['run', '--rm', '--network', 'none', '--entrypoint', 'bash', tag, '-c', 'node --version; command -v npm || echo none'])
+        assert.match(probe, /^v24\.[\s\S]*\nnone\n$/)
+      } finally {
+        await docker(['image', 'rm', '--force', tag]).catch(() => {})
+      }
+      // The same Debian saying it is another release: what a base of the next release looks like to the check.
+      const other = `${TEST_RUNTIME_TAG}-other-release-${process.pid}`
+      await docker(['build', '--network', 'host', '--tag', other, '-'], {
+        input: `FROM ${bases.RUNTIME_IMAGE}\nRUN sed --in-place --follow-symlinks 's/bookworm/trixie/g' /etc/os-release\n`
+      })
+      try {
+        const refused = await build(`${tag}-refused`, { NODE_IMAGE: bases.NODE_IMAGE, RUNTIME_IMAGE: other })
+        assert.notEqual(refused.code, 0)
+        // BuildKit reports the failing step's output on stderr; the legacy builder (Debian's docker.io without buildx)
+        // prints it on stdout and says only "returned a non-zero code" on stderr.
+        assert.match(refused.stdout + refused.stderr, /RUNTIME_IMAGE is Debian trixie and NODE_IMAGE Debian bookworm: node links against its Debian's C library/)
+      } finally {
+        await docker(['image', 'rm', '--force', other]).catch(() => {})
+      }
     })
 
     test('when sent SIGTERM, then /readyz answers 503 at once while requests are served, and the process exits 0 within 10 s', async (t) => {

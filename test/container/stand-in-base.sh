@@ -3,8 +3,9 @@
 # registry can be reached (the CI machines reach only the npm registry and Debian's packages), and prints them as
 #   RUNTIME_IMAGE=<tag>
 #   NODE_IMAGE=<tag>
-# The container tests pass them to the Dockerfile as build arguments; the Dockerfile itself is the one users build on
-# the official images.
+# The container tests build the Dockerfile on NODE_IMAGE alone, as users build it on another Node.js line, and name
+# RUNTIME_IMAGE where they test that build argument (and for containers that stand in for other services); the
+# Dockerfile itself is the one users build on the official images.
 #
 # What they hold, as the official images do: Debian bookworm (debootstrap --variant=minbase, from the apt mirror this
 # machine is configured with, without package caches, documentation and translations, as the slim image); the Node

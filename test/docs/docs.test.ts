@@ -5,7 +5,8 @@
  * - The runnable blocks of one page run in order in one bash process with `set -euo pipefail`, in the project root
  *   (so `npx petstore ...` runs this checkout's dist/, which `npm test` builds first), against a server of the page's
  *   own: `petstore serve --seed-demo` on a free port, on a temporary SQLite file holding the demo data
- *   (data/demo.json). Nothing carries over from one page to the next: each page creates its own key.
+ *   (data/demo.json), with PETS_SUNSET a year ahead (cliFor): a date that depends on the day of the run shows as
+ *   `...`. Nothing carries over from one page to the next: each page creates its own key.
  * - `http://127.0.0.1:8080` in a block (commands and expected output) is rewritten to that server's address.
  *   DATABASE_URL names the server's SQLite file, so the CLI reaches the same store; TMPDIR is a temporary directory,
  *   removed afterwards (put files there); LOG_LEVEL is warn. Otherwise the blocks see only PATH and HOME.
@@ -16,24 +17,32 @@
  * - Mark a block runnable when it can run against such a server. Examples that need Docker, Kubernetes, psql, other
  *   servers, or never end (a stream), stay plain ```` ```sh ````.
  *
- * Links. Every relative link of README.md, BENCHMARKS.md and docs/*.md names a file that exists and, with `#anchor`,
- * a heading of that page, by GitHub's anchors (github-slugger).
+ * Links. Every relative link of README.md, BENCHMARKS.md, bench/README.md, docs/*.md and docs/adr/*.md names a file
+ * that exists and, with `#anchor`, a heading of that page, by GitHub's anchors (github-slugger).
  *
  * README.md is at most 15 KB, and the API document names no repository file: a reader of /docs cannot open one.
+ *
+ * Decision records (docs/adr/NNNN-title.md) are numbered 0001 on without gaps, each at most a page, with its status,
+ * its date and the sections Context, Decision, Consequences and Alternatives rejected; none cites an issue number,
+ * and docs/decisions.md lists every one.
  */
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
-import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
+import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, test, type TestContext } from 'node:test'
 import { cliFor, startServe } from '../cli/run.js'
 import { testApp } from '../helpers/app.js'
 import { mismatch } from './expected-output.js'
-import { brokenLink, documentationPages, internalLinks, ROOT, runnableSteps, type Step } from './pages.js'
+import { brokenLink, codeBlocks, documentationPages, internalLinks, ROOT, runnableSteps, type Step } from './pages.js'
 
 /** The address the pages use for a local server. */
 const DOCUMENTED_ORIGIN = 'http://127.0.0.1:8080'
 const README_MAX_BYTES = 15 * 1024
+/** A decision record is at most a page. */
+const RECORD_MAX_BYTES = 3.5 * 1024
+const RECORD_MAX_LINES = 55
+const RECORD_SECTIONS = ['Context', 'Decision', 'Consequences', 'Alternatives rejected']
 /** Generous for a loaded machine: a page makes a few dozen requests and a few CLI runs. */
 const PAGE_TIMEOUT_MS = 120_000
 
@@ -43,6 +52,32 @@ describe('the documentation', () => {
   test('when README.md is read, then it is at most 15 KB: the front door, the rest in docs/', () => {
     const size = statSync(join(ROOT, 'README.md')).size
     assert.ok(size <= README_MAX_BYTES, `README.md is ${size} bytes, over ${README_MAX_BYTES}: move sections into docs/`)
+  })
+
+  test('when a decision record is read, then it is one page with its number, status, date and sections, and the index lists it', () => {
+    const dir = join(ROOT, 'docs/adr')
+    const records = readdirSync(dir).filter((name) => name.endsWith('.md') && name !== 'README.md').sort()
+    const index = readFileSync(join(ROOT, 'docs/decisions.md'), 'utf8')
+    const problems = records.flatMap((name, i) => {
+      const text = readFileSync(join(dir, name), 'utf8')
+      const number = String(i + 1).padStart(4, '0')
+      const found: string[] = []
+      if (!new RegExp(`^${number}-[a-z0-9]+(-[a-z0-9]+)*\\.md$`).test(name)) found.push(`is not named ${number}-<kebab-case title>.md`)
+      if (!text.startsWith(`# ${number}. `)) found.push(`does not begin with "# ${number}. " and its title`)
+      if (!/^- Status: (accepted|deprecated|superseded by \d{4})$/m.test(text)) found.push('has no "- Status: accepted" line')
+      if (!/^- Date: \d{4}-\d{2}-\d{2}\b/m.test(text)) found.push('has no "- Date: YYYY-MM-DD" line')
+      const sections = [...text.matchAll(/^## (.+)$/gm)].map((match) => match[1])
+      if (sections.join('|') !== RECORD_SECTIONS.join('|')) found.push(`has the sections [${sections.join(', ')}], not [${RECORD_SECTIONS.join(', ')}]`)
+      const lines = text.trimEnd().split('\n').length
+      if (Buffer.byteLength(text) > RECORD_MAX_BYTES || lines > RECORD_MAX_LINES) {
+        found.push(`is ${Buffer.byteLength(text)} bytes and ${lines} lines, more than a page (${RECORD_MAX_BYTES}, ${RECORD_MAX_LINES})`)
+      }
+      if (/\bissues? #?\d+|(^|\s)#\d+\b/im.test(text)) found.push('cites an issue number: say what happened instead')
+      if (!index.includes(`](adr/${name})`)) found.push('is not listed in docs/decisions.md')
+      return found.map((problem) => `docs/adr/${name} ${problem}`)
+    })
+    assert.ok(records.length > 0, 'docs/adr holds the decision records')
+    assert.deepEqual(problems, [])
   })
 
   test('when a page links within the repository, then the file exists and so does the heading its #anchor names', () => {
@@ -57,6 +92,26 @@ describe('the documentation', () => {
     assert.equal(brokenLink('docs/api.md', '../BENCHMARKS.md'), null)
     assert.match(brokenLink('README.md', 'docs/api.md#no-such-heading') ?? '', /docs\/api.md has no heading with the anchor #no-such-heading/)
     assert.match(brokenLink('docs/api.md', 'no-such-page.md') ?? '', /no file docs\/no-such-page.md/)
+  })
+
+  test('when a page shows how to get or import the typed client, then it names the package client.md installs and packs it outside the checkout', () => {
+    const found: string[] = []
+    for (const page of [...pages, 'client/README.md']) {
+      for (const { lang, text } of codeBlocks(page)) {
+        if (['ts', 'typescript', 'js', 'javascript', 'mjs', 'cjs'].includes(lang)) {
+          for (const [, specifier] of text.matchAll(/(?:\bfrom|\bimport\s*\(|\brequire\s*\()\s*['"]([^'"]*petstore[^'"]*)['"]/g)) {
+            if (specifier !== '@petstore/inventory-client') found.push(`${page}: imports ${specifier}`)
+          }
+        }
+        if (['sh', 'bash'].includes(lang)) {
+          // npm pack writes the tarball into the current directory, the checkout's client/, unless told where.
+          for (const line of text.split('\n').filter((line) => /^\s*npm pack\b/.test(line) && !line.includes('--pack-destination'))) {
+            found.push(`${page}: ${line.trim()}`)
+          }
+        }
+      }
+    }
+    assert.deepEqual(found, [])
   })
 
   test('when the API document is read on /docs, then no description sends the reader to a repository file', async (t) => {

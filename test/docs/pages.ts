@@ -10,10 +10,16 @@ import { Lexer, walkTokens, type Token } from 'marked'
 
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url))
 
-/** The pages whose links are checked and whose runnable blocks are run: README.md, BENCHMARKS.md and docs/*.md. */
+/**
+ * The pages whose links are checked and whose runnable blocks are run: README.md, BENCHMARKS.md, bench/README.md,
+ * docs/*.md and the decision records (docs/adr/*.md).
+ */
 export function documentationPages (): string[] {
-  const docs = readdirSync(join(ROOT, 'docs')).filter((name) => name.endsWith('.md')).sort().map((name) => `docs/${name}`)
-  return ['README.md', 'BENCHMARKS.md', ...docs].filter((page) => existsSync(join(ROOT, page)))
+  const markdown = (dir: string): string[] => existsSync(join(ROOT, dir))
+    ? readdirSync(join(ROOT, dir)).filter((name) => name.endsWith('.md')).sort().map((name) => `${dir}/${name}`)
+    : []
+  return ['README.md', 'BENCHMARKS.md', 'bench/README.md', ...markdown('docs'), ...markdown('docs/adr')]
+    .filter((page) => existsSync(join(ROOT, page)))
 }
 
 interface Parsed { source: string, tokens: Token[] }
@@ -66,6 +72,15 @@ export function brokenLink (from: string, href: string): string | null {
   if (anchor === undefined || anchor === '') return null
   if (!file.endsWith('.md')) return `${href}: an anchor into a file that is not Markdown`
   return anchors(file).has(decodeURIComponent(anchor)) ? null : `${href}: ${file} has no heading with the anchor #${anchor}`
+}
+
+/** The page's fenced code blocks, in order: the first word of the info string (`ts`, `sh`, ...) and the text. */
+export function codeBlocks (path: string): Array<{ lang: string, text: string }> {
+  const blocks: Array<{ lang: string, text: string }> = []
+  walkTokens(page(path).tokens, (token) => {
+    if (token.type === 'code') blocks.push({ lang: (token.lang ?? '').split(/\s+/)[0] ?? '', text: token.text })
+  })
+  return blocks
 }
 
 /** One command of a runnable block: the lines since the previous comment or blank line, and what it is shown to print. */

@@ -1,9 +1,11 @@
 /**
  * A small OTLP/HTTP trace receiver for tests: what a collector would get from a server started with
- * OTEL_EXPORTER_OTLP_ENDPOINT pointing here and OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/json. It keeps every span it
- * is sent, flattened (attributes as plain values), and closes after the test.
+ * OTEL_EXPORTER_OTLP_ENDPOINT pointing here. With OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/json it keeps every span it
+ * is sent, flattened (attributes as plain values); with http/protobuf (the default) it keeps the bytes only, to be
+ * searched. Every request body is kept as sent (gzip undone), and the receiver closes after the test.
  */
 import { createServer } from 'node:http'
+import { gunzipSync } from 'node:zlib'
 import type { AddressInfo } from 'node:net'
 import type { TestContext } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -76,8 +78,10 @@ export interface OtlpReceiver {
   endpoint: string
   /** Every span received so far. */
   spans: () => ReceivedSpan[]
-  /** The request bodies received so far, as sent (to look for text anywhere in them). */
+  /** The JSON request bodies received so far, as sent (to look for text anywhere in them). */
   bodies: () => string[]
+  /** Every request body received so far, JSON or protobuf, as bytes (gzip undone). */
+  rawBodies: () => Buffer[]
   /** Waits until the spans received satisfy `ready`; fails after `timeoutMs`. */
   waitFor: (ready: (spans: ReceivedSpan[]) => boolean, timeoutMs?: number) => Promise<ReceivedSpan[]>
 }
@@ -85,14 +89,25 @@ export interface OtlpReceiver {
 export async function otlpReceiver (t: TestContext): Promise<OtlpReceiver> {
   const received: ReceivedSpan[] = []
   const bodies: string[] = []
+  const rawBodies: Buffer[] = []
   const server = createServer((req, res) => {
-    let body = ''
-    req.setEncoding('utf8').on('data', (chunk: string) => { body += chunk })
+    const chunks: Buffer[] = []
+    req.on('data', (chunk: Buffer) => { chunks.push(chunk) })
     req.on('end', () => {
-      if (req.method !== 'POST' || req.url !== '/v1/traces' || !String(req.headers['content-type']).startsWith('application/json')) {
+      const type = String(req.headers['content-type'])
+      if (req.method !== 'POST' || req.url !== '/v1/traces' || !(type.startsWith('application/json') || type.startsWith('application/x-protobuf'))) {
         res.writeHead(404).end()
         return
       }
+      const sent = Buffer.concat(chunks)
+      const raw = req.headers['content-encoding'] === 'gzip' ? gunzipSync(sent) : sent
+      rawBodies.push(raw)
+      if (type.startsWith('application/x-protobuf')) {
+        // An empty ExportTraceServiceResponse: no field set, no bytes.
+        res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end()
+        return
+      }
+      const body = raw.toString('utf8')
       bodies.push(body)
       received.push(...flatten(JSON.parse(body) as OtlpRequest))
       res.writeHead(200, { 'content-type': 'application/json' }).end('{}')
@@ -105,6 +120,7 @@ export async function otlpReceiver (t: TestContext): Promise<OtlpReceiver> {
     endpoint: `http://127.0.0.1:${port}`,
     spans: () => [...received],
     bodies: () => [...bodies],
+    rawBodies: () => [...rawBodies],
     waitFor: async (ready, timeoutMs = 10_000) => {
       const deadline = Date.now() + timeoutMs
       while (!ready(received)) {

@@ -1,5 +1,5 @@
 /**
- * Tests wait for the event they assert (docs/decisions.md, "Tests wait for the event they assert"): a child's log
+ * Tests wait for the event they assert (docs/adr/0024-tests-wait-for-the-event-they-assert.md): a child's log
  * line, a stream's event, a limiter back on Redis. A fixed sleep followed by an assertion that something happened
  * races with the code under test, and loses on a loaded machine. These helpers poll (or listen) until the condition
  * holds and fail, saying what was awaited, only after a deadline generous enough for a machine at load 6: a deadline

@@ -152,7 +152,7 @@ describe('ETag and conditional GET /v1/inventory', () => {
     assert.equal((await two.inject(patch(key, 1, 42))).statusCode, 200)
     const started = Date.now()
     await eventually(async () => (await one.inject(get(key))).json()[0].quantity === 42 ? true : null)
-    // A check every 200 ms; the bound allows a loaded machine (a stale listing would never change here).
+    // A check every LISTING_POLL_MS (200 ms); the bound allows a loaded machine (a stale listing would never change here).
     assert.ok(Date.now() - started < 3000, `seen after ${Date.now() - started} ms`)
   })
 })

@@ -11,7 +11,7 @@ import fastJson from 'fast-json-stringify'
 import { Type } from 'typebox'
 import { InventoryItem as ItemSchema } from '../../src/domain/entities.js'
 import type { InventoryItem, PetStatus, StockEntry } from '../../src/model.js'
-import { ChangeWatch, InventoryCache, type InventoryCacheOptions, type InventoryView } from '../../src/http/inventory-cache.js'
+import { ChangeWatch, InventoryCache, LISTING_MAX_AGE_MS, type InventoryCacheOptions, type InventoryView } from '../../src/http/inventory-cache.js'
 import type { InventoryPage } from '../../src/store/stock/types.js'
 
 const serializeList = fastJson(Type.Array(ItemSchema))
@@ -185,14 +185,14 @@ describe('InventoryCache', () => {
     assert.equal(store.calls.version, 3, 'a count back at the old value is a new count, not the old one')
   })
 
-  test('signal without local: the store is checked again after maxAgeMs even when the count stands still', async (t) => {
+  test('signal without local: the store is checked again after LISTING_MAX_AGE_MS even when the count stands still', async (t) => {
     const store = new FakeStore(5)
     const watch = new ChangeWatch()
     const clock = { now: 1_000_000 }
-    const listing = cache(t, store, { watch, maxAgeMs: 5000, clock: () => clock.now })
+    const listing = cache(t, store, { watch, clock: () => clock.now })
     watch.observe(1)
     await listing.current()
-    clock.now += 4999
+    clock.now += LISTING_MAX_AGE_MS - 1
     await listing.current()
     assert.equal(store.calls.version, 1)
     clock.now += 2

@@ -57,6 +57,24 @@ describe('logs', () => {
   })
 
 
+  test('when a webhook secret, a signature or credentials reach a log line, then the line shows their marker, not them', async (t) => {
+    const { app, store, lines } = await appWithLog(t)
+    const key = await newKey(store)
+    const secret = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw'
+    const signature = 'v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4='
+    const token = 'ghp_16C7e42F292c6912E7710c838347Ae178B4a'
+    await app.inject({ method: 'GET', url: `/v1/webhooks/${secret}`, headers: auth(key) })
+    // A server error whose message (and stack) quote them, logged at error.
+    store.catalog.getPet = async () => { throw new Error(`boom: ${secret} ${signature} Authorization: Bearer ${token}`) }
+    assert.equal((await app.inject({ method: 'GET', url: '/v1/pets/1', headers: auth(key) })).statusCode, 500)
+    for (const needle of [secret.slice(6), signature.slice(3), token]) {
+      assert.deepEqual(lines.filter((line) => line.includes(needle)), [], `${needle} in the logs`)
+    }
+    const error = lines.map((line) => JSON.parse(line) as { msg: string, err?: { message: string } }).find((entry) => entry.err !== undefined)
+    assert.equal(error?.err?.message, 'boom: whsec_[redacted] v1,[redacted] Authorization: Bearer [redacted]')
+    assert.ok(lines.some((line) => line.includes('"url":"/v1/webhooks/whsec_[redacted]"')), 'the access line shows what was there')
+  })
+
   test('when requests with valid, unknown and malformed keys are served, then no key appears in the logs', async (t) => {
     const { app, store, lines } = await appWithLog(t)
     const key = await newKey(store)

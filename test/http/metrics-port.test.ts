@@ -18,7 +18,7 @@ async function serve (t: TestContext, env: Record<string, string>) {
   const config = loadConfig({
     PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'silent', DATABASE_URL: join(tempDir(t), 'petstore.db'), METRICS_PORT: String(metricsPort), ...env
   })
-  const app = await startServer(config, { seedDemo: false })
+  const app = await startServer(config, { seedDemo: false, command: 'petstore' })
   let closed = false
   t.after(async () => { if (!closed) await app.close() })
   const main = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`
@@ -81,6 +81,6 @@ describe('METRICS_PORT', () => {
     const { metrics } = await serve(t, {})
     const port = new URL(metrics).port
     const config = loadConfig({ PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'silent', DATABASE_URL: join(tempDir(t), 'other.db'), METRICS_PORT: port })
-    await assert.rejects(startServer(config, { seedDemo: false }), /EADDRINUSE/)
+    await assert.rejects(startServer(config, { seedDemo: false, command: 'petstore' }), /EADDRINUSE/)
   })
 })

@@ -7,7 +7,9 @@ import assert from 'node:assert/strict'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { describe, test, type TestContext } from 'node:test'
-import { buildApp } from '../../src/app.js'
+import { pino } from 'pino'
+import { Writable } from 'node:stream'
+import { buildApp, type AppDeps } from '../../src/app.js'
 import { createKey, revokeKey, rotateKey } from '../../src/access/keys.js'
 import { loadConfig } from '../../src/config.js'
 import { importData } from '../../src/domain/import.js'
@@ -17,13 +19,17 @@ import { auth, newKey, pet, tempStore } from '../helpers/app.js'
 import { POSTGRES_URL, requirePostgres, tempSchema } from '../helpers/postgres.js'
 import { WAIT_TIMEOUT_MS } from '../helpers/wait.js'
 import { distinctIds, receiver, type Receiver } from '../helpers/webhooks.js'
+import { loggerOptions } from '../../src/logger.js'
+import { HttpSender } from '../../src/webhooks/sender.js'
+import type { Resolve } from '../../src/webhooks/destination.js'
 
 const json = { 'content-type': 'application/json' }
 const FAST = { AUTH_CACHE_TTL_MS: '0', WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', WEBHOOK_POLL_MS: '20', WEBHOOK_RETRY_BASE_MS: '50', WEBHOOK_RETRY_MAX_DELAY_MS: '200', WEBHOOK_TIMEOUT_MS: '2000' }
 
-async function webhookApp (t: TestContext, env: Record<string, string> = {}, given?: Store) {
+/** `deps` replaces what buildApp gets besides the store: a logger, a webhook transport. */
+async function webhookApp (t: TestContext, env: Record<string, string> = {}, given?: Store, deps: Omit<AppDeps, 'store'> = {}) {
   const store = given ?? await tempStore(t)
-  const app = await buildApp(loadConfig({ ...FAST, ...env }), { store, logger: false })
+  const app = await buildApp(loadConfig({ ...FAST, ...env }), { store, logger: false, ...deps })
   t.after(() => app.close())
   await app.ready()
   const key = await newKey(store, 'enterprise')
@@ -47,7 +53,7 @@ describe('webhook subscriptions', () => {
     assert.equal(res.statusCode, 201, res.body)
     const created = res.json<{ id: string, secret: string, url: string, enabled: boolean, events: string[] }>()
     assert.match(created.id, /^wh_/)
-    assert.equal(res.headers.location, `/v1/webhooks/${created.id}`)
+    assert.equal(res.headers.location, `webhooks/${created.id}`)
     assert.match(created.secret, /^whsec_[A-Za-z0-9+/]+=*$/)
     assert.ok(Buffer.from(created.secret.slice(6), 'base64').length >= 24, 'at least 24 random bytes')
     assert.deepEqual([created.url, created.enabled, created.events], ['http://127.0.0.1:9/hook', true, ['inventory.changed']])
@@ -84,15 +90,45 @@ describe('webhook subscriptions', () => {
     }
   })
 
-  test('when the events name unknown types, then 400 names them; the 11th subscription of a quota is 409 webhook_limit_reached', async (t) => {
+  test('when the events name unknown types, then 400 names where they are; the 11th subscription of a quota is 409 webhook_limit_reached', async (t) => {
     const { request } = await webhookApp(t)
     const unknown = await request('POST', '/v1/webhooks', { url: 'http://127.0.0.1:9/', events: ['inventory.changed', 'order.created', 'pets.*'] })
     assert.equal(unknown.statusCode, 400)
-    assert.match(unknown.json<{ message: string }>().message, /"order\.created", "pets\.\*"/)
+    assert.equal(unknown.json<{ message: string }>().message, 'body.events[1], body.events[2] are not known event types; known: inventory.changed.')
     for (let i = 0; i < 10; i++) assert.equal((await request('POST', '/v1/webhooks', { url: `http://127.0.0.1:9/${i}`, events: ['inventory.changed'] })).statusCode, 201)
     const eleventh = await request('POST', '/v1/webhooks', { url: 'http://127.0.0.1:9/x', events: ['inventory.changed'] })
     assert.equal(eleventh.statusCode, 409)
     assert.equal(eleventh.json<{ code: string }>().code, 'webhook_limit_reached')
+  })
+
+  test('when a path, a field or a member name holds a key or a webhook secret, then the error message names the place, never the secret', async (t) => {
+    const { request, key } = await webhookApp(t)
+    const created = await request('POST', '/v1/webhooks', { url: 'http://127.0.0.1:9/', events: ['inventory.changed'] })
+    const { id, secret } = created.json<{ id: string, secret: string }>()
+    const messages = async (method: string, url: string, body?: unknown): Promise<string> => {
+      const res = await request(method, url, body)
+      assert.ok(res.statusCode >= 400 && res.statusCode < 500, `${method} ${url}: ${res.statusCode}`)
+      return res.json<{ message: string }>().message
+    }
+    assert.deepEqual([
+      await messages('GET', `/v1/webhooks/${key}`),
+      await messages('PATCH', `/v1/webhooks/${encodeURIComponent(secret)}`, { enabled: false }),
+      await messages('POST', `/v1/webhooks/${key}/deliveries/1/retry`),
+      await messages('POST', '/v1/webhooks', { url: 'http://127.0.0.1:9/', events: ['inventory.changed', key] }),
+      await messages('PATCH', `/v1/webhooks/${id}`, { events: [secret] }),
+      await messages('POST', '/v1/webhooks', { url: 'http://127.0.0.1:9/', events: ['inventory.changed'], [key]: true })
+    ], [
+      'No webhook subscription with this id.',
+      'No webhook subscription with this id.',
+      'No webhook subscription with this id.',
+      'body.events[1] is not a known event type; known: inventory.changed.',
+      'body.events[0] is not a known event type; known: inventory.changed.',
+      'body.psk_live_[redacted] is not a known field.'
+    ])
+    // An id this service could have made is quoted: it is no secret, and it says which one.
+    const gone = 'wh_' + 'A'.repeat(22)
+    assert.equal(await messages('GET', `/v1/webhooks/${gone}`), `No webhook subscription "${gone}".`)
+    assert.equal(await messages('POST', `/v1/webhooks/${id}/deliveries/42/retry`), `The webhook subscription "${id}" has no delivery 42.`)
   })
 
   test('when another quota asks for a subscription, then it is not found; a rotated key keeps its quota\'s subscriptions', async (t) => {
@@ -123,6 +159,37 @@ describe('webhook subscriptions', () => {
       assert.equal(res.statusCode, 400, `${url}: ${res.body}`)
       assert.equal(res.json<{ code: string }>().code, 'invalid_request')
     }
+  })
+
+  test('when a URL is refused for its address, on create or update, then the answer names the host but not what it resolves to nor its range; the server log has them at info', async (t) => {
+    const lines: string[] = []
+    const stream = new Writable({ write (chunk: Buffer, _encoding, done) { lines.push(...chunk.toString().split('\n').filter(Boolean)); done() } })
+    const { request } = await webhookApp(t, { WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'false' }, undefined, { logger: pino(loggerOptions('info'), stream) })
+    // localhost resolves (through the system's resolver, as any name) to a loopback address.
+    const created = await request('POST', '/v1/webhooks', { url: 'https://localhost/hook', events: ['inventory.changed'] })
+    assert.equal(created.statusCode, 400)
+    assert.equal(created.json<{ message: string }>().message,
+      'localhost is not a public address (or does not resolve); webhooks are delivered only to public addresses.')
+    const literal = await request('POST', '/v1/webhooks', { url: 'https://169.254.169.254/latest/meta-data/', events: ['inventory.changed'] })
+    assert.equal(literal.json<{ message: string }>().message, '169.254.169.254 is not a public address; webhooks are delivered only to public addresses.')
+    // A subscription saved with a public address, then pointed at localhost.
+    const { id } = await request('POST', '/v1/webhooks', { url: 'https://93.184.215.14/hook', events: ['inventory.changed'] }).then((r) => r.json<{ id: string }>())
+    const updated = await request('PATCH', `/v1/webhooks/${id}`, { url: 'https://localhost/other' })
+    assert.equal(updated.statusCode, 400)
+    for (const body of [created.body, literal.body, updated.body]) {
+      assert.doesNotMatch(body, /127\.0\.0\.1|::1|loopback|link-local|private address|metadata|resolves to/, body)
+    }
+    const logged = lines.map((line) => JSON.parse(line) as { level: number, msg: string, host?: string, address?: string, range?: string })
+      .filter((line) => line.msg.startsWith('webhook URL refused'))
+    assert.ok(logged.some((line) => line.level === 30 && line.host === 'localhost' && /^(127\.0\.0\.1|::1)$/.test(line.address ?? '') && line.range === 'loopback'),
+      JSON.stringify(logged))
+  })
+
+  test('when the URL is http and private networks are not allowed, then the refusal names the setting that allows it for development', async (t) => {
+    const { request } = await webhookApp(t, { WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'false' })
+    const res = await request('POST', '/v1/webhooks', { url: 'http://shop.example/hook', events: ['inventory.changed'] })
+    assert.equal(res.statusCode, 400)
+    assert.match(res.json<{ message: string }>().message, /^The URL must use https \(.*private networks.*WEBHOOK_ALLOW_PRIVATE_NETWORKS=true/)
   })
 })
 
@@ -194,6 +261,30 @@ describe('webhook delivery', () => {
     await waitFor(async () => !(await request('GET', `/v1/webhooks/${id}`)).json<{ enabled: boolean }>().enabled)
     assert.match((await request('GET', `/v1/webhooks/${id}`)).json<{ disabledReason: string }>().disabledReason, /410 Gone/)
     assert.equal(hook.requests, 1)
+  })
+
+  test('when a subscription stays disabled past the retention, then its undelivered events are purged; enabled again, it gets the changes committed meanwhile', async (t) => {
+    const hook = await receiver(t)
+    hook.answer = () => 410
+    // The app's clock starts two hours behind and then catches up, so that the last delivery is signed at the real time
+    // (receivers refuse signatures of another time).
+    let behind = 2 * 3_600_000
+    const { request, store } = await webhookApp(t, { WEBHOOK_RETENTION_MS: '3600000' }, undefined, { clock: () => Date.now() - behind })
+    await importData(store, { pets: [pet(1, { quantity: 5 })], orders: [] })
+    const { id } = await subscribe(request, hook)
+    await request('PATCH', '/v1/inventory/1', { quantity: 6 })
+    await waitFor(async () => !(await request('GET', `/v1/webhooks/${id}`)).json<{ enabled: boolean }>().enabled)
+    const deliveries = async (): Promise<Array<{ state: string }>> => (await request('GET', `/v1/webhooks/${id}/deliveries`)).json()
+    assert.deepEqual((await deliveries()).map((d) => d.state), ['pending'], 'kept while within the retention')
+    await request('PATCH', '/v1/inventory/1', { quantity: 7 })
+
+    // Two hours later (the retention is one): the dispatcher's purge takes the parked event.
+    behind = 0
+    await waitFor(async () => (await deliveries()).length === 0)
+    hook.answer = () => 204
+    assert.equal((await request('PATCH', `/v1/webhooks/${id}`, { enabled: true })).statusCode, 200)
+    await hook.until(() => hook.received.length === 1)
+    assert.deepEqual(hook.received.map((r) => r.event.data.quantity), [7], 'the change committed while it was disabled; the purged one is not sent')
   })
 
   test('when the secret is rotated, then deliveries carry both signatures for the overlap, each verifying with its secret', async (t) => {
@@ -330,23 +421,70 @@ describe('webhook isolation', () => {
     assert.ok(delay.max / 1e6 < 1000, `the longest event-loop stall was ${Math.round(delay.max / 1e6)} ms`)
   })
 
-  test('when an endpoint echoes the request, then the deliveries log keeps its answer without the signature; a URL is stored as checked', async (t) => {
-    const hook = await receiver(t)
-    hook.answer = () => 200
-    const echo = createServer((req, res) => { res.end(JSON.stringify(req.headers)) })
+  test('when an endpoint at a public address echoes the request and more, then the deliveries log keeps at most 256 bytes of it, without signatures, secrets or keys; a URL is stored as checked', async (t) => {
+    // The endpoint listens on loopback: this transport reports its answer as it would a public endpoint's.
+    const transport = new HttpSender({ policy: { allowPrivateNetworks: true }, keepsAnswersOf: () => true })
+    const { request, store, key } = await webhookApp(t, {}, undefined, { webhookTransport: transport })
+    let secret = ''
+    // The signature, the secret and a key the receiver may hold, then more than the excerpt keeps.
+    const echo = createServer((req, res) => {
+      res.end(`${String(req.headers['webhook-signature'])} ${secret} ${'.'.repeat(180)} ${key} ${'x'.repeat(500)}`)
+    })
     await new Promise<void>((resolve) => echo.listen(0, '127.0.0.1', resolve))
     t.after(() => new Promise<void>((resolve) => echo.close(() => resolve())))
-    const { request, store } = await webhookApp(t)
     await importData(store, { pets: [pet(1, { quantity: 5 })], orders: [] })
     const res = await request('POST', '/v1/webhooks', { url: `http://127.0.0.1:${(echo.address() as AddressInfo).port}/a\tb`, events: ['inventory.changed'] })
     assert.equal(res.statusCode, 201)
     const { id, url } = res.json<{ id: string, url: string }>()
+    secret = res.json<{ secret: string }>().secret
     assert.equal(url, `http://127.0.0.1:${(echo.address() as AddressInfo).port}/ab`, 'the parser\'s form: what was checked is what is used')
     await request('PATCH', '/v1/inventory/1', { quantity: 6 })
     await waitFor(async () => (await request('GET', `/v1/webhooks/${id}/deliveries`)).json<Array<{ state: string }>>()[0]?.state === 'delivered')
-    const log = (await request('GET', `/v1/webhooks/${id}/deliveries`)).body
-    assert.match(log, /webhook-signature/)
-    assert.doesNotMatch(log, /v1,[A-Za-z0-9+/=]{16,}/)
+    const log = await request('GET', `/v1/webhooks/${id}/deliveries`)
+    const kept = log.json<Array<{ attempts: Array<{ response: string | null }> }>>()[0]?.attempts[0]?.response ?? ''
+    assert.ok(Buffer.byteLength(kept) <= 256, `${Buffer.byteLength(kept)} bytes kept`)
+    assert.match(kept, /^v1,\[redacted\] whsec_\[redacted\] \.+ psk_(live|test)_\[redacted\]/)
+    for (const text of [secret, secret.slice(6, 20), key, key.slice(9, 20)]) assert.ok(!log.body.includes(text), `the log holds ${text}`)
+    assert.doesNotMatch(log.body, /v1,[A-Za-z0-9+/=]{16,}/)
+  })
+
+  test('when an endpoint that is not at a public address answers (WEBHOOK_ALLOW_PRIVATE_NETWORKS=true), then the deliveries log keeps its status and timing, never its answer', async (t) => {
+    const internal = createServer((req, res) => {
+      if (req.url === '/moved') res.writeHead(307, { location: 'http://vault.internal.example:8200/v1/sys/health' }).end('moved')
+      else res.writeHead(500, { 'content-type': 'application/json' }).end('{"cluster_name":"vault-internal-7","version":"1.15.2"}')
+    })
+    await new Promise<void>((resolve) => internal.listen(0, '127.0.0.1', resolve))
+    t.after(() => new Promise<void>((resolve) => internal.close(() => resolve())))
+    const base = `http://127.0.0.1:${(internal.address() as AddressInfo).port}`
+    const { request, store } = await webhookApp(t, { WEBHOOK_RETRY_BASE_MS: '60000', WEBHOOK_RETRY_MAX_DELAY_MS: '60000' })
+    await importData(store, { pets: [pet(1, { quantity: 5 })], orders: [] })
+    const hooks: string[] = []
+    for (const path of ['/status', '/moved']) {
+      hooks.push((await request('POST', '/v1/webhooks', { url: `${base}${path}`, events: ['inventory.changed'] })).json<{ id: string }>().id)
+    }
+    await request('PATCH', '/v1/inventory/1', { quantity: 6 })
+    const attempts = async (id: string): Promise<Array<{ status: number, error: string, response: string | null, durationMs: number }>> =>
+      (await request('GET', `/v1/webhooks/${id}/deliveries`)).json<Array<{ attempts: Array<{ status: number, error: string, response: string | null, durationMs: number }> }>>()[0]?.attempts ?? []
+    await waitFor(async () => (await Promise.all(hooks.map(attempts))).every((list) => list.length === 1))
+    const [[status] = [], [moved] = []] = await Promise.all(hooks.map(attempts))
+    assert.deepEqual([status?.status, status?.response, status?.error], [500, null, 'HTTP 500 (a 2xx status is expected)'])
+    assert.deepEqual([moved?.status, moved?.response, moved?.error], [307, null, 'redirect not followed (307)'])
+    assert.ok(Number.isInteger(status?.durationMs))
+  })
+
+  test('when a subscription\'s name resolves to a loopback address at delivery time (DNS rebinding), then the deliveries log says it was refused naming the host only', async (t) => {
+    // What the name resolves to by the time of delivery (the check when saved is the sender's own test's).
+    const rebound: Resolve = async () => [{ address: '127.0.0.1', family: 4 }]
+    const transport = new HttpSender({ policy: { allowPrivateNetworks: false }, resolve: rebound })
+    // The app does not check the name when saved (private networks allowed); its deliveries go through the guarded transport.
+    const { request, store } = await webhookApp(t, {}, undefined, { webhookTransport: transport })
+    await importData(store, { pets: [pet(1, { quantity: 5 })], orders: [] })
+    const { id } = (await request('POST', '/v1/webhooks', { url: 'https://rebind.example/hook', events: ['inventory.changed'] })).json<{ id: string }>()
+    await request('PATCH', '/v1/inventory/1', { quantity: 6 })
+    await waitFor(async () => ((await request('GET', `/v1/webhooks/${id}/deliveries`)).json<Array<{ attempts: unknown[] }>>()[0]?.attempts.length ?? 0) >= 1)
+    const log = await request('GET', `/v1/webhooks/${id}/deliveries`)
+    assert.equal(log.json<Array<{ attempts: Array<{ error: string }> }>>()[0]?.attempts[0]?.error, 'refused: rebind.example is not a public address (or does not resolve)')
+    assert.doesNotMatch(log.body, /127\.0\.0\.1|loopback/)
   })
 })
 

@@ -7,10 +7,12 @@ import assert from 'node:assert/strict'
 import { describe, test, type TestContext } from 'node:test'
 import { Redis } from 'ioredis'
 import type { RedisConfig } from '../../src/config.js'
-import { checkRedis, openRedis, redisTarget, RedisSetupError } from '../../src/ratelimit/connect.js'
+import { checkRedis, connectLimiterRedis, openRedis, redisTarget, RedisSetupError } from '../../src/ratelimit/connect.js'
 import { RedisLimiter } from '../../src/ratelimit/redis.js'
 import { ResilientLimiter } from '../../src/ratelimit/resilient.js'
 import { LimiterUnavailableError } from '../../src/ratelimit/types.js'
+import { freePort } from '../helpers/net.js'
+import { waitFor } from '../helpers/wait.js'
 import { requireRedisServer, startRedisServer, startSentinel } from '../helpers/redis-servers.js'
 
 async function check (t: TestContext, config: RedisConfig, waitMs = 3000) {
@@ -69,6 +71,49 @@ if (await requireRedisServer('the Redis start check')) {
       const config: RedisConfig = { mode: 'sentinel', sentinels: [{ host: '127.0.0.1', port: server.port }], name: 'petstore', username: null, password: null, onDown: 'local', commandTimeoutMs: 500 }
       const { run } = await check(t, config)
       await assert.rejects(run(), RedisSetupError)
+    })
+  })
+}
+
+describe('connectLimiterRedis: the one way the server and the CLI open the shared limiter', () => {
+  test('when a command that only reads cannot reach Redis, then it is told why and nothing is thrown', async () => {
+    const config: RedisConfig = { mode: 'standalone', url: `redis://127.0.0.1:${await freePort()}`, onDown: 'local', commandTimeoutMs: 500 }
+    const { redis, check } = await connectLimiterRedis(config, 'test:', { check: 'ready', waitMs: 2000 })
+    redis.close()
+    assert.equal(check.usable, false)
+    assert.match(check.usable ? '' : check.reason, /ECONNREFUSED/)
+    assert.equal(redis.where, config.mode === 'standalone' ? config.url : '')
+  })
+})
+
+if (await requireRedisServer('opening the shared limiter')) {
+  describe('connectLimiterRedis on a Redis of its own', () => {
+    test('when a command only reads, then the connection is ready and nothing is written; the start check announces a change', async (t) => {
+      const server = await startRedisServer(t.after.bind(t))
+      const admin = new Redis(server.port, '127.0.0.1')
+      t.after(() => admin.disconnect())
+      const config: RedisConfig = { mode: 'standalone', url: server.url, onDown: 'local', commandTimeoutMs: 500 }
+      const reader = await connectLimiterRedis(config, 'test:', { check: 'ready', waitMs: 3000 })
+      reader.redis.close()
+      assert.deepEqual(reader.check, { usable: true })
+      assert.equal(await admin.dbsize(), 0, 'a reader writes nothing (no probe, no change announced)')
+      const starter = await connectLimiterRedis(config, 'test:', { check: 'start', waitMs: 3000 })
+      starter.redis.close()
+      assert.deepEqual(starter.check, { usable: true })
+      assert.notEqual(await admin.get('test:changes'), null, 'the start check counts a change, as a write does')
+    })
+
+    test('when Redis answers but refuses the limiter at start, then it throws RedisSetupError and closes what it opened', async (t) => {
+      const server = await startRedisServer(t.after.bind(t), ['--requirepass', 'secret'])
+      const admin = new Redis(server.port, '127.0.0.1', { password: 'secret' })
+      t.after(() => admin.disconnect())
+      const config: RedisConfig = { mode: 'standalone', url: server.url, onDown: 'local', commandTimeoutMs: 500 }
+      await assert.rejects(connectLimiterRedis(config, 'test:', { check: 'start', waitMs: 3000 }), RedisSetupError)
+      let clients = ''
+      await waitFor('only the test\'s own connection left', async () => {
+        clients = String(await admin.client('LIST'))
+        return clients.trim().split('\n').length === 1
+      }, { detail: () => clients })
     })
   })
 }

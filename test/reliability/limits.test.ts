@@ -43,6 +43,19 @@ describe('input limits', () => {
     assert.equal(ok.status, 200)
   })
 
+  test('when a body is shorter than its Content-Length and the client stops sending, then it answers 400 invalid_request and changes nothing', async (t) => {
+    const { app, key, store } = await testApp(t, {}, { pets: [pet(1, { quantity: 5 })] })
+    await app.listen({ port: 0, host: '127.0.0.1' })
+    const port = (app.server.address() as { port: number }).port
+    const body = '{"quantity":0}'
+    const { text } = await raw(port, `PATCH /v1/inventory/1 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\n` +
+      `Content-Type: application/json\r\nContent-Length: ${body.length + 10}\r\n\r\n${body}`, { halfClose: true })
+    const { status, body: error } = errorOf(text)
+    assert.equal(status, 400)
+    assert.deepEqual(error, { code: 'invalid_request', message: 'The request is invalid.', status: 400 })
+    assert.equal((await store.stock.getStockEntry(1n))?.quantity, 5, 'the PATCH was not applied')
+  })
+
   test('when a request carries more than 100 header lines, then it is refused with 431 and the rate-limit fields, never cut short', async (t) => {
     const { app, key, store } = await testApp(t, {}, { pets: [pet(1, { quantity: 5 })] })
     await app.listen({ port: 0, host: '127.0.0.1' })

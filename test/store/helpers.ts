@@ -2,8 +2,7 @@
  * What the store contracts (./<area>.contract.ts) build their data with: records, changes and keys as the API and the
  * CLI make them, and reads of everything a store shows.
  */
-import { MAX_QUANTITY } from '../../src/domain/rules.js'
-import type { ApiKeyRecord, Ban, InventoryItem, Order, OrderStatus, Pet, PetImport } from '../../src/model.js'
+import { MAX_QUANTITY, type ApiKeyRecord, type Ban, type InventoryItem, type Order, type OrderStatus, type Pet, type PetImport } from '../../src/model.js'
 import type { NewApiKey } from '../../src/store/keys/types.js'
 import type { StockAdjustment, StockChange } from '../../src/store/stock/types.js'
 import type { Store } from '../../src/store/store.js'

@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict'
 import { describe, test, type TestContext } from 'node:test'
-import { MAX_QUANTITY } from '../../src/domain/rules.js'
+import { MAX_QUANTITY } from '../../src/model.js'
 import type { BatchChange, FeedChange, FeedPosition, StockBatch } from '../../src/store/stock/types.js'
 import type { Store } from '../../src/store/store.js'
 import { importData } from '../../src/domain/import.js'

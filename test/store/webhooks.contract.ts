@@ -7,7 +7,7 @@ import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { importData } from '../../src/domain/import.js'
-import { MAX_QUANTITY } from '../../src/domain/rules.js'
+import { MAX_QUANTITY } from '../../src/model.js'
 import type { FeedChange, FeedPosition } from '../../src/store/stock/types.js'
 import type { NewApiKey } from '../../src/store/keys/types.js'
 import type { Store } from '../../src/store/store.js'
@@ -843,6 +843,43 @@ export function webhookContract (name: string, open: Open): void {
         assert.equal(await count('webhook_attempts'), 2, 'the purged ones\' attempts went with them')
         assert.equal(await store.webhooks.purgeWebhookDeliveries(at(100), 10), 0, 'created at the time: not before it')
         assert.equal(await store.webhooks.purgeWebhookDeliveries(at(101), 10), 1)
+      })
+
+      test('when a subscription is disabled or its quota has no active key, then its pending deliveries created before the time go too; enabled again, it gets what is left and what was committed meanwhile', async (t) => {
+        const { store, count } = await open(t)
+        await addKey(store, 'key_a')
+        await addKey(store, 'key_expiring', { expiresAt: at(30) })
+        await addKey(store, 'key_revoked')
+        const parked = await subscribe(store, 'parked', 'key_a')
+        const live = await subscribe(store, 'live', 'key_a')
+        const expired = await subscribe(store, 'expired', 'key_expiring')
+        const revoked = await subscribe(store, 'revoked', 'key_revoked')
+        await addPets(store, [1, 2])
+        assert.equal(await enqueue(store, at(1)), 8)
+        const [failing] = await deliveriesOf(store, live.id)
+        assert.ok(failing !== undefined)
+        assert.equal((await claim(store, { at: at(1), perSubscription: 1 })).length, 4)
+        await record(store, outcome(failing.id, live.id, { at: at(2), nextAttemptAt: at(3600) }))
+        await store.webhooks.updateWebhook(parked.id, { enabled: false, disabledReason: '410 Gone' }, at(2))
+        await store.keys.revokeApiKey('key_revoked', at(2))
+        await setStock(store, 1, 9)
+        assert.equal(await enqueue(store, at(100)), 1, 'only the live subscription takes the change committed meanwhile')
+
+        // The expiring key was still active at at(20): its quota's backlog stays until a time after the expiry.
+        assert.equal(await store.webhooks.purgeWebhookDeliveries(at(20), 1), 1, 'at most limit')
+        assert.equal(await store.webhooks.purgeWebhookDeliveries(at(20), 10), 3)
+        assert.equal(await store.webhooks.purgeWebhookDeliveries(at(20), 10), 0)
+        assert.deepEqual([(await deliveriesOf(store, parked.id)).length, (await deliveriesOf(store, revoked.id)).length], [0, 0])
+        assert.equal((await deliveriesOf(store, expired.id)).length, 2)
+        assert.equal(await store.webhooks.purgeWebhookDeliveries(at(40), 10), 2)
+        assert.deepEqual((await deliveriesOf(store, live.id)).map((d) => d.state), ['pending', 'pending', 'pending'], 'an enabled subscription\'s pending deliveries stay, failing or not')
+        assert.equal(await count('webhook_attempts'), 1, 'the live one\'s attempt stays')
+
+        // Enabled again: the change committed while it was disabled is delivered (the older ones were purged).
+        await store.webhooks.updateWebhook(parked.id, { enabled: true }, at(110))
+        assert.equal(await enqueue(store, at(110)), 1)
+        const claimed = await claim(store, { at: at(110), exclude: [live.id] })
+        assert.deepEqual(claimed.map((c) => [c.webhookId, c.change.petId, c.change.quantity]), [[parked.id, 1n, 9]])
       })
     })
   })

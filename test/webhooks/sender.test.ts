@@ -9,13 +9,19 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { createServer as createTlsServer } from 'node:https'
 import { createServer as createTcpServer, getDefaultAutoSelectFamily, isIP, setDefaultAutoSelectFamily, type AddressInfo } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { getCACertificates, setDefaultCACertificates } from 'node:tls'
 import { describe, test, type TestContext } from 'node:test'
 import { checkDestination, type Resolve } from '../../src/webhooks/destination.js'
-import { HttpSender, USER_AGENT, type SendResult, type WebhookRequest } from '../../src/webhooks/sender.js'
+import { HttpSender, USER_AGENT, type Refusal, type SendResult, type WebhookRequest } from '../../src/webhooks/sender.js'
 import { freePort } from '../helpers/net.js'
 
 const STRICT = { allowPrivateNetworks: false }
 const OPEN = { allowPrivateNetworks: true }
+/**
+ * The test's servers listen on loopback, whose answers are never reported: these options let a loopback server stand
+ * for a public endpoint, whose answer is.
+ */
+const AS_PUBLIC = { policy: OPEN, keepsAnswersOf: () => true }
 const SIGNATURE = 'v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4='
 
 interface Received {
@@ -101,7 +107,7 @@ async function settle (): Promise<void> {
 describe('HttpSender', () => {
   test('when the endpoint answers 2xx, then the status, the duration and the start of the body are reported', async (t) => {
     const target = await endpoint(t, (_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}'))
-    const result = await new HttpSender({ policy: OPEN }).send(webhook(`${target.base}/in`))
+    const result = await new HttpSender(AS_PUBLIC).send(webhook(`${target.base}/in`))
     assert.equal(result.status, 200)
     assert.equal(result.error, null)
     assert.equal(result.responseExcerpt, '{"ok":true}')
@@ -132,7 +138,7 @@ describe('HttpSender', () => {
       if (req.url === '/gone') res.writeHead(410).end('subscription removed')
       else res.writeHead(500).end('boom')
     })
-    const sender = new HttpSender({ policy: OPEN })
+    const sender = new HttpSender(AS_PUBLIC)
     assert.deepEqual(omitDuration(await sender.send(webhook(`${target.base}/fail`))), { status: 500, error: null, responseExcerpt: 'boom' })
     assert.deepEqual(omitDuration(await sender.send(webhook(`${target.base}/gone`))), { status: 410, error: null, responseExcerpt: 'subscription removed' })
   })
@@ -140,7 +146,7 @@ describe('HttpSender', () => {
   test('when the endpoint redirects, then the redirect is not followed and is reported as a failure with its status', async (t) => {
     const elsewhere = await endpoint(t, (_req, res) => res.writeHead(200).end())
     const target = await endpoint(t, (_req, res) => res.writeHead(302, { location: `${elsewhere.base}/moved` }).end())
-    const result = await new HttpSender({ policy: OPEN }).send(webhook(`${target.base}/in`))
+    const result = await new HttpSender(AS_PUBLIC).send(webhook(`${target.base}/in`))
     assert.equal(result.status, 302)
     assert.equal(result.error, `redirect not followed (302 to ${elsewhere.base}/moved)`)
     await settle()
@@ -165,7 +171,7 @@ describe('HttpSender', () => {
       res.writeHead(200)
       res.write('partial')
     })
-    const result = await new HttpSender({ policy: OPEN, timeoutMs: 300 }).send(webhook(`${target.base}/in`))
+    const result = await new HttpSender({ ...AS_PUBLIC, timeoutMs: 300 }).send(webhook(`${target.base}/in`))
     assert.deepEqual(omitDuration(result), { status: 200, error: null, responseExcerpt: 'partial' })
     assert.ok(result.durationMs >= 290 && result.durationMs < 1000, String(result.durationMs))
   })
@@ -181,7 +187,7 @@ describe('HttpSender', () => {
       }
       pump()
     })
-    const result = await new HttpSender({ policy: OPEN, timeoutMs: 10_000 }).send(webhook(`${target.base}/in`))
+    const result = await new HttpSender({ ...AS_PUBLIC, timeoutMs: 10_000 }).send(webhook(`${target.base}/in`))
     assert.equal(result.status, 200)
     assert.equal(result.error, null)
     assert.ok(result.durationMs < 2000, `returned after ${result.durationMs} ms`)
@@ -190,6 +196,30 @@ describe('HttpSender', () => {
     await settle()
     assert.equal(target.closed(), 1, 'the connection was dropped')
     assert.ok(written > 64 * 1024, 'the server had more to send')
+  })
+
+  test('when the endpoint is at an address that is not public (private networks allowed), then its status and timing are reported, never its body or a redirect\'s target', async (t) => {
+    const internal = await endpoint(t, (req, res) => {
+      if (req.url === '/moved') res.writeHead(302, { location: 'http://admin.internal.example/console?token=abc' }).end('see there')
+      else res.writeHead(200, { 'content-type': 'application/json' }).end('{"cluster":"internal-7","nodes":["10.0.0.8"]}')
+    })
+    const sender = new HttpSender({ policy: OPEN })
+    assert.deepEqual(omitDuration(await sender.send(webhook(`${internal.base}/in`))), { status: 200, error: null })
+    assert.deepEqual(omitDuration(await sender.send(webhook(`${internal.base}/moved`))), { status: 302, error: 'redirect not followed (302)' })
+  })
+
+  test('when the certificate names other hosts, then the error says it is not valid for the URL\'s host without listing the names it holds', async (t) => {
+    // The certificate, trusted for this test, names 127.0.0.1 only: asked for as hooks.test, its names would be an
+    // internal listener's (Node's message lists them).
+    const trusted = getCACertificates('default')
+    setDefaultCACertificates([...trusted, SELF_SIGNED_CERT])
+    t.after(() => { setDefaultCACertificates(trusted) })
+    const server = createTlsServer({ key: SELF_SIGNED_KEY, cert: SELF_SIGNED_CERT }, (_req, res) => res.writeHead(200).end())
+    const port = await listen(t, server)
+    const sender = new HttpSender({ policy: OPEN, resolve: resolver({ 'hooks.test': ['127.0.0.1'] }) })
+    assert.equal((await sender.send(webhook(`https://127.0.0.1:${port}/in`))).status, 200, 'trusted for its own name')
+    const result = await sender.send(webhook(`https://hooks.test:${port}/in`))
+    assert.deepEqual(omitDuration(result), { status: null, error: 'TLS: the certificate is not valid for hooks.test' })
   })
 
   test('when nothing listens on the port, then the connection is reported refused', async () => {
@@ -226,7 +256,8 @@ describe('HttpSender', () => {
   test('when the URL is http, then it is refused by default and delivered when private networks are allowed', async (t) => {
     const target = await endpoint(t, (_req, res) => res.writeHead(200).end())
     const refused = await new HttpSender({ policy: STRICT }).send(webhook(`${target.base}/in`))
-    assert.deepEqual(omitDuration(refused), { status: null, error: 'refused: The URL must use https.' })
+    assert.match(refused.error ?? '', /^refused: The URL must use https/)
+    assert.equal(refused.status, null)
     assert.equal(target.connections(), 0)
     const delivered = await new HttpSender({ policy: OPEN }).send(webhook(`${target.base}/in`))
     assert.equal(delivered.status, 200)
@@ -242,7 +273,8 @@ describe('HttpSender', () => {
   test('when the host is a loopback, private or metadata address in any spelling, then nothing is connected to', async (t) => {
     const counter = await connectionCounter(t)
     const sender = new HttpSender({ policy: STRICT })
-    const cases: Array<[url: string, address: string]> = [
+    // The URL's host as the parser normalized it: the subscriber's own text, nothing the resolver said.
+    const cases: Array<[url: string, host: string]> = [
       [`https://127.0.0.1:${counter.port}/`, '127.0.0.1'],
       [`https://2130706433:${counter.port}/`, '127.0.0.1'],
       [`https://0x7f.1:${counter.port}/`, '127.0.0.1'],
@@ -252,21 +284,23 @@ describe('HttpSender', () => {
       ['https://10.0.0.1/', '10.0.0.1'],
       ['https://[fd00::1]/', 'fd00::1']
     ]
-    for (const [url, address] of cases) {
+    for (const [url, host] of cases) {
       const result = await sender.send(webhook(url))
-      assert.deepEqual(omitDuration(result), { status: null, error: `refused: ${address} is not a public address` }, url)
+      assert.deepEqual(omitDuration(result), { status: null, error: `refused: ${host} is not a public address` }, url)
     }
     await settle()
     assert.equal(counter.count(), 0)
   })
 
-  test('when a name resolves to an address that is not public, then nothing is connected to', async (t) => {
+  test('when a name resolves to an address that is not public, then nothing is connected to, and the error names the host, never the address', async (t) => {
     const counter = await connectionCounter(t)
     for (const addresses of [['169.254.169.254'], ['10.0.0.1'], ['::1'], ['fd00::1'], ['::ffff:127.0.0.1'], ['127.0.0.1'], ['93.184.216.34', '127.0.0.1']]) {
-      const sender = new HttpSender({ policy: STRICT, resolve: resolver({ 'evil.test': addresses }) })
+      const refusals: Refusal[] = []
+      const sender = new HttpSender({ policy: STRICT, resolve: resolver({ 'evil.test': addresses }), refused: (refusal) => refusals.push(refusal) })
       const result = await sender.send(webhook(`https://evil.test:${counter.port}/`))
-      const refused = addresses.at(-1) as string
-      assert.deepEqual(omitDuration(result), { status: null, error: `refused: evil.test resolves to ${refused}, not a public address` }, addresses.join())
+      assert.deepEqual(omitDuration(result), { status: null, error: 'refused: evil.test is not a public address (or does not resolve)' }, addresses.join())
+      // The operator's log is told what the subscriber is not.
+      assert.deepEqual(refusals.map((r) => [r.host, r.address]), [['evil.test', addresses.at(-1)]])
     }
     await settle()
     assert.equal(counter.count(), 0)
@@ -282,7 +316,7 @@ describe('HttpSender', () => {
     const url = `https://rebind.test:${counter.port}/in`
     await checkDestination(url, STRICT, rebinding)
     const result = await new HttpSender({ policy: STRICT, resolve: rebinding }).send(webhook(url))
-    assert.deepEqual(omitDuration(result), { status: null, error: 'refused: rebind.test resolves to 127.0.0.1, not a public address' })
+    assert.deepEqual(omitDuration(result), { status: null, error: 'refused: rebind.test is not a public address (or does not resolve)' })
     assert.equal(lookups, 2)
     await settle()
     assert.equal(counter.count(), 0)
@@ -305,13 +339,17 @@ describe('HttpSender', () => {
     const delivered = await new HttpSender({ policy: OPEN, resolve: resolver(table) }).send(webhook(`http://hooks.test:${port}/in`))
     assert.equal(delivered.status, 200)
     const refused = await new HttpSender({ policy: STRICT, resolve: resolver(table) }).send(webhook(`https://evil.test:${port}/in`))
-    assert.equal(refused.error, 'refused: evil.test resolves to 10.0.0.1, not a public address')
+    assert.equal(refused.error, 'refused: evil.test is not a public address (or does not resolve)')
     assert.equal(target.connections(), 1)
   })
 
-  test('when a name does not resolve, then a DNS failure is reported', async () => {
-    const result = await new HttpSender({ policy: STRICT, resolve: resolver({}) }).send(webhook('https://nowhere.test/in'))
-    assert.deepEqual(omitDuration(result), { status: null, error: 'DNS: nowhere.test not found' })
+  test('when a name does not resolve, then it reads as a refused host (as when saved), and as a DNS failure with private networks allowed', async () => {
+    const guarded = await new HttpSender({ policy: STRICT, resolve: resolver({}) }).send(webhook('https://nowhere.test/in'))
+    const internal = await new HttpSender({ policy: STRICT, resolve: resolver({ 'nowhere.test': ['10.1.1.1'] }) }).send(webhook('https://nowhere.test/in'))
+    assert.deepEqual(omitDuration(guarded), { status: null, error: 'refused: nowhere.test is not a public address (or does not resolve)' })
+    assert.equal(guarded.error, internal.error, 'the deliveries log does not tell which internal names exist')
+    const open = await new HttpSender({ policy: OPEN, resolve: resolver({}) }).send(webhook('http://nowhere.test/in'))
+    assert.deepEqual(omitDuration(open), { status: null, error: 'DNS: nowhere.test not found' })
   })
 
   test('when an attempt fails, then the error does not carry the request\'s headers', async (t) => {

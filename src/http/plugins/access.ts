@@ -18,7 +18,7 @@ import { LimiterUnavailableError } from '../../ratelimit/types.js'
 import { endSpan, serverSpanOf, SpanKind, startSpan, tracingOn, within } from '../../tracing/spans.js'
 import { INSUFFICIENT_SCOPE } from '../schemas/common.js'
 import { holdsOnlyTag, noneMatch } from '../preconditions.js'
-import { handleError } from './errors.js'
+import { handleError, notFound } from './errors.js'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -323,9 +323,7 @@ export function registerGate (scope: FastifyInstance, options: AccessOptions): v
       done(pass(options, request, admission) ?? undefined)
     }
   })
-  scope.setNotFoundHandler(async () => {
-    throw new AppError('not_found', 'No resource exists at this path.')
-  })
+  scope.setNotFoundHandler(notFound)
   scope.setErrorHandler<Error>(async (error, request, reply) => handleError(await chargeErrorPath(options, request, reply, error), request, reply))
 }
 

@@ -9,6 +9,8 @@ import { LimiterUnavailableError } from '../../ratelimit/types.js'
 import { AppError, ERROR_CATALOGUE, StoreReadOnlyError, StoreUnavailableError, errorBody, type ErrorCode } from '../../errors.js'
 import { BODY_LIMIT_BYTES } from '../limits.js'
 import { describeValidationError } from '../../domain/validation.js'
+import { redactSecrets } from '../../redact.js'
+import { recordFailure } from '../../tracing/spans.js'
 
 /** Seconds a client should wait after a 503 from an unreachable store. */
 export const STORE_RETRY_AFTER_SECONDS = 5
@@ -20,16 +22,16 @@ export const READ_ONLY_RETRY_AFTER_SECONDS = 60
 /** Retry-After of a request refused while the shared limiter is away (RATE_LIMIT_ON_REDIS_DOWN=deny): it reconnects within a second. */
 export const LIMITER_RETRY_AFTER_SECONDS = 1
 
-// Fastify's own errors for bad input, by code, with the message we show instead of theirs.
+/**
+ * Fastify's own errors that a request can raise, by code, with the message we show instead of theirs. Any other
+ * 4xx of the framework is answered below by its status. Bodies are read by the app's parser (src/app.ts), which
+ * answers empty, malformed and non-UTF-8 bodies itself, and over HTTP Node's parser refuses a body that disagrees
+ * with its Content-Length before Fastify counts it: the JSON-parser and Content-Length codes cannot arise.
+ */
 const FRAMEWORK_ERRORS: Record<string, [ErrorCode, string]> = {
-  FST_ERR_CTP_EMPTY_JSON_BODY: ['invalid_request', 'The request body is empty; send a JSON object.'],
-  FST_ERR_CTP_INVALID_JSON_BODY: ['invalid_request', 'The request body is not valid JSON.'],
-  FST_ERR_CTP_INVALID_CONTENT_LENGTH: ['invalid_request', 'The Content-Length header does not match the body.'],
   FST_ERR_CTP_BODY_TOO_LARGE: ['payload_too_large', `The request body exceeds the limit of ${BODY_LIMIT_BYTES} bytes.`],
   FST_ERR_CTP_INVALID_MEDIA_TYPE: ['unsupported_media_type', 'The request body must be application/json.'],
-  FST_ERR_CTP_INVALID_TYPE: ['unsupported_media_type', 'The request body must be application/json.'],
-  FST_ERR_BAD_URL: ['invalid_request', 'The request URL is malformed.'],
-  FST_ERR_ASYNC_CONSTRAINT: ['invalid_request', 'The request could not be routed.']
+  FST_ERR_BAD_URL: ['invalid_request', 'The request URL is malformed.']
 }
 
 // The first catalogue code of each status (429 has two: rate_limited comes first).
@@ -42,42 +44,74 @@ export function sendError (reply: FastifyReply, code: ErrorCode, message?: strin
   return reply.code(body.status).headers(headers).type('application/json; charset=utf-8').send(body)
 }
 
-export function handleError (error: FastifyError | Error, request: FastifyRequest, reply: FastifyReply): FastifyReply {
-  if (error instanceof AppError) return sendError(reply, error.code, error.message, { ...error.headers })
+/** What an error is answered with: the catalogue code, the message (the code's own when absent) and headers. */
+interface Answer {
+  code: ErrorCode
+  message?: string
+  headers?: Record<string, string>
+  /** The log line of a failure nobody expected (logged at error with its stack, and recorded on the request's trace). */
+  unexpected?: string
+}
+
+/** The longest part of a framework error's own message a 400 shows. */
+const FRAMEWORK_MESSAGE_LENGTH = 200
+
+/** How an error is answered: the one mapping of errors to the Error body, which handleError sends and errorStatus reads. */
+function answerTo (error: FastifyError | Error): Answer {
+  if (error instanceof AppError) return { code: error.code, message: error.message, headers: { ...error.headers } }
 
   const fastifyError = error as FastifyError
   if (fastifyError.validation !== undefined) {
     const context = fastifyError.validationContext ?? 'request'
     const first = fastifyError.validation[0] as Parameters<typeof describeValidationError>[1]
-    if (context === 'body' && first?.keyword === 'type' && first.instancePath === '') return sendError(reply, 'invalid_request', 'The request body must be a JSON object.')
-    return sendError(reply, 'invalid_request', describeValidationError(context, first))
+    if (context === 'body' && first?.keyword === 'type' && first.instancePath === '') return { code: 'invalid_request', message: 'The request body must be a JSON object.' }
+    return { code: 'invalid_request', message: describeValidationError(context, first) }
   }
   if (error instanceof StoreReadOnlyError) {
-    return sendError(reply, 'service_unavailable', 'This instance serves reads only: the store was migrated by a newer release. Writes are refused.',
-      { 'Retry-After': String(READ_ONLY_RETRY_AFTER_SECONDS) })
+    return {
+      code: 'service_unavailable',
+      message: 'This instance serves reads only: the store was migrated by a newer release. Writes are refused.',
+      headers: { 'Retry-After': String(READ_ONLY_RETRY_AFTER_SECONDS) }
+    }
   }
   if (error instanceof LimiterUnavailableError) {
     // Failing closed (RATE_LIMIT_ON_REDIS_DOWN=deny): no quota is known, so no rate-limit fields; the outage itself
     // is logged once by the limiter, not per request.
-    return sendError(reply, 'service_unavailable', 'Rate limiting is temporarily unavailable, so no request is let through; retry shortly.',
-      { 'Retry-After': String(LIMITER_RETRY_AFTER_SECONDS) })
+    return {
+      code: 'service_unavailable',
+      message: 'Rate limiting is temporarily unavailable, so no request is let through; retry shortly.',
+      headers: { 'Retry-After': String(LIMITER_RETRY_AFTER_SECONDS) }
+    }
   }
   if (error instanceof StoreUnavailableError) {
-    request.log.error({ err: error }, 'store unavailable')
-    return sendError(reply, 'service_unavailable', undefined, { 'Retry-After': String(STORE_RETRY_AFTER_SECONDS) })
+    return { code: 'service_unavailable', headers: { 'Retry-After': String(STORE_RETRY_AFTER_SECONDS) }, unexpected: 'store unavailable' }
   }
   const known = fastifyError.code === undefined ? undefined : FRAMEWORK_ERRORS[fastifyError.code]
-  if (known !== undefined) return sendError(reply, known[0], known[1])
+  if (known !== undefined) return { code: known[0], message: known[1] }
 
   const status = fastifyError.statusCode
   if (status !== undefined && status >= 400 && status < 500) {
-    // Other client errors raised by the framework (e.g. the JSON parser rejecting __proto__).
-    if (error instanceof SyntaxError) return sendError(reply, 'invalid_request', 'The request body is not valid JSON.')
+    // Other client errors raised by the framework or a plugin.
     const code = CODE_BY_STATUS.get(status) ?? 'invalid_request'
-    return sendError(reply, code, status === 400 ? `The request is invalid: ${error.message}` : undefined)
+    // The framework's message may quote the request: secrets redacted, and bounded.
+    const message = redactSecrets(error.message).slice(0, FRAMEWORK_MESSAGE_LENGTH)
+    return status === 400 ? { code, message: `The request is invalid: ${message}` } : { code }
   }
-  request.log.error({ err: error }, 'unhandled error')
-  return sendError(reply, 'internal_error')
+  return { code: 'internal_error', unexpected: 'unhandled error' }
+}
+
+/** The HTTP status an error is answered with: what decides whether it failed the request (5xx) or was the client's (4xx). */
+export function errorStatus (error: unknown): number {
+  return error instanceof Error ? ERROR_CATALOGUE[answerTo(error).code].status : ERROR_CATALOGUE.internal_error.status
+}
+
+export function handleError (error: FastifyError | Error, request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  const answer = answerTo(error)
+  if (answer.unexpected !== undefined) {
+    request.log.error({ err: error }, answer.unexpected)
+    recordFailure(request, error)
+  }
+  return sendError(reply, answer.code, answer.message, answer.headers)
 }
 
 /**
@@ -99,12 +133,19 @@ export function clientErrorHandler (error: Error & { code?: string }, socket: So
 }
 
 /**
+ * A not-found handler: the 404 is sent as an error (to the error handler, as a thrown one would be) rather than
+ * thrown, because a traced handler that throws is recorded as failed, and a path nobody serves is the client's
+ * error, not a failure of the service.
+ */
+export async function notFound (_request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+  return reply.send(new AppError('not_found', 'No resource exists at this path.'))
+}
+
+/**
  * Registers the error handler and the 404 handler on the root instance. An unknown path is counted against
  * its caller (`charge`), like every answer that is not a public route's.
  */
 export function registerErrorHandling (app: FastifyInstance, charge: (request: FastifyRequest, reply: FastifyReply, error: Error) => Promise<Error>): void {
   app.setErrorHandler<Error>(async (error, request, reply) => handleError(request.is404 ? await charge(request, reply, error) : error, request, reply))
-  app.setNotFoundHandler(async () => {
-    throw new AppError('not_found', 'No resource exists at this path.')
-  })
+  app.setNotFoundHandler(notFound)
 }

@@ -3,7 +3,7 @@ import { Type } from 'typebox'
 import { InventoryChange } from '../../domain/entities.js'
 import { DEFAULT_FEED_LIMIT, listChanges, MAX_FEED_LIMIT } from '../../domain/feed.js'
 import type { StockReads } from '../../store/stock/types.js'
-import { cursorRefused, linkNext } from '../paging.js'
+import { cursorRefused, linkNext, NEXT_LINK_FORM } from '../paging.js'
 import { COMMON_ERRORS, INVALID_REQUEST, RESPONSE_HEADERS } from '../schemas/common.js'
 
 export const changeRoutes: FastifyPluginAsyncTypebox<{ store: { readonly stock: Pick<StockReads, 'listChanges'> } }> = async (app, { store }) => {
@@ -30,7 +30,7 @@ export const changeRoutes: FastifyPluginAsyncTypebox<{ store: { readonly stock: 
       response: {
         200: Type.Array(InventoryChange, {
           description: 'One page of changes, in commit order',
-          headers: { ...RESPONSE_HEADERS, Link: Type.String({ description: 'rel="next": the next page (after the last change, or the same place when none)' }) }
+          headers: { ...RESPONSE_HEADERS, Link: Type.String({ description: 'rel="next": the next page (after the last change, or the same place when none).' + NEXT_LINK_FORM }) }
         }),
         400: INVALID_REQUEST,
         ...COMMON_ERRORS
@@ -39,7 +39,7 @@ export const changeRoutes: FastifyPluginAsyncTypebox<{ store: { readonly stock: 
   }, async (request, reply) => {
     const { after, limit = DEFAULT_FEED_LIMIT } = request.query
     const page = await listChanges(store, { cursor: after ?? null, limit }, request.apiKey?.id ?? null).catch(cursorRefused)
-    linkNext(reply, '/v1/inventory/changes', { limit: String(limit), ...(page.next === null ? {} : { after: page.next }) })
+    linkNext(reply, { limit: String(limit), ...(page.next === null ? {} : { after: page.next }) })
     return page.changes.map((change) => ({ ...change, at: change.at.toISOString() }))
   })
 }

@@ -8,14 +8,14 @@ import { decodeCursor, encodeCursor } from '../../domain/cursor.js'
 import {
   adjustQuantity, applyBatch, requireDistinctPets, type AppliedChange, BatchRefusedError, type BatchChangeRequest, DEFAULT_INVENTORY_LIMIT, type IdempotentRequest, getStockEntry, INVENTORY_CURSOR_PREFIX, MAX_INVENTORY_LIMIT, StaleEntryError, updateQuantity
 } from '../../domain/inventory.js'
-import type { InventoryItem as Item, StockEntry } from '../../model.js'
+import { MAX_QUANTITY_TEXT, type InventoryItem as Item, type StockEntry } from '../../model.js'
 import { parseInt64 } from '../../int64.js'
 import type { StockStore } from '../../store/stock/types.js'
 import { InventoryCache, type ChangeWatch, type InventoryView } from '../inventory-cache.js'
 import { IDEMPOTENCY_KEY_DESCRIPTION, idempotencyKeyOf } from '../idempotency.js'
 import { BODY_LIMIT_BYTES } from '../limits.js'
 import { AppError, errorBody } from '../../errors.js'
-import { cursorRefused, linkNext } from '../paging.js'
+import { cursorRefused, linkNext, NEXT_LINK_FORM } from '../paging.js'
 import { entryTag, ifMatchTags, revisionOf } from '../preconditions.js'
 import { COMMON_ERRORS, ErrorResponse, INVALID_REQUEST, Int64Text, NOT_FOUND, RESPONSE_HEADERS } from '../schemas/common.js'
 import {
@@ -32,7 +32,7 @@ const InventoryList = Type.Array(InventoryItem, {
   headers: {
     ...RESPONSE_HEADERS,
     ETag: Type.String({ description: 'Strong validator of the whole inventory (not sent with a page); send it back in If-None-Match' }),
-    Link: Type.String({ description: 'With `limit` or `cursor`: rel="next" link while more entries remain' }),
+    Link: Type.String({ description: 'With `limit` or `cursor`: rel="next" link while more entries remain.' + NEXT_LINK_FORM }),
     'Changes-Cursor': Type.String({
       description: 'The change feed\'s cursor this listing reflects: every change up to it is in the listing. To keep a copy, ' +
         'store the listing, then follow `GET /v1/inventory/changes?after=<this cursor>`. The listing may also hold a few ' +
@@ -249,7 +249,7 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
     // The first page only: later pages may come from newer snapshots, and a follower must start from the oldest.
     if (page.feed !== null && after === null) reply.header('Changes-Cursor', page.feed)
     if (page.more && page.last !== null) {
-      linkNext(reply, '/v1/inventory', { limit: String(size), cursor: encodeCursor(INVENTORY_CURSOR_PREFIX, page.last) })
+      linkNext(reply, { limit: String(size), cursor: encodeCursor(INVENTORY_CURSOR_PREFIX, page.last) })
     }
     reply.send(page.body as never)
     // Resolves once the answer is sent, so Fastify never takes the handler's end for an answer still to send.
@@ -322,7 +322,7 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
       summary: 'Add to or take from the stock of one pet',
       description: 'Adds `delta` to the stock quantity of one pet (positive for arrivals and returns, negative for what left), ' +
         'atomically: concurrent adjustments never lose one another, with no read and If-Match needed. The change and its ' +
-        'reason and note are recorded in the stock ledger in the same transaction. A result outside 0 to 1,000,000,000 is ' +
+        `reason and note are recorded in the stock ledger in the same transaction. A result outside 0 to ${MAX_QUANTITY_TEXT} is ` +
         'refused with 409 `stock_out_of_range` and changes nothing. With If-Match the change applies only if the entry is ' +
         'unchanged since that ETag (412 otherwise). Answers the updated entry and its ETag. ' +
         'Beta: an addition to the specification.' + keyedWrites,
@@ -332,7 +332,7 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
       headers: WriteHeaders,
       body: InventoryAdjustment,
       response: entryWriteResponses(ErrorResponse(['stock_out_of_range', 'idempotency_key_in_flight'],
-        `Conflict: the result would be below 0 or above 1,000,000,000, or ${KEY_IN_FLIGHT}; nothing was changed.`))
+        `Conflict: the result would be below 0 or above ${MAX_QUANTITY_TEXT}, or ${KEY_IN_FLIGHT}; nothing was changed.`))
     }
   }, async (request, reply) => {
     const { delta, reason = 'adjustment', note = null } = request.body
@@ -349,7 +349,7 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
       summary: 'Change the stock of several pets at once, all or nothing',
       description: `Applies 1 to ${MAX_BATCH_CHANGES} stock changes in one transaction: each sets a \`quantity\` (as PATCH) or adds a ` +
         '`delta` (as an adjustment) for one pet, optionally only if the entry still has the ETag in `ifMatch`. Either every ' +
-        'change applies, or none: when any cannot (no entry, a stale `ifMatch`, a result outside 0 to 1,000,000,000), the ' +
+        `change applies, or none: when any cannot (no entry, a stale \`ifMatch\`, a result outside 0 to ${MAX_QUANTITY_TEXT}), the ` +
         'answer is 409 `batch_refused` listing every failing change (`index`, `petId`, `code`, `message`, and the entry\'s ' +
         'current `etag` where it has one), and nothing is changed. A pet appears at most once per batch. The ledger rows of a ' +
         'batch share one batch id. A batch of N changes costs N requests of quota; when fewer remain it is refused whole ' +

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import { DEFAULT_ORDER_LIMIT, MAX_ORDER_LIMIT, listOrders } from '../../domain/orders.js'
-import { cursorRefused, linkNext } from '../paging.js'
+import { cursorRefused, linkNext, NEXT_LINK_FORM } from '../paging.js'
 import type { CatalogReads } from '../../store/catalog/types.js'
 import { COMMON_ERRORS, INVALID_REQUEST, RESPONSE_HEADERS } from '../schemas/common.js'
 import { Order, OrderStatus } from '../../domain/entities.js'
@@ -23,7 +23,7 @@ export const orderRoutes: FastifyPluginAsyncTypebox<{ store: { readonly catalog:
       response: {
         200: Type.Array(Order, {
           description: 'One page of orders, ordered by id',
-          headers: { ...RESPONSE_HEADERS, Link: Type.String({ description: 'rel="next" link while more orders remain' }) }
+          headers: { ...RESPONSE_HEADERS, Link: Type.String({ description: 'rel="next" link while more orders remain.' + NEXT_LINK_FORM }) }
         }),
         400: INVALID_REQUEST,
         ...COMMON_ERRORS
@@ -33,7 +33,7 @@ export const orderRoutes: FastifyPluginAsyncTypebox<{ store: { readonly catalog:
     const { limit = DEFAULT_ORDER_LIMIT, cursor, status } = request.query
     const page = await listOrders(store, { limit, cursor: cursor ?? null, status: status ?? null }).catch(cursorRefused)
     if (page.nextCursor !== null) {
-      linkNext(reply, '/v1/store/orders', { limit: String(limit), cursor: page.nextCursor, ...(status === undefined ? {} : { status }) })
+      linkNext(reply, { limit: String(limit), cursor: page.nextCursor, ...(status === undefined ? {} : { status }) })
     }
     return page.orders
   })

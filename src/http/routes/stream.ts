@@ -1,6 +1,6 @@
 /**
- * GET /v1/inventory/changes/stream: the change feed as Server-Sent Events (docs/decisions.md, "Change stream"). The
- * rules (where a stream starts, who may open one, when to look for changes) are the domain's
+ * GET /v1/inventory/changes/stream: the change feed as Server-Sent Events
+ * (docs/adr/0018-change-stream-polled-from-the-feed.md). The rules (where a stream starts, who may open one, when to look for changes) are the domain's
  * (src/domain/change-stream.ts); this file writes them as text/event-stream and ends streams when the instance stops.
  *
  * The body is a Readable that Fastify pipes to the socket, so the answer goes through the usual hooks: the gate's

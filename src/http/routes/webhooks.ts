@@ -6,7 +6,7 @@ import { feedCursor } from '../../domain/feed.js'
 import { DEFAULT_DELIVERY_LIMIT, eventId, MAX_DELIVERY_LIMIT, WEBHOOK_EVENTS, type Webhooks, type WebhookView } from '../../domain/webhooks.js'
 import { SAFE_TEXT_PATTERN, SAFE_TEXT_RULE } from '../../domain/text.js'
 import type { WebhookDelivery } from '../../store/webhooks/types.js'
-import { cursorRefused, linkNext } from '../paging.js'
+import { cursorRefused, linkNext, NEXT_LINK_FORM } from '../paging.js'
 import { COMMON_ERRORS, ErrorResponse, Int64Text, INVALID_REQUEST, NOT_FOUND, RESPONSE_HEADERS } from '../schemas/common.js'
 
 const MAX_WEBHOOK_URL_LENGTH = 2048
@@ -52,8 +52,13 @@ const Attempt = Type.Object({
   attempt: Type.Integer({ minimum: 1 }),
   at: Type.String({ format: 'date-time' }),
   status: Type.Union([Type.Integer(), Type.Null()], { description: 'The endpoint\'s HTTP status; null when no answer came' }),
-  error: Type.Union([Type.String(), Type.Null()], { description: 'Why the attempt failed; null when it succeeded' }),
-  response: Type.Union([Type.String(), Type.Null()], { description: 'The first bytes of the answer' }),
+  error: Type.Union([Type.String(), Type.Null()], {
+    description: 'Why the attempt failed; null when it succeeded. A refused address names the URL\'s host, never what it resolved to'
+  }),
+  response: Type.Union([Type.String(), Type.Null()], {
+    description: 'The first 256 bytes of the answer\'s body (cut between characters), with signatures, webhook secrets and API keys ' +
+      'redacted; null without a body, and for an endpoint that is not at a public address (its status and duration only)'
+  }),
   durationMs: Type.Integer({ minimum: 0 })
 }, { additionalProperties: false })
 
@@ -135,12 +140,13 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{ webhooks: Webhooks }> = 
       description: 'Creates a subscription of the calling key\'s quota (every key of the quota manages it; a rotated key ' +
         'keeps it). Its events are the changes committed from now on. The answer holds the signing `secret`, shown only ' +
         'here. Unknown event types are refused naming them; a URL that is not https, carries a user name or password, or ' +
-        'resolves to a loopback, private, link-local or otherwise non-public address is refused.' + DOCS,
+        'resolves to a loopback, private, link-local or otherwise non-public address is refused; the refusal names the ' +
+        'host, never what it resolved to.' + DOCS,
       tags: ['webhooks'],
       'x-stability': 'beta',
       body: Type.Object({ url: Url, events: Events, description: Type.Optional(Description) }, { additionalProperties: false }),
       response: {
-        201: { ...WebhookWithSecret, headers: { ...RESPONSE_HEADERS, Location: Type.String({ description: 'The new subscription' }) } },
+        201: { ...WebhookWithSecret, headers: { ...RESPONSE_HEADERS, Location: Type.String({ description: 'The new subscription, relative to the request URL: `webhooks/{webhookId}`' }) } },
         400: INVALID_REQUEST,
         409: LIMIT_REACHED,
         ...COMMON_ERRORS
@@ -148,7 +154,9 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{ webhooks: Webhooks }> = 
     }
   }, async (request, reply) => {
     const { webhook, secret } = await webhooks.create(quota(request), request.body)
-    reply.code(201).header('Location', `/v1/webhooks/${webhook.id}`)
+    // Relative to the request URL (/v1/webhooks, or whatever path a proxy in front served it under), like the
+    // rel="next" links (src/http/paging.ts): `webhooks/ID` resolves to the subscription beside the collection.
+    reply.code(201).header('Location', `webhooks/${webhook.id}`)
     return { ...showWebhook(webhook), secret }
   })
 
@@ -183,8 +191,9 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{ webhooks: Webhooks }> = 
       operationId: 'updateWebhook',
       summary: 'Change a webhook subscription',
       description: 'Changes the fields sent; the others stay. `enabled: true` re-enables a disabled subscription: the events ' +
-        'committed while it was disabled are then delivered too (nothing is lost), and its failure run starts over. ' +
-        '`description: null` removes the description.' + DOCS,
+        'committed while it was disabled are then delivered too, and those undelivered when it was disabled unless they are ' +
+        'more than 30 days old (a disabled subscription\'s undelivered events are purged after 30 days); its failure run ' +
+        'starts over. `description: null` removes the description.' + DOCS,
       tags: ['webhooks'],
       'x-stability': 'beta',
       params: Params,
@@ -238,7 +247,9 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{ webhooks: Webhooks }> = 
       operationId: 'listWebhookDeliveries',
       summary: 'The deliveries log of a subscription',
       description: 'Its events, newest first, each with every attempt (time, HTTP status or error, duration) and the next ' +
-        'one. While more remain the answer carries `Link: <...>; rel="next"`. Delivered and failed deliveries are kept 30 days.' + DOCS,
+        'one. While more remain the answer carries `Link: <...>; rel="next"`. Delivered and failed deliveries are kept 30 days, ' +
+        'and so are the undelivered ones of a disabled subscription. Of an answer the log keeps its status, its duration and, ' +
+        'from a public address, the first 256 bytes of its body, redacted.' + DOCS,
       tags: ['webhooks'],
       'x-stability': 'beta',
       params: Params,
@@ -247,7 +258,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{ webhooks: Webhooks }> = 
         limit: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_DELIVERY_LIMIT, default: DEFAULT_DELIVERY_LIMIT, description: 'Page size' }))
       }, { additionalProperties: false }),
       response: {
-        200: Type.Array(Delivery, { headers: { ...RESPONSE_HEADERS, Link: Type.String({ description: 'rel="next" while older deliveries remain' }) } }),
+        200: Type.Array(Delivery, { headers: { ...RESPONSE_HEADERS, Link: Type.String({ description: 'rel="next" while older deliveries remain.' + NEXT_LINK_FORM }) } }),
         400: INVALID_REQUEST,
         404: NOT_FOUND,
         ...COMMON_ERRORS
@@ -257,7 +268,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{ webhooks: Webhooks }> = 
     const { after, limit = DEFAULT_DELIVERY_LIMIT } = request.query
     const { webhookId } = request.params
     const page = await webhooks.deliveries(quota(request), webhookId, { cursor: after ?? null, limit }).catch(cursorRefused)
-    if (page.next !== null) linkNext(reply, `/v1/webhooks/${encodeURIComponent(webhookId)}/deliveries`, { limit: String(limit), after: page.next })
+    if (page.next !== null) linkNext(reply, { limit: String(limit), after: page.next })
     return page.deliveries.map(showDelivery)
   })
 

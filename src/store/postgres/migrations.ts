@@ -182,7 +182,8 @@ export const MIGRATIONS: readonly Migration[] = [
     // completed (locks are released after a commit becomes visible). So positions are handed out in commit order,
     // a transaction that rolls back gives its position back, and a reader that sees position p sees every position
     // below it: paging by (position, id) never misses a change, never repeats one, and shows each pet's changes in
-    // the order they were made. The cost is one short wait per committing writer (docs/decisions.md). Rows written
+    // the order they were made. The cost is one short wait per committing writer
+    // (docs/adr/0013-change-feed-in-commit-order.md). Rows written
     // before this migration get its own transaction's id and position 1: they come first.
     sql: `
       ALTER TABLE stock_ledger ADD COLUMN batch_id text;

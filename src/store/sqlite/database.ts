@@ -30,7 +30,8 @@ export class SqliteDatabase {
     this.connection = db
     db.defaultSafeIntegers(true)
     // Small pages for a new database: a group commit of stock updates writes every page it touched to the WAL,
-    // and inventory rows are a few bytes; 1 KiB pages cut that copying and PATCH cost (BENCHMARKS.md). A no-op
+    // and inventory rows are a few bytes; 1 KiB pages cut that copying and PATCH cost
+    // (docs/adr/0003-embedded-sqlite-by-default-postgresql-to-scale-out.md). A no-op
     // on an existing database.
     db.pragma('page_size = 1024')
     db.pragma('journal_mode = WAL')

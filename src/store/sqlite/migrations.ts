@@ -74,7 +74,8 @@ export const MIGRATIONS: readonly Migration[] = [
     // status included. The ledger records every quantity change in the transaction that makes it. A pet's
     // ledger rows are chained (inventory.ledger_head -> previous_id -> ...) instead of indexed by pet: a
     // stock change then appends to the ledger and touches no other page than its entry's, where an index on
-    // (pet_id, id) would add one random page per change to every group commit (BENCHMARKS.md).
+    // (pet_id, id) would add one random page per change to every group commit
+    // (docs/adr/0012-stock-ledger-in-the-writes-transaction.md).
     sql: `
       ALTER TABLE inventory ADD COLUMN revision INTEGER NOT NULL DEFAULT 1;
       ALTER TABLE inventory ADD COLUMN ledger_head INTEGER;

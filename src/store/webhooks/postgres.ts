@@ -215,11 +215,18 @@ export class PostgresWebhooks implements WebhookStore {
   }
 
   async purgeWebhookDeliveries (before: Date, limit: number): Promise<number> {
-    const { rowCount } = await this.#db.query(
+    const { rowCount: done } = await this.#db.query(
       `DELETE FROM webhook_deliveries d USING (
          SELECT id FROM webhook_deliveries WHERE state <> 'pending' AND created_at < $1 ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED
        ) old WHERE d.id = old.id`, [before, limit])
-    return rowCount ?? 0
+    if ((done ?? 0) >= limit) return done ?? 0
+    // Then the backlogs parked by subscriptions that take no events (through the index of each one's pending deliveries).
+    const { rowCount: parked } = await this.#db.query(
+      `DELETE FROM webhook_deliveries d USING (
+         SELECT d.id FROM webhooks w JOIN webhook_deliveries d ON d.webhook_id = w.id AND d.state = 'pending'
+         WHERE NOT (w.enabled AND ${QUOTA_ACTIVE('$1')}) AND d.created_at < $1 ORDER BY d.created_at LIMIT $2 FOR UPDATE OF d SKIP LOCKED
+       ) old WHERE d.id = old.id`, [before, limit - (done ?? 0)])
+    return (done ?? 0) + (parked ?? 0)
   }
 
 }

@@ -234,6 +234,12 @@ export class SqliteWebhooks implements WebhookStore {
       return this.#db.connection.transaction((): number => {
         const ids = (this.#db.prepare(`SELECT id FROM webhook_deliveries WHERE state <> 'pending' AND created_at < ? ORDER BY created_at LIMIT ?`)
           .all(iso(before), limit) as Array<{ id: bigint }>).map((row) => row.id)
+        // Then the backlogs parked by subscriptions that take no events (through the index of each one's pending deliveries).
+        if (ids.length < limit) {
+          ids.push(...(this.#db.prepare(`SELECT d.id FROM webhooks w JOIN webhook_deliveries d ON d.webhook_id = w.id AND d.state = 'pending'
+            WHERE NOT (w.enabled = 1 AND ${QUOTA_ACTIVE('?')}) AND d.created_at < ? ORDER BY d.created_at LIMIT ?`)
+            .all(iso(before), iso(before), limit - ids.length) as Array<{ id: bigint }>).map((row) => row.id))
+        }
         if (ids.length === 0) return 0
         this.#db.prepare('DELETE FROM webhook_attempts WHERE delivery_id IN (SELECT value FROM json_each(?))').run(idList(ids))
         return this.#db.prepare('DELETE FROM webhook_deliveries WHERE id IN (SELECT value FROM json_each(?))').run(idList(ids)).changes

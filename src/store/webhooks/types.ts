@@ -206,7 +206,11 @@ export interface WebhookWrites {
    * when the subscription has no such delivery.
    */
   retryWebhookDelivery (webhookId: string, deliveryId: bigint, at: Date, giveUpAt: Date): Promise<WebhookDelivery | null>
-  /** Deletes at most `limit` delivered or failed deliveries created before `before`, with their log; returns how many. */
+  /**
+   * Deletes at most `limit` deliveries created before `before` that are not going to be attempted, with their log:
+   * delivered or failed ones, then pending ones of subscriptions that are disabled or whose quota had no active key at
+   * `before` (kept until then, so that enabling the subscription again delivers them). Returns how many.
+   */
   purgeWebhookDeliveries (before: Date, limit: number): Promise<number>
 }
 

@@ -1,0 +1,264 @@
+/**
+ * The client's public types: the records and bodies, taken from the service's OpenAPI document (./schema.ts,
+ * generated), what each call returns, the options, and the PetstoreClient interface that createClient (./index.ts)
+ * implements.
+ */
+import type { PetstoreError } from './errors.js'
+import type { paths } from './schema.js'
+
+export type JsonOf<R> = R extends { content: { 'application/json': infer B } } ? B : never
+export type ResponsesOf<O> = O extends { responses: infer R } ? R : never
+export type Operation<P extends keyof paths, M extends keyof paths[P]> = paths[P][M]
+
+/** One stock entry; `petId` is an exact int64. */
+export type InventoryItem = JsonOf<ResponsesOf<Operation<'/inventory', 'get'>>[200]>[number]
+/** The body of updateInventory: the new absolute quantity and, optionally, why. */
+export type InventoryUpdate = JsonOf<NonNullable<Operation<'/inventory/{petId}', 'patch'>['requestBody']>>
+/** The body of adjustInventory: what to add to the quantity (negative to take away) and, optionally, why. */
+export type InventoryAdjustment = JsonOf<NonNullable<Operation<'/inventory/{petId}/adjustments', 'post'>['requestBody']>>
+/** The body of batchUpdateInventory: 1 to 100 changes, each a quantity to set or a delta to add for one pet. */
+export type InventoryBatch = JsonOf<NonNullable<Operation<'/inventory/batch', 'post'>['requestBody']>>
+/** One entry a batch left, with its new ETag. */
+export type BatchEntry = JsonOf<ResponsesOf<Operation<'/inventory/batch', 'post'>>[200]>['entries'][number]
+/** Why one change of a refused batch cannot apply (`PetstoreError.failures`). */
+export type BatchFailure = NonNullable<JsonOf<ResponsesOf<Operation<'/inventory/batch', 'post'>>[409]>['failures']>[number]
+/** One stock change from the feed; `cursor` is where the feed resumes after it. */
+export type InventoryChange = JsonOf<ResponsesOf<Operation<'/inventory/changes', 'get'>>[200]>[number]
+/** A pet (deprecated operation); ids are exact int64. */
+export type Pet = JsonOf<ResponsesOf<Operation<'/pets/{petId}', 'get'>>[200]>
+/** A store order; `id` and `petId` are exact int64. */
+export type Order = JsonOf<ResponsesOf<Operation<'/store/orders', 'get'>>[200]>[number]
+/** Query of listOrders: page size, cursor from the previous page, status filter. */
+export type OrderQuery = NonNullable<Operation<'/store/orders', 'get'>['parameters']['query']>
+/** The calling key's standing: plan, scopes, both windows (`limit`, `remaining`, `reset`, `used`), ban and expiry. */
+export type RateLimitStatus = JsonOf<ResponsesOf<Operation<'/rate_limit', 'get'>>[200]>
+
+/** An id as the client accepts it: a bigint, a safe integer, or the canonical decimal text of an int64. */
+export type Int64Input = bigint | number | string
+
+/** The rate-limit window that binds the key right now (`X-RateLimit-*`); `reset` is Unix time in seconds. */
+export interface RateLimit {
+  limit: number
+  remaining: number
+  reset: number
+}
+
+/** What every successful call returns besides its body. */
+export interface ResponseMeta {
+  /** The HTTP status (200, or 304 for a conditional GET that matched). */
+  status: number
+  /** The `ETag` header: send it back in `ifNoneMatch` (GET) or `ifMatch` (update). */
+  etag: string | null
+  /** `X-Request-Id`: quote it when reporting a problem. */
+  requestId: string | null
+  rateLimit: RateLimit | null
+  headers: Headers
+}
+
+/** The result of a conditional GET: the body, or `notModified` when the sent ETag still matches. */
+export type Conditional<T> = ResponseMeta & ({ notModified: false, data: T } | { notModified: true, data: null })
+
+/**
+ * The listing, and the change feed's cursor it reflects (`Changes-Cursor`; null while the feed is empty or on a 304):
+ * keep the listing, then follow `inventoryChanges({ after: changesCursor })`.
+ */
+export type InventoryListing = Conditional<InventoryItem[]> & { changesCursor: string | null }
+
+/** What a stock write returns: the entry, and whether the answer replays an earlier try with the same key. */
+export interface WriteResult extends ResponseMeta {
+  data: InventoryItem
+  /** True when the service answered from its record of this call's Idempotency-Key: it applied the write once, earlier. */
+  replayed: boolean
+  /** The Idempotency-Key the write was sent with. */
+  idempotencyKey: string
+}
+
+/** One page of the change feed and where the next starts (an empty page: caught up; ask again later from `nextCursor`). */
+export interface ChangePage extends ResponseMeta {
+  data: InventoryChange[]
+  nextCursor: string | null
+}
+
+/** Options of streamChanges. */
+export interface StreamOptions {
+  /** Start after this cursor (a change's `cursor`, e.g. the listing's `changesCursor`); without it, from now. */
+  after?: string
+  /** Ends the iteration: it then returns, without an error. */
+  signal?: AbortSignal
+  /**
+   * A connection that brings nothing for this long (no change, no heartbeat) is taken for dead and opened again
+   * (60,000). The service sends a heartbeat every 15 s by default.
+   */
+  idleTimeoutMs?: number
+}
+
+/** What a batch returns: every entry it left, in its order, with their ETags. */
+export interface BatchResult extends ResponseMeta {
+  data: BatchEntry[]
+  replayed: boolean
+  idempotencyKey: string
+}
+
+/** Options of a stock write. */
+export interface WriteOptions {
+  /** An ETag: the write applies only to an entry unchanged since, else 412 `precondition_failed`. */
+  ifMatch?: string
+  /**
+   * The Idempotency-Key (1 to 255 printable ASCII characters); a new UUID per call by default. Pass your own to retry a
+   * write across process restarts (a job queue's id): within the service's retention it is applied at most once.
+   */
+  idempotencyKey?: string
+}
+
+/** The deprecation headers of getPet (RFC 9745 `Deprecation`, RFC 8594 `Sunset`, their `Link`). */
+export interface DeprecationInfo {
+  deprecatedAt: Date | null
+  sunset: Date | null
+  link: string | null
+}
+
+/** Query of listInventoryPage: page size (1 to 1000; 100 when not given) and the cursor from the previous page. */
+export type InventoryPageQuery = NonNullable<Operation<'/inventory', 'get'>['parameters']['query']>
+
+/** One page of the inventory listing, ordered by petId, and where the next one is (null on the last page). */
+export interface InventoryPage extends ResponseMeta {
+  data: InventoryItem[]
+  /** The absolute URL of the `rel="next"` link. */
+  nextUrl: string | null
+  /** The cursor of that link, for `listInventoryPage({ cursor })`. */
+  nextCursor: string | null
+  /**
+   * `Changes-Cursor`, on the first page only (null on later pages, and while the feed is empty): every change up to it
+   * is in the pages; follow `inventoryChanges({ after: changesCursor })` from it to keep a copy.
+   */
+  changesCursor: string | null
+}
+
+/** One page of orders and where the next one is (null on the last page). */
+export interface OrderPage extends ResponseMeta {
+  data: Order[]
+  /** The absolute URL of the `rel="next"` link. */
+  nextUrl: string | null
+  /** The cursor of that link, for `listOrders({ cursor })`. */
+  nextCursor: string | null
+}
+
+/** What the client tells `onRateLimited` before it sleeps on a 429 and tries again. */
+export interface RateLimitedEvent {
+  /** The operationId of the refused call: `listInventory`, `updateInventory`, `streamInventoryChanges`, ... */
+  operation: string
+  /**
+   * The refusal, as the call throws it when the hook declines the wait: its `code` (`rate_limited`, or
+   * `too_many_streams` for a change stream), `requestId` and `rateLimit` (the window that refused it).
+   */
+  error: PetstoreError
+  /** What the service asked for (`Retry-After`), in seconds; undefined when the answer named none. */
+  retryAfterSeconds: number | undefined
+  /** How long the client is about to sleep, in milliseconds: exactly `Retry-After` when the service named one. */
+  waitMs: number
+  /** The try that was refused, from 1; the next is `attempt + 1`, and a call makes at most `maxAttempts`. */
+  attempt: number
+  maxAttempts: number
+}
+
+export interface ClientOptions {
+  /** The service's address, e.g. `https://api.petstore.example`; `/v1` is appended when it is not there. */
+  baseUrl: string
+  /** The API key (`psk_live_...`); sent as a bearer token and never put in an error or message. */
+  apiKey: string
+  /** A fetch implementation; the global fetch by default. */
+  fetch?: typeof fetch
+  /** Tries per call in total, retries included (4). */
+  maxAttempts?: number
+  /** The backoff base: the n-th retry waits up to baseDelayMs * 2^(n-1) (500). */
+  baseDelayMs?: number
+  /**
+   * The longest wait before a retry, 429s included: a service asking for a longer one makes the call throw at once
+   * instead (60,000).
+   */
+  maxDelayMs?: number
+  /**
+   * Called before the client sleeps on a 429 to try again (not when it gives up anyway: past `maxAttempts`, or a wait
+   * above `maxDelayMs`), and awaited. Return `false` to decline the wait: the call then throws the 429's PetstoreError
+   * at once. Throw to make the call throw that instead. Anything else (`true`, nothing) lets it sleep `waitMs` and retry.
+   */
+  onRateLimited?: (event: RateLimitedEvent) => boolean | void | Promise<boolean | void>
+  /** Per-try timeout (AbortSignal.timeout); none by default. A timed-out try is retried like a network error. */
+  timeoutMs?: number
+  /** How to wait between tries (setTimeout by default); injected by tests. */
+  sleep?: (ms: number) => Promise<void>
+  /** A number in [0, 1) for the jitter (Math.random by default). */
+  random?: () => number
+  /** Milliseconds since the epoch (Date.now by default); decides when a remembered ban is over. */
+  now?: () => number
+  /** The User-Agent header. */
+  userAgent?: string
+  /** Makes the Idempotency-Key of a write that was given none (a random UUID by default); injected by tests. */
+  newKey?: () => string
+}
+
+/** The client: one method per operation, plus iterators over every stock entry, order and change. */
+export interface PetstoreClient {
+  /**
+   * All stock entries, ordered by petId, with the feed cursor they reflect; with `ifNoneMatch`, `notModified` when
+   * unchanged.
+   */
+  listInventory (options?: { ifNoneMatch?: string }): Promise<InventoryListing>
+  /**
+   * One page of the stock entries, ordered by petId (`limit` of them, 100 by default), and the cursor of the next page.
+   * Pages carry no ETag: use listInventory to revalidate the whole listing.
+   */
+  listInventoryPage (query?: InventoryPageQuery): Promise<InventoryPage>
+  /**
+   * Every stock entry, ordered by petId, page after page (`limit` per request, 100 by default), following the
+   * `rel="next"` links: for an inventory too large to hold in one answer.
+   */
+  allInventory (query?: Omit<InventoryPageQuery, 'cursor'>): AsyncGenerator<InventoryItem, void, undefined>
+  /** One stock entry with its ETag; with `ifNoneMatch`, `notModified` when unchanged. 404 `not_found` if none. */
+  getInventoryItem (petId: Int64Input, options?: { ifNoneMatch?: string }): Promise<Conditional<InventoryItem>>
+  /**
+   * Sets one pet's stock to an absolute quantity. With `ifMatch` (an ETag from getInventoryItem or a previous
+   * update) the update applies only if the entry is unchanged, else 412 `precondition_failed`.
+   */
+  updateInventory (petId: Int64Input, update: InventoryUpdate, options?: WriteOptions): Promise<WriteResult>
+  /**
+   * Adds `delta` to one pet's stock (negative to take away), atomically, without reading it first; 409
+   * `stock_out_of_range` when the result would leave 0..1,000,000,000. With `ifMatch` it applies only to an unchanged
+   * entry. Retried like every write: its Idempotency-Key makes a retry after a lost answer apply nothing twice.
+   */
+  adjustInventory (petId: Int64Input, adjustment: InventoryAdjustment, options?: WriteOptions): Promise<WriteResult>
+  /**
+   * Changes the stock of several pets at once (1 to 100 changes), all or none: when any change cannot apply, it throws
+   * `batch_refused` (409) with `failures` listing each, and nothing changed. Costs one request of quota per change.
+   * Retried like every write, with its Idempotency-Key.
+   */
+  batchUpdateInventory (batch: InventoryBatch, options?: Pick<WriteOptions, 'idempotencyKey'>): Promise<BatchResult>
+  /** One page of the change feed after `after` (a change's `cursor`; from the first change without it). */
+  listInventoryChanges (query?: { after?: string, limit?: number }): Promise<ChangePage>
+  /**
+   * Every change after `after`, oldest first, page after page, until the feed is caught up; store the `cursor` of the
+   * last change you processed and start there next time. Never misses or repeats a change.
+   */
+  inventoryChanges (query?: { after?: string, limit?: number }): AsyncGenerator<InventoryChange, void, undefined>
+  /**
+   * Every change after `after` (from now without it), each as soon as it is committed, for as long as you iterate: one
+   * long-lived connection (Server-Sent Events), opened again from the last change received (`Last-Event-ID`) whenever
+   * it drops or the service ends it, so no change is missed or repeated. A reconnect after a connection that worked
+   * waits up to the service's `retry` (jittered); failed connects are retried like calls (`Retry-After` on 429 and 503,
+   * backoff otherwise, also for `too_many_streams`) and throw after `maxAttempts` in a row. Each connect counts as one
+   * request. Stop with `break` or `signal`.
+   */
+  streamChanges (options?: StreamOptions): AsyncGenerator<InventoryChange, void, undefined>
+  /** A pet by id (deprecated operation: look at `deprecation`); 410 `gone` after the sunset. */
+  getPet (petId: Int64Input): Promise<ResponseMeta & { data: Pet, deprecation: DeprecationInfo }>
+  /** One page of orders. */
+  listOrders (query?: OrderQuery): Promise<OrderPage>
+  /** Every order, page after page, following the `rel="next"` links. */
+  allOrders (query?: Omit<OrderQuery, 'cursor'>): AsyncGenerator<Order, void, undefined>
+  /**
+   * The calling key's plan, scopes, quota (both windows), ban and expiry. Spends none of the quota and works during a
+   * ban; bounded by a small budget of its own (429 `rate_limited` beyond it, retried after Retry-After like any 429).
+   */
+  rateLimit (): Promise<ResponseMeta & { data: RateLimitStatus }>
+}
+
