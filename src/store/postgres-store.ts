@@ -1,6 +1,6 @@
 /**
  * The shared store for scale-out: the areas on one PostgreSQL pool (./postgres/database.ts), in the order of
- * ./store.ts. Each area is its own class beside its interface (./<area>/postgres.ts).
+ * ./store.ts. Each area is its own class beside its interface (src/store/<area>/postgres.ts).
  */
 import { PostgresCatalog } from './catalog/postgres.js'
 import { PostgresIdempotency } from './idempotency/postgres.js'

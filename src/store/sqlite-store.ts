@@ -1,6 +1,6 @@
 /**
  * The embedded store: the areas on one SQLite file (./sqlite/database.ts), in the order of ./store.ts. Each area is its
- * own class beside its interface (./<area>/sqlite.ts).
+ * own class beside its interface (src/store/<area>/sqlite.ts).
  */
 import { SqliteCatalog } from './catalog/sqlite.js'
 import { SqliteIdempotency } from './idempotency/sqlite.js'
