@@ -19,7 +19,6 @@ import { registerDocs } from './http/plugins/docs.js'
 import { routeEveryMethod, trackRoutesForMethodNotAllowed } from './http/plugins/method-not-allowed.js'
 import { JsonBodyError, parseJsonBody } from './http/json-body.js'
 import { BODY_LIMIT_BYTES, MAX_HEADER_LINES, MAX_URL_LENGTH } from './http/limits.js'
-import { loggedUrl } from './http/log-url.js'
 import { Lifecycle } from './lifecycle.js'
 import { healthRoutes } from './http/routes/health.js'
 import { ChangeWatch } from './http/inventory-cache.js'
@@ -48,6 +47,7 @@ import { Webhooks } from './domain/webhooks.js'
 import { WEBHOOKS_DOCUMENT, webhookRoutes } from './http/routes/webhooks.js'
 import { checkDestination, DestinationError } from './webhooks/destination.js'
 import { HttpSender } from './webhooks/sender.js'
+import { loggedUrl } from './redact.js'
 
 
 export interface AppDeps {

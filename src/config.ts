@@ -6,6 +6,7 @@ import { isIP } from 'node:net'
 import { isAbsolute, resolve } from 'node:path'
 import { isRfc3339DateTime } from './datetime.js'
 import { ConfigError } from './errors.js'
+import { ENVIRONMENTS, type Environment } from './model.js'
 import { DEFAULT_IDEMPOTENCY_TTL_SECONDS } from './domain/idempotency.js'
 import { PLAN_LIMITS, type Limits, type PlanTable } from './domain/rules.js'
 import { DATABASE_DEFAULTS, DATABASE_POOLERS, isPostgresUrl, type DatabasePooler } from './store/postgres/options.js'
@@ -15,8 +16,6 @@ export type LogLevel = typeof LOG_LEVELS[number]
 /** json: one JSON object a line; pretty: human-readable lines; auto: pretty when stdout is a terminal. */
 export const LOG_FORMATS = ['auto', 'json', 'pretty'] as const
 export type LogFormat = typeof LOG_FORMATS[number]
-export const ENVIRONMENTS = ['production', 'staging'] as const
-export type Environment = typeof ENVIRONMENTS[number]
 
 export interface Config {
   readonly port: number

@@ -14,6 +14,13 @@ export type OrderStatus = typeof ORDER_STATUSES[number]
 export const PLANS = ['free', 'pro', 'business', 'enterprise'] as const
 export type Plan = typeof PLANS[number]
 
+/** The deployments a service runs as (PETSTORE_ENV); each issues keys of its own. */
+export const ENVIRONMENTS = ['production', 'staging'] as const
+export type Environment = typeof ENVIRONMENTS[number]
+
+/** Key prefixes tell production keys from staging keys at a glance (and to secret scanners). */
+export const KEY_PREFIXES: Record<Environment, string> = { production: 'psk_live_', staging: 'psk_test_' }
+
 /** Stock quantities are bounded like Shopify's: 0 to one billion inclusive. */
 export const MAX_QUANTITY = 1_000_000_000
 /** MAX_QUANTITY as messages and descriptions write it: 1,000,000,000. */

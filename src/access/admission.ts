@@ -20,9 +20,9 @@
  *   threshold within the strike window is banned (15 minutes, doubling on repeats); a key that always waits as
  *   told is never banned; a banned key is refused without counting until the ban ends.
  */
-import type { Environment, RateLimitConfig } from '../config.js'
+import type { RateLimitConfig } from '../config.js'
 import { isExpired, limitsOf, scopeCovers } from '../domain/rules.js'
-import type { ApiKeyRecord, Ban, KeyScope } from '../model.js'
+import type { ApiKeyRecord, Ban, Environment, KeyScope } from '../model.js'
 import { AppError, StoreUnavailableError } from '../errors.js'
 import { bindingWindow, violatedWindow } from '../ratelimit/decision.js'
 import type { ConsumeOptions, Decision, RateLimiter, Subject, WindowLimits, WindowState } from '../ratelimit/types.js'

@@ -3,10 +3,9 @@
  * reason there is none. Key lookups are cached, so a warm key costs no store round trip.
  */
 import { LRUCache } from 'lru-cache'
-import type { Environment } from '../config.js'
-import type { ApiKeyRecord } from '../model.js'
+import { KEY_PREFIXES, type ApiKeyRecord, type Environment } from '../model.js'
 import type { KeyReads } from '../store/keys/types.js'
-import { hashKey, KEY_PREFIXES, keyShape } from './keys.js'
+import { hashKey, keyShape } from './keys.js'
 
 /**
  * The credentials of a request, as read from its Authorization header (RFC 6750): none, a scheme other than

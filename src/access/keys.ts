@@ -4,14 +4,10 @@
  */
 import { hash, randomBytes } from 'node:crypto'
 import { crc32 } from 'node:zlib'
-import type { Environment } from '../config.js'
 import { isExpired, MAX_NAME_LENGTH } from '../domain/rules.js'
-import type { ApiKeyRecord, KeyScope, Plan } from '../model.js'
+import { KEY_PREFIXES, type ApiKeyRecord, type Environment, type KeyScope, type Plan } from '../model.js'
 import { isSafeText, SAFE_TEXT_RULE } from '../domain/text.js'
 import type { KeyStore, KeyWrites, RotationOutcome } from '../store/keys/types.js'
-
-/** Key prefixes tell production keys from staging keys at a glance (and to secret scanners). */
-export const KEY_PREFIXES: Record<Environment, string> = { production: 'psk_live_', staging: 'psk_test_' }
 
 /** Keys are looked up by their SHA-256; the key itself is never stored. */
 export function hashKey (key: string): string {
@@ -208,19 +204,4 @@ export function revokeKey (store: { readonly keys: Pick<KeyWrites, 'revokeApiKey
  */
 export function unbanKey (store: { readonly keys: Pick<KeyWrites, 'unbanApiKey'> }, id: string, now: Date = new Date()): Promise<boolean> {
   return store.keys.unbanApiKey(id, now)
-}
-
-/** A key prefix as text may carry it: its underscores as they are or percent-encoded (%5F), letters in any case. */
-const PREFIX_TEXT = Object.values(KEY_PREFIXES).map((prefix) => prefix.replace(/_/g, '(?:_|%5[Ff])')).join('|')
-const KEY_TEXT = new RegExp(`(${PREFIX_TEXT})[A-Za-z0-9_%-]+`, 'gi')
-const MENTION = new RegExp(PREFIX_TEXT, 'i')
-
-/** True when the text holds something that looks like an API key (any environment's prefix, plain or encoded). */
-export function mentionsKey (text: string): boolean {
-  return MENTION.test(text)
-}
-
-/** The text with every key-shaped run (a key prefix and what follows it) replaced by the prefix and [redacted]. */
-export function redactKeys (text: string): string {
-  return mentionsKey(text) ? text.replace(KEY_TEXT, '$1[redacted]') : text
 }

@@ -16,8 +16,7 @@
  */
 import { SpanKind, SpanStatusCode, type Attributes, type AttributeValue, type Link, type SpanStatus } from '@opentelemetry/api'
 import type { ReadableSpan, SpanExporter, TimedEvent } from '@opentelemetry/sdk-trace'
-import { decoded, loggedUrl } from '../http/log-url.js'
-import { mentionsSecret, redactSecrets } from '../redact.js'
+import { decoded, loggedUrl, mentionsSecret, redactSecrets } from '../redact.js'
 
 /** Attributes of the HTTP conventions that hold a URL or a path, maybe with a query: shown as the access log shows one. */
 const URL_ATTRIBUTES: ReadonlySet<string> = new Set(['url.full', 'url.path', 'http.url', 'http.target'])
