@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict'
 import { get as httpGet, type IncomingMessage } from 'node:http'
-import type { AddressInfo, Socket } from 'node:net'
+import { connect, type AddressInfo, type Socket } from 'node:net'
 import { join } from 'node:path'
 import { Writable } from 'node:stream'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -127,6 +127,30 @@ async function openStream (baseUrl: string, headers: Record<string, string>, que
     }
   })()
   return opened
+}
+
+/**
+ * Opens a stream on a raw connection whose client stops reading once the first change has come: what the server writes
+ * after it piles up in the connection's buffers. `reading` settles when the client stops.
+ */
+async function unreadStream (s: Served, key: string): Promise<{ socket: Socket, reading: Promise<void> }> {
+  const { port } = s.app.server.address() as AddressInfo
+  const socket = connect(port, '127.0.0.1')
+  socket.on('error', () => {})
+  await new Promise((resolve) => socket.once('connect', resolve))
+  socket.write(`GET /v1/inventory/changes/stream HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\n\r\n`)
+  let text = ''
+  const reading = new Promise<void>((resolve) => {
+    const read = (chunk: Buffer): void => {
+      text += chunk.toString()
+      if (!text.includes('event: ')) return
+      socket.off('data', read)
+      socket.pause()
+      resolve()
+    }
+    socket.on('data', read)
+  })
+  return { socket, reading }
 }
 
 /** Resolves once `check` holds; fails after a deadline generous enough for a loaded machine. */
@@ -324,6 +348,39 @@ describe('GET /v1/inventory/changes/stream', () => {
     await until(() => streamLines().length === 2, 'the access line of the reset stream')
     await until(async () => /^petstore_change_streams_open 0$/m.test(await metrics()), 'the gauge at 0 again')
     assert.match(await metrics(), /^petstore_http_requests_total\{operation="streamInventoryChanges",method="GET",status="200"\} 2$/m)
+  })
+
+  test('when clients drop streams they stopped reading while changes flow, then nothing is logged at warn or above, and each stream still gets its access line', async (t) => {
+    const lines: Array<Record<string, unknown>> = []
+    const logger = pino({ level: 'debug' }, new Writable({ write (chunk: Buffer, _encoding, done) { lines.push(JSON.parse(chunk.toString()) as Record<string, unknown>); done() } }))
+    const s = await served(t, { pets: [pet(1)], deps: { logger } })
+    const streams = await Promise.all([1, 2, 3, 4, 5].map(async () => await unreadStream(s, s.key)))
+    await until(async () => /^petstore_change_streams_open 5$/m.test((await s.app.inject({ method: 'GET', url: '/metrics' })).body), 'five streams open')
+    // Changes the streams send and the clients stop reading, piling up in the connections' buffers.
+    await importData(s.store, { pets: Array.from({ length: 5000 }, (_, i) => pet(i + 2, { quantity: i })), orders: [] })
+    await Promise.all(streams.map((stream) => stream.reading))
+    streams.forEach(({ socket }, i) => { if (i % 2 === 0) socket.destroy(); else socket.resetAndDestroy() })
+    await until(() => lines.filter((line) => line.operation === 'streamInventoryChanges' && line.msg === 'request completed').length === 5, 'the five access lines')
+    await until(async () => /^petstore_change_streams_open 0$/m.test((await s.app.inject({ method: 'GET', url: '/metrics' })).body), 'no stream open')
+    assert.deepEqual(lines.filter((line) => (line.level as number) >= 40), [])
+  })
+
+  test('when the app closes while clients read nothing of their streams, then nothing is logged at warn or above', async (t) => {
+    const lines: Array<Record<string, unknown>> = []
+    const logger = pino({ level: 'debug' }, new Writable({ write (chunk: Buffer, _encoding, done) { lines.push(JSON.parse(chunk.toString()) as Record<string, unknown>); done() } }))
+    const s = await served(t, { pets: [pet(1)], deps: { logger } })
+    const streams = await Promise.all([1, 2, 3].map(async () => await unreadStream(s, s.key)))
+    t.after(() => { for (const { socket } of streams) socket.destroy() })
+    await until(async () => /^petstore_change_streams_open 3$/m.test((await s.app.inject({ method: 'GET', url: '/metrics' })).body), 'three streams open')
+    // More than the connections' buffers hold: the streams cannot hand everything over before the close.
+    await importData(s.store, { pets: Array.from({ length: 20_000 }, (_, i) => pet(i + 2, { quantity: i })), orders: [] })
+    await Promise.all(streams.map((stream) => stream.reading))
+    await until(() => [...s.sockets].every((socket) => socket.writableLength > 0), 'the connections\' buffers full')
+    // Each stream gets a moment to hand over what is queued; a client that reads nothing then loses its connection.
+    await s.app.close()
+    // The close returns once the connections are gone; their answers' last events come just after.
+    await until(() => lines.filter((line) => line.operation === 'streamInventoryChanges' && line.msg === 'request completed').length === 3, 'the three access lines')
+    assert.deepEqual(lines.filter((line) => (line.level as number) >= 40), [])
   })
 
   test('when the app closes, then open streams end at once and the close does not wait for them', async (t) => {

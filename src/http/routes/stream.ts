@@ -97,8 +97,14 @@ class EventStreamBody extends Readable {
   }
 }
 
-/** Node reports no 'finish' for an answer the client cut short; Fastify runs the onResponse hooks on this instead. */
+/**
+ * Node reports no 'finish' for an answer the client cut short, and Fastify runs the onResponse hooks (the access line,
+ * the request metrics) only on 'finish' or 'error': the route emits this on the answer instead. Its code is the one
+ * Node's stream.finished() reports for a stream closed early, which Fastify takes for a client that left, not a failure.
+ */
 class ClientClosedStreamError extends Error {
+  readonly code = 'ERR_STREAM_PREMATURE_CLOSE'
+
   constructor () {
     super('the client closed the change stream')
     this.name = 'ClientClosedStreamError'
@@ -206,7 +212,9 @@ export const streamRoutes: FastifyPluginAsyncTypebox<StreamRouteOptions> = async
     }
     open.add(stream)
     reply.raw.once('close', () => {
-      if (!reply.raw.writableFinished && reply.raw.listenerCount('error') > 0) reply.raw.emit('error', new ClientClosedStreamError())
+      if (reply.raw.writableFinished) return
+      request.log.debug('change stream: its connection closed before the answer ended')
+      if (reply.raw.listenerCount('error') > 0) reply.raw.emit('error', new ClientClosedStreamError())
     })
     pump().catch((error: unknown) => {
       // The client resumes from its last event when it reconnects, on this instance or another.
@@ -299,6 +307,10 @@ export const streamRoutes: FastifyPluginAsyncTypebox<StreamRouteOptions> = async
     const body = serve(request, reply, opening.id, after)
     end = () => { body.stop() }
     // Proxies that buffer answers (nginx) would hold events back.
-    return reply.type('text/event-stream').header('X-Accel-Buffering', 'no').send(body as never)
+    reply.type('text/event-stream').header('X-Accel-Buffering', 'no')
+    // Returned rather than sent (`return reply.send(body)`): the handler's promise would then follow the reply's own
+    // (reply.then), which rejects with the error the answer emits when its client leaves, and Fastify would answer that
+    // error on a stream already under way. (The 200's schema describes the events, not the body's type.)
+    return body as never
   })
 }
