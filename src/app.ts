@@ -14,7 +14,7 @@ import { IdempotencyKeys, purgeExpiredKeys } from './domain/idempotency.js'
 import { mentionsKey } from './access/keys.js'
 import type { Config } from './config.js'
 import { AppError, StoreReadOnlyError } from './errors.js'
-import { chargeErrorPath, chargeMore, registerGate, type AccessOptions } from './http/plugins/access.js'
+import { chargeErrorPath, chargeMore, keyStanding, registerGate, type AccessOptions } from './http/plugins/access.js'
 import { clientErrorHandler, handleError, registerErrorHandling } from './http/plugins/errors.js'
 import { registerDocs } from './http/plugins/docs.js'
 import { routeEveryMethod, trackRoutesForMethodNotAllowed } from './http/plugins/method-not-allowed.js'
@@ -389,7 +389,7 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
       committed: () => { for (const wake of commits) wake() },
       ...(watch === undefined ? {} : { watch }), ...(announceChange === undefined ? {} : { announceChange }) })
     await v1.register(changeRoutes, { store })
-    await v1.register(streamRoutes, { store, config: config.streams, lifecycle, metrics, clock, commits })
+    await v1.register(streamRoutes, { store, config: config.streams, lifecycle, metrics, clock, commits, standing: (request) => keyStanding(access, request) })
     await v1.register(webhookRoutes, { webhooks })
     await v1.register(orderRoutes, { store })
     await v1.register(rateLimitRoutes)

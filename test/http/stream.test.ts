@@ -15,7 +15,7 @@ import { createParser } from 'eventsource-parser'
 import type { FastifyInstance } from 'fastify'
 import { pino } from 'pino'
 import { createClient, type InventoryChange } from '../../client/index.js'
-import { createKey, revokeKey } from '../../src/access/keys.js'
+import { createKey, revokeKey, rotateKey } from '../../src/access/keys.js'
 import { buildApp, type AppDeps } from '../../src/app.js'
 import { loadConfig } from '../../src/config.js'
 import { feedCursor } from '../../src/domain/feed.js'
@@ -76,6 +76,8 @@ interface OpenedStream {
   /** Settles when the body ends, however it ends. */
   ended: Promise<void>
   isEnded: () => boolean
+  /** When the body ended (performance.now()), null while it has not. */
+  endedAt: () => number | null
   /** Resolves once `count` events have arrived; fails after `ms`. */
   waitFor: (count: number, ms?: number) => Promise<SseEvent[]>
   close: () => void
@@ -87,6 +89,7 @@ async function openStream (baseUrl: string, headers: Record<string, string>, que
     httpGet(`${baseUrl}/v1/inventory/changes/stream${query}`, { headers, agent: false }, resolve).once('error', reject)
   })
   let done = false
+  let endedAt: number | null = null
   const opened: OpenedStream = {
     status: response.statusCode ?? 0,
     headers: new Headers(Object.entries(response.headers).map(([name, value]) => [name, String(value)] as [string, string])),
@@ -96,6 +99,7 @@ async function openStream (baseUrl: string, headers: Record<string, string>, que
     retry: null,
     ended: Promise.resolve(),
     isEnded: () => done,
+    endedAt: () => endedAt,
     waitFor: async (count, ms = WAIT_TIMEOUT_MS) => {
       const deadline = Date.now() + ms
       while (opened.events.length < count) {
@@ -124,6 +128,7 @@ async function openStream (baseUrl: string, headers: Record<string, string>, que
       // Closed by the test, or dropped.
     } finally {
       done = true
+      endedAt = performance.now()
     }
   })()
   return opened
@@ -269,7 +274,7 @@ describe('GET /v1/inventory/changes/stream', () => {
     assert.equal((await openStream(s.baseUrl, auth(key))).status, 401, 'and it cannot be opened again')
   })
 
-  test('when the key is revoked, then its open stream ends at the next renewal, and the other keys\' streams go on', async (t) => {
+  test('when the key is revoked, then its open stream ends, and the other keys\' streams go on', async (t) => {
     const s = await served(t, { pets: [pet(1)], env: { STREAM_HEARTBEAT_MS: '200' } })
     const { key, record } = await createKey(s.store, 'production', { plan: 'free', name: 'revoked', perMinute: null, perDay: null })
     const revoked = await openStream(s.baseUrl, auth(key))
@@ -278,7 +283,7 @@ describe('GET /v1/inventory/changes/stream', () => {
     assert.deepEqual([revoked.status, kept.status], [200, 200])
     await revokeKey(s.store, record.id)
     await until(() => revoked.isEnded(), 'the revoked key\'s stream to end')
-    // The other stream lives on through renewals (each heartbeat), not a guessed pause: two more heartbeats on it.
+    // The other stream lives on through its own key checks, not a guessed pause: two more heartbeats on it.
     const heartbeats = kept.comments.length
     await until(() => kept.comments.length >= heartbeats + 2 || kept.isEnded(), 'two more heartbeats on the other stream')
     assert.equal(kept.isEnded(), false)
@@ -451,6 +456,131 @@ describe('GET /v1/inventory/changes/stream', () => {
   })
 })
 
+/** The key cache's lifetime in the tests of a stream following its key: short, and far below their heartbeat. */
+const KEY_TTL_MS = 500
+/**
+ * A stream ends within KEY_TTL_MS of its key's refusal on a quiet machine; this allows a loaded one and stays far below
+ * what a stream that does not follow its key would take (the heartbeat, a minute here, or never).
+ */
+const KEY_FOLLOW_SLACK_MS = 2500
+/** The tests of a stream following its key: a short key cache, a heartbeat so rare that nothing else ends the stream. */
+const FOLLOWING = { AUTH_CACHE_TTL_MS: String(KEY_TTL_MS), STREAM_HEARTBEAT_MS: '60000' }
+
+interface Refusal {
+  name: string
+  /** What a new request with the key gets from then on (status and code). */
+  answer: string
+  /** Refuses the key (as the CLI or another instance does, in the store); resolves with the instant it takes effect (ms). */
+  refuse: (store: Store, keyId: string) => Promise<number>
+}
+
+const REFUSALS: Refusal[] = [
+  { name: 'revoked', answer: '401 unauthorized', refuse: async (store, id) => { await revokeKey(store, id); return Date.now() } },
+  { name: 'rotated with no overlap', answer: '401 unauthorized', refuse: async (store, id) => { await rotateKey(store, 'production', id, { overlapMs: 0 }); return Date.now() } },
+  {
+    name: 'expired at the end of a rotation\'s overlap',
+    answer: '401 unauthorized',
+    refuse: async (store, id) => (await rotateKey(store, 'production', id, { overlapMs: 800 })).previousEndsAt.getTime()
+  },
+  {
+    name: 'banned',
+    answer: '429 key_banned',
+    refuse: async (store, id) => {
+      const now = Date.now()
+      await store.banApiKey(id, { since: new Date(now), until: new Date(now + 900_000), seconds: 900 })
+      return now
+    }
+  }
+]
+
+/** A key of its own for a stream, with room for the polling of a test (an enterprise key). */
+async function streamKey (store: Store): Promise<{ key: string, id: string }> {
+  const { key, record } = await createKey(store, 'production', { plan: 'enterprise', name: 'streamer', perMinute: 100_000, perDay: 1_000_000 })
+  return { key, id: record.id }
+}
+
+/** What a new request with `key` gets now from `app` (a cheap read): its status, and its error code if any. */
+async function answerTo (app: FastifyInstance, key: string): Promise<string> {
+  const res = await app.inject({ method: 'GET', url: '/v1/inventory/changes?limit=1', headers: auth(key) })
+  return res.statusCode === 200 ? '200' : `${res.statusCode} ${(res.json() as { code: string }).code}`
+}
+
+/** Sends requests with `key` to `app` until it is banned for its strikes (a limit and a strike threshold set low). */
+async function banByStrikes (app: FastifyInstance, key: string): Promise<void> {
+  for (let i = 0; i < 20; i++) {
+    const res = await app.inject({ method: 'GET', url: '/v1/inventory/changes?limit=1', headers: auth(key) })
+    if (res.statusCode === 429 && (res.json() as { code: string }).code === 'key_banned') return
+  }
+  assert.fail('the key was not banned after 20 requests')
+}
+
+describe('a stream follows its key', () => {
+  for (const { name, answer, refuse } of REFUSALS) {
+    test(`when the key is ${name}, then its stream ends within AUTH_CACHE_TTL_MS, and nothing committed once a request with the key is refused reaches it`, async (t) => {
+      const s = await served(t, { env: FOLLOWING, pets: [pet(1, { quantity: 1 })] })
+      const { key, id } = await streamKey(s.store)
+      const stream = await openStream(s.baseUrl, auth(key))
+      t.after(() => { stream.close() })
+      assert.equal(stream.status, 200)
+      await patch(s, s.key, 1, 2)
+      await stream.waitFor(1)
+      const effective = await refuse(s.store, id)
+      const refusedAt = performance.now() + (effective - Date.now())
+      // What a request with the key meets on this instance within the cache's lifetime.
+      await until(async () => await answerTo(s.app, key) === answer, `a request with the key answered ${answer}`)
+      await patch(s, s.key, 1, 3)
+      await until(() => stream.isEnded(), 'the stream to end')
+      const ended = (stream.endedAt() ?? 0) - refusedAt
+      assert.ok(ended < KEY_TTL_MS + KEY_FOLLOW_SLACK_MS, `ended ${Math.round(ended)} ms after the key was refused`)
+      assert.deepEqual(stream.events.map(quantityOf), [2], 'nothing committed after the refusal')
+      assert.equal((await openStream(s.baseUrl, auth(key))).status, Number(answer.slice(0, 3)), 'and its reconnect is refused as any request is')
+    })
+  }
+
+  test('when the key is revoked and nothing else happens (no request, no change), then its idle stream still ends within AUTH_CACHE_TTL_MS', async (t) => {
+    const s = await served(t, { env: FOLLOWING, pets: [pet(1)] })
+    const { key, id } = await streamKey(s.store)
+    const stream = await openStream(s.baseUrl, auth(key))
+    t.after(() => { stream.close() })
+    assert.equal(stream.status, 200)
+    const revokedAt = performance.now()
+    await revokeKey(s.store, id)
+    await until(() => stream.isEnded(), 'the stream to end')
+    const ended = (stream.endedAt() ?? 0) - revokedAt
+    assert.ok(ended < KEY_TTL_MS + KEY_FOLLOW_SLACK_MS, `ended ${Math.round(ended)} ms after the revocation`)
+  })
+
+  test('when the key is banned on this instance while its stream is open, then the next change is not written and the stream ends, before the key cache would have expired', async (t) => {
+    // A ban imposed here drops the key's cached lookup: the check before the next write reads the ban.
+    const s = await served(t, { env: { AUTH_CACHE_TTL_MS: '60000', STREAM_HEARTBEAT_MS: '60000', RATE_LIMIT_FREE: '2/1000', BAN_STRIKES: '1' }, pets: [pet(1, { quantity: 1 })] })
+    const { key } = await createKey(s.store, 'production', { plan: 'free', name: 'striker', perMinute: null, perDay: null })
+    const writer = await newKey(s.store, 'enterprise')
+    const stream = await openStream(s.baseUrl, auth(key))
+    t.after(() => { stream.close() })
+    assert.equal(stream.status, 200)
+    await banByStrikes(s.app, key)
+    await patch(s, writer, 1, 5)
+    await until(() => stream.isEnded(), 'the stream to end')
+    assert.deepEqual(stream.events, [], 'the change committed after the ban was not written')
+  })
+
+  test('when the key\'s lookup is cached, then an open stream asks the store about it about once per AUTH_CACHE_TTL_MS, not per change', async (t) => {
+    const store = await tempStore(t)
+    let lookups = 0
+    const find = store.findApiKeyByHash.bind(store)
+    store.findApiKeyByHash = async (hash) => { lookups++; return await find(hash) }
+    const s = await served(t, { store, env: { AUTH_CACHE_TTL_MS: '60000' }, pets: [pet(1, { quantity: 0 })] })
+    const { key } = await streamKey(s.store)
+    const stream = await openStream(s.baseUrl, auth(key))
+    t.after(() => { stream.close() })
+    const before = lookups
+    for (let quantity = 1; quantity <= 20; quantity++) await patch(s, s.key, 1, quantity)
+    await stream.waitFor(20)
+    // The writer's key was looked up once (on its first PATCH); the stream's key not at all: its lookup is cached.
+    assert.equal(lookups - before, 1)
+  })
+})
+
 describe('the stream across instances', () => {
   test('when a change is committed on another instance (two SQLite stores on one file), then it reaches the stream within a second', async (t) => {
     const file = join(tempDir(t), 'shared.db')
@@ -495,6 +625,38 @@ if (await requirePostgres('the change stream on PostgreSQL')) {
       assert.equal(second.status, 200)
       const third = await openStream(a.baseUrl, auth(a.key))
       assert.equal(third.status, 429, 'two open, one on each instance: the quota is full')
+    })
+
+    test('when a key is revoked through another instance\'s store, or banned by another instance, then its streams here end within AUTH_CACHE_TTL_MS and get nothing committed after', async (t) => {
+      const schema = await tempSchema(t)
+      const stores = [0, 1].map(() => new PostgresStore(POSTGRES_URL, { schema, poolSize: 4 }))
+      t.after(() => Promise.all(stores.map((store) => store.close())))
+      await stores[0]?.migrate()
+      await importData(stores[0] as Store, { pets: [pet(1, { quantity: 1 })], orders: [] })
+      // The ban is imposed by b alone: a keeps the default limits, and its checks below stay far within them.
+      const [a, b] = await Promise.all(stores.map((store, i) => served(t, { store, env: i === 0 ? FOLLOWING : { ...FOLLOWING, RATE_LIMIT_FREE: '2/1000', BAN_STRIKES: '1' } })))
+      assert.ok(a !== undefined && b !== undefined)
+      const revoked = await streamKey(a.store)
+      const banned = await createKey(a.store, 'production', { plan: 'free', name: 'striker', perMinute: null, perDay: null })
+      const writer = await newKey(a.store, 'enterprise')
+      const streams = await Promise.all([revoked.key, banned.key].map((key) => openStream(a.baseUrl, auth(key))))
+      t.after(() => { for (const stream of streams) stream.close() })
+      assert.deepEqual(streams.map((stream) => stream.status), [200, 200])
+      await patch(b, writer, 1, 2)
+      await Promise.all(streams.map((stream) => stream.waitFor(1)))
+      const refusedAt = performance.now()
+      await revokeKey(b.store, revoked.id)
+      await banByStrikes(b.app, banned.key)
+      // Refused on this instance too once its cached lookups expire; a change committed then reaches neither stream.
+      await waitFor('both keys refused here', async () => await answerTo(a.app, revoked.key) === '401 unauthorized' && await answerTo(a.app, banned.key) === '429 key_banned',
+        { intervalMs: 100 })
+      await patch(b, writer, 1, 3)
+      await until(() => streams.every((stream) => stream.isEnded()), 'both streams to end')
+      for (const stream of streams) {
+        const ended = (stream.endedAt() ?? 0) - refusedAt
+        assert.ok(ended < KEY_TTL_MS + KEY_FOLLOW_SLACK_MS, `ended ${Math.round(ended)} ms after the refusals began`)
+        assert.deepEqual(stream.events.map(quantityOf), [2], 'nothing committed after the refusal')
+      }
     })
   })
 }
