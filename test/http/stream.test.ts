@@ -27,7 +27,7 @@ import { SqliteStore } from '../../src/store/sqlite/index.js'
 import type { Store } from '../../src/store/types.js'
 import { auth, newKey, pet, tempDir, tempStore } from '../helpers/app.js'
 import { POSTGRES_URL, requirePostgres, tempSchema } from '../helpers/postgres.js'
-import { waitFor, WAIT_TIMEOUT_MS } from '../helpers/wait.js'
+import { waitFor, within, WAIT_TIMEOUT_MS } from '../helpers/wait.js'
 
 const BIG = 9007199254740993n // 2^53 + 1
 const JSON_BODY = { 'content-type': 'application/json' }
@@ -398,6 +398,28 @@ describe('GET /v1/inventory/changes/stream', () => {
     await s.app.close()
     assert.ok(Date.now() - started < 5000, `closed in ${Date.now() - started} ms`)
     await Promise.all(streams.map((stream) => stream.ended))
+  })
+
+  test('when a client also holds a connection that has sent nothing yet (a pool\'s spare) as the app closes, then the close does not wait for it', async (t) => {
+    const s = await served(t, { pets: [pet(1)] })
+    const stream = await openStream(s.baseUrl, auth(s.key))
+    assert.equal(stream.status, 200)
+    const { port } = s.app.server.address() as AddressInfo
+    const spare = connect(port, '127.0.0.1')
+    spare.on('error', () => {})
+    const spareClosed = new Promise((resolve) => spare.once('close', resolve))
+    spare.resume()
+    await until(() => s.sockets.size === 2, 'the spare connection accepted')
+    // Node 22 and 24 do not count such a connection idle: the close waited until the client dropped it.
+    const started = Date.now()
+    await within(20_000, s.app.close(), 'the close').catch((error: unknown) => {
+      // Lets the close, and the test's teardown after it, finish.
+      spare.destroy()
+      throw error
+    })
+    assert.ok(Date.now() - started < 5000, `closed in ${Date.now() - started} ms`)
+    await stream.ended
+    await within(WAIT_TIMEOUT_MS, spareClosed, 'the spare connection closed by the server')
   })
 
   test('when the instance drains (SIGTERM), then open streams end and their connection closes; a stream opened while draining is served until the close', async (t) => {
