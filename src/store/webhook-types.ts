@@ -219,10 +219,7 @@ export interface WebhookStore {
    * streams open at `at` (counted in the same transaction); false when refused.
    */
   openEventStream (id: string, quotaId: string, keyId: string, expiresAt: Date, at: Date, max: number): Promise<boolean>
-  /**
-   * Keeps open streams registered until `expiresAt`; returns those of them whose key no longer works at `at` (revoked,
-   * expired, or gone), which are to end.
-   */
-  renewEventStreams (ids: readonly string[], expiresAt: Date, at: Date): Promise<string[]>
+  /** Keeps open streams registered until `expiresAt` (ids no longer registered are ignored). */
+  renewEventStreams (ids: readonly string[], expiresAt: Date): Promise<void>
   closeEventStream (id: string): Promise<void>
 }

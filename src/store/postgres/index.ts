@@ -730,6 +730,6 @@ export class PostgresStore implements Store {
   async openEventStream (id: string, quotaId: string, keyId: string, expiresAt: Date, at: Date, max: number): Promise<boolean> {
     return await this.#webhooks.openEventStream(id, quotaId, keyId, expiresAt, at, max)
   }
-  async renewEventStreams (ids: readonly string[], expiresAt: Date, at: Date): Promise<string[]> { return await this.#webhooks.renewEventStreams(ids, expiresAt, at) }
+  async renewEventStreams (ids: readonly string[], expiresAt: Date): Promise<void> { await this.#webhooks.renewEventStreams(ids, expiresAt) }
   async closeEventStream (id: string): Promise<void> { await this.#webhooks.closeEventStream(id) }
 }

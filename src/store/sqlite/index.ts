@@ -686,6 +686,6 @@ export class SqliteStore implements Store {
   async openEventStream (id: string, quotaId: string, keyId: string, expiresAt: Date, at: Date, max: number): Promise<boolean> {
     return await guardAsync(() => this.#webhooks.openEventStream(id, quotaId, keyId, expiresAt, at, max))
   }
-  async renewEventStreams (ids: readonly string[], expiresAt: Date, at: Date): Promise<string[]> { return await guardAsync(() => this.#webhooks.renewEventStreams(ids, expiresAt, at)) }
+  async renewEventStreams (ids: readonly string[], expiresAt: Date): Promise<void> { await guardAsync(() => this.#webhooks.renewEventStreams(ids, expiresAt)) }
   async closeEventStream (id: string): Promise<void> { await guardAsync(() => this.#webhooks.closeEventStream(id)) }
 }

@@ -233,12 +233,9 @@ export class SqliteWebhooks implements WebhookStore {
     }).immediate()
   }
 
-  async renewEventStreams (ids: readonly string[], expiresAt: Date, at: Date): Promise<string[]> {
-    if (ids.length === 0) return []
+  async renewEventStreams (ids: readonly string[], expiresAt: Date): Promise<void> {
+    if (ids.length === 0) return
     this.#prepare('UPDATE event_streams SET expires_at = ? WHERE id IN (SELECT value FROM json_each(?))').run(iso(expiresAt), JSON.stringify(ids))
-    return (this.#prepare(`SELECT s.id FROM event_streams s LEFT JOIN api_keys k ON k.id = s.key_id
-      WHERE s.id IN (SELECT value FROM json_each(?)) AND (k.id IS NULL OR k.revoked_at IS NOT NULL OR k.expires_at <= ?)`)
-      .all(JSON.stringify(ids), iso(at)) as Array<{ id: string }>).map((row) => row.id)
   }
 
   async closeEventStream (id: string): Promise<void> {
