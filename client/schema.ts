@@ -2770,7 +2770,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description A stream of Server-Sent Events: `retry: 1000` first, then one `inventory.changed` event per change, in feed order, whose `id` is the change's cursor and whose `data` is the change as JSON (the schema below), and `: heartbeat` comments while idle. It ends when the instance stops or the key expires. */
+            /** @description A stream of Server-Sent Events: `retry: 1000` first, then one `inventory.changed` event per change, in feed order, whose `id` is the change's cursor and whose `data` is the change as JSON (the schema below), and `: heartbeat` comments while idle. It ends when the instance stops, or when the key stops working (revoked, expired or banned: the reconnect is then refused as any request with the key). */
             200: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */

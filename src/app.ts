@@ -9,11 +9,12 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, t
 import { randomUUID } from 'node:crypto'
 import { hostname } from 'node:os'
 import type { IncomingMessage, Server } from 'node:http'
+import type { Socket } from 'node:net'
 import { Gatekeeper } from './access/admission.js'
 import { IdempotencyKeys, purgeExpiredKeys } from './domain/idempotency.js'
 import type { Config } from './config.js'
 import { AppError, StoreReadOnlyError } from './errors.js'
-import { chargeErrorPath, chargeMore, registerGate, type AccessOptions } from './http/plugins/access.js'
+import { chargeErrorPath, chargeMore, keyStanding, registerGate, type AccessOptions } from './http/plugins/access.js'
 import { clientErrorHandler, errorStatus, handleError, registerErrorHandling } from './http/plugins/errors.js'
 import { registerDocs } from './http/plugins/docs.js'
 import { routeEveryMethod, trackRoutesForMethodNotAllowed } from './http/plugins/method-not-allowed.js'
@@ -162,6 +163,26 @@ function deliverWebhooks (app: FastifyInstance, config: Config, deps: AppDeps, c
 
 const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
 
+/**
+ * Makes the server's close also close the connections that were accepted and have sent nothing yet (a client pool's
+ * or a browser's spare connection): they are idle, and server.close() closes idle connections, but before Node 26 not
+ * those (Node's fix: "http: close pre-request sockets in closeIdleConnections"), so that a close waited until the
+ * client dropped one, for undici about the keep-alive timeout (72 s) later. server.close() calls
+ * closeIdleConnections(), extended here for this server.
+ */
+function closeSilentConnectionsOnClose (server: Server): void {
+  const connections = new Set<Socket>()
+  server.on('connection', (socket: Socket) => {
+    connections.add(socket)
+    socket.once('close', () => { connections.delete(socket) })
+  })
+  const closeIdleConnections = server.closeIdleConnections.bind(server)
+  server.closeIdleConnections = () => {
+    closeIdleConnections()
+    for (const socket of connections) if (socket.bytesRead === 0) socket.destroy()
+  }
+}
+
 export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyInstance> {
   const clock = deps.clock ?? Date.now
   const lifecycle = deps.lifecycle ?? new Lifecycle()
@@ -267,6 +288,7 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
   // answer: without this, Node ends the connection as soon as the client's FIN arrives, and an answer that needs
   // an asynchronous step (a PostgreSQL or Redis round trip) is lost after the request has been counted.
   server.httpAllowHalfOpen = true
+  closeSilentConnectionsOnClose(server)
 
   routeEveryMethod(app)
   app.setValidatorCompiler(validatorCompiler)
@@ -410,7 +432,7 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
       committed: () => { for (const wake of commits) wake() },
       ...(watch === undefined ? {} : { watch }), ...(announceChange === undefined ? {} : { announceChange }) })
     await v1.register(changeRoutes, { store })
-    await v1.register(streamRoutes, { store, config: config.streams, lifecycle, metrics, clock, commits })
+    await v1.register(streamRoutes, { store, config: config.streams, lifecycle, metrics, clock, commits, standing: (request) => keyStanding(access, request) })
     await v1.register(webhookRoutes, { webhooks })
     await v1.register(orderRoutes, { store })
     await v1.register(rateLimitRoutes)

@@ -99,6 +99,22 @@ export type Admission =
 export type DecisionOutcome = 'allowed' | 'limited' | 'banned' | 'not_modified'
 
 /**
+ * Whether credentials admitted earlier would still be admitted: for an answer that outlives its admission (a change
+ * stream). Refused as a new request with them would be (rate limits aside: nothing is counted), or `unavailable` when
+ * the store could not be asked.
+ */
+export type Standing =
+  | {
+    outcome: 'admitted', key: ApiKeyRecord,
+    /** Milliseconds until the answer may change: the key's lookup goes stale in the cache, or the key expires. */
+    recheckInMs: number
+  }
+  | { outcome: 'unauthenticated', problem: CredentialProblem, keyId?: string }
+  | { outcome: 'insufficient_scope', key: ApiKeyRecord, needed: KeyScope }
+  | { outcome: 'banned', key: ApiKeyRecord, until: Date }
+  | { outcome: 'unavailable', error: unknown }
+
+/**
  * The id of the key a request named, when known: the admitted key, or the one refused (out of scope, limited,
  * banned, revoked or expired). Null for a request without a key, with a key nobody issued, or when the store could
  * not be asked. For the logs and traces; never the key itself.
@@ -226,6 +242,35 @@ export class Gatekeeper {
   admit (request: AdmissionRequest): Admission | Promise<Admission> {
     const identity = this.#authenticator.identifyNow(request.credentials)
     return identity === undefined ? this.#admitLookingUp(request) : this.#admitIdentified(identity, request)
+  }
+
+  /**
+   * Whether credentials admitted earlier would still be, for an answer that lasts (a change stream): the rules of a new
+   * request (revoked, expired or ended by a rotation, banned, scope no longer enough) from the same key cache, so that
+   * a change to the key reaches the answer within `authCacheTtlMs`, as it reaches requests, on every instance. Nothing
+   * is counted: the answer was paid for when it was admitted. Synchronous while the key's lookup is cached.
+   */
+  standing (credentials: Credentials, needs: OperationNeeds): Standing | Promise<Standing> {
+    const identity = this.#authenticator.identifyNow(credentials)
+    if (identity !== undefined) return this.#standingOf(identity, needs)
+    return this.#authenticator.identify(credentials).then((found) => this.#standingOf(found, needs), (error: unknown) => {
+      if (!(error instanceof StoreUnavailableError)) throw error
+      return { outcome: 'unavailable', error }
+    })
+  }
+
+  #standingOf (identity: Identity, needs: OperationNeeds): Standing {
+    if ('problem' in identity) {
+      return identity.keyId === undefined ? { outcome: 'unauthenticated', problem: identity.problem } : { outcome: 'unauthenticated', problem: identity.problem, keyId: identity.keyId }
+    }
+    const { key, token } = identity
+    const now = this.#clock()
+    // In the order #admitKey applies them.
+    if (isExpired(key, now)) return { outcome: 'unauthenticated', problem: 'expired', keyId: key.id }
+    if (needs.charge !== 'status' && isBanned(key.ban, now)) return { outcome: 'banned', key, until: key.ban.until }
+    if (needs.scope !== undefined && !scopeCovers(key.scope, needs.scope)) return { outcome: 'insufficient_scope', key, needed: needs.scope }
+    const untilExpiry = key.expiresAt === null ? Number.POSITIVE_INFINITY : key.expiresAt.getTime() - now
+    return { outcome: 'admitted', key, recheckInMs: Math.min(this.#authenticator.trustedForMs(token), untilExpiry) }
   }
 
   /** A request whose caller is known: a valid key is charged as the key, anyone else by client address. */

@@ -82,6 +82,11 @@ export class Authenticator {
     return identityOf(await this.#cache.fetch(token), token)
   }
 
+  /** How long the cached lookup of `token` is trusted still, in ms: 0 when it is not cached (or no longer trusted). */
+  trustedForMs (token: string): number {
+    return Math.max(0, this.#cache.getRemainingTTL(token))
+  }
+
   /** Drops a token's cached lookup, so the next request reads the key afresh (after a ban, say). */
   forget (token: string): void {
     this.#cache.delete(token)

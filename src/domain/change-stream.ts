@@ -5,9 +5,10 @@
  * - FeedWatch: one per instance. While anyone follows, it asks the store for the feed's head every `pollMs` and tells
  *   the followers when it moved. However many streams are open, that is one query per instance per poll, and a change
  *   committed on another instance (which this one hears nothing about) is seen within one poll.
- * - StreamRegistry: who may open a stream. Open streams are registered in the store, so the limit per quota holds
- *   across instances; each instance also bounds its own number. A registration lapses unless renewed, so the streams
- *   of an instance that died stop counting after a while.
+ * - StreamRegistry: how many streams may be open. Open streams are registered in the store, so the limit per quota
+ *   holds across instances; each instance also bounds its own number. A registration lapses unless renewed, so the
+ *   streams of an instance that died stop counting after a while. (Whether a stream's key still works is admission's
+ *   rule, src/access: the stream asks it.)
  * - followChanges: the changes after a cursor, page by page, and then each new one once the watch reports it. It reads
  *   only when its consumer asks for more, so a slow consumer holds the reading back instead of piling changes up.
  */
@@ -216,8 +217,8 @@ export type StreamOpening =
  */
 export class StreamRegistry {
   readonly #options: StreamRegistryOptions
-  /** Open streams, each with what ends it when its key stops working. */
-  readonly #open = new Map<string, () => void>()
+  /** The registrations of the open streams. */
+  readonly #open = new Set<string>()
   // Streams between the check of the instance's bound and the store's answer: counted against that bound.
   #opening = 0
   #timer: NodeJS.Timeout | null = null
@@ -232,11 +233,8 @@ export class StreamRegistry {
     return this.#open.size
   }
 
-  /**
-   * Registers a stream of key `keyId` (of quota `quotaId`), unless a bound refuses it; `revoked` is called when a
-   * renewal finds the key revoked or expired. Store failures are thrown.
-   */
-  async open (quotaId: string, keyId: string, revoked: () => void): Promise<StreamOpening> {
+  /** Registers a stream of key `keyId` (of quota `quotaId`), unless a bound refuses it. Store failures are thrown. */
+  async open (quotaId: string, keyId: string): Promise<StreamOpening> {
     const { store, maxPerQuota, maxPerInstance, clock } = this.#options
     if (this.#open.size + this.#opening >= maxPerInstance) return { outcome: 'instance_full', max: maxPerInstance }
     this.#opening++
@@ -249,7 +247,7 @@ export class StreamRegistry {
       this.#opening--
     }
     if (!opened) return { outcome: 'quota_full', max: maxPerQuota }
-    this.#open.set(id, revoked)
+    this.#open.add(id)
     this.#startRenewing()
     return { outcome: 'opened', id }
   }
@@ -265,17 +263,12 @@ export class StreamRegistry {
     }
   }
 
-  /**
-   * Extends every registration of this instance by a lifetime from now, and ends the streams whose key was revoked or
-   * expired meanwhile (a revocation reaches open streams within a renewal period). Never throws.
-   */
+  /** Extends every registration of this instance by a lifetime from now. Never throws. */
   async renew (): Promise<void> {
-    const ids = [...this.#open.keys()]
+    const ids = [...this.#open]
     if (ids.length === 0) return
     try {
-      const now = this.#options.clock()
-      const ended = await this.#options.store.streams.renewEventStreams(ids, new Date(now + this.#lifetimeMs()), new Date(now))
-      for (const id of ended) this.#open.get(id)?.()
+      await this.#options.store.streams.renewEventStreams(ids, new Date(this.#options.clock() + this.#lifetimeMs()))
     } catch (error) {
       this.#options.onError?.(error, 'renew')
     }

@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict'
 import { beforeEach, describe, test } from 'node:test'
-import { Gatekeeper, KEY_OPTIONAL, KEY_REQUIRED, type Admission, type AdmissionRequest, type DecisionOutcome } from '../../src/access/admission.js'
+import { Gatekeeper, KEY_OPTIONAL, KEY_REQUIRED, type Admission, type AdmissionRequest, type DecisionOutcome, type OperationNeeds } from '../../src/access/admission.js'
 import { clientSubject } from '../../src/access/clients.js'
 import { hashKey, KEY_PATTERN, newKey } from '../../src/access/keys.js'
 import { loadConfig } from '../../src/config.js'
@@ -464,6 +464,64 @@ describe('admission without promises', () => {
     const keyless = gate.admit({ ...request, credentials: { kind: 'none' } })
     assert.ok(!(keyless instanceof Promise))
     assert.equal(keyless.outcome, 'unauthenticated')
+  })
+})
+
+describe('standing: whether a key admitted earlier would still be', () => {
+  const bearer = { kind: 'bearer', token: LIVE } as const
+  const READ: OperationNeeds = Object.freeze({ credential: 'required', scope: 'read' })
+
+  test('when nothing changed, then the key stands, nothing is counted, and the answer says when to ask again: once its lookup is stale, or at its expiry if sooner', async () => {
+    limiterMode = 'in process'
+    const config = loadConfig({ AUTH_CACHE_TTL_MS: '60000' })
+    const key = record('key_a')
+    let lookups = 0
+    const limiter = new MemoryLimiter({ clock: () => T0 })
+    const gate = new Gatekeeper({
+      store: { keys: { findApiKeyByHash: async (hash) => { lookups++; return hash === hashKey(LIVE) ? key : null }, banApiKey: async () => true, recordKeyUse: async () => {} } },
+      limiter,
+      limits: config.rateLimits,
+      environment: config.environment,
+      authCacheTtlMs: config.authCacheTtlMs,
+      clock: () => T0
+    })
+    const cold = gate.standing(bearer, READ)
+    assert.ok(cold instanceof Promise, 'a key not in the cache is looked up')
+    const first = await cold
+    assert.equal(first.outcome, 'admitted')
+    assert.ok(first.outcome === 'admitted' && first.recheckInMs > 55_000 && first.recheckInMs <= 60_000, JSON.stringify(first))
+    const warm = gate.standing(bearer, READ)
+    assert.ok(!(warm instanceof Promise), 'a cached key is answered at once')
+    assert.equal(lookups, 1)
+    assert.equal((await limiter.peek({ kind: 'key', id: 'key_a' }, config.rateLimits.plans.free)).windows[0].remaining, 60, 'nothing counted')
+    key.expiresAt = new Date(T0 + 10_000)
+    const expiring = gate.standing(bearer, READ)
+    assert.ok(!(expiring instanceof Promise) && expiring.outcome === 'admitted' && expiring.recheckInMs === 10_000)
+  })
+
+  test('when the key was revoked, expired, banned, or no longer has the scope, then it stands refused as a new request would be, without counting', async () => {
+    const { gate, events, store } = gatekeeper({}, { [LIVE]: record('key_a', { scope: 'read' }) })
+    const key = await store.findApiKeyByHash(hashKey(LIVE)) as ApiKeyRecord
+    const WRITE: OperationNeeds = Object.freeze({ credential: 'required', scope: 'write' })
+    const outcome = async (needs = READ) => { const standing = await gate.standing(bearer, needs); return standing.outcome === 'unauthenticated' ? `unauthenticated ${standing.problem}` : standing.outcome }
+    assert.equal(await outcome(), 'admitted')
+    assert.equal(await outcome(WRITE), 'insufficient_scope')
+    key.ban = { since: new Date(T0), until: new Date(T0 + 60_000), seconds: 60 }
+    assert.equal(await outcome(), 'banned')
+    assert.equal(await outcome({ ...READ, charge: 'status' }), 'admitted', 'a banned key may still ask for its status')
+    key.ban = null
+    key.expiresAt = new Date(T0)
+    assert.equal(await outcome(), 'unauthenticated expired')
+    key.expiresAt = null
+    key.revokedAt = new Date(T0)
+    assert.equal(await outcome(), 'unauthenticated invalid')
+    assert.deepEqual(events, [], 'no decision counted')
+  })
+
+  test('when the store cannot be asked, then the standing is unavailable', async () => {
+    const { gate, store } = gatekeeper({}, { [LIVE]: record('key_a') })
+    store.failLookups = true
+    assert.equal((await gate.standing(bearer, READ)).outcome, 'unavailable')
   })
 })
 

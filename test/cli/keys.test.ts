@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict'
+import { get as httpGet, type IncomingMessage } from 'node:http'
 import { describe, test } from 'node:test'
+import { WAIT_TIMEOUT_MS } from '../helpers/wait.js'
 import { cliFor, EXIT_TIMEOUT_MS, inspectStore, startServe, within } from './run.js'
 
 // The documented pattern of keys issued since checksums (docs/security.md): 43 base62 characters and a checksum.
@@ -463,6 +465,36 @@ describe('petstore keys rotate', () => {
 })
 
 describe('petstore keys through a running server', () => {
+  test('when a key is revoked, or rotated with --overlap 0, then its open change stream on a running server ends within AUTH_CACHE_TTL_MS', async (t) => {
+    const cli = cliFor(t)
+    const revoked = JSON.parse((await cli.run(['keys', 'create', '--plan', 'free', '--json'])).stdout) as KeyJson
+    const rotated = JSON.parse((await cli.run(['keys', 'create', '--plan', 'free', '--json'])).stdout) as KeyJson
+    // A heartbeat so rare that only the key's check can end the streams this soon.
+    const ttlMs = 500
+    const { port } = await startServe(cli, [], { AUTH_CACHE_TTL_MS: String(ttlMs), STREAM_HEARTBEAT_MS: '60000' })
+    const streams = await Promise.all([revoked, rotated].map(async (key) => {
+      const response = await new Promise<IncomingMessage>((resolve, reject) => {
+        httpGet({ host: '127.0.0.1', port, path: '/v1/inventory/changes/stream', headers: { authorization: `Bearer ${String(key.key)}` }, agent: false }, resolve)
+          .once('error', reject)
+      })
+      t.after(() => { response.destroy() })
+      assert.equal(response.statusCode, 200)
+      const ended = new Promise<number>((resolve) => { response.once('close', () => { resolve(Date.now()) }) })
+      response.resume()
+      return { ended }
+    }))
+    const changes = [['keys', 'revoke', revoked.id], ['keys', 'rotate', rotated.id, '--overlap', '0']]
+    for (const [i, args] of changes.entries()) {
+      const res = await cli.run(args as string[])
+      assert.equal(res.code, 0, res.stderr)
+      const doneAt = Date.now()
+      const endedAt = await within(WAIT_TIMEOUT_MS, (streams[i] as { ended: Promise<number> }).ended, `the stream of the key after ${args.join(' ')}`)
+      // Within the key cache's lifetime of the change on a quiet machine; the bound allows a loaded one, and stays far
+      // below the heartbeat (a minute) that ended such a stream before.
+      assert.ok(endedAt - doneAt < ttlMs + 2500, `ended ${endedAt - doneAt} ms after ${args.join(' ')}`)
+    }
+  })
+
   test('when keys are used against serve, then keys list shows last use and last deprecated use; a read key writes nothing; a rotated key works at once', async (t) => {
     const cli = cliFor(t)
     const pets = cli.file('pets.json', JSON.stringify({ pets: [{ id: 7, name: 'Rex', status: 'available', quantity: 2 }] }))

@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict'
 import { get as httpGet, type IncomingMessage } from 'node:http'
-import type { AddressInfo, Socket } from 'node:net'
+import { connect, type AddressInfo, type Socket } from 'node:net'
 import { join } from 'node:path'
 import { Writable } from 'node:stream'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -15,7 +15,7 @@ import { createParser } from 'eventsource-parser'
 import type { FastifyInstance } from 'fastify'
 import { pino } from 'pino'
 import { createClient, type InventoryChange } from '../../client/index.js'
-import { createKey, revokeKey } from '../../src/access/keys.js'
+import { createKey, revokeKey, rotateKey } from '../../src/access/keys.js'
 import { buildApp, type AppDeps } from '../../src/app.js'
 import { loadConfig } from '../../src/config.js'
 import { feedCursor } from '../../src/domain/feed.js'
@@ -27,7 +27,7 @@ import { SqliteStore } from '../../src/store/sqlite-store.js'
 import type { Store } from '../../src/store/store.js'
 import { auth, newKey, pet, tempDir, tempStore } from '../helpers/app.js'
 import { POSTGRES_URL, requirePostgres, tempSchema } from '../helpers/postgres.js'
-import { waitFor, WAIT_TIMEOUT_MS } from '../helpers/wait.js'
+import { waitFor, within, WAIT_TIMEOUT_MS } from '../helpers/wait.js'
 
 const BIG = 9007199254740993n // 2^53 + 1
 const JSON_BODY = { 'content-type': 'application/json' }
@@ -76,6 +76,8 @@ interface OpenedStream {
   /** Settles when the body ends, however it ends. */
   ended: Promise<void>
   isEnded: () => boolean
+  /** When the body ended (performance.now()), null while it has not. */
+  endedAt: () => number | null
   /** Resolves once `count` events have arrived; fails after `ms`. */
   waitFor: (count: number, ms?: number) => Promise<SseEvent[]>
   close: () => void
@@ -87,6 +89,7 @@ async function openStream (baseUrl: string, headers: Record<string, string>, que
     httpGet(`${baseUrl}/v1/inventory/changes/stream${query}`, { headers, agent: false }, resolve).once('error', reject)
   })
   let done = false
+  let endedAt: number | null = null
   const opened: OpenedStream = {
     status: response.statusCode ?? 0,
     headers: new Headers(Object.entries(response.headers).map(([name, value]) => [name, String(value)] as [string, string])),
@@ -96,6 +99,7 @@ async function openStream (baseUrl: string, headers: Record<string, string>, que
     retry: null,
     ended: Promise.resolve(),
     isEnded: () => done,
+    endedAt: () => endedAt,
     waitFor: async (count, ms = WAIT_TIMEOUT_MS) => {
       const deadline = Date.now() + ms
       while (opened.events.length < count) {
@@ -124,9 +128,34 @@ async function openStream (baseUrl: string, headers: Record<string, string>, que
       // Closed by the test, or dropped.
     } finally {
       done = true
+      endedAt = performance.now()
     }
   })()
   return opened
+}
+
+/**
+ * Opens a stream on a raw connection whose client stops reading once the first change has come: what the server writes
+ * after it piles up in the connection's buffers. `reading` settles when the client stops.
+ */
+async function unreadStream (s: Served, key: string): Promise<{ socket: Socket, reading: Promise<void> }> {
+  const { port } = s.app.server.address() as AddressInfo
+  const socket = connect(port, '127.0.0.1')
+  socket.on('error', () => {})
+  await new Promise((resolve) => socket.once('connect', resolve))
+  socket.write(`GET /v1/inventory/changes/stream HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\n\r\n`)
+  let text = ''
+  const reading = new Promise<void>((resolve) => {
+    const read = (chunk: Buffer): void => {
+      text += chunk.toString()
+      if (!text.includes('event: ')) return
+      socket.off('data', read)
+      socket.pause()
+      resolve()
+    }
+    socket.on('data', read)
+  })
+  return { socket, reading }
 }
 
 /** Resolves once `check` holds; fails after a deadline generous enough for a loaded machine. */
@@ -245,7 +274,7 @@ describe('GET /v1/inventory/changes/stream', () => {
     assert.equal((await openStream(s.baseUrl, auth(key))).status, 401, 'and it cannot be opened again')
   })
 
-  test('when the key is revoked, then its open stream ends at the next renewal, and the other keys\' streams go on', async (t) => {
+  test('when the key is revoked, then its open stream ends, and the other keys\' streams go on', async (t) => {
     const s = await served(t, { pets: [pet(1)], env: { STREAM_HEARTBEAT_MS: '200' } })
     const { key, record } = await createKey(s.store, 'production', { plan: 'free', name: 'revoked', perMinute: null, perDay: null })
     const revoked = await openStream(s.baseUrl, auth(key))
@@ -254,7 +283,7 @@ describe('GET /v1/inventory/changes/stream', () => {
     assert.deepEqual([revoked.status, kept.status], [200, 200])
     await revokeKey(s.store, record.id)
     await until(() => revoked.isEnded(), 'the revoked key\'s stream to end')
-    // The other stream lives on through renewals (each heartbeat), not a guessed pause: two more heartbeats on it.
+    // The other stream lives on through its own key checks, not a guessed pause: two more heartbeats on it.
     const heartbeats = kept.comments.length
     await until(() => kept.comments.length >= heartbeats + 2 || kept.isEnded(), 'two more heartbeats on the other stream')
     assert.equal(kept.isEnded(), false)
@@ -326,6 +355,39 @@ describe('GET /v1/inventory/changes/stream', () => {
     assert.match(await metrics(), /^petstore_http_requests_total\{operation="streamInventoryChanges",method="GET",status="200"\} 2$/m)
   })
 
+  test('when clients drop streams they stopped reading while changes flow, then nothing is logged at warn or above, and each stream still gets its access line', async (t) => {
+    const lines: Array<Record<string, unknown>> = []
+    const logger = pino({ level: 'debug' }, new Writable({ write (chunk: Buffer, _encoding, done) { lines.push(JSON.parse(chunk.toString()) as Record<string, unknown>); done() } }))
+    const s = await served(t, { pets: [pet(1)], deps: { logger } })
+    const streams = await Promise.all([1, 2, 3, 4, 5].map(async () => await unreadStream(s, s.key)))
+    await until(async () => /^petstore_change_streams_open 5$/m.test((await s.app.inject({ method: 'GET', url: '/metrics' })).body), 'five streams open')
+    // Changes the streams send and the clients stop reading, piling up in the connections' buffers.
+    await importData(s.store, { pets: Array.from({ length: 5000 }, (_, i) => pet(i + 2, { quantity: i })), orders: [] })
+    await Promise.all(streams.map((stream) => stream.reading))
+    streams.forEach(({ socket }, i) => { if (i % 2 === 0) socket.destroy(); else socket.resetAndDestroy() })
+    await until(() => lines.filter((line) => line.operation === 'streamInventoryChanges' && line.msg === 'request completed').length === 5, 'the five access lines')
+    await until(async () => /^petstore_change_streams_open 0$/m.test((await s.app.inject({ method: 'GET', url: '/metrics' })).body), 'no stream open')
+    assert.deepEqual(lines.filter((line) => (line.level as number) >= 40), [])
+  })
+
+  test('when the app closes while clients read nothing of their streams, then nothing is logged at warn or above', async (t) => {
+    const lines: Array<Record<string, unknown>> = []
+    const logger = pino({ level: 'debug' }, new Writable({ write (chunk: Buffer, _encoding, done) { lines.push(JSON.parse(chunk.toString()) as Record<string, unknown>); done() } }))
+    const s = await served(t, { pets: [pet(1)], deps: { logger } })
+    const streams = await Promise.all([1, 2, 3].map(async () => await unreadStream(s, s.key)))
+    t.after(() => { for (const { socket } of streams) socket.destroy() })
+    await until(async () => /^petstore_change_streams_open 3$/m.test((await s.app.inject({ method: 'GET', url: '/metrics' })).body), 'three streams open')
+    // More than the connections' buffers hold: the streams cannot hand everything over before the close.
+    await importData(s.store, { pets: Array.from({ length: 20_000 }, (_, i) => pet(i + 2, { quantity: i })), orders: [] })
+    await Promise.all(streams.map((stream) => stream.reading))
+    await until(() => [...s.sockets].every((socket) => socket.writableLength > 0), 'the connections\' buffers full')
+    // Each stream gets a moment to hand over what is queued; a client that reads nothing then loses its connection.
+    await s.app.close()
+    // The close returns once the connections are gone; their answers' last events come just after.
+    await until(() => lines.filter((line) => line.operation === 'streamInventoryChanges' && line.msg === 'request completed').length === 3, 'the three access lines')
+    assert.deepEqual(lines.filter((line) => (line.level as number) >= 40), [])
+  })
+
   test('when the app closes, then open streams end at once and the close does not wait for them', async (t) => {
     const s = await served(t, { pets: [pet(1)] })
     const streams = await Promise.all([s.key, await newKey(s.store)].map((key) => openStream(s.baseUrl, auth(key))))
@@ -336,6 +398,28 @@ describe('GET /v1/inventory/changes/stream', () => {
     await s.app.close()
     assert.ok(Date.now() - started < 5000, `closed in ${Date.now() - started} ms`)
     await Promise.all(streams.map((stream) => stream.ended))
+  })
+
+  test('when a client also holds a connection that has sent nothing yet (a pool\'s spare) as the app closes, then the close does not wait for it', async (t) => {
+    const s = await served(t, { pets: [pet(1)] })
+    const stream = await openStream(s.baseUrl, auth(s.key))
+    assert.equal(stream.status, 200)
+    const { port } = s.app.server.address() as AddressInfo
+    const spare = connect(port, '127.0.0.1')
+    spare.on('error', () => {})
+    const spareClosed = new Promise((resolve) => spare.once('close', resolve))
+    spare.resume()
+    await until(() => s.sockets.size === 2, 'the spare connection accepted')
+    // Node 22 and 24 do not count such a connection idle: the close waited until the client dropped it.
+    const started = Date.now()
+    await within(20_000, s.app.close(), 'the close').catch((error: unknown) => {
+      // Lets the close, and the test's teardown after it, finish.
+      spare.destroy()
+      throw error
+    })
+    assert.ok(Date.now() - started < 5000, `closed in ${Date.now() - started} ms`)
+    await stream.ended
+    await within(WAIT_TIMEOUT_MS, spareClosed, 'the spare connection closed by the server')
   })
 
   test('when the instance drains (SIGTERM), then open streams end and their connection closes; a stream opened while draining is served until the close', async (t) => {
@@ -394,6 +478,131 @@ describe('GET /v1/inventory/changes/stream', () => {
   })
 })
 
+/** The key cache's lifetime in the tests of a stream following its key: short, and far below their heartbeat. */
+const KEY_TTL_MS = 500
+/**
+ * A stream ends within KEY_TTL_MS of its key's refusal on a quiet machine; this allows a loaded one and stays far below
+ * what a stream that does not follow its key would take (the heartbeat, a minute here, or never).
+ */
+const KEY_FOLLOW_SLACK_MS = 2500
+/** The tests of a stream following its key: a short key cache, a heartbeat so rare that nothing else ends the stream. */
+const FOLLOWING = { AUTH_CACHE_TTL_MS: String(KEY_TTL_MS), STREAM_HEARTBEAT_MS: '60000' }
+
+interface Refusal {
+  name: string
+  /** What a new request with the key gets from then on (status and code). */
+  answer: string
+  /** Refuses the key (as the CLI or another instance does, in the store); resolves with the instant it takes effect (ms). */
+  refuse: (store: Store, keyId: string) => Promise<number>
+}
+
+const REFUSALS: Refusal[] = [
+  { name: 'revoked', answer: '401 unauthorized', refuse: async (store, id) => { await revokeKey(store, id); return Date.now() } },
+  { name: 'rotated with no overlap', answer: '401 unauthorized', refuse: async (store, id) => { await rotateKey(store, 'production', id, { overlapMs: 0 }); return Date.now() } },
+  {
+    name: 'expired at the end of a rotation\'s overlap',
+    answer: '401 unauthorized',
+    refuse: async (store, id) => (await rotateKey(store, 'production', id, { overlapMs: 800 })).previousEndsAt.getTime()
+  },
+  {
+    name: 'banned',
+    answer: '429 key_banned',
+    refuse: async (store, id) => {
+      const now = Date.now()
+      await store.keys.banApiKey(id, { since: new Date(now), until: new Date(now + 900_000), seconds: 900 })
+      return now
+    }
+  }
+]
+
+/** A key of its own for a stream, with room for the polling of a test (an enterprise key). */
+async function streamKey (store: Store): Promise<{ key: string, id: string }> {
+  const { key, record } = await createKey(store, 'production', { plan: 'enterprise', name: 'streamer', perMinute: 100_000, perDay: 1_000_000 })
+  return { key, id: record.id }
+}
+
+/** What a new request with `key` gets now from `app` (a cheap read): its status, and its error code if any. */
+async function answerTo (app: FastifyInstance, key: string): Promise<string> {
+  const res = await app.inject({ method: 'GET', url: '/v1/inventory/changes?limit=1', headers: auth(key) })
+  return res.statusCode === 200 ? '200' : `${res.statusCode} ${(res.json() as { code: string }).code}`
+}
+
+/** Sends requests with `key` to `app` until it is banned for its strikes (a limit and a strike threshold set low). */
+async function banByStrikes (app: FastifyInstance, key: string): Promise<void> {
+  for (let i = 0; i < 20; i++) {
+    const res = await app.inject({ method: 'GET', url: '/v1/inventory/changes?limit=1', headers: auth(key) })
+    if (res.statusCode === 429 && (res.json() as { code: string }).code === 'key_banned') return
+  }
+  assert.fail('the key was not banned after 20 requests')
+}
+
+describe('a stream follows its key', () => {
+  for (const { name, answer, refuse } of REFUSALS) {
+    test(`when the key is ${name}, then its stream ends within AUTH_CACHE_TTL_MS, and nothing committed once a request with the key is refused reaches it`, async (t) => {
+      const s = await served(t, { env: FOLLOWING, pets: [pet(1, { quantity: 1 })] })
+      const { key, id } = await streamKey(s.store)
+      const stream = await openStream(s.baseUrl, auth(key))
+      t.after(() => { stream.close() })
+      assert.equal(stream.status, 200)
+      await patch(s, s.key, 1, 2)
+      await stream.waitFor(1)
+      const effective = await refuse(s.store, id)
+      const refusedAt = performance.now() + (effective - Date.now())
+      // What a request with the key meets on this instance within the cache's lifetime.
+      await until(async () => await answerTo(s.app, key) === answer, `a request with the key answered ${answer}`)
+      await patch(s, s.key, 1, 3)
+      await until(() => stream.isEnded(), 'the stream to end')
+      const ended = (stream.endedAt() ?? 0) - refusedAt
+      assert.ok(ended < KEY_TTL_MS + KEY_FOLLOW_SLACK_MS, `ended ${Math.round(ended)} ms after the key was refused`)
+      assert.deepEqual(stream.events.map(quantityOf), [2], 'nothing committed after the refusal')
+      assert.equal((await openStream(s.baseUrl, auth(key))).status, Number(answer.slice(0, 3)), 'and its reconnect is refused as any request is')
+    })
+  }
+
+  test('when the key is revoked and nothing else happens (no request, no change), then its idle stream still ends within AUTH_CACHE_TTL_MS', async (t) => {
+    const s = await served(t, { env: FOLLOWING, pets: [pet(1)] })
+    const { key, id } = await streamKey(s.store)
+    const stream = await openStream(s.baseUrl, auth(key))
+    t.after(() => { stream.close() })
+    assert.equal(stream.status, 200)
+    const revokedAt = performance.now()
+    await revokeKey(s.store, id)
+    await until(() => stream.isEnded(), 'the stream to end')
+    const ended = (stream.endedAt() ?? 0) - revokedAt
+    assert.ok(ended < KEY_TTL_MS + KEY_FOLLOW_SLACK_MS, `ended ${Math.round(ended)} ms after the revocation`)
+  })
+
+  test('when the key is banned on this instance while its stream is open, then the next change is not written and the stream ends, before the key cache would have expired', async (t) => {
+    // A ban imposed here drops the key's cached lookup: the check before the next write reads the ban.
+    const s = await served(t, { env: { AUTH_CACHE_TTL_MS: '60000', STREAM_HEARTBEAT_MS: '60000', RATE_LIMIT_FREE: '2/1000', BAN_STRIKES: '1' }, pets: [pet(1, { quantity: 1 })] })
+    const { key } = await createKey(s.store, 'production', { plan: 'free', name: 'striker', perMinute: null, perDay: null })
+    const writer = await newKey(s.store, 'enterprise')
+    const stream = await openStream(s.baseUrl, auth(key))
+    t.after(() => { stream.close() })
+    assert.equal(stream.status, 200)
+    await banByStrikes(s.app, key)
+    await patch(s, writer, 1, 5)
+    await until(() => stream.isEnded(), 'the stream to end')
+    assert.deepEqual(stream.events, [], 'the change committed after the ban was not written')
+  })
+
+  test('when the key\'s lookup is cached, then an open stream asks the store about it about once per AUTH_CACHE_TTL_MS, not per change', async (t) => {
+    const store = await tempStore(t)
+    let lookups = 0
+    const find = store.keys.findApiKeyByHash.bind(store.keys)
+    store.keys.findApiKeyByHash = async (hash) => { lookups++; return await find(hash) }
+    const s = await served(t, { store, env: { AUTH_CACHE_TTL_MS: '60000' }, pets: [pet(1, { quantity: 0 })] })
+    const { key } = await streamKey(s.store)
+    const stream = await openStream(s.baseUrl, auth(key))
+    t.after(() => { stream.close() })
+    const before = lookups
+    for (let quantity = 1; quantity <= 20; quantity++) await patch(s, s.key, 1, quantity)
+    await stream.waitFor(20)
+    // The writer's key was looked up once (on its first PATCH); the stream's key not at all: its lookup is cached.
+    assert.equal(lookups - before, 1)
+  })
+})
+
 describe('the stream across instances', () => {
   test('when a change is committed on another instance (two SQLite stores on one file), then it reaches the stream within a second', async (t) => {
     const file = join(tempDir(t), 'shared.db')
@@ -438,6 +647,38 @@ if (await requirePostgres('the change stream on PostgreSQL')) {
       assert.equal(second.status, 200)
       const third = await openStream(a.baseUrl, auth(a.key))
       assert.equal(third.status, 429, 'two open, one on each instance: the quota is full')
+    })
+
+    test('when a key is revoked through another instance\'s store, or banned by another instance, then its streams here end within AUTH_CACHE_TTL_MS and get nothing committed after', async (t) => {
+      const schema = await tempSchema(t)
+      const stores = [0, 1].map(() => new PostgresStore(POSTGRES_URL, { schema, poolSize: 4 }))
+      t.after(() => Promise.all(stores.map((store) => store.close())))
+      await stores[0]?.schema.migrate()
+      await importData(stores[0] as Store, { pets: [pet(1, { quantity: 1 })], orders: [] })
+      // The ban is imposed by b alone: a keeps the default limits, and its checks below stay far within them.
+      const [a, b] = await Promise.all(stores.map((store, i) => served(t, { store, env: i === 0 ? FOLLOWING : { ...FOLLOWING, RATE_LIMIT_FREE: '2/1000', BAN_STRIKES: '1' } })))
+      assert.ok(a !== undefined && b !== undefined)
+      const revoked = await streamKey(a.store)
+      const banned = await createKey(a.store, 'production', { plan: 'free', name: 'striker', perMinute: null, perDay: null })
+      const writer = await newKey(a.store, 'enterprise')
+      const streams = await Promise.all([revoked.key, banned.key].map((key) => openStream(a.baseUrl, auth(key))))
+      t.after(() => { for (const stream of streams) stream.close() })
+      assert.deepEqual(streams.map((stream) => stream.status), [200, 200])
+      await patch(b, writer, 1, 2)
+      await Promise.all(streams.map((stream) => stream.waitFor(1)))
+      const refusedAt = performance.now()
+      await revokeKey(b.store, revoked.id)
+      await banByStrikes(b.app, banned.key)
+      // Refused on this instance too once its cached lookups expire; a change committed then reaches neither stream.
+      await waitFor('both keys refused here', async () => await answerTo(a.app, revoked.key) === '401 unauthorized' && await answerTo(a.app, banned.key) === '429 key_banned',
+        { intervalMs: 100 })
+      await patch(b, writer, 1, 3)
+      await until(() => streams.every((stream) => stream.isEnded()), 'both streams to end')
+      for (const stream of streams) {
+        const ended = (stream.endedAt() ?? 0) - refusedAt
+        assert.ok(ended < KEY_TTL_MS + KEY_FOLLOW_SLACK_MS, `ended ${Math.round(ended)} ms after the refusals began`)
+        assert.deepEqual(stream.events.map(quantityOf), [2], 'nothing committed after the refusal')
+      }
     })
   })
 }

@@ -4,6 +4,7 @@
  * skips the drain; the deadline bounds the wait; a second signal exits at once.
  */
 import assert from 'node:assert/strict'
+import { get as httpGet, type IncomingMessage } from 'node:http'
 import { connect, type Socket } from 'node:net'
 import { describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -151,6 +152,27 @@ describe('shutdown', () => {
     inFlight.finish()
     assert.match(await inFlight.answer, /^HTTP\/1\.1 200 [\s\S]*"quantity":42/)
     assert.deepEqual(await within(EXIT_TIMEOUT_MS, server.exited, 'exit after the in-flight request'), { code: 0, signal: null })
+  })
+
+  test('when SIGTERM arrives while a change stream is open and a client holds a connection that has sent nothing, then the process exits 0, not at the deadline', async (t) => {
+    const { cli, key } = await setup(t)
+    const { port, server } = await startServe(cli, [], { SHUTDOWN_TIMEOUT_MS: '10000' })
+    const stream = await new Promise<IncomingMessage>((resolve, reject) => {
+      httpGet({ host: '127.0.0.1', port, path: '/v1/inventory/changes/stream', headers: { authorization: `Bearer ${key}` }, agent: false }, resolve).once('error', reject)
+    })
+    assert.equal(stream.statusCode, 200)
+    stream.resume()
+    // A pool's or a browser's spare connection: accepted, and nothing sent on it yet.
+    const spare = connect(port, '127.0.0.1')
+    spare.on('error', () => {})
+    await new Promise((resolve) => spare.once('connect', resolve))
+    t.after(() => { spare.destroy() })
+    const stoppedAt = Date.now()
+    server.child.kill('SIGTERM')
+    assert.deepEqual(await within(EXIT_TIMEOUT_MS, server.exited, 'exit after SIGTERM'), { code: 0, signal: null })
+    // The stream ends at once and the spare connection is closed with the listener: far sooner than the 10 s deadline.
+    const stoppedAfter = Date.now() - stoppedAt
+    assert.ok(stoppedAfter < 8000, `exited ${stoppedAfter} ms after SIGTERM`)
   })
 
   test('when SIGINT arrives (a terminal\'s Ctrl+C), then the drain is skipped and the process exits at once', async (t) => {

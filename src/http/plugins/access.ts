@@ -7,7 +7,7 @@
 import ipaddr from 'ipaddr.js'
 import type { FastifyContextConfig, FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
 import type { Span } from '@opentelemetry/api'
-import { KEY_OPTIONAL, KEY_REQUIRED, keyIdOf, type Admission, type AdmissionRequest, type Gatekeeper, type OperationNeeds, type QuotaView } from '../../access/admission.js'
+import { KEY_OPTIONAL, KEY_REQUIRED, keyIdOf, type Admission, type AdmissionRequest, type Gatekeeper, type OperationNeeds, type QuotaView, type Standing } from '../../access/admission.js'
 import type { CredentialProblem, Credentials } from '../../access/authenticator.js'
 import { KEY_PREFIXES, type Environment } from '../../model.js'
 import type { ApiKeyRecord, KeyScope } from '../../model.js'
@@ -324,6 +324,16 @@ export function registerGate (scope: FastifyInstance, options: AccessOptions): v
   })
   scope.setNotFoundHandler(notFound)
   scope.setErrorHandler<Error>(async (error, request, reply) => handleError(await chargeErrorPath(options, request, reply, error), request, reply))
+}
+
+/**
+ * For an answer that lasts (a change stream): asks whether the key an admitted request came with would still be
+ * admitted to its operation (Gatekeeper.standing), each time the returned function is called.
+ */
+export function keyStanding (options: AccessOptions, request: FastifyRequest): () => Standing | Promise<Standing> {
+  const credentials = credentialsOf(request.headers.authorization)
+  const needs = request.routeOptions.config.needs ?? KEY_REQUIRED
+  return () => options.gatekeeper.standing(credentials, needs)
 }
 
 /**

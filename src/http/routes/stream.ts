@@ -10,6 +10,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { Readable } from 'node:stream'
 import { Type } from 'typebox'
+import type { Standing } from '../../access/admission.js'
 import type { StreamConfig } from '../../config.js'
 import { FeedWatch, followChanges, StreamRegistry, streamStart } from '../../domain/change-stream.js'
 import { INVENTORY_CHANGED, InventoryChange } from '../../domain/entities.js'
@@ -35,8 +36,15 @@ const INSTANCE_FULL_RETRY_AFTER_SECONDS = 5
 const SHUTDOWN_GRACE_MS = 1000
 /** A failing store is reported at most this often by the feed watch (it polls every few hundred ms). */
 const WATCH_ERROR_LOG_INTERVAL_MS = 60_000
-/** setTimeout's largest delay (24 days): a stream of a key that expires later ends then, and its client reconnects. */
+/** setTimeout's largest delay (24 days). */
 const MAX_TIMER_MS = 2_147_483_647
+/**
+ * A stream asks whether its key still works at most this often: when AUTH_CACHE_TTL_MS is below it (0 caches nothing),
+ * an idle stream still does not ask the store more than ten times a second. What it writes is checked before each batch.
+ */
+const MIN_KEY_RECHECK_MS = 100
+/** After the store could not be asked about a stream's key, it is asked again this much later. */
+const KEY_RECHECK_RETRY_MS = 1000
 
 export interface StreamRouteOptions {
   store: { readonly stock: Pick<StockReads, 'feedHead' | 'listChanges'>, readonly streams: StreamStore }
@@ -46,6 +54,11 @@ export interface StreamRouteOptions {
   clock: () => number
   /** Where this instance's commits are announced: the streams then look at once instead of at the next poll. */
   commits: Set<() => void>
+  /**
+   * For an admitted stream: asks whether its key would still be admitted (src/http/plugins/access.ts, keyStanding), each
+   * time the returned function is called. A stream ends once it would not.
+   */
+  standing: (request: FastifyRequest) => () => Standing | Promise<Standing>
 }
 
 /**
@@ -98,8 +111,14 @@ class EventStreamBody extends Readable {
   }
 }
 
-/** Node reports no 'finish' for an answer the client cut short; Fastify runs the onResponse hooks on this instead. */
+/**
+ * Node reports no 'finish' for an answer the client cut short, and Fastify runs the onResponse hooks (the access line,
+ * the request metrics) only on 'finish' or 'error': the route emits this on the answer instead. Its code is the one
+ * Node's stream.finished() reports for a stream closed early, which Fastify takes for a client that left, not a failure.
+ */
 class ClientClosedStreamError extends Error {
+  readonly code = 'ERR_STREAM_PREMATURE_CLOSE'
+
   constructor () {
     super('the client closed the change stream')
     this.name = 'ClientClosedStreamError'
@@ -108,7 +127,10 @@ class ClientClosedStreamError extends Error {
 
 /** A stream being served, as the stop of the instance sees it. */
 interface OpenStream {
-  /** Ends it after what is queued; with `closeConnection`, its connection too, so that the client reconnects elsewhere. */
+  /**
+   * Ends it after what is queued (a client that does not take it within SHUTDOWN_GRACE_MS loses the connection); with
+   * `closeConnection`, its connection too, so that the client reconnects elsewhere.
+   */
   end (closeConnection: boolean): void
   /** Settles once its registration is freed. */
   readonly done: Promise<void>
@@ -126,7 +148,7 @@ function changeEvent (change: ChangeView, serialize: (change: unknown) => string
 
 const RETRY_AFTER = { 'Retry-After': Type.Integer({ description: 'Seconds to wait before retrying' }) }
 
-export const streamRoutes: FastifyPluginAsyncTypebox<StreamRouteOptions> = async (app, { store, config, lifecycle, metrics, clock, commits }) => {
+export const streamRoutes: FastifyPluginAsyncTypebox<StreamRouteOptions> = async (app, { store, config, lifecycle, metrics, clock, commits, standing }) => {
   let lastWatchError = Number.NEGATIVE_INFINITY
   const watch = new FeedWatch({
     store,
@@ -177,44 +199,86 @@ export const streamRoutes: FastifyPluginAsyncTypebox<StreamRouteOptions> = async
     const serialize = reply.getSerializationFunction('200', 'text/event-stream') as (change: unknown) => string
     // Skipped for a client that is behind: it is not idle, the data itself keeps the connection alive.
     const heartbeat = setInterval(() => { body.note(': heartbeat\n\n') }, config.heartbeatMs).unref()
-    // A key stops working when it expires; so does its stream.
-    const expiresAt = request.apiKey?.expiresAt?.getTime() ?? null
-    const expiry = expiresAt === null ? null : setTimeout(() => { body.stop() }, Math.min(MAX_TIMER_MS, Math.max(0, expiresAt - clock()))).unref()
     // The server keeps half-open connections (app.ts), where a client that leaves would show only when a later write
     // fails. A stream's client keeps its side open (EventSource, fetch and curl all do): once it closes it, the client
     // is taken for gone and the stream ends, freeing its place now rather than a heartbeat or two later.
     const socket = request.raw.socket
     const left = (): void => { body.stop() }
     socket.once('end', left)
-    const pump = async (): Promise<void> => {
-      await body.write(`retry: ${RECONNECT_MS}\n\n`)
-      const follow = followChanges(store, watch, { after, keyId: request.apiKey?.id ?? null, pageSize: DEFAULT_FEED_LIMIT, signal: body.signal })
-      for await (const changes of follow) {
-        for (const change of changes) await body.write(changeEvent(change, serialize))
-      }
-    }
     let resolveDone: () => void = () => {}
+    let graceTimer: NodeJS.Timeout | null = null
     const stream: OpenStream = {
       done: new Promise<void>((resolve) => { resolveDone = resolve }),
       end (closeConnection) {
         if (closeConnection) {
           // Closed without waiting for the client's own FIN (half-open connections are kept: see app.ts).
           reply.raw.once('finish', () => { socket.end(() => { socket.destroy() }) })
-          setTimeout(() => { if (!reply.raw.writableFinished) reply.raw.destroy() }, SHUTDOWN_GRACE_MS).unref()
         }
+        graceTimer ??= setTimeout(() => { if (!reply.raw.writableFinished) reply.raw.destroy() }, SHUTDOWN_GRACE_MS).unref()
         body.stop()
+      }
+    }
+
+    // The key is asked about as a new request's would be (same rules, same cache): when its lookup goes stale or the
+    // key expires, and before each batch is written, so that nothing is written once a request with it is refused.
+    const askKey = standing(request)
+    let recheck: NodeJS.Timeout | null = null
+    const schedule = (ms: number): void => {
+      if (body.signal.aborted) return
+      recheck = setTimeout(checkKey, Math.min(MAX_TIMER_MS, Math.max(MIN_KEY_RECHECK_MS, ms))).unref()
+    }
+    /** Whether the stream may go on writing; ends it when its key would be refused. */
+    const mayReceive = async (when: 'timer' | 'write'): Promise<boolean> => {
+      let answer = askKey()
+      if (answer instanceof Promise) answer = await answer
+      if (answer.outcome === 'admitted') {
+        if (when === 'timer') schedule(answer.recheckInMs)
+        return true
+      }
+      if (answer.outcome === 'unavailable') {
+        // Nothing is written unconfirmed; an idle stream (heartbeats only) waits for the store.
+        if (when === 'timer') {
+          schedule(KEY_RECHECK_RETRY_MS)
+          return true
+        }
+        request.log.warn({ err: answer.error }, 'change stream ended: its key could not be checked')
+      } else if (!body.signal.aborted) {
+        // The client's reconnect is refused (401, 403 or 429) as any request with the key is.
+        request.log.info({ refusal: answer.outcome }, 'change stream ended: its key is no longer admitted')
+      }
+      stream.end(false)
+      return false
+    }
+    const checkKey = (): void => {
+      mayReceive('timer').catch((error: unknown) => {
+        request.log.warn({ err: error }, 'change stream ended: its key could not be checked')
+        stream.end(false)
+      })
+    }
+
+    const pump = async (): Promise<void> => {
+      await body.write(`retry: ${RECONNECT_MS}\n\n`)
+      const follow = followChanges(store, watch, { after, keyId: request.apiKey?.id ?? null, pageSize: DEFAULT_FEED_LIMIT, signal: body.signal })
+      for await (const changes of follow) {
+        if (!await mayReceive('write')) return
+        for (const change of changes) await body.write(changeEvent(change, serialize))
       }
     }
     open.add(stream)
     reply.raw.once('close', () => {
-      if (!reply.raw.writableFinished && reply.raw.listenerCount('error') > 0) reply.raw.emit('error', new ClientClosedStreamError())
+      if (reply.raw.writableFinished) return
+      request.log.debug('change stream: its connection closed before the answer ended')
+      if (reply.raw.listenerCount('error') > 0) reply.raw.emit('error', new ClientClosedStreamError())
     })
+    checkKey()
     pump().catch((error: unknown) => {
       // The client resumes from its last event when it reconnects, on this instance or another.
       request.log.warn({ err: error }, 'change stream ended by a failure')
     }).finally(async () => {
+      // Done writing: a key check under way schedules no other.
+      body.stop()
       clearInterval(heartbeat)
-      if (expiry !== null) clearTimeout(expiry)
+      if (recheck !== null) clearTimeout(recheck)
       socket.removeListener('end', left)
       if (!body.destroyed) body.push(null)
       await registry.close(id)
@@ -256,7 +320,8 @@ export const streamRoutes: FastifyPluginAsyncTypebox<StreamRouteOptions> = async
         200: {
           description: `A stream of Server-Sent Events: \`retry: ${RECONNECT_MS}\` first, then one \`${CHANGE_EVENT}\` event per ` +
             'change, in feed order, whose `id` is the change\'s cursor and whose `data` is the change as JSON (the schema ' +
-            'below), and `: heartbeat` comments while idle. It ends when the instance stops or the key expires.',
+            'below), and `: heartbeat` comments while idle. It ends when the instance stops, or when the key stops working ' +
+            '(revoked, expired or banned: the reconnect is then refused as any request with the key).',
           headers: RESPONSE_HEADERS,
           content: {
             'text/event-stream': {
@@ -282,9 +347,7 @@ export const streamRoutes: FastifyPluginAsyncTypebox<StreamRouteOptions> = async
       throw new AppError('service_unavailable', 'This instance is stopping; reconnect (with Last-Event-ID) to continue.', { 'Retry-After': '1' })
     }
     const key = request.apiKey as NonNullable<typeof request.apiKey>
-    // A key revoked (or expired) while its stream is open: the registry's next renewal ends the stream.
-    let end: (() => void) | null = null
-    const opening = await registry.open(key.quotaId, key.id, () => { end?.() })
+    const opening = await registry.open(key.quotaId, key.id)
     if (opening.outcome === 'opened' && closing) {
       // The close began while the store answered: preClose has ended the streams it knew of, not this one.
       await registry.close(opening.id)
@@ -298,8 +361,11 @@ export const streamRoutes: FastifyPluginAsyncTypebox<StreamRouteOptions> = async
         { 'Retry-After': String(INSTANCE_FULL_RETRY_AFTER_SECONDS) })
     }
     const body = serve(request, reply, opening.id, after)
-    end = () => { body.stop() }
     // Proxies that buffer answers (nginx) would hold events back.
-    return reply.type('text/event-stream').header('X-Accel-Buffering', 'no').send(body as never)
+    reply.type('text/event-stream').header('X-Accel-Buffering', 'no')
+    // Returned rather than sent (`return reply.send(body)`): the handler's promise would then follow the reply's own
+    // (reply.then), which rejects with the error the answer emits when its client leaves, and Fastify would answer that
+    // error on a stream already under way. (The 200's schema describes the events, not the body's type.)
+    return body as never
   })
 }

@@ -26,13 +26,9 @@ export class PostgresStreams implements StreamStore {
     })
   }
 
-  async renewEventStreams (ids: readonly string[], expiresAt: Date, at: Date): Promise<string[]> {
-    if (ids.length === 0) return []
-    const { rows } = await this.#db.query<{ id: string }>(
-      `WITH renewed AS (UPDATE event_streams SET expires_at = $2 WHERE id = ANY ($1::text[]) RETURNING id, key_id)
-       SELECT r.id FROM renewed r LEFT JOIN api_keys k ON k.id = r.key_id
-       WHERE k.id IS NULL OR k.revoked_at IS NOT NULL OR k.expires_at <= $3`, [ids, expiresAt, at])
-    return rows.map((row) => row.id)
+  async renewEventStreams (ids: readonly string[], expiresAt: Date): Promise<void> {
+    if (ids.length === 0) return
+    await this.#db.query('UPDATE event_streams SET expires_at = $2 WHERE id = ANY ($1::text[])', [ids, expiresAt])
   }
 
   async closeEventStream (id: string): Promise<void> {

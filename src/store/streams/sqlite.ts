@@ -22,14 +22,9 @@ export class SqliteStreams implements StreamStore {
     }).immediate())
   }
 
-  async renewEventStreams (ids: readonly string[], expiresAt: Date, at: Date): Promise<string[]> {
-    if (ids.length === 0) return []
-    return guard(() => {
-      this.#db.prepare('UPDATE event_streams SET expires_at = ? WHERE id IN (SELECT value FROM json_each(?))').run(iso(expiresAt), JSON.stringify(ids))
-      return (this.#db.prepare(`SELECT s.id FROM event_streams s LEFT JOIN api_keys k ON k.id = s.key_id
-        WHERE s.id IN (SELECT value FROM json_each(?)) AND (k.id IS NULL OR k.revoked_at IS NOT NULL OR k.expires_at <= ?)`)
-        .all(JSON.stringify(ids), iso(at)) as Array<{ id: string }>).map((row) => row.id)
-    })
+  async renewEventStreams (ids: readonly string[], expiresAt: Date): Promise<void> {
+    if (ids.length === 0) return
+    guard(() => this.#db.prepare('UPDATE event_streams SET expires_at = ? WHERE id IN (SELECT value FROM json_each(?))').run(iso(expiresAt), JSON.stringify(ids)))
   }
 
   async closeEventStream (id: string): Promise<void> {

@@ -1,20 +1,17 @@
 /**
- * The change streams open now, registered in the store so that a quota's limit holds across instances, and so that a
- * stream ends when its key stops working. Implemented by both stores; one contract suite (test/store/streams.contract.ts).
+ * The change streams open now, registered in the store so that a quota's limit holds across instances. Implemented by
+ * both stores; one contract suite (test/store/streams.contract.ts).
  */
 
-/** Every call of the area writes: a stream's registration is renewed as it is read. */
+/** Every call of the area writes. */
 export interface StreamWrites {
   /**
    * Registers an open change stream of a key (`keyId`, of quota `quotaId`) until `expiresAt`, unless the quota has `max`
    * streams open at `at` (counted in the same transaction); false when refused.
    */
   openEventStream (id: string, quotaId: string, keyId: string, expiresAt: Date, at: Date, max: number): Promise<boolean>
-  /**
-   * Keeps open streams registered until `expiresAt`; returns those of them whose key no longer works at `at` (revoked,
-   * expired, or gone), which are to end.
-   */
-  renewEventStreams (ids: readonly string[], expiresAt: Date, at: Date): Promise<string[]>
+  /** Keeps open streams registered until `expiresAt` (ids no longer registered are ignored). */
+  renewEventStreams (ids: readonly string[], expiresAt: Date): Promise<void>
   closeEventStream (id: string): Promise<void>
 }
 
