@@ -19,8 +19,8 @@ export interface SchemaObject {
   readonly table: string | null
   /** Its definition, normalized by the dialect: two objects are the same when these are equal. */
   readonly definition: string
-  /** A table's columns, name -> definition: only to say what differs. */
-  readonly columns?: ReadonlyMap<string, string>
+  /** A table's columns, name -> definition: read only to say what differs. */
+  readonly columns?: () => ReadonlyMap<string, string>
 }
 
 export interface SchemaDifference {
@@ -57,7 +57,7 @@ function detailOf (actual: SchemaObject, expected: SchemaObject): string {
     return `it is on ${on(actual.table)}, where the migrations put it on ${on(expected.table)}`
   }
   if (actual.columns !== undefined && expected.columns !== undefined) {
-    return columnDifference(actual.columns, expected.columns) ?? 'its constraints differ from the migrations\''
+    return columnDifference(actual.columns(), expected.columns()) ?? 'its constraints differ from the migrations\''
   }
   return 'its definition differs from the migrations\''
 }

@@ -36,14 +36,20 @@ function columnsOf (db: Database.Database, table: string): ReadonlyMap<string, s
   return new Map(rows.map((c) => [c.name, `${c.type} ${String(c.notnull)} ${c.dflt_value ?? 'null'} ${String(c.pk)} ${String(c.hidden)}`]))
 }
 
-/** Every object of the main schema of `db` (another attached database or the connection's temporary one is not the file's). */
-export function sqliteObjects (db: Database.Database): SchemaObject[] {
+/**
+ * Every object of the main schema of `db` (another attached database or the connection's temporary one is not the
+ * file's). A table's columns, only to say what differs, are read when asked (`lazy`: while `db` is still open) or at
+ * once, and only for ordinary tables (a virtual table's module is not run).
+ */
+export function sqliteObjects (db: Database.Database, { lazy }: { lazy: boolean }): SchemaObject[] {
   const rows = db.prepare('SELECT type, name, tbl_name, sql FROM main.sqlite_master').all() as MasterRow[]
   return rows.map((row) => {
     const definition = row.sql === null ? '' : normalizeSql(row.sql)
-    // Columns only to say what differs, and only of ordinary tables (a virtual table's module is not run).
-    const columns = row.type === 'table' && /^CREATE TABLE /i.test(definition) ? columnsOf(db, row.name) : undefined
-    return { type: row.type, name: row.name, table: row.tbl_name, definition, ...(columns === undefined ? {} : { columns }) }
+    const object = { type: row.type, name: row.name, table: row.tbl_name, definition }
+    if (row.type !== 'table' || !/^CREATE TABLE /i.test(definition)) return object
+    if (lazy) return { ...object, columns: () => columnsOf(db, row.name) }
+    const columns = columnsOf(db, row.name)
+    return { ...object, columns: () => columns }
   })
 }
 
@@ -67,7 +73,7 @@ export function expectedSqliteObjects (history: readonly Migration[], bookkeepin
     try {
       if (bookkeeping !== 'none') db.exec(bookkeeping === 'checksums' ? BOOKKEEPING.create : BOOKKEEPING.createBeforeChecksums)
       for (const migration of history) applyMigration(db, migration)
-      objects = sqliteObjects(db)
+      objects = sqliteObjects(db, { lazy: false })
     } finally {
       db.close()
     }
@@ -81,5 +87,5 @@ export function expectedSqliteObjects (history: readonly Migration[], bookkeepin
  * the form they ran) does not make, or makes otherwise, and every one it makes that is missing.
  */
 export function requireSqliteSchema (db: Database.Database, history: readonly Migration[], version: number): void {
-  requireSchema(sqliteObjects(db), expectedSqliteObjects(history, bookkeepingOf(db)), version)
+  requireSchema(sqliteObjects(db, { lazy: true }), expectedSqliteObjects(history, bookkeepingOf(db)), version)
 }
