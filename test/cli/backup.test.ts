@@ -12,6 +12,8 @@ import Database from 'better-sqlite3'
 import { checksum } from '../../src/store/migrations.js'
 import { applyMigration, MIGRATIONS } from '../../src/store/sqlite/migrations.js'
 import { buildSqlite, SQLITE_SCHEMAS } from '../fixtures/landed-schemas.js'
+import { ROOT } from '../docs/pages.js'
+import { receiver } from '../helpers/webhooks.js'
 import { cliFor, EXIT_TIMEOUT_MS, startServe, within, type Cli } from './run.js'
 
 const LATEST = Math.max(...MIGRATIONS.map((m) => m.version))
@@ -397,5 +399,66 @@ describe('a store whose schema was tampered with', () => {
     const { server } = await startServe(cli)
     await stop(server)
     assert.equal(readDb(cli.db, (db) => Number(db.prepare('SELECT max(version) FROM schema_migrations').pluck().get())), LATEST)
+  })
+})
+
+/**
+ * The environment the serve command of a drill section of docs/backup.md sets: its `NAME=value` words before
+ * `npx petstore serve`.
+ */
+function drillServeEnv (heading: string): Record<string, string> {
+  const page = readFileSync(join(ROOT, 'docs/backup.md'), 'utf8')
+  const start = page.indexOf(`### ${heading}\n`)
+  assert.ok(start >= 0, `docs/backup.md has a section "${heading}"`)
+  const end = page.slice(start + 4).search(/\n#{2,3} /)
+  const section = page.slice(start, end < 0 ? undefined : start + 4 + end)
+  const command = /`([^`]*npx petstore serve)`/.exec(section)?.[1]
+  assert.ok(command !== undefined, `the section "${heading}" starts a server with npx petstore serve`)
+  return Object.fromEntries(command.split(/\s+/).flatMap((word) => {
+    const assignment = /^([A-Z_]+)=(.*)$/.exec(word)
+    return assignment === null ? [] : [[assignment[1] as string, assignment[2] as string]]
+  }))
+}
+
+describe('the restore drill of docs/backup.md', () => {
+  test('when the drill\'s server runs on a restored backup that holds an undelivered event, then it sends nothing to the live receiver', async (t) => {
+    const env = drillServeEnv('A restore drill (SQLite)')
+    assert.equal(env.WEBHOOK_DELIVERY, 'false', 'the SQLite drill starts its server with deliveries off')
+    assert.equal(drillServeEnv('A restore drill (PostgreSQL)').WEBHOOK_DELIVERY, 'false', 'so does the PostgreSQL drill')
+    const hook = await receiver(t)
+    const cli = cliFor(t, { WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', WEBHOOK_POLL_MS: '50' })
+    const key = await arrange(cli, 2)
+
+    // The live service: a subscription, and a change not delivered yet when the backup is taken.
+    const live = await startServe(cli, [], { WEBHOOK_DELIVERY: 'false' })
+    const created = await fetch(`${live.base}/v1/webhooks`, {
+      method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify({ url: hook.url, events: ['inventory.changed'] })
+    })
+    assert.equal(created.status, 201, await created.text())
+    assert.equal(await setQuantity(live.base, key, 1, 5), 200)
+    await stop(live.server)
+    const backup = join(cli.dir, 'drill.db')
+    assert.equal((await cli.run(['backup', backup])).code, 0)
+
+    // What a server that delivers does with that backup: it sends the event, within `took` of being ready.
+    const control = join(cli.dir, 'control-store.db')
+    assert.equal((await cli.run(['restore', backup], { DATABASE_URL: control })).code, 0)
+    const sending = await startServe(cli, [], { DATABASE_URL: control })
+    const ready = performance.now()
+    await hook.until(() => hook.requests > 0, 30_000)
+    const took = performance.now() - ready
+    await stop(sending.server)
+    const sent = hook.requests
+
+    // The drill, with the page's settings (on a port of its own, and its own scratch store).
+    const drillEnv = Object.fromEntries(Object.entries(env).filter(([name]) => name !== 'PORT'))
+    const scratch = join(cli.dir, 'drill-store.db')
+    assert.equal((await cli.run(['restore', backup], { DATABASE_URL: scratch })).code, 0)
+    const drill = await startServe(cli, [], { ...drillEnv, DATABASE_URL: scratch })
+    assert.equal(await quantityServed(drill.base, key, 1), 5, 'the drill server serves the restored stock')
+    // Nothing to wait for when nothing is to happen: ten times what the sending server took, and at least 2 s.
+    await new Promise((resolve) => setTimeout(resolve, Math.max(2000, 10 * took)))
+    assert.equal(hook.requests, sent, 'the drill server sent nothing to the live receiver')
+    await stop(drill.server)
   })
 })
