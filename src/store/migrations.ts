@@ -82,6 +82,12 @@ export interface SchemaStatus {
   pending: readonly Migration[]
   /** Applied versions beyond this release's (a newer release migrated the store, then was rolled back). */
   ahead: readonly AppliedMigration[]
+  /**
+   * Why the store's schema objects were not compared with what its migrations make (src/store/schema-check.ts), when
+   * they could not be here: PostgreSQL with a role that may not create the scratch schema the check needs. Absent when
+   * they were compared (and found the same: a difference is a SchemaError), or for a store ahead of this release.
+   */
+  objectsUnchecked?: string
 }
 
 const short = (hex: string): string => hex.slice(0, 12)

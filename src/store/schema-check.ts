@@ -57,7 +57,7 @@ function detailOf (actual: SchemaObject, expected: SchemaObject): string {
     return `it is on ${on(actual.table)}, where the migrations put it on ${on(expected.table)}`
   }
   if (actual.columns !== undefined && expected.columns !== undefined) {
-    return columnDifference(actual.columns(), expected.columns()) ?? 'its constraints differ from the migrations\''
+    return columnDifference(actual.columns(), expected.columns()) ?? 'its columns are the migrations\' but not the rest of its definition'
   }
   return 'its definition differs from the migrations\''
 }

@@ -1,19 +1,24 @@
 /**
- * The schema check of a SQLite store: a file whose tables, indexes, triggers or views are not exactly those its
- * recorded migrations make is refused, naming each object that differs, before anything is written; every form a
- * landed release could have left a store in is accepted.
+ * The schema check: a SQLite file, or a PostgreSQL schema, whose objects (tables, indexes, triggers, views, and on
+ * PostgreSQL functions, rules, policies ...) are not exactly those its recorded migrations make is refused, naming
+ * each object that differs, before anything is written; every form a landed release could have left a store in is
+ * accepted.
  */
 import Database from 'better-sqlite3'
 import assert from 'node:assert/strict'
 import { copyFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, test, type TestContext } from 'node:test'
+import pg from 'pg'
 import { checksum, SchemaError } from '../../src/store/migrations.js'
 import { SqliteStore } from '../../src/store/sqlite/index.js'
 import { PLAN } from '../../src/store/sqlite/migrations.js'
 import { normalizeSql } from '../../src/store/sqlite/schema.js'
-import { buildSqlite, SQLITE_SCHEMAS } from '../fixtures/landed-schemas.js'
+import { PostgresStore } from '../../src/store/postgres/index.js'
+import { PLAN as POSTGRES_PLAN } from '../../src/store/postgres/migrations.js'
+import { buildPostgres, buildSqlite, POSTGRES_SCHEMAS, SQLITE_SCHEMAS } from '../fixtures/landed-schemas.js'
 import { tempDir } from '../helpers/app.js'
+import { adminQuery, POSTGRES_URL, requirePostgres, tempSchema } from '../helpers/postgres.js'
 
 /** A store of this release at its latest version, with a read-only key, as a file no process has open. */
 async function storeFile (t: TestContext): Promise<string> {
@@ -89,16 +94,16 @@ describe('a SQLite store whose schema objects are not the migrations\'', () => {
     ['a column is added', 'ALTER TABLE api_keys ADD COLUMN note TEXT', [/table "api_keys" differs: column "note" not defined by the migrations/]],
     ['a CHECK is widened in the schema table',
       writableSchema("UPDATE sqlite_master SET sql = replace(sql, 'scope IN (''read'', ''write'')', 'scope IN (''read'', ''write'', ''admin'')') WHERE name = 'api_keys'"),
-      [/table "api_keys" differs: its constraints differ from the migrations'/]],
+      [/table "api_keys" differs: its columns are the migrations' but not the rest of its definition/]],
     ['a default is changed in the schema table',
       writableSchema("UPDATE sqlite_master SET sql = replace(sql, 'DEFAULT ''write''', 'DEFAULT ''read''') WHERE name = 'api_keys'"),
       [/table "api_keys" differs: column "scope" defined otherwise/]],
     ['a string in a CHECK differs only in case',
       writableSchema("UPDATE sqlite_master SET sql = replace(sql, '''write'')', '''WRITE'')') WHERE name = 'api_keys'"),
-      [/table "api_keys" differs: its constraints differ/]],
+      [/table "api_keys" differs: its columns are the migrations' but not the rest of its definition/]],
     ['a string in a CHECK differs only in its spaces',
       writableSchema("UPDATE sqlite_master SET sql = replace(sql, '''read''', ''' read''') WHERE name = 'api_keys'"),
-      [/table "api_keys" differs: its constraints differ/]],
+      [/table "api_keys" differs: its columns are the migrations' but not the rest of its definition/]],
     ['a TEMP trigger is written into the file\'s schema table',
       writableSchema("INSERT INTO sqlite_master (type, name, tbl_name, rootpage, sql) VALUES ('trigger', 'escalate', 'inventory', 0, 'CREATE TEMP TRIGGER escalate AFTER UPDATE ON inventory BEGIN UPDATE api_keys SET scope = ''write''; END')"),
       [/trigger "escalate" on table "inventory" is not defined by any migration/]],
@@ -190,3 +195,93 @@ describe('normalizing SQL text', () => {
     ]) assert.notEqual(normalizeSql(a as string), normalizeSql(b as string), `${a} | ${b}`)
   })
 })
+
+if (await requirePostgres('the schema check on PostgreSQL')) {
+  /** A migrated store in a schema of its own, with a read-only key; `sql` (with `S` for the schema) changes it, as a dump's SQL could. */
+  async function postgresStore (t: TestContext, sql?: string): Promise<{ schema: string, store: PostgresStore }> {
+    const schema = await tempSchema(t)
+    const store = new PostgresStore(POSTGRES_URL, { schema })
+    t.after(() => store.close())
+    await store.migrate()
+    await adminQuery(`INSERT INTO ${schema}.api_keys (id, key_hash, plan, created_at, scope) VALUES ('key_read', 'hash', 'free', now(), 'read')`)
+    if (sql !== undefined) await adminQuery(sql.replaceAll('S.', `${schema}.`))
+    return { schema, store }
+  }
+
+  describe('a PostgreSQL store whose schema objects are not the migrations\'', () => {
+    const cases: Array<[string, string, RegExp]> = [
+      ['a trigger is added (the one that made read keys write keys)',
+        "CREATE FUNCTION S.escalate() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN UPDATE S.api_keys SET scope = 'write'; RETURN NULL; END $$; " +
+        'CREATE TRIGGER escalate AFTER UPDATE ON S.inventory FOR EACH STATEMENT EXECUTE FUNCTION S.escalate()',
+      /trigger "inventory\.escalate" on table "inventory" is not defined by any migration; function "escalate\(\)" is not defined by any migration/],
+      ['a trigger of the migrations calls a function of another schema',
+        'DROP TRIGGER inventory_updated ON S.inventory; CREATE TRIGGER inventory_updated AFTER UPDATE ON S.inventory REFERENCING NEW TABLE AS changed_rows ' +
+        'FOR EACH STATEMENT EXECUTE FUNCTION pg_catalog.suppress_redundant_updates_trigger()',
+      /trigger "inventory\.inventory_updated" differs/],
+      ['a trigger of the migrations is disabled', 'ALTER TABLE S.inventory DISABLE TRIGGER inventory_updated', /trigger "inventory\.inventory_updated" differs/],
+      ['a function of the migrations gets another body',
+        "CREATE OR REPLACE FUNCTION S.bump_inventory_version_if_rows() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN UPDATE S.api_keys SET scope = 'write'; RETURN NULL; END $$",
+        /function "bump_inventory_version_if_rows\(\)" differs/],
+      ['a rule is added', "CREATE RULE escalate AS ON UPDATE TO S.inventory DO ALSO UPDATE S.api_keys SET scope = 'write'", /rule "inventory\.escalate" on table "inventory" is not defined by any migration/],
+      ['row security and a policy are added', 'ALTER TABLE S.api_keys ENABLE ROW LEVEL SECURITY; CREATE POLICY everyone ON S.api_keys USING (true)',
+        /table "api_keys" differs: its columns are the migrations' but not the rest of its definition; policy "api_keys\.everyone" on table "api_keys" is not defined by any migration/],
+      ['a view is added', 'CREATE VIEW S.key_hashes AS SELECT key_hash FROM S.api_keys', /view "key_hashes" is not defined by any migration/],
+      ['a default is changed', "ALTER TABLE S.api_keys ALTER COLUMN scope SET DEFAULT 'read'", /table "api_keys" differs: column "scope" defined otherwise/],
+      ['a CHECK is dropped', 'ALTER TABLE S.api_keys DROP CONSTRAINT api_keys_scope_check', /constraint "api_keys\.api_keys_scope_check" on table "api_keys" is missing/],
+      ['an index of the migrations is dropped', 'DROP INDEX S.orders_status_id', /index "orders_status_id" on table "orders" is missing/],
+      ['an index is added', 'CREATE INDEX api_keys_scope ON S.api_keys (scope)', /index "api_keys_scope" on table "api_keys" is not defined by any migration/]
+    ]
+    for (const [what, sql, named] of cases) {
+      test(`when ${what}, then the store is refused naming it, and nothing is written`, async (t) => {
+        const { schema, store } = await postgresStore(t, sql)
+        await assert.rejects(store.schemaStatus(), (error: unknown) => error instanceof SchemaError && error.problem === 'altered' &&
+          /^the store's schema is not the one its migrations define \(version \d+\): /.test(error.message) && named.test(error.message) &&
+          !/update S|BEGIN|RETURN/i.test(error.message))
+        await assert.rejects(store.migrate(), (error: unknown) => error instanceof SchemaError && error.problem === 'altered')
+        const reader = new PostgresStore(POSTGRES_URL, { schema })
+        t.after(() => reader.close())
+        assert.equal((await reader.listApiKeys()).find((key) => key.id === 'key_read')?.scope, 'read')
+      })
+    }
+  })
+
+  describe('a PostgreSQL store whose schema is what its migrations made', () => {
+    test('when the store is this release\'s, then it is accepted, and the scratch schema of the check is left nowhere', async (t) => {
+      const { store } = await postgresStore(t)
+      const status = await store.schemaStatus()
+      assert.equal(status.version, POSTGRES_PLAN.migrations.length)
+      assert.equal(status.objectsUnchecked, undefined)
+      const admin = new pg.Client({ connectionString: POSTGRES_URL })
+      await admin.connect()
+      t.after(() => admin.end())
+      const { rows } = await admin.query("SELECT nspname FROM pg_namespace WHERE nspname LIKE 'petstore\\_check\\_%'")
+      assert.deepEqual(rows, [])
+    })
+
+    for (const schema of POSTGRES_SCHEMAS) {
+      test(`when a store was left in ${schema.name}, then it is accepted before and after this release migrates it`, async (t) => {
+        const name = await tempSchema(t)
+        await buildPostgres(POSTGRES_URL, name, schema)
+        const store = new PostgresStore(POSTGRES_URL, { schema: name })
+        t.after(() => store.close())
+        assert.equal((await store.schemaStatus()).version, schema.migrations.at(-1)?.version)
+        await store.migrate()
+        assert.equal((await store.schemaStatus()).version, POSTGRES_PLAN.migrations.length)
+      })
+    }
+
+    test('when the role may not create the scratch schema, then the status says the objects were not compared, and the store is usable', async (t) => {
+      const { schema } = await postgresStore(t)
+      const role = `${schema}_app`
+      await adminQuery(`CREATE ROLE ${role} LOGIN; GRANT USAGE ON SCHEMA ${schema} TO ${role}; GRANT SELECT ON ALL TABLES IN SCHEMA ${schema} TO ${role}`)
+      t.after(() => adminQuery(`DROP OWNED BY ${role}; DROP ROLE ${role}`))
+      const url = new URL(POSTGRES_URL)
+      url.username = role
+      const store = new PostgresStore(url.toString(), { schema })
+      t.after(() => store.close())
+      const status = await store.schemaStatus()
+      assert.equal(status.version, POSTGRES_PLAN.migrations.length)
+      assert.match(status.objectsUnchecked ?? '', /may not create the scratch schema/)
+    })
+  })
+}

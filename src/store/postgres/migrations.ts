@@ -315,3 +315,13 @@ export const PLAN: MigrationPlan = {
     }
   ]
 }
+
+/**
+ * The table recording the applied migrations, as this release creates it; releases before checksums created it
+ * without the checksum column, which `migrate` adds.
+ */
+export const BOOKKEEPING = {
+  create: 'CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL, checksum text)',
+  createBeforeChecksums: 'CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL)',
+  addChecksum: 'ALTER TABLE schema_migrations ADD COLUMN IF NOT EXISTS checksum text'
+} as const
