@@ -18,7 +18,7 @@ import { PostgresStore } from '../../src/store/postgres/index.js'
 import { PLAN as POSTGRES_PLAN } from '../../src/store/postgres/migrations.js'
 import { buildPostgres, buildSqlite, POSTGRES_SCHEMAS, SQLITE_SCHEMAS } from '../fixtures/landed-schemas.js'
 import { tempDir } from '../helpers/app.js'
-import { adminQuery, POSTGRES_URL, requirePostgres, tempSchema } from '../helpers/postgres.js'
+import { adminQuery, POSTGRES_URL, requirePostgres, tempPostgresDatabase, tempSchema } from '../helpers/postgres.js'
 
 /** A store of this release at its latest version, with a read-only key, as a file no process has open. */
 async function storeFile (t: TestContext): Promise<string> {
@@ -231,6 +231,17 @@ if (await requirePostgres('the schema check on PostgreSQL')) {
       ['an index of the migrations is dropped', 'DROP INDEX S.orders_status_id', /index "orders_status_id" on table "orders" is missing/],
       ['an index is added', 'CREATE INDEX api_keys_scope ON S.api_keys (scope)', /index "api_keys_scope" on table "api_keys" is not defined by any migration/]
     ]
+    test('when the database has an event trigger (one could make the scratch schema look like the store), then the store is refused naming it', async (t) => {
+      // A database of its own: an event trigger fires for every schema of its database.
+      const url = await tempPostgresDatabase(t)
+      await adminQuery('CREATE FUNCTION public.on_ddl() RETURNS event_trigger LANGUAGE plpgsql AS $$ BEGIN END $$; ' +
+        "CREATE EVENT TRIGGER on_ddl ON ddl_command_end WHEN TAG IN ('CREATE TABLE') EXECUTE FUNCTION public.on_ddl()", url)
+      const store = new PostgresStore(url)
+      t.after(() => store.close())
+      await assert.rejects(store.migrate(), (error: unknown) => error instanceof SchemaError && error.problem === 'altered' &&
+        error.message.includes('event trigger "on_ddl" is not defined by any migration'))
+    })
+
     for (const [what, sql, named] of cases) {
       test(`when ${what}, then the store is refused naming it, and nothing is written`, async (t) => {
         const { schema, store } = await postgresStore(t, sql)

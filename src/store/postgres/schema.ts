@@ -2,7 +2,7 @@
  * The schema check of a PostgreSQL store (src/store/schema-check.ts): every object in the store's schema (tables with
  * their columns and options, constraints, indexes, triggers, rules, row security policies, views, sequences,
  * functions, types and operators; what an extension owns is left out) must be one that the migrations the store
- * records as applied create. What they create is found by running them in a scratch schema inside a savepoint that is
+ * records as applied create, and the database may have no event trigger (one could rewrite what the check creates). What they create is found by running them in a scratch schema inside a savepoint that is
  * rolled back: PostgreSQL itself renders both sides' definitions (pg_get_indexdef, pg_get_triggerdef, ...), so they
  * compare on any server version. Creating the scratch schema needs CREATE on the database; a role without it (the
  * instances' role of docs/scaling.md) cannot run the check, and the caller says so.
@@ -123,6 +123,19 @@ async function describe (client: Queryable, schema: string): Promise<SchemaObjec
 }
 
 /**
+ * The database's event triggers, but an extension's. They belong to no schema and no migration makes one, so each is
+ * one too many: it runs with DDL, the migrations' and the check's own included, and could make the scratch schema
+ * look like a tampered store (add to each new `inventory` the trigger the store has).
+ */
+async function eventTriggers (client: Queryable): Promise<SchemaObject[]> {
+  const { rows } = await client.query<{ name: string, definition: string }>(
+    `SELECT e.evtname AS name, concat_ws(' | ', e.evtevent, e.evtfoid::regprocedure::text, e.evtenabled, e.evttags::text) AS definition
+       FROM pg_event_trigger e
+      WHERE NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_event_trigger'::regclass AND d.objid = e.oid AND d.deptype = 'e')`)
+  return rows.map((row) => ({ type: 'event trigger', name: row.name, table: null, definition: row.definition }))
+}
+
+/**
  * What each history makes, by server (address, port, database, version: PostgreSQL renders definitions) and history:
  * a process checks the same few again and again (each start, each command, each store a test makes).
  */
@@ -151,7 +164,7 @@ export async function requirePostgresSchema (client: Queryable, history: readonl
             concat_ws(' ', inet_server_addr(), inet_server_port(), current_database(), current_setting('server_version_num')) AS server`)
   if (where?.schema === null || where?.schema === undefined) return 'no schema on the search path exists'
   if (!where.allowed) return NOT_ALLOWED
-  const actual = await describe(client, where.schema)
+  const actual = [...await describe(client, where.schema), ...await eventTriggers(client)]
   const bookkeeping = await bookkeepingOf(client, where.schema)
   const key = [where.server, bookkeeping, ...history.map((m) => `${m.version}:${checksum(m)}`)].join(' ')
   let expected = expectedByHistory.get(key)
