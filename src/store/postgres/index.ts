@@ -365,7 +365,10 @@ export class PostgresStore implements Store {
       const applied = await this.#appliedMigrations(client)
       const status = schemaStatus(applied, PLAN, NOTHING_DETECTED)
       if (status.ahead.length > 0) throw aheadError(status)
-      await this.#requireSchema(client, applied, status)
+      // A store that ran no migration yet holds nothing of the service to compare; anything else in its schema is
+      // named by the next schemaStatus, which every command and serve asks before and after migrating. (Skipping it
+      // here saves each new store the catalog reads, 0.3 s on a server whose catalogs many schemas have grown.)
+      if (applied.length > 0) await this.#requireSchema(client, applied, status)
       for (const row of applied) {
         if (row.checksum !== null) continue
         await client.query('UPDATE schema_migrations SET checksum = $1 WHERE version = $2', [appliedChecksum(row, PLAN, NOTHING_DETECTED), row.version])
