@@ -172,7 +172,8 @@ async function run (argv: string[], io: Io, clock: Clock): Promise<number> {
     case 'migrate': {
       parse(args, {}, 0)
       const store = openStore(config)
-      const { applied, from, to, backup } = await migrateStore(store, config.databaseUrl).finally(() => store.close())
+      const { applied, from, to, backup, objectsUnchecked } = await migrateStore(store, config.databaseUrl).finally(() => store.close())
+      if (objectsUnchecked !== undefined) io.stderr(`The schema's objects were not compared with what the migrations make: ${objectsUnchecked}.\n`)
       if (applied === 0) io.stderr(`The store schema is up to date (version ${to}).\n`)
       else io.stderr(`Applied ${applied} migration(s): version ${from} to ${to}.${backup === null ? '' : ` The file as it was is at ${backup}.`}\n`)
       return 0

@@ -65,9 +65,9 @@ export function readOnly (store: Store, status: SchemaStatus): Store {
  * Applies pending migrations. A SQLite store that has a schema (and so, possibly, data) is first copied next to
  * its file (`<file>.backup-v<version>`): a migration that goes wrong on a machine's only copy loses nothing.
  * PostgreSQL is backed up by its operators' own means (pg_dump, snapshots). Returns how many migrations were
- * applied and where the copy is.
+ * applied, where the copy is, and why the schema's objects could not be compared with the migrations' here, if so.
  */
-export async function migrateStore (store: Store, databaseUrl: string): Promise<{ applied: number, from: number, to: number, backup: string | null }> {
+export async function migrateStore (store: Store, databaseUrl: string): Promise<{ applied: number, from: number, to: number, backup: string | null, objectsUnchecked?: string }> {
   const status = await store.schemaStatus()
   if (status.ahead.length > 0) throw aheadError(status)
   let backup: string | null = null
@@ -76,5 +76,5 @@ export async function migrateStore (store: Store, databaseUrl: string): Promise<
     await store.backup(backup)
   }
   const applied = await store.migrate()
-  return { applied, from: status.version, to: (await store.schemaStatus()).version, backup }
+  return { applied, from: status.version, to: (await store.schemaStatus()).version, backup, ...(status.objectsUnchecked === undefined ? {} : { objectsUnchecked: status.objectsUnchecked }) }
 }

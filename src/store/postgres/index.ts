@@ -11,9 +11,10 @@ import type {
   FeedChange, FeedPosition, IdempotencyClaim, IdempotencyRecord, ImportedCurrent, ImportedStockRule, ImportOptions, ImportResult, InventoryPage, NewApiKey, OrderPage, PoolStats, RotationOutcome, StockAdjustment, StockAdjustmentResult, StockChange,
   StockBatch, StockBatchResult, StockChangeResult, Store
 } from '../types.js'
-import { aheadError, appliedChecksum, checksum, schemaStatus, type AppliedMigration, type SchemaStatus } from '../migrations.js'
+import { aheadError, appliedChecksum, appliedHistory, checksum, schemaStatus, type AppliedMigration, type SchemaStatus } from '../migrations.js'
 import { planBatch } from '../batch.js'
-import { PLAN } from './migrations.js'
+import { BOOKKEEPING, PLAN } from './migrations.js'
+import { requirePostgresSchema } from './schema.js'
 import { PostgresWebhooks } from './webhooks.js'
 import type {
   AttemptOutcome, ClaimedDelivery, ClaimRequest, EnqueueResult, FailureRun, NewWebhook, WebhookBacklog, WebhookDelivery, WebhookRecord, WebhookUpdate
@@ -331,8 +332,24 @@ export class PostgresStore implements Store {
     return rows
   }
 
+  /**
+   * Where the schema stands against this release, its objects compared with what its migrations make
+   * (src/store/postgres/schema.ts: in a transaction, for the scratch schema's savepoint); SchemaError when a migration
+   * was edited or the objects differ.
+   */
   async schemaStatus (): Promise<SchemaStatus> {
-    return schemaStatus(await this.#statements((db) => this.#appliedMigrations(db)), PLAN, NOTHING_DETECTED)
+    return await this.#transaction(async (client) => {
+      const applied = await this.#appliedMigrations(client)
+      const status = schemaStatus(applied, PLAN, NOTHING_DETECTED)
+      return { ...status, ...await this.#requireSchema(client, applied, status) }
+    })
+  }
+
+  /** The schema check, for a store not ahead of this release: nothing, or why it could not run here. */
+  async #requireSchema (client: pg.PoolClient, applied: AppliedMigration[], status: SchemaStatus): Promise<{ objectsUnchecked?: string }> {
+    if (status.ahead.length > 0) return {}
+    const unchecked = await requirePostgresSchema(client, appliedHistory(applied, PLAN, NOTHING_DETECTED), status.version)
+    return unchecked === null ? {} : { objectsUnchecked: unchecked }
   }
 
   /**
@@ -343,11 +360,15 @@ export class PostgresStore implements Store {
   async migrate (): Promise<number> {
     return this.#transaction(async (client) => {
       await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK])
-      await client.query('CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL, checksum text)')
-      await client.query('ALTER TABLE schema_migrations ADD COLUMN IF NOT EXISTS checksum text')
+      await client.query(BOOKKEEPING.create)
+      await client.query(BOOKKEEPING.addChecksum)
       const applied = await this.#appliedMigrations(client)
       const status = schemaStatus(applied, PLAN, NOTHING_DETECTED)
       if (status.ahead.length > 0) throw aheadError(status)
+      // A store that ran no migration yet holds nothing of the service to compare; anything else in its schema is
+      // named by the next schemaStatus, which every command and serve asks before and after migrating. (Skipping it
+      // here saves each new store the catalog reads, 0.3 s on a server whose catalogs many schemas have grown.)
+      if (applied.length > 0) await this.#requireSchema(client, applied, status)
       for (const row of applied) {
         if (row.checksum !== null) continue
         await client.query('UPDATE schema_migrations SET checksum = $1 WHERE version = $2', [appliedChecksum(row, PLAN, NOTHING_DETECTED), row.version])

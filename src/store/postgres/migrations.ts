@@ -307,10 +307,22 @@ export const PLAN: MigrationPlan = {
   migrations: MIGRATIONS,
   superseded: [
     {
+      // beaad19: a placeholder keeping the numbering; reverted by 84ac106.
       version: 4,
       name: 'stock updates bump the inventory version in the store',
+      sql: 'SELECT 1;',
       checksum: '7aae1c3890bc533bc9b0e2d4243e27cf9013f473bf295f042a8cb0d515a5befe',
       convertedBy: 5
     }
   ]
 }
+
+/**
+ * The table recording the applied migrations, as this release creates it; releases before checksums created it
+ * without the checksum column, which `migrate` adds.
+ */
+export const BOOKKEEPING = {
+  create: 'CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL, checksum text)',
+  createBeforeChecksums: 'CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL)',
+  addChecksum: 'ALTER TABLE schema_migrations ADD COLUMN IF NOT EXISTS checksum text'
+} as const

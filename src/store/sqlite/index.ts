@@ -7,9 +7,10 @@ import type {
   BatchFailure, FeedChange, FeedPosition, IdempotencyRecord, ImportOptions, ImportResult, InventoryPage, NewApiKey, OrderPage, StockAdjustment, StockAdjustmentResult, StockBatch,
   RotationOutcome, StockBatchResult, StockChange, StockChangeResult, Store
 } from '../types.js'
-import { aheadError, appliedChecksum, checksum, detectQueries, schemaStatus, type AppliedMigration, type SchemaStatus } from '../migrations.js'
+import { aheadError, appliedChecksum, appliedHistory, checksum, detectQueries, schemaStatus, type AppliedMigration, type SchemaStatus } from '../migrations.js'
 import { planBatch } from '../batch.js'
-import { PLAN } from './migrations.js'
+import { applyMigration, BOOKKEEPING, PLAN } from './migrations.js'
+import { requireSqliteSchema } from './schema.js'
 import { SqliteWebhooks } from './webhooks.js'
 import { activeContext, endSpan, linkTo, SpanKind, startSpan, tracingOn } from '../../tracing/spans.js'
 import type { Context, Span } from '@opentelemetry/api'
@@ -126,7 +127,7 @@ function feedHead (prepare: (sql: string) => Database.Statement): FeedPosition |
 }
 
 /** The rows of schema_migrations (checksums null where not recorded); none when the table does not exist. */
-function appliedMigrations (db: Database.Database): AppliedMigration[] {
+export function appliedMigrations (db: Database.Database): AppliedMigration[] {
   if (db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'").get() === undefined) return []
   const hasChecksum = db.prepare("SELECT 1 FROM pragma_table_info('schema_migrations') WHERE name = 'checksum'").get() !== undefined
   const rows = db.prepare(`SELECT version, name, ${hasChecksum ? 'checksum' : 'NULL AS checksum'} FROM schema_migrations ORDER BY version`)
@@ -136,11 +137,15 @@ function appliedMigrations (db: Database.Database): AppliedMigration[] {
 
 /**
  * Where the schema of the SQLite database on `db` stands against this release; throws SchemaError when an applied
- * migration was edited. Also for files that are not the store (a backup being checked).
+ * migration was edited, or when the file's schema objects are not those its migrations make ('altered'; a store
+ * ahead of this release is not compared: its later migrations are unknown here, and it is served read-only). Also
+ * for files that are not the store (a backup being checked). It reads the schema and schema_migrations only.
  */
 export function sqliteSchemaStatus (db: Database.Database, applied: AppliedMigration[] = appliedMigrations(db)): SchemaStatus {
   const detected = new Map(detectQueries(PLAN).map((query) => [query, Number(db.prepare(query).pluck().get()) === 1]))
-  return schemaStatus(applied, PLAN, detected)
+  const status = schemaStatus(applied, PLAN, detected)
+  if (status.ahead.length === 0) requireSqliteSchema(db, appliedHistory(applied, PLAN, detected), status.version)
+  return status
 }
 
 /** Pages per step of an online backup: all of them. */
@@ -239,9 +244,9 @@ export class SqliteStore implements Store {
   async migrate (): Promise<number> {
     const db = this.#db
     const apply = db.transaction(() => {
-      db.exec('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL, checksum TEXT)')
+      db.exec(BOOKKEEPING.create)
       if (db.prepare("SELECT 1 FROM pragma_table_info('schema_migrations') WHERE name = 'checksum'").get() === undefined) {
-        db.exec('ALTER TABLE schema_migrations ADD COLUMN checksum TEXT')
+        db.exec(BOOKKEEPING.addChecksum)
       }
       const applied = appliedMigrations(db)
       const status = sqliteSchemaStatus(db, applied)
@@ -253,10 +258,7 @@ export class SqliteStore implements Store {
       }
       const insert = db.prepare('INSERT INTO schema_migrations (version, name, applied_at, checksum) VALUES (?, ?, ?, ?)')
       for (const migration of status.pending) {
-        for (const step of migration.steps ?? [migration.sql ?? '']) {
-          if (typeof step === 'string') db.exec(step)
-          else if (Number(db.prepare(step.when).pluck().get()) === 1) db.exec(step.then)
-        }
+        applyMigration(db, migration)
         insert.run(migration.version, migration.name, new Date().toISOString(), checksum(migration))
       }
       return status.pending.length
