@@ -11,18 +11,25 @@ import { FeedWatch, followChanges, REGISTRATION_PERIODS, StreamRegistry, streamS
 import { InvalidCursorError } from '../../src/domain/cursor.js'
 import { feedCursor, type ChangeView } from '../../src/domain/feed.js'
 import { importData } from '../../src/domain/import.js'
-import type { FeedPosition, Store } from '../../src/store/types.js'
+import type { FeedHistory, FeedPlace, Store } from '../../src/store/types.js'
 import { pet, tempStore } from '../helpers/app.js'
 
-/** A store whose head the test moves, counting the reads. */
-function headStore (initial: FeedPosition | null = null) {
-  const state = { head: initial, reads: 0, fail: false }
+/** The only epoch of headStore's history. */
+const EPOCH = '0123456789abcdef'
+
+/** A store whose head the test moves, counting the reads; its history has one epoch, from the start. */
+function headStore (initial: Omit<FeedPlace, 'epoch'> | null = null) {
+  const state: { head: FeedPlace | null, reads: number, fail: boolean } = { head: initial === null ? null : { ...initial, epoch: EPOCH }, reads: 0, fail: false }
   const store = {
     feedHead: async () => {
       state.reads++
       if (state.fail) throw new Error('store down')
       return state.head
-    }
+    },
+    feedHistory: async (): Promise<FeedHistory> => ({
+      epochs: [{ epoch: EPOCH, after: { order: 0n, id: 0n }, startedAt: new Date(0), reason: 'created' }],
+      head: state.head === null ? null : { order: state.head.order, id: state.head.id }
+    })
   }
   return { store, state }
 }
@@ -48,7 +55,7 @@ describe('FeedWatch', () => {
     const polls = Math.ceil((performance.now() - since) / 20) + 1
     assert.deepEqual(heard, [1, 1, 1], 'an unchanged head tells no one')
     assert.ok(state.reads - reads <= polls, `one read per poll for all listeners: ${state.reads - reads} reads in at most ${polls} polls`)
-    state.head = { order: 2n, id: 5n }
+    state.head = { order: 2n, id: 5n, epoch: EPOCH }
     await until(() => heard.every((n) => n === 2))
     for (const off of leave) off()
     await sleep(40)
@@ -89,10 +96,10 @@ describe('FeedWatch', () => {
 describe('streamStart', () => {
   test('when a cursor is given, then it is checked; without one, the stream starts at the head now (or the start of an empty feed)', async () => {
     const { store } = headStore({ order: 3n, id: 7n })
-    assert.equal(await streamStart(store, null), feedCursor({ order: 3n, id: 7n }))
-    assert.equal(await streamStart(headStore(null).store, null), null)
-    const given = feedCursor({ order: 1n, id: 2n })
-    assert.equal(await streamStart(store, given), given)
+    assert.equal((await streamStart(store, null)).after, feedCursor({ order: 3n, id: 7n, epoch: EPOCH }))
+    assert.equal((await streamStart(headStore(null).store, null)).after, null)
+    const given = feedCursor({ order: 1n, id: 2n, epoch: EPOCH })
+    assert.equal((await streamStart(store, given)).after, given)
     for (const bad of ['nonsense', Buffer.from('o1:5').toString('base64url'), Buffer.from('f1:-1.0').toString('base64url'), Buffer.from('f1:1.2.3').toString('base64url')]) {
       await assert.rejects(streamStart(store, bad), InvalidCursorError, bad)
     }
@@ -108,7 +115,7 @@ describe('followChanges', () => {
     const watch = new FeedWatch({ store, pollMs: 10 })
     t.after(() => { watch.close() })
     const stop = new AbortController()
-    const follow = followChanges(store, watch, { after: feedCursor(first.position), keyId: null, pageSize: 2, signal: stop.signal })
+    const follow = followChanges(store, watch, { after: feedCursor({ ...first.position, epoch: first.epoch }), keyId: null, pageSize: 2, signal: stop.signal })
     const pages: ChangeView[][] = []
     const reading = (async () => {
       for await (const page of follow) pages.push(page)
