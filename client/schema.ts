@@ -366,7 +366,7 @@ export interface operations {
                     ETag?: string;
                     /** @description With `limit` or `cursor`: rel="next" link while more entries remain */
                     Link?: string;
-                    /** @description The change feed's cursor this listing reflects: every change up to it is in the listing. To keep a copy, store the listing, then follow `GET /v1/inventory/changes?after=<this cursor>`. The listing may also hold a few changes after it, which the feed then repeats; each change carries the values it set, so applying them again changes nothing. With pages, on the first page only (later pages may reflect later changes). Absent while no change has ever been recorded (follow the feed from its start). Beta */
+                    /** @description The change feed's cursor this listing reflects: every change up to it is in the listing, none after it. To keep a copy, store the listing, then follow `GET /v1/inventory/changes?after=<this cursor>`: nothing you already have is replayed. It keeps up with the feed: once writes stop, every instance answers the feed's last change within the listing's freshness bound (at once on the instance that wrote; a few seconds at most elsewhere). A cursor from before a restore of the store may be refused later with 410 `cursor_expired`: take the listing again. With pages, on the first page only (later pages may reflect later changes). Absent while no change has ever been recorded (follow the feed from its start). Beta */
                     "Changes-Cursor"?: string;
                     [name: string]: unknown;
                 };

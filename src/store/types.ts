@@ -108,8 +108,11 @@ export type StockAdjustment = Omit<StockChange, 'quantity'> & {
 }
 
 export type StockChangeResult =
-  /** `version`: the inventory version right after this change, where the store can tell (SQLite). */
-  | { status: 'updated', entry: StockEntry, version?: bigint }
+  /**
+   * `version`: the inventory version right after this change, and `feed`: the change's place in the feed, where the
+   * store can tell (SQLite).
+   */
+  | { status: 'updated', entry: StockEntry, version?: bigint, feed?: FeedPlace }
   | { status: 'not_found' }
   /** The entry's revision is not one of expectedRevisions: nothing was changed. */
   | { status: 'stale', current: StockEntry }
@@ -152,8 +155,8 @@ export interface BatchFailure {
 }
 
 export type StockBatchResult =
-  /** Every change applied: the entries as they are now, in the batch's order. */
-  | { status: 'updated', entries: StockEntry[], version?: bigint }
+  /** Every change applied: the entries as they are now, in the batch's order (version and feed: as for one change). */
+  | { status: 'updated', entries: StockEntry[], version?: bigint, feed?: FeedPlace }
   /** At least one change cannot apply: nothing was changed; every failing change is listed. */
   | { status: 'refused', failures: BatchFailure[] }
   /** An unexpired record of the batch's idempotency key exists: nothing was changed. */

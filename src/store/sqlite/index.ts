@@ -91,7 +91,12 @@ async function guardAsync<T> (work: () => Promise<T>): Promise<T> {
 function singleResult (result: StockBatchResult): StockAdjustmentResult {
   switch (result.status) {
     case 'updated':
-      return { status: 'updated', entry: result.entries[0] as StockEntry, ...(result.version === undefined ? {} : { version: result.version }) }
+      return {
+        status: 'updated',
+        entry: result.entries[0] as StockEntry,
+        ...(result.version === undefined ? {} : { version: result.version }),
+        ...(result.feed === undefined ? {} : { feed: result.feed })
+      }
     case 'recorded':
       return result
     case 'refused': {
@@ -484,6 +489,8 @@ export class SqliteStore implements Store {
     const dropKey = this.#prepare('DELETE FROM idempotency_keys WHERE scope = ? AND idempotency_key = ?')
     const recordKey = this.#prepare(`INSERT INTO idempotency_keys (scope, idempotency_key, fingerprint, entries, created_at, expires_at)
       VALUES (?, ?, ?, ?, ?, ?)`)
+    // New changes are of the epoch now current: read once per commit, it changes only when a copy is first opened.
+    const epoch = this.#currentEpoch()
     const apply = (batch: StockBatch | (Omit<StockBatch, 'batchId'> & { batchId: null })): StockBatchResult => {
       const claim = batch.idempotency
       if (claim !== undefined) {
@@ -502,15 +509,18 @@ export class SqliteStore implements Store {
       if (failures.length > 0) return { status: 'refused', failures }
       // No pet appears twice in a batch, so every change was checked against the entry it now writes.
       const at = batch.at.toISOString()
+      let last = 0n
       const entries = planned.map(({ change, current, quantity }) => {
         const { lastInsertRowid } = record.run(change.petId, heads.get(change.petId) ?? null, current.quantity, quantity, change.reason, change.note,
           batch.keyId, batch.requestId, batch.batchId, at)
         update.run(quantity, lastInsertRowid, change.petId)
+        last = BigInt(lastInsertRowid)
         return { ...current, quantity, revision: current.revision + 1n }
       })
       const version = (readVersion.get() as { v: bigint }).v
       if (claim !== undefined) recordKey.run(claim.scope, claim.key, claim.fingerprint, entriesText(entries), at, claim.expiresAt.toISOString())
-      return { status: 'updated', entries, version }
+      // The place of the write's last change: with the version, what the listing moves to when it patches the write in.
+      return { status: 'updated', entries, version, ...(epoch === undefined ? {} : { feed: { order: 0n, id: last, epoch } }) }
     }
     return (change) => {
       if ('changes' in change) return apply(change)
@@ -521,6 +531,15 @@ export class SqliteStore implements Store {
       const allowed = 'delta' in change ? change.allowed : { min: Number.NEGATIVE_INFINITY, max: Number.POSITIVE_INFINITY }
       const result = apply({ ...change, changes: [one], allowed, batchId: null })
       return singleResult(result)
+    }
+  }
+
+  /** The epoch now current; undefined on a store from before epochs (not migrated yet). */
+  #currentEpoch (): string | undefined {
+    try {
+      return this.#prepare('SELECT epoch FROM store_epochs ORDER BY seq DESC LIMIT 1').pluck().get() as string | undefined
+    } catch {
+      return undefined
     }
   }
 
