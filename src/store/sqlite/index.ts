@@ -489,8 +489,9 @@ export class SqliteStore implements Store {
     const dropKey = this.#prepare('DELETE FROM idempotency_keys WHERE scope = ? AND idempotency_key = ?')
     const recordKey = this.#prepare(`INSERT INTO idempotency_keys (scope, idempotency_key, fingerprint, entries, created_at, expires_at)
       VALUES (?, ?, ?, ?, ?, ?)`)
-    // New changes are of the epoch now current: read once per commit, it changes only when a copy is first opened.
-    const epoch = this.#currentEpoch()
+    // New changes are of the epoch now current: read once per commit, inside its transaction (under the write lock
+    // already held, a read of a page in the cache).
+    let epoch: string | undefined | null = null
     const apply = (batch: StockBatch | (Omit<StockBatch, 'batchId'> & { batchId: null })): StockBatchResult => {
       const claim = batch.idempotency
       if (claim !== undefined) {
@@ -520,6 +521,7 @@ export class SqliteStore implements Store {
       const version = (readVersion.get() as { v: bigint }).v
       if (claim !== undefined) recordKey.run(claim.scope, claim.key, claim.fingerprint, entriesText(entries), at, claim.expiresAt.toISOString())
       // The place of the write's last change: with the version, what the listing moves to when it patches the write in.
+      if (epoch === null) epoch = this.#currentEpoch()
       return { status: 'updated', entries, version, ...(epoch === undefined ? {} : { feed: { order: 0n, id: last, epoch } }) }
     }
     return (change) => {
