@@ -116,20 +116,11 @@ export function comparePositions (a: FeedPosition, b: FeedPosition): number {
 export function checkPlace (history: FeedHistory, place: FeedPlace): void {
   const { epochs, head } = history
   const index = place.epoch === null ? 0 : epochs.findIndex((e) => e.epoch === place.epoch)
-  if (index === -1 || (place.epoch !== null && epochs.length === 0)) throw new CursorExpiredError()
+  if (index === -1) throw new CursorExpiredError()
   const next = epochs[index + 1]
   const end = next?.after ?? head ?? { order: 0n, id: 0n }
   if (comparePositions(place, end) <= 0) return
   throw next === undefined ? new CursorAheadError() : new CursorExpiredError()
-}
-
-/** The epoch of the change at `position` in this history: the last to begin before it; null before the first. */
-export function epochAt (history: Pick<FeedHistory, 'epochs'>, position: FeedPosition): string | null {
-  for (let i = history.epochs.length - 1; i >= 0; i--) {
-    const epoch = history.epochs[i] as FeedHistory['epochs'][number]
-    if (comparePositions(epoch.after, position) < 0) return epoch.epoch
-  }
-  return null
 }
 
 /** A change as the feed shows it; its request id only to whoever made it (`own`): others' request ids are theirs. */
