@@ -186,6 +186,21 @@ if (await requirePostgres('PostgreSQL store epochs')) {
       assert.notEqual((await change(again, 9)).epoch, dumped.epoch)
     })
 
+    test('when several instances start at once on a restored database, then one epoch begins, and every instance confirms that one', async (t) => {
+      const schema = await tempSchema(t)
+      const stores = Array.from({ length: 4 }, () => new PostgresStore(POSTGRES_URL, { schema }))
+      t.after(() => Promise.all(stores.map((store) => store.close())))
+      await stores[0]?.migrate()
+      await stores[0]?.confirmEpoch()
+      await importData(stores[0] as PostgresStore, { pets: [pet(1)], orders: [] })
+      // As a pg_restore leaves it: the epoch recorded another database.
+      await adminQuery(`UPDATE ${schema}.store_epochs SET database_oid = database_oid + 1`)
+      const confirmed = await Promise.all(stores.map((store) => store.confirmEpoch()))
+      assert.equal(confirmed.filter((c) => c.started).length, 1)
+      assert.equal(new Set(confirmed.map((c) => c.epoch.epoch)).size, 1)
+      assert.deepEqual((await stores[0]?.feedHistory())?.epochs.map((e) => e.reason), ['created', 'new database'])
+    })
+
     test('when the operator says the store was restored (migrate --restored), then a new epoch begins even where nothing tells', async (t) => {
       const store = await storeOn(t, await tempPostgresDatabase(t))
       await store.migrate()
