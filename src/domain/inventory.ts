@@ -1,6 +1,6 @@
 import { AppError } from '../errors.js'
 import { randomUUID } from 'node:crypto'
-import type { BatchChange, IdempotencyClaim, ImportedCurrent, ImportedStockChange, StockAdjustment, StockBatch, StockChange, Store } from '../store/types.js'
+import type { BatchChange, FeedPlace, IdempotencyClaim, ImportedCurrent, ImportedStockChange, StockAdjustment, StockBatch, StockChange, Store } from '../store/types.js'
 import type { IdempotencyKeys, Keyed, KeyedResult } from './idempotency.js'
 import { MAX_QUANTITY, type LedgerEntry, type PetImport, type StockEntry, type StockReason } from './model.js'
 
@@ -26,13 +26,20 @@ export const MAX_INVENTORY_LIMIT = 1000
 export const INVENTORY_CURSOR_PREFIX = 'i1:'
 
 /**
- * An applied stock change: the entry as it is now and, where the store tells, the inventory version it made; or,
- * `replayed`, the entry as an earlier request with the same idempotency key left it (nothing was applied now).
+ * An applied stock change: the entry as it is now and, where the store tells, the inventory version it made and the
+ * change's place in the feed; or, `replayed`, the entry as an earlier request with the same idempotency key left it
+ * (nothing was applied now).
  */
 export interface AppliedChange {
   entry: StockEntry
   version?: bigint
+  feed?: FeedPlace
   replayed: boolean
+}
+
+/** The version and feed place a store told of an applied write, where it told them. */
+function madeBy (result: { version?: bigint, feed?: FeedPlace }): { version?: bigint, feed?: FeedPlace } {
+  return { ...(result.version === undefined ? {} : { version: result.version }), ...(result.feed === undefined ? {} : { feed: result.feed }) }
 }
 
 /** A write sent with an idempotency key: the process's keys, and the key the caller sent. */
@@ -82,7 +89,7 @@ const conditionOf = (revisions: readonly bigint[] | null): string[] | null =>
 function appliedOrThrow (petId: bigint, result: KeyedResult, outOfRange?: (current: StockEntry) => AppError): AppliedChange {
   switch (result.status) {
     case 'updated':
-      return result.version === undefined ? { entry: result.entry, replayed: false } : { entry: result.entry, version: result.version, replayed: false }
+      return { entry: result.entry, ...madeBy(result), replayed: false }
     case 'replayed':
       return { entry: result.entries[0] as StockEntry, replayed: true }
     case 'not_found':
@@ -124,6 +131,8 @@ export type BatchChangeRequest = BatchChange
 export interface AppliedBatch {
   entries: StockEntry[]
   version?: bigint
+  /** The place of the batch's last change. */
+  feed?: FeedPlace
   replayed: boolean
 }
 
@@ -171,7 +180,7 @@ export async function applyBatch (store: Store, changes: readonly BatchChangeReq
   const result = await keyed(idempotency, request, (claim) => store.applyBatch(claim === undefined ? batch : { ...batch, at: new Date(clock()), idempotency: claim }))
   switch (result.status) {
     case 'updated':
-      return result.version === undefined ? { entries: result.entries, replayed: false } : { entries: result.entries, version: result.version, replayed: false }
+      return { entries: result.entries, ...madeBy(result), replayed: false }
     case 'replayed':
       return { entries: result.entries, replayed: true }
     case 'refused':

@@ -3,7 +3,7 @@ import { StoreReadOnlyError } from '../errors.js'
 import { aheadError, requireUsable, type SchemaStatus } from './migrations.js'
 import { PostgresStore } from './postgres/index.js'
 import { SqliteStore } from './sqlite/index.js'
-import type { Store } from './types.js'
+import type { EpochConfirmation, Store } from './types.js'
 
 /** Opens the store named by DATABASE_URL: postgres:// or postgresql:// for PostgreSQL, a file path for SQLite. Does not migrate. */
 export function openStore (config: Pick<Config, 'databaseUrl' | 'database'>): Store {
@@ -24,7 +24,24 @@ export async function readyForUse (store: Store, access: 'read' | 'write'): Prom
     return await store.schemaStatus()
   }
   requireUsable(status, access)
+  // A command that writes (an import records changes) first confirms the store's epoch: a restored store gets its new
+  // one before any change is made in it.
+  if (access === 'write') await store.confirmEpoch()
   return status
+}
+
+/** A line for the log or the terminal when confirming the epoch found something to say; else null. */
+export function epochNotice (confirmation: EpochConfirmation): string | null {
+  const { epoch, started, unreadable } = confirmation
+  const parts: string[] = []
+  if (started) {
+    parts.push(`A new store epoch ${epoch.epoch} began (${epoch.reason}): changes from now on get new event ids and cursors, and cursors ` +
+      'from a history this store no longer has are refused with 410 cursor_expired.')
+  }
+  if (unreadable.length > 0) {
+    parts.push(`Could not read ${unreadable.join(', ')}: a restore or failover that changes only ${unreadable.length === 1 ? 'it' : 'them'} is not detected.`)
+  }
+  return parts.length === 0 ? null : parts.join(' ')
 }
 
 /**
@@ -33,7 +50,7 @@ export async function readyForUse (store: Store, access: 'read' | 'write'): Prom
  */
 const READS: ReadonlySet<string> = new Set<keyof Store | keyof SqliteStore>([
   'schemaStatus', 'ping', 'close', 'poolStats', 'listInventory', 'inventoryVersion', 'inventoryPages', 'changedElsewhere',
-  'getStockEntry', 'stockHistory', 'listChanges', 'feedHead', 'listWebhooks', 'getWebhook', 'listWebhookDeliveries', 'getWebhookDelivery', 'webhookBacklog', 'getPet', 'countPets', 'listOrders', 'findApiKeyByHash', 'listApiKeys', 'findIdempotencyRecord',
+  'getStockEntry', 'stockHistory', 'listChanges', 'feedHead', 'feedHistory', 'listWebhooks', 'getWebhook', 'listWebhookDeliveries', 'getWebhookDelivery', 'webhookBacklog', 'getPet', 'countPets', 'listOrders', 'findApiKeyByHash', 'listApiKeys', 'findIdempotencyRecord',
   'backup', 'durability'
 ])
 
@@ -67,7 +84,7 @@ export function readOnly (store: Store, status: SchemaStatus): Store {
  * PostgreSQL is backed up by its operators' own means (pg_dump, snapshots). Returns how many migrations were
  * applied, where the copy is, and why the schema's objects could not be compared with the migrations' here, if so.
  */
-export async function migrateStore (store: Store, databaseUrl: string): Promise<{ applied: number, from: number, to: number, backup: string | null, objectsUnchecked?: string }> {
+export async function migrateStore (store: Store, databaseUrl: string, options: { restored?: boolean } = {}): Promise<{ applied: number, from: number, to: number, backup: string | null, epoch: EpochConfirmation, objectsUnchecked?: string }> {
   const status = await store.schemaStatus()
   if (status.ahead.length > 0) throw aheadError(status)
   let backup: string | null = null
@@ -76,5 +93,8 @@ export async function migrateStore (store: Store, databaseUrl: string): Promise<
     await store.backup(backup)
   }
   const applied = await store.migrate()
-  return { applied, from: status.version, to: (await store.schemaStatus()).version, backup, ...(status.objectsUnchecked === undefined ? {} : { objectsUnchecked: status.objectsUnchecked }) }
+  // After a restore of PostgreSQL (pg_restore, point-in-time recovery), `petstore migrate` is the command that runs
+  // first: it starts the restored store's new epoch (`restored`: whether or not it can tell).
+  const epoch = await store.confirmEpoch({ restored: options.restored === true })
+  return { applied, from: status.version, to: (await store.schemaStatus()).version, backup, epoch, ...(status.objectsUnchecked === undefined ? {} : { objectsUnchecked: status.objectsUnchecked }) }
 }

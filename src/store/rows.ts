@@ -3,7 +3,8 @@
  * drivers differ only in how a column arrives (SQLite: every integer a bigint, times as ISO text, booleans as 0/1;
  * PostgreSQL: int4 a number, int8 a bigint, timestamptz a Date, boolean a boolean); the mappers take either.
  */
-import type { IdempotencyRecord } from './types.js'
+import { randomBytes } from 'node:crypto'
+import type { FeedPosition, IdempotencyRecord, StoreEpoch } from './types.js'
 import type { ApiKeyRecord, InventoryItem, KeyScope, LedgerEntry, LedgerReason, Order, OrderStatus, Pet, PetImport, PetStatus, Plan, StockEntry, Tag } from '../domain/model.js'
 
 export type Int = bigint | number
@@ -38,6 +39,26 @@ export const ORDER_COLUMNS = 'id, pet_id, quantity, ship_date, status, complete'
 export const KEY_COLUMNS = 'id, name, plan, per_minute, per_day, created_at, revoked_at, banned_at, banned_until, ban_seconds, scope, expires_at, ' +
   'quota_id, replaced_by, last_used_at, last_deprecated_use_at'
 export const PET_COLUMNS = 'id, name, status, category_id, category_name, photo_urls, tags'
+
+/**
+ * The store epoch of the change at feed position (`order`, `id`), two SQL expressions: the last epoch that began before
+ * it (migration 11), or null for a change from before the store had epochs (an upgraded store's first changes). The
+ * epochs are a handful of rows; the subquery reads them per change.
+ */
+export const EPOCH_OF = (order: string, id: string): string =>
+  `(SELECT e.epoch FROM store_epochs e WHERE (e.after_order, e.after_id) < (${order}, ${id}) ORDER BY e.seq DESC LIMIT 1)`
+/** The columns of an epoch (store_epochs e). */
+export const EPOCH_COLUMNS = 'e.epoch, e.after_order, e.after_id, e.started_at, e.reason'
+export interface EpochRow { epoch: string, after_order: bigint, after_id: bigint, started_at: Time, reason: string }
+export const toEpoch = (row: EpochRow): StoreEpoch =>
+  ({ epoch: row.epoch, after: { order: row.after_order, id: row.after_id }, startedAt: time(row.started_at), reason: row.reason })
+/** A new epoch's id: 16 lowercase hexadecimal digits (64 random bits), as the migrations make them. */
+export function newEpochId (): string {
+  return randomBytes(8).toString('hex')
+}
+/** A feed position from a head query's two columns; null for an empty feed. */
+export const headOf = (order: bigint | null | undefined, id: bigint | null | undefined): FeedPosition | null =>
+  order === null || order === undefined || id === null || id === undefined ? null : { order, id }
 
 export const toInventoryItem = (row: InventoryRow): InventoryItem => ({ petId: row.pet_id, quantity: num(row.quantity), status: row.status })
 

@@ -108,8 +108,11 @@ export type StockAdjustment = Omit<StockChange, 'quantity'> & {
 }
 
 export type StockChangeResult =
-  /** `version`: the inventory version right after this change, where the store can tell (SQLite). */
-  | { status: 'updated', entry: StockEntry, version?: bigint }
+  /**
+   * `version`: the inventory version right after this change, and `feed`: the change's place in the feed, where the
+   * store can tell (SQLite).
+   */
+  | { status: 'updated', entry: StockEntry, version?: bigint, feed?: FeedPlace }
   | { status: 'not_found' }
   /** The entry's revision is not one of expectedRevisions: nothing was changed. */
   | { status: 'stale', current: StockEntry }
@@ -152,8 +155,8 @@ export interface BatchFailure {
 }
 
 export type StockBatchResult =
-  /** Every change applied: the entries as they are now, in the batch's order. */
-  | { status: 'updated', entries: StockEntry[], version?: bigint }
+  /** Every change applied: the entries as they are now, in the batch's order (version and feed: as for one change). */
+  | { status: 'updated', entries: StockEntry[], version?: bigint, feed?: FeedPlace }
   /** At least one change cannot apply: nothing was changed; every failing change is listed. */
   | { status: 'refused', failures: BatchFailure[] }
   /** An unexpired record of the batch's idempotency key exists: nothing was changed. */
@@ -168,9 +171,50 @@ export interface FeedPosition {
   id: bigint
 }
 
-/** A ledger entry as the change feed serves it, with its place. */
+/**
+ * A place in the feed as its cursors name it: the position, and the store epoch of the change there (null: a change
+ * from before the store had epochs, whose cursor and event id keep the earlier forms).
+ */
+export interface FeedPlace extends FeedPosition {
+  epoch: string | null
+}
+
+/**
+ * A generation of the store's history. A store gets its first epoch when it is created (or, for a store that held
+ * changes already, when it is upgraded to epochs), and a new one whenever its history may have forked: a restored
+ * copy opened for the first time, a PostgreSQL database that is not the one the store was last confirmed on (a
+ * restore into another database or cluster), a new WAL timeline (a promoted replica, point-in-time recovery). Each
+ * epoch begins after a place of the feed; a change belongs to the last epoch that began before it. Event ids and
+ * cursors carry the epoch, so a change made after a restore never takes the id or cursor of one the restore undid.
+ */
+export interface StoreEpoch {
+  /** 16 lowercase hexadecimal digits, random. */
+  epoch: string
+  /** The feed's place it begins after: every change after it (until the next epoch) is of this epoch. */
+  after: FeedPosition
+  startedAt: Date
+  /** Why it began: created, upgraded, restored, new database, new timeline. */
+  reason: string
+}
+
+/** What the store's history is now: its epochs, oldest first, and the feed's last change. */
+export interface FeedHistory {
+  epochs: StoreEpoch[]
+  head: FeedPosition | null
+}
+
+/** What confirming a store's epoch found: the epoch now current, whether it began just now. */
+export interface EpochConfirmation {
+  epoch: StoreEpoch
+  started: boolean
+  /** What identifies the database and could not be read (PostgreSQL without the right): detection is weaker then. */
+  unreadable: string[]
+}
+
+/** A ledger entry as the change feed serves it, with its place and the epoch it was made in (null: before epochs). */
 export interface FeedChange extends LedgerEntry {
   position: FeedPosition
+  epoch: string | null
 }
 
 /** A page of a consistent listing. */
@@ -181,7 +225,7 @@ export interface InventoryPage {
    * The change feed's place this snapshot reflects: after its last change (every change up to it is in the snapshot,
    * none after it); null when the feed is empty. The same on every page of one listing.
    */
-  feed: FeedPosition | null
+  feed: FeedPlace | null
   items: InventoryItem[]
 }
 
@@ -211,6 +255,18 @@ export interface Store extends WebhookStore {
   migrate (): Promise<number>
   /** Where the schema stands against this release, changing nothing; throws SchemaError for an edited migration. */
   schemaStatus (): Promise<SchemaStatus>
+  /**
+   * Starts a new epoch when the store's history may have forked since it was last confirmed, before anything else
+   * writes to it: SQLite, a copy made by `petstore backup` or `petstore restore` (marked as such) opened as the store
+   * for the first time; PostgreSQL, a database other than the one last confirmed (its cluster's system identifier,
+   * its oid, the oid of the store's own table) or a new WAL timeline. Otherwise records what identifies the database,
+   * where not known yet. With `restored` (the operator says the store was just restored by means nothing detects), a
+   * new epoch begins in any case. Run by every process that writes (serve, migrate, the CLI's writes); idempotent
+   * without `restored`, and safe for instances starting at once.
+   */
+  confirmEpoch (options?: { restored?: boolean }): Promise<EpochConfirmation>
+  /** The store's epochs and the feed's head, from one snapshot: what a cursor is checked against. */
+  feedHistory (): Promise<FeedHistory>
   /** Resolves when the database answers a trivial query. */
   ping (): Promise<void>
   close (): Promise<void>

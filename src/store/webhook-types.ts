@@ -3,7 +3,7 @@
  * outbox: a delivery is made from a committed change by the dispatcher, never by the request that made the change),
  * and the change streams open now. Implemented by both stores; one contract suite (test/store/webhooks.contract.test.ts).
  */
-import type { FeedChange, FeedPosition } from './types.js'
+import type { FeedChange, FeedPlace, FeedPosition } from './types.js'
 
 /** A subscription as stored. Secrets are kept as they are: signing needs them (API keys, which only need checking, are hashed). */
 export interface WebhookRecord {
@@ -70,8 +70,9 @@ export interface WebhookDelivery {
   id: bigint
   webhookId: string
   changeId: bigint
-  /** The change's place in the feed. */
+  /** The change's place in the feed, and the store epoch it was made in (null: before epochs). */
   position: FeedPosition
+  epoch: string | null
   state: DeliveryState
   /** Attempts made so far; the log lists them, oldest first. */
   attempts: WebhookAttempt[]
@@ -154,8 +155,8 @@ export interface WebhookBacklog {
 }
 
 export interface WebhookStore {
-  /** The feed's last change now (null: the feed is empty): where a new subscription's events begin. */
-  feedHead (): Promise<FeedPosition | null>
+  /** The feed's last change now, with its epoch (null: the feed is empty): where a new subscription's events begin. */
+  feedHead (): Promise<FeedPlace | null>
 
   /**
    * Creates a subscription whose events are the changes committed after the feed's head at that moment, unless its

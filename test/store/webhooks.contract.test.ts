@@ -124,7 +124,8 @@ function webhookContract (name: string, open: Open): void {
         })
         const feed = await feedAfter(store, null)
         assert.equal(feed.length, 5)
-        assert.deepEqual(await store.feedHead(), feed.at(-1)?.position)
+        const last = feed.at(-1)
+        assert.deepEqual(await store.feedHead(), last === undefined ? undefined : { ...last.position, epoch: last.epoch })
       })
     })
 

@@ -3,12 +3,12 @@ import { ConfigError, DATABASE_DEFAULTS, type DatabasePooler } from '../../confi
 import type { ApiKeyRecord, Ban, InventoryItem, LedgerEntry, Order, OrderStatus, Pet, PetImport, PetStatus, StockEntry } from '../../domain/model.js'
 import { StoreUnavailableError } from '../../errors.js'
 import {
-  ENTRY_COLUMNS, IDEMPOTENCY_COLUMNS, INVENTORY_COLUMNS, KEY_COLUMNS, LEDGER_COLUMNS, ORDER_COLUMNS, PET_COLUMNS, petColumns, progressReporter,
-  entriesText, toIdempotencyRecord, toInventoryItem, toKey, toLedgerEntry, toOrder, toPet, toStockEntry,
-  type EntryRow, type IdempotencyRow, type InventoryRow, type KeyRow, type LedgerRow, type OrderRow, type PetRow
+  ENTRY_COLUMNS, EPOCH_COLUMNS, EPOCH_OF, headOf, IDEMPOTENCY_COLUMNS, INVENTORY_COLUMNS, KEY_COLUMNS, LEDGER_COLUMNS, newEpochId, ORDER_COLUMNS, PET_COLUMNS, petColumns, progressReporter,
+  entriesText, toEpoch, toIdempotencyRecord, toInventoryItem, toKey, toLedgerEntry, toOrder, toPet, toStockEntry,
+  type EntryRow, type EpochRow, type IdempotencyRow, type InventoryRow, type KeyRow, type LedgerRow, type OrderRow, type PetRow
 } from '../rows.js'
 import type {
-  FeedChange, FeedPosition, IdempotencyClaim, IdempotencyRecord, ImportedCurrent, ImportedStockRule, ImportOptions, ImportResult, InventoryPage, NewApiKey, OrderPage, PoolStats, RotationOutcome, StockAdjustment, StockAdjustmentResult, StockChange,
+  EpochConfirmation, FeedChange, FeedHistory, FeedPlace, FeedPosition, IdempotencyClaim, IdempotencyRecord, ImportedCurrent, ImportedStockRule, ImportOptions, ImportResult, InventoryPage, NewApiKey, OrderPage, PoolStats, RotationOutcome, StockAdjustment, StockAdjustmentResult, StockChange,
   StockBatch, StockBatchResult, StockChangeResult, Store
 } from '../types.js'
 import { aheadError, appliedChecksum, appliedHistory, checksum, schemaStatus, type AppliedMigration, type SchemaStatus } from '../migrations.js'
@@ -39,6 +39,21 @@ const MIGRATION_LOCK = 7_265_001_042n
  * pet for new and record its status change as nothing, or as a second creation.
  */
 const IMPORT_LOCK = 7_265_001_043n
+
+/** The largest int8: an epoch that begins after (position, this) takes every change from the next position on. */
+const AFTER_EVERY_ID = 9_223_372_036_854_775_807n
+
+/** What identifies the database a store is on (each part null where it cannot be read); see confirmEpoch. */
+interface DatabaseIdentity {
+  /** The cluster's, from pg_control_system(): a new one for another cluster (initdb, pg_upgrade), kept by physical copies. */
+  systemIdentifier: string | null
+  /** The database's oid: another for a database restored with pg_restore (or made as a copy of a template). */
+  databaseOid: bigint | null
+  /** The oid of the store's own store_epochs table: another once pg_restore --clean has dropped and made it again. */
+  tableOid: bigint | null
+  /** The WAL timeline: a new one after point-in-time recovery or the promotion of a replica. */
+  timeline: bigint | null
+}
 
 /** The outcome row of a stock change: the entry before (old_*) and, when it applied, after. */
 interface ChangeRow { pet_id: bigint, old_quantity: number, old_revision: bigint, status: PetStatus, quantity: number | null, revision: bigint | null }
@@ -386,6 +401,81 @@ export class PostgresStore implements Store {
     await this.#query('SELECT 1')
   }
 
+  /** What identifies the database now; a part that cannot be read (no right to it, a standby's WAL) is null and named. */
+  async #identity (): Promise<{ identity: DatabaseIdentity, unreadable: string[] }> {
+    const unreadable: string[] = []
+    const read = async <T> (name: string, sql: string): Promise<T | null> => {
+      try {
+        const { rows } = await this.#query<{ v: T | null }>(sql)
+        return rows[0]?.v ?? null
+      } catch (error) {
+        if (error instanceof StoreUnavailableError) throw error
+        unreadable.push(name)
+        return null
+      }
+    }
+    const identity = {
+      systemIdentifier: await read<string>('system identifier (pg_control_system)', 'SELECT system_identifier::text AS v FROM pg_control_system()'),
+      databaseOid: await read<bigint>('database oid', 'SELECT oid::int8 AS v FROM pg_database WHERE datname = current_database()'),
+      tableOid: await read<bigint>('table oid', "SELECT 'store_epochs'::regclass::oid::int8 AS v"),
+      // The timeline is the first 8 hexadecimal digits of a WAL file's name, the one being written now.
+      timeline: await read<bigint>('WAL timeline (pg_walfile_name, pg_current_wal_lsn)',
+        "SELECT ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int8 AS v")
+    }
+    return { identity, unreadable }
+  }
+
+  /**
+   * Compares what identifies the database now with what the current epoch recorded (and the feed clock's timeline),
+   * under the feed clock's lock, so that no writer takes a feed position meanwhile and instances starting at once
+   * start one epoch: another cluster, database or table (pg_restore, also with --clean into the same database; a copy)
+   * or another timeline (point-in-time recovery, a promotion this store's commits have not met yet) starts a new epoch
+   * after the last position taken; so does `restored`. A part not recorded yet (an epoch made by a migration, or by
+   * the commit trigger) is recorded; a part that cannot be read is not compared.
+   */
+  async confirmEpoch ({ restored = false }: { restored?: boolean } = {}): Promise<EpochConfirmation> {
+    const { identity, unreadable } = await this.#identity()
+    return await this.#transaction(async (client) => {
+      const { rows: [clock] } = await client.query<{ position: bigint, timeline: bigint | null }>('SELECT position, timeline FROM feed_clock WHERE id = 1 FOR UPDATE')
+      const { rows: [latest] } = await client.query<EpochRow & { seq: number, system_identifier: string | null, database_oid: bigint | null, table_oid: bigint | null, timeline: bigint | null }>(
+        `SELECT e.seq, ${EPOCH_COLUMNS}, e.system_identifier, e.database_oid, e.table_oid, e.timeline FROM store_epochs e ORDER BY e.seq DESC LIMIT 1`)
+      if (clock === undefined || latest === undefined) throw new Error('the store has no feed clock or no epoch: run petstore migrate')
+      const differs = <T> (recorded: T | null, now: T | null): boolean => recorded !== null && now !== null && recorded !== now
+      const elsewhere = differs(latest.system_identifier, identity.systemIdentifier) || differs(latest.database_oid, identity.databaseOid) ||
+        differs(latest.table_oid, identity.tableOid)
+      const timeline = differs(clock.timeline ?? latest.timeline, identity.timeline)
+      if (elsewhere || timeline || restored) {
+        const { rows: [row] } = await client.query<EpochRow>(
+          `INSERT INTO store_epochs (seq, epoch, after_order, after_id, reason, system_identifier, database_oid, table_oid, timeline)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING epoch, after_order, after_id, started_at, reason`,
+          [latest.seq + 1, newEpochId(), clock.position, AFTER_EVERY_ID, elsewhere ? 'new database' : timeline ? 'new timeline' : 'restored',
+            identity.systemIdentifier, identity.databaseOid, identity.tableOid, identity.timeline])
+        await client.query('UPDATE feed_clock SET timeline = $1 WHERE id = 1', [identity.timeline])
+        return { epoch: toEpoch(row as EpochRow), started: true, unreadable }
+      }
+      const missing = (latest.system_identifier === null && identity.systemIdentifier !== null) || (latest.database_oid === null && identity.databaseOid !== null) ||
+        (latest.table_oid === null && identity.tableOid !== null) || (latest.timeline === null && identity.timeline !== null)
+      if (missing) {
+        await client.query(`UPDATE store_epochs SET system_identifier = coalesce(system_identifier, $1), database_oid = coalesce(database_oid, $2),
+          table_oid = coalesce(table_oid, $3), timeline = coalesce(timeline, $4) WHERE seq = $5`,
+        [identity.systemIdentifier, identity.databaseOid, identity.tableOid, identity.timeline, latest.seq])
+      }
+      if (identity.timeline !== null && clock.timeline !== identity.timeline) {
+        await client.query('UPDATE feed_clock SET timeline = $1 WHERE id = 1', [identity.timeline])
+      }
+      return { epoch: toEpoch(latest), started: false, unreadable }
+    })
+  }
+
+  /** The epochs and the head from one statement (one snapshot). */
+  async feedHistory (): Promise<FeedHistory> {
+    const { rows } = await this.#query<EpochRow & { head_order: bigint | null, head_id: bigint | null }>(
+      `SELECT ${EPOCH_COLUMNS}, h.position AS head_order, h.id AS head_id FROM store_epochs e LEFT JOIN (
+         SELECT f.position, (SELECT max(l.id) FROM stock_ledger l WHERE l.txid = f.txid) AS id FROM feed_positions f ORDER BY f.position DESC LIMIT 1
+       ) h ON true ORDER BY e.seq`)
+    return { epochs: rows.map(toEpoch), head: headOf(rows[0]?.head_order, rows[0]?.head_id) }
+  }
+
   async close (): Promise<void> {
     if (!this.#pool.ended) await this.#pool.end()
   }
@@ -413,15 +503,17 @@ export class PostgresStore implements Store {
     let open = true
     try {
       await client.query(this.#begin('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY'))
-      const { rows: [row] } = await client.query<{ v: bigint, position: bigint | null, id: bigint | null }>(
+      const { rows: [row] } = await client.query<{ v: bigint, position: bigint | null, id: bigint | null, epoch: string | null }>(
         // The feed's last committed change in this snapshot: positions are taken in commit order, so the snapshot holds
         // every change up to the highest position it sees and none after.
-        `SELECT (SELECT v FROM inventory_version WHERE id = 1) AS v, f.position,
-           (SELECT max(l.id) FROM stock_ledger l WHERE l.txid = f.txid) AS id
-         FROM (SELECT 1) one LEFT JOIN (SELECT position, txid FROM feed_positions ORDER BY position DESC LIMIT 1) f ON true`)
+        `SELECT h.v, h.position, h.id, ${EPOCH_OF('h.position', 'h.id')} AS epoch FROM (
+           SELECT (SELECT v FROM inventory_version WHERE id = 1) AS v, f.position,
+             (SELECT max(l.id) FROM stock_ledger l WHERE l.txid = f.txid) AS id
+           FROM (SELECT 1) one LEFT JOIN (SELECT position, txid FROM feed_positions ORDER BY position DESC LIMIT 1) f ON true
+         ) h`)
       const version = row?.v ?? 0n
       // A position without ledger rows is migration 7's own, on a ledger that was empty: the feed is empty.
-      const feed = row === undefined || row.position === null || row.id === null ? null : { order: row.position, id: row.id }
+      const feed = row === undefined || row.position === null || row.id === null ? null : { order: row.position, id: row.id, epoch: row.epoch }
       let after: bigint | null = null
       for (;;) {
         const { rows }: pg.QueryResult<InventoryRow> = await client.query<InventoryRow>(
@@ -551,11 +643,11 @@ export class PostgresStore implements Store {
 
   /** In commit order: the position each writing transaction took as it committed (migration 7), then the row id. */
   async listChanges (after: FeedPosition | null, limit: number): Promise<FeedChange[]> {
-    const { rows } = await this.#query<LedgerRow & { position: bigint }>(
-      `SELECT ${LEDGER_COLUMNS}, f.position FROM feed_positions f JOIN stock_ledger l ON l.txid = f.txid
+    const { rows } = await this.#query<LedgerRow & { position: bigint, epoch: string | null }>(
+      `SELECT ${LEDGER_COLUMNS}, f.position, ${EPOCH_OF('f.position', 'l.id')} AS epoch FROM feed_positions f JOIN stock_ledger l ON l.txid = f.txid
        WHERE $1::bigint IS NULL OR (f.position, l.id) > ($1::bigint, $2::bigint)
        ORDER BY f.position, l.id LIMIT $3`, [after?.order ?? null, after?.id ?? null, limit])
-    return rows.map((row) => ({ ...toLedgerEntry(row), position: { order: row.position, id: row.id } }))
+    return rows.map((row) => ({ ...toLedgerEntry(row), position: { order: row.position, id: row.id }, epoch: row.epoch }))
   }
 
   async stockHistory (petId: bigint, limit: number): Promise<LedgerEntry[]> {
@@ -726,7 +818,7 @@ export class PostgresStore implements Store {
   }
 
   // Webhooks and change streams (./webhooks.ts).
-  async feedHead (): Promise<FeedPosition | null> { return await this.#webhooks.feedHead() }
+  async feedHead (): Promise<FeedPlace | null> { return await this.#webhooks.feedHead() }
   async createWebhook (webhook: NewWebhook, maxPerQuota: number): Promise<WebhookRecord | 'limit'> { return await this.#webhooks.createWebhook(webhook, maxPerQuota) }
   async listWebhooks (quotaId: string | null): Promise<WebhookRecord[]> { return await this.#webhooks.listWebhooks(quotaId) }
   async getWebhook (id: string): Promise<WebhookRecord | null> { return await this.#webhooks.getWebhook(id) }

@@ -4,7 +4,8 @@
  * the same one and neither waits for the other.
  */
 import type pg from 'pg'
-import type { FeedPosition } from '../types.js'
+import type { FeedPlace } from '../types.js'
+import { EPOCH_OF } from '../rows.js'
 import {
   ATTEMPT_COLUMNS, CLAIM_COLUMNS, DELIVERY_COLUMNS, QUOTA_ACTIVE, toClaimed, toDeliveries, toWebhook, WEBHOOK_COLUMNS,
   type AttemptRow, type ClaimRow, type DeliveryRow, type WebhookRow
@@ -25,6 +26,8 @@ const WEBHOOK_QUOTA_LOCK = 726_500
 /** The feed's last change: the highest commit position and the last ledger row of its transaction. */
 const HEAD_SQL = `SELECT f.position, (SELECT max(l.id) FROM stock_ledger l WHERE l.txid = f.txid) AS id
   FROM feed_positions f ORDER BY f.position DESC LIMIT 1`
+/** The feed's last change with its epoch. */
+const HEAD_PLACE_SQL = `SELECT h.position, h.id, ${EPOCH_OF('h.position', 'h.id')} AS epoch FROM (${HEAD_SQL}) h`
 
 export class PostgresWebhooks implements WebhookStore {
   readonly #query: Query
@@ -35,7 +38,7 @@ export class PostgresWebhooks implements WebhookStore {
     this.#transaction = transaction
   }
 
-  async feedHead (): Promise<FeedPosition | null> {
+  async feedHead (): Promise<FeedPlace | null> {
     return await head(this.#query)
   }
 
@@ -262,8 +265,8 @@ export class PostgresWebhooks implements WebhookStore {
   }
 }
 
-async function head (query: (text: string, values?: unknown[]) => Promise<pg.QueryResult>): Promise<FeedPosition | null> {
-  const { rows: [row] } = await query(HEAD_SQL) as pg.QueryResult<{ position: bigint, id: bigint | null }>
+async function head (query: (text: string, values?: unknown[]) => Promise<pg.QueryResult>): Promise<FeedPlace | null> {
+  const { rows: [row] } = await query(HEAD_PLACE_SQL) as pg.QueryResult<{ position: bigint, id: bigint | null, epoch: string | null }>
   // A position without ledger rows is migration 7's own, on a ledger that was empty: the feed is empty.
-  return row === undefined || row.id === null ? null : { order: row.position, id: row.id }
+  return row === undefined || row.id === null ? null : { order: row.position, id: row.id, epoch: row.epoch }
 }

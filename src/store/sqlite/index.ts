@@ -4,7 +4,7 @@ import { dirname } from 'node:path'
 import type { ApiKeyRecord, Ban, InventoryItem, LedgerEntry, Order, OrderStatus, Pet, PetImport, PetStatus, StockEntry } from '../../domain/model.js'
 import { StoreUnavailableError } from '../../errors.js'
 import type {
-  BatchFailure, FeedChange, FeedPosition, IdempotencyRecord, ImportOptions, ImportResult, InventoryPage, NewApiKey, OrderPage, StockAdjustment, StockAdjustmentResult, StockBatch,
+  BatchFailure, EpochConfirmation, FeedChange, FeedHistory, FeedPlace, FeedPosition, IdempotencyRecord, ImportOptions, ImportResult, InventoryPage, NewApiKey, OrderPage, StockAdjustment, StockAdjustmentResult, StockBatch,
   RotationOutcome, StockBatchResult, StockChange, StockChangeResult, Store
 } from '../types.js'
 import { aheadError, appliedChecksum, appliedHistory, checksum, detectQueries, schemaStatus, type AppliedMigration, type SchemaStatus } from '../migrations.js'
@@ -18,9 +18,9 @@ import type {
   AttemptOutcome, ClaimedDelivery, ClaimRequest, EnqueueResult, FailureRun, NewWebhook, WebhookBacklog, WebhookDelivery, WebhookRecord, WebhookUpdate
 } from '../webhook-types.js'
 import {
-  entriesText, IDEMPOTENCY_COLUMNS, INVENTORY_COLUMNS, KEY_COLUMNS, LEDGER_COLUMNS, ORDER_COLUMNS, PET_COLUMNS, petColumns, progressReporter,
-  toIdempotencyRecord, toInventoryItem, toKey, toLedgerEntry, toOrder, toPet, toStockEntry,
-  type EntryRow, type IdempotencyRow, type InventoryRow, type KeyRow, type LedgerRow, type OrderRow, type PetRow
+  entriesText, EPOCH_COLUMNS, EPOCH_OF, headOf, newEpochId, IDEMPOTENCY_COLUMNS, INVENTORY_COLUMNS, KEY_COLUMNS, LEDGER_COLUMNS, ORDER_COLUMNS, PET_COLUMNS, petColumns, progressReporter,
+  toEpoch, toIdempotencyRecord, toInventoryItem, toKey, toLedgerEntry, toOrder, toPet, toStockEntry,
+  type EntryRow, type EpochRow, type IdempotencyRow, type InventoryRow, type KeyRow, type LedgerRow, type OrderRow, type PetRow
 } from '../rows.js'
 
 /** An entry with the id of its newest ledger row: the head of the pet's ledger chain (migration 4). */
@@ -92,7 +92,12 @@ async function guardAsync<T> (work: () => Promise<T>): Promise<T> {
 function singleResult (result: StockBatchResult): StockAdjustmentResult {
   switch (result.status) {
     case 'updated':
-      return { status: 'updated', entry: result.entries[0] as StockEntry, ...(result.version === undefined ? {} : { version: result.version }) }
+      return {
+        status: 'updated',
+        entry: result.entries[0] as StockEntry,
+        ...(result.version === undefined ? {} : { version: result.version }),
+        ...(result.feed === undefined ? {} : { feed: result.feed })
+      }
     case 'recorded':
       return result
     case 'refused': {
@@ -103,7 +108,7 @@ function singleResult (result: StockBatchResult): StockAdjustmentResult {
 }
 
 /** Rows as pages of `size` items; an empty listing is one empty page. */
-function * pagesOf (version: bigint, feed: FeedPosition | null, rows: Iterable<InventoryRow>, size: number): Generator<InventoryPage> {
+function * pagesOf (version: bigint, feed: FeedPlace | null, rows: Iterable<InventoryRow>, size: number): Generator<InventoryPage> {
   let page: InventoryItem[] = []
   let pages = 0
   for (const row of rows) {
@@ -118,12 +123,45 @@ function * pagesOf (version: bigint, feed: FeedPosition | null, rows: Iterable<I
 }
 
 /**
- * The feed's last change (ledger rows commit in id order: the largest id), read inside the caller's transaction, on the
- * connection whose statements `prepare` makes (the store's own cache, or a listing's second connection).
+ * The feed's last change (ledger rows commit in id order: the largest id) and its epoch, read inside the caller's
+ * transaction, on the connection whose statements `prepare` makes (the store's own cache, or a listing's second
+ * connection).
  */
-function feedHead (prepare: (sql: string) => Database.Statement): FeedPosition | null {
-  const { id } = prepare('SELECT max(id) AS id FROM stock_ledger').get() as { id: bigint | null }
-  return id === null ? null : { order: 0n, id }
+function feedHead (prepare: (sql: string) => Database.Statement): FeedPlace | null {
+  const { id, epoch } = prepare(`SELECT h.id, ${EPOCH_OF('0', 'h.id')} AS epoch FROM (SELECT max(id) AS id FROM stock_ledger) h`)
+    .get() as { id: bigint | null, epoch: string | null }
+  return id === null ? null : { order: 0n, id, epoch }
+}
+
+/**
+ * The mark of a copy of the store's file (PRAGMA user_version, which SQLite keeps for applications): set on every
+ * copy made with onlineCopy (petstore backup, the copy petstore restore puts in place, the one kept before a
+ * migration), never on the store itself. The first time such a copy is opened as the store, its history may fork
+ * from the one the original went on with, so a new epoch begins and the mark is cleared. "COPY" in ASCII.
+ */
+export const COPY_MARK = 0x434f5059
+
+function hasEpochs (db: Database.Database): boolean {
+  return db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'store_epochs'").get() !== undefined
+}
+
+/**
+ * Starts a new epoch in a marked copy opened as the store (or in any store, `always`), and clears the mark, in one
+ * IMMEDIATE transaction (two processes opening the copy at once start one epoch); the epoch, or null when the file is
+ * not a marked copy (or has no epochs yet: migrate() does it once it has).
+ */
+function startEpochOfCopy (db: Database.Database, always = false): EpochRow | null {
+  const marked = (): boolean => always || Number(db.pragma('user_version', { simple: true })) === COPY_MARK
+  if (!marked() || !hasEpochs(db)) return null
+  return db.transaction((): EpochRow | null => {
+    if (!marked()) return null
+    const { seq, head } = db.prepare('SELECT (SELECT max(seq) FROM store_epochs) AS seq, (SELECT max(id) FROM stock_ledger) AS head').get() as { seq: bigint, head: bigint | null }
+    const row: EpochRow = { epoch: newEpochId(), after_order: 0n, after_id: head ?? 0n, started_at: new Date().toISOString(), reason: 'restored' }
+    db.prepare('INSERT INTO store_epochs (seq, epoch, after_order, after_id, started_at, reason) VALUES (?, ?, ?, ?, ?, ?)')
+      .run(seq + 1n, row.epoch, row.after_order, row.after_id, row.started_at, row.reason)
+    db.pragma('user_version = 0')
+    return row
+  }).immediate()
 }
 
 /** The rows of schema_migrations (checksums null where not recorded); none when the table does not exist. */
@@ -159,6 +197,13 @@ const WHOLE_FILE = 0x7fffffff
  */
 export async function onlineCopy (db: Database.Database, path: string): Promise<void> {
   await db.backup(path, { progress: () => WHOLE_FILE })
+  // Marked as a copy (COPY_MARK): whoever opens it as the store first starts a new epoch in it.
+  const copy = new Database(path, { fileMustExist: true })
+  try {
+    copy.pragma(`user_version = ${COPY_MARK}`)
+  } finally {
+    copy.close()
+  }
 }
 
 /** What the group commit applies: an absolute change (quantity), a relative one (delta), or a batch of them. */
@@ -196,6 +241,8 @@ export class SqliteStore implements Store {
   /** Stock updates waiting for the next group commit. */
   #pending: PendingUpdate[] = []
   readonly #webhooks: SqliteWebhooks
+  /** The epoch this process started in a marked copy, until confirmEpoch() reports it. */
+  #started: EpochRow | null = null
 
   constructor (path: string, options: { busyTimeoutMs?: number } = {}) {
     if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true })
@@ -213,6 +260,8 @@ export class SqliteStore implements Store {
     // The CLI may write while a server runs: wait for the lock instead of failing at once.
     this.#db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`)
     this.#webhooks = new SqliteWebhooks(this.#db, (sql) => this.#prepare(sql), () => feedHead((sql) => this.#prepare(sql)))
+    // A copy opened as the store: a new epoch before anything can write to it, whichever command opens it first.
+    if (path !== ':memory:') this.#started = guard(() => startEpochOfCopy(this.#db))
   }
 
   /** Prepared statements are compiled once per connection and reused. */
@@ -263,7 +312,28 @@ export class SqliteStore implements Store {
       }
       return status.pending.length
     })
-    return guard(() => apply.immediate())
+    const applied = guard(() => apply.immediate())
+    // A copy of a store from before epochs gets its new epoch once the migrations have made the table.
+    this.#started ??= guard(() => startEpochOfCopy(this.#db))
+    return applied
+  }
+
+  async confirmEpoch ({ restored = false }: { restored?: boolean } = {}): Promise<EpochConfirmation> {
+    return guard(() => {
+      this.#started ??= startEpochOfCopy(this.#db, restored)
+      const started = this.#started
+      this.#started = null
+      const current = this.#prepare(`SELECT ${EPOCH_COLUMNS} FROM store_epochs e ORDER BY e.seq DESC LIMIT 1`).get() as EpochRow
+      return { epoch: toEpoch(current), started: started !== null && started.epoch === current.epoch, unreadable: [] }
+    })
+  }
+
+  async feedHistory (): Promise<FeedHistory> {
+    return guard(() => this.#db.transaction((): FeedHistory => {
+      const epochs = (this.#prepare(`SELECT ${EPOCH_COLUMNS} FROM store_epochs e ORDER BY e.seq`).all() as EpochRow[]).map(toEpoch)
+      const { id } = this.#prepare('SELECT max(id) AS id FROM stock_ledger').get() as { id: bigint | null }
+      return { epochs, head: headOf(id === null ? null : 0n, id) }
+    })())
   }
 
   /** Copies the database to `path` with SQLite's online backup (a consistent copy while others may write). */
@@ -422,6 +492,9 @@ export class SqliteStore implements Store {
     const dropKey = this.#prepare('DELETE FROM idempotency_keys WHERE scope = ? AND idempotency_key = ?')
     const recordKey = this.#prepare(`INSERT INTO idempotency_keys (scope, idempotency_key, fingerprint, entries, created_at, expires_at)
       VALUES (?, ?, ?, ?, ?, ?)`)
+    // New changes are of the epoch now current: read once per commit, inside its transaction (under the write lock
+    // already held, a read of a page in the cache).
+    let epoch: string | undefined | null = null
     const apply = (batch: StockBatch | (Omit<StockBatch, 'batchId'> & { batchId: null })): StockBatchResult => {
       const claim = batch.idempotency
       if (claim !== undefined) {
@@ -440,15 +513,19 @@ export class SqliteStore implements Store {
       if (failures.length > 0) return { status: 'refused', failures }
       // No pet appears twice in a batch, so every change was checked against the entry it now writes.
       const at = batch.at.toISOString()
+      let last = 0n
       const entries = planned.map(({ change, current, quantity }) => {
         const { lastInsertRowid } = record.run(change.petId, heads.get(change.petId) ?? null, current.quantity, quantity, change.reason, change.note,
           batch.keyId, batch.requestId, batch.batchId, at)
         update.run(quantity, lastInsertRowid, change.petId)
+        last = BigInt(lastInsertRowid)
         return { ...current, quantity, revision: current.revision + 1n }
       })
       const version = (readVersion.get() as { v: bigint }).v
       if (claim !== undefined) recordKey.run(claim.scope, claim.key, claim.fingerprint, entriesText(entries), at, claim.expiresAt.toISOString())
-      return { status: 'updated', entries, version }
+      // The place of the write's last change: with the version, what the listing moves to when it patches the write in.
+      if (epoch === null) epoch = this.#currentEpoch()
+      return { status: 'updated', entries, version, ...(epoch === undefined ? {} : { feed: { order: 0n, id: last, epoch } }) }
     }
     return (change) => {
       if ('changes' in change) return apply(change)
@@ -459,6 +536,15 @@ export class SqliteStore implements Store {
       const allowed = 'delta' in change ? change.allowed : { min: Number.NEGATIVE_INFINITY, max: Number.POSITIVE_INFINITY }
       const result = apply({ ...change, changes: [one], allowed, batchId: null })
       return singleResult(result)
+    }
+  }
+
+  /** The epoch now current; undefined on a store from before epochs (not migrated yet). */
+  #currentEpoch (): string | undefined {
+    try {
+      return this.#prepare('SELECT epoch FROM store_epochs ORDER BY seq DESC LIMIT 1').pluck().get() as string | undefined
+    } catch {
+      return undefined
     }
   }
 
@@ -485,9 +571,9 @@ export class SqliteStore implements Store {
   /** One writer at a time: ledger rows commit in id order, so the id alone is the feed's order. */
   async listChanges (after: FeedPosition | null, limit: number): Promise<FeedChange[]> {
     return guard(() => {
-      const rows = this.#prepare(`SELECT ${LEDGER_COLUMNS} FROM stock_ledger l WHERE l.id > ? ORDER BY l.id LIMIT ?`)
-        .all(after?.id ?? 0n, limit) as LedgerRow[]
-      return rows.map((row) => ({ ...toLedgerEntry(row), position: { order: 0n, id: row.id } }))
+      const rows = this.#prepare(`SELECT ${LEDGER_COLUMNS}, ${EPOCH_OF('0', 'l.id')} AS epoch FROM stock_ledger l WHERE l.id > ? ORDER BY l.id LIMIT ?`)
+        .all(after?.id ?? 0n, limit) as Array<LedgerRow & { epoch: string | null }>
+      return rows.map((row) => ({ ...toLedgerEntry(row), position: { order: 0n, id: row.id }, epoch: row.epoch }))
     })
   }
 
@@ -663,7 +749,7 @@ export class SqliteStore implements Store {
   }
 
   // Webhooks and change streams (./webhooks.ts), each a transaction of its own.
-  async feedHead (): Promise<FeedPosition | null> { return await guardAsync(() => this.#webhooks.feedHead()) }
+  async feedHead (): Promise<FeedPlace | null> { return await guardAsync(() => this.#webhooks.feedHead()) }
   async createWebhook (webhook: NewWebhook, maxPerQuota: number): Promise<WebhookRecord | 'limit'> { return await guardAsync(() => this.#webhooks.createWebhook(webhook, maxPerQuota)) }
   async listWebhooks (quotaId: string | null): Promise<WebhookRecord[]> { return await guardAsync(() => this.#webhooks.listWebhooks(quotaId)) }
   async getWebhook (id: string): Promise<WebhookRecord | null> { return await guardAsync(() => this.#webhooks.getWebhook(id)) }

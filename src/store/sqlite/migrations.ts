@@ -267,6 +267,29 @@ export const MIGRATIONS: readonly Migration[] = [
       );
       CREATE INDEX event_streams_quota ON event_streams (quota_id, expires_at);
     `
+  },
+  {
+    version: 11,
+    name: 'store epochs',
+    // The generations of the store's history (src/store/types.ts StoreEpoch): each begins after a place of the feed
+    // (after_order, after_id; SQLite's order is always 0), and event ids and cursors of the changes after it carry its
+    // random id. A store gets its first one here: after its last change when it has changes (those keep the ids and
+    // cursors they were given before, so nothing already sent changes), after nothing when it is new. A copy of the
+    // file made by petstore backup or restore is marked, and gets a new one when it is first opened as the store.
+    sql: `
+      CREATE TABLE store_epochs (
+        seq INTEGER PRIMARY KEY,
+        epoch TEXT NOT NULL UNIQUE,
+        after_order INTEGER NOT NULL,
+        after_id INTEGER NOT NULL,
+        started_at TEXT NOT NULL,
+        reason TEXT NOT NULL
+      );
+      INSERT INTO store_epochs (seq, epoch, after_order, after_id, started_at, reason)
+        SELECT 1, lower(hex(randomblob(8))), 0, coalesce(max(id), 0), strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
+          CASE WHEN max(id) IS NULL THEN 'created' ELSE 'upgraded' END
+        FROM stock_ledger;
+    `
   }
 ]
 

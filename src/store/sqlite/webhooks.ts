@@ -4,7 +4,7 @@
  * wait for the write lock (busy_timeout).
  */
 import type Database from 'better-sqlite3'
-import type { FeedPosition } from '../types.js'
+import type { FeedPlace } from '../types.js'
 import {
   ATTEMPT_COLUMNS, CLAIM_COLUMNS, DELIVERY_COLUMNS, QUOTA_ACTIVE, toClaimed, toDeliveries, toWebhook, WEBHOOK_COLUMNS,
   type AttemptRow, type ClaimRow, type DeliveryRow, type WebhookRow
@@ -23,15 +23,15 @@ export class SqliteWebhooks implements WebhookStore {
   readonly #db: Database.Database
   readonly #prepare: Prepare
   /** The feed's last change, read on the store's connection (the store's own reading of it, shared with its listings). */
-  readonly #head: () => FeedPosition | null
+  readonly #head: () => FeedPlace | null
 
-  constructor (db: Database.Database, prepare: Prepare, head: () => FeedPosition | null) {
+  constructor (db: Database.Database, prepare: Prepare, head: () => FeedPlace | null) {
     this.#db = db
     this.#prepare = prepare
     this.#head = head
   }
 
-  async feedHead (): Promise<FeedPosition | null> {
+  async feedHead (): Promise<FeedPlace | null> {
     return this.#head()
   }
 
