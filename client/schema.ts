@@ -93,7 +93,7 @@ export interface paths {
         };
         /**
          * List stock changes in commit order, to keep a copy in sync
-         * @description Every change to what the listing shows, from the stock ledger: quantities set through PATCH, adjustments and batches, and what the operator's imports change (a quantity, a pet's status, an entry added), one page at a time, in the order the changes were committed (those of one request in its order): a reader following it never misses or repeats a change, also while several instances write, and sees each pet's changes in the order they were made, so applying them in turn leaves a copy equal to the inventory. Each change carries a `cursor`; store the last one you processed and send it as `after` to resume. Every answer carries `Link: <...>; rel="next"`; an empty page means you are caught up: poll the same link later. `requestId` is shown only for changes made with your own key. To start a copy, take `GET /v1/inventory` and follow from its `Changes-Cursor`. Beta: an addition to the specification.
+         * @description Every change to what the listing shows, from the stock ledger: quantities set through PATCH, adjustments and batches, and what the operator's imports change (a quantity, a pet's status, an entry added), one page at a time, in the order the changes were committed (those of one request in its order): a reader following it never misses or repeats a change, also while several instances write, and sees each pet's changes in the order they were made, so applying them in turn leaves a copy equal to the inventory. Each change carries a `cursor`; store the last one you processed and send it as `after` to resume. Every answer carries `Link: <...>; rel="next"`; an empty page means you are caught up: poll the same link later. `requestId` is shown only for changes made with your own key. To start a copy, take `GET /v1/inventory` and follow from its `Changes-Cursor`. A cursor stays good for the life of the deployment: a place past the feed's last change is refused (400), and one from a history the store no longer has after it (restored from a backup, failed over to a replica that lost commits, moved to another store since) is 410 `cursor_expired`, never taken for another change: start again from the listing and its `Changes-Cursor`. Beta: an addition to the specification.
          */
         get: operations["listInventoryChanges"];
         put?: never;
@@ -113,7 +113,7 @@ export interface paths {
         };
         /**
          * Follow stock changes live, as Server-Sent Events
-         * @description The change feed (`GET /v1/inventory/changes`) pushed as it grows, over one long-lived answer of type `text/event-stream` (Server-Sent Events; a browser's EventSource reads it). Each change is one event: `id: <cursor>`, `event: inventory.changed`, `data: <the change as JSON, as the feed shows it>`. It starts after the `Last-Event-ID` header or, without it, after `after`; with neither, from now (changes committed after the connect). What came after the place given is sent first, then each change as it is committed, on any instance, within about a second. A comment line (`: heartbeat`) keeps an idle stream open through proxies. The connect counts as one request. When the stream ends (the instance stops, or the connection drops), reconnect with the last `id` received as `Last-Event-ID`: no change is missed or repeated. A quota may keep a few streams open at once (429 `too_many_streams` beyond). Beta: an addition to the specification.
+         * @description The change feed (`GET /v1/inventory/changes`) pushed as it grows, over one long-lived answer of type `text/event-stream` (Server-Sent Events; a browser's EventSource reads it). Each change is one event: `id: <cursor>`, `event: inventory.changed`, `data: <the change as JSON, as the feed shows it>`. It starts after the `Last-Event-ID` header or, without it, after `after`; with neither, from now (changes committed after the connect). What came after the place given is sent first, then each change as it is committed, on any instance, within about a second. A comment line (`: heartbeat`) keeps an idle stream open through proxies. The connect counts as one request. When the stream ends (the instance stops, or the connection drops), reconnect with the last `id` received as `Last-Event-ID`: no change is missed or repeated. A quota may keep a few streams open at once (429 `too_many_streams` beyond). A place past the feed's last change is refused (400); one from a history the store no longer has after it (restored, failed over or moved since) is 410 `cursor_expired`: start again from `GET /v1/inventory` and its `Changes-Cursor`. Beta: an addition to the specification.
          */
         get: operations["streamInventoryChanges"];
         put?: never;
@@ -310,7 +310,7 @@ export interface webhooks {
         put?: never;
         /**
          * A stock change, pushed
-         * @description Sent to every enabled subscription for each change of the feed committed after it was made (API writes, batches and imports), at least once. Headers (Standard Webhooks v1): `webhook-id` (the same for every attempt: deduplicate by it), `webhook-timestamp` (Unix seconds of the attempt: refuse old ones), `webhook-signature` (`v1,` + base64 HMAC-SHA256 of `id.timestamp.body` with the secret; several, space-separated, during a rotation). Answer 2xx within 10 s; anything else is retried with exponential backoff for 24 hours; 410 disables the subscription. Events may arrive out of order: order them by `data.cursor`, or per pet by `data.changeId`.
+         * @description Sent to every enabled subscription for each change of the feed committed after it was made (API writes, batches and imports), at least once. Headers (Standard Webhooks v1): `webhook-id` (the same for every attempt: deduplicate by it; `evt_<epoch>_<changeId>`, never the id of another change, also across restores and failovers of the store; changes made before the store had epochs keep `evt_<changeId>`), `webhook-timestamp` (Unix seconds of the attempt: refuse old ones), `webhook-signature` (`v1,` + base64 HMAC-SHA256 of `id.timestamp.body` with the secret; several, space-separated, during a rotation). Answer 2xx within 10 s; anything else is retried with exponential backoff for 24 hours; 410 disables the subscription. Events may arrive out of order: order them by `data.cursor`, or per pet by `data.changeId`.
          */
         post: operations["inventoryChangedEvent"];
         delete?: never;
@@ -366,7 +366,7 @@ export interface operations {
                     ETag?: string;
                     /** @description With `limit` or `cursor`: rel="next" link while more entries remain. The target is relative, `<?query>`: resolve it against the URL requested (RFC 3986), so it also works behind a proxy that adds a path prefix. */
                     Link?: string;
-                    /** @description The change feed's cursor this listing reflects: every change up to it is in the listing. To keep a copy, store the listing, then follow `GET /v1/inventory/changes?after=<this cursor>`. The listing may also hold a few changes after it, which the feed then repeats; each change carries the values it set, so applying them again changes nothing. With pages, on the first page only (later pages may reflect later changes). Absent while no change has ever been recorded (follow the feed from its start). Beta */
+                    /** @description The change feed's cursor this listing reflects: every change up to it is in the listing, none after it. To keep a copy, store the listing, then follow `GET /v1/inventory/changes?after=<this cursor>`: nothing you already have is replayed. It keeps up with the feed: once writes stop, every instance answers the feed's last change within the listing's freshness bound (at once on the instance that wrote; a few seconds at most elsewhere). A cursor from before a restore of the store may be refused later with 410 `cursor_expired`: take the listing again. With pages, on the first page only (later pages may reflect later changes). Absent while no change has ever been recorded (follow the feed from its start). Beta */
                     "Changes-Cursor"?: string;
                     [name: string]: unknown;
                 };
@@ -2613,6 +2613,40 @@ export interface operations {
                     };
                 };
             };
+            /** @description The cursor (or Last-Event-ID) names a place of a history the store no longer has after it: the store was restored from a backup, failed over to a replica that lost commits, or moved since it was issued. Nothing after it can be trusted to follow on from what you have: start again from `GET /v1/inventory` and its `Changes-Cursor`. Error codes: `cursor_expired`. */
+            410: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "cursor_expired";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 410
+                         */
+                        status: number;
+                    };
+                };
+            };
             /** @description The request URL (path and query) is longer than 2048 characters. Error codes: `uri_too_long`. */
             414: {
                 headers: {
@@ -2893,6 +2927,40 @@ export interface operations {
                         /**
                          * @description The HTTP status code
                          * @example 401
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The cursor (or Last-Event-ID) names a place of a history the store no longer has after it: the store was restored from a backup, failed over to a replica that lost commits, or moved since it was issued. Nothing after it can be trusted to follow on from what you have: start again from `GET /v1/inventory` and its `Changes-Cursor`. Error codes: `cursor_expired`. */
+            410: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "cursor_expired";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 410
                          */
                         status: number;
                     };
@@ -4919,7 +4987,7 @@ export interface operations {
                          * @description The delivery's id
                          */
                         id: bigint;
-                        /** @description The event's `webhook-id`: the same for every attempt */
+                        /** @description The event's `webhook-id`: the same for every attempt, and never another change's */
                         eventId: string;
                         /** Format: int64 */
                         changeId: bigint;
@@ -5277,7 +5345,7 @@ export interface operations {
                          * @description The delivery's id
                          */
                         id: bigint;
-                        /** @description The event's `webhook-id`: the same for every attempt */
+                        /** @description The event's `webhook-id`: the same for every attempt, and never another change's */
                         eventId: string;
                         /** Format: int64 */
                         changeId: bigint;

@@ -18,6 +18,7 @@ export const ERROR_CATALOGUE = {
   batch_refused: { status: 409, message: 'At least one change of the batch cannot be applied; nothing was changed.' },
   webhook_limit_reached: { status: 409, message: 'The quota has as many webhook subscriptions as it may have; delete one first.' },
   gone: { status: 410, message: 'This resource is no longer available.' },
+  cursor_expired: { status: 410, message: 'The cursor names a place in a history the store no longer has; resync from GET /v1/inventory and its Changes-Cursor.' },
   precondition_failed: { status: 412, message: 'The resource has changed since the ETag sent in If-Match.' },
   payload_too_large: { status: 413, message: 'The request body is too large.' },
   uri_too_long: { status: 414, message: 'The request URL is too long.' },

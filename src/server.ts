@@ -18,8 +18,9 @@ import { connectLimiterRedis, RedisSetupError } from './ratelimit/connect.js'
 import { ResilientLimiter } from './ratelimit/resilient.js'
 import type { RateLimiter } from './ratelimit/types.js'
 import { aheadError, requireUsable } from './store/migrations.js'
-import { migrateStore, openStore } from './store/open.js'
+import { epochNotice, migrateStore, openStore } from './store/open.js'
 import { readOnly } from './store/read-only.js'
+import type { EpochConfirmation } from './store/schema/types.js'
 import type { Store } from './store/store.js'
 import { commitSpans } from './tracing/commits.js'
 import { tracingOn } from './tracing/spans.js'
@@ -80,15 +81,31 @@ export async function checkLimiter (config: Config, logger: Logger): Promise<voi
  */
 export async function prepareStore (store: Store, config: Config, log: Logger): Promise<'read-write' | 'read-only'> {
   const status = await store.schema.schemaStatus()
+  if (status.objectsUnchecked !== undefined) {
+    log.info({ reason: status.objectsUnchecked }, 'the store schema\'s objects were not compared with what the migrations make here; petstore migrate, run by the schema\'s owner, compares them')
+  }
   if (status.ahead.length > 0) {
     log.warn({ schemaVersion: status.version, releaseVersion: status.latest }, `${aheadError(status).message} Serving reads only.`)
     return 'read-only'
   }
-  if (status.pending.length === 0) return 'read-write'
+  if (status.pending.length === 0) {
+    confirmed(await store.schema.confirmEpoch(), log)
+    return 'read-write'
+  }
   if (status.version > 0 && store.kind !== 'sqlite') requireUsable(status, 'write')
-  const { applied, from, to, backup } = await migrateStore(store, config.databaseUrl)
+  const { applied, from, to, backup, epoch } = await migrateStore(store, config.databaseUrl)
   log.info({ applied, from, to, backup }, backup === null ? 'store schema created' : `store migrated from version ${from} to ${to}; the file before it is at ${backup}`)
+  confirmed(epoch, log)
   return 'read-write'
+}
+
+/** Logs what confirming the store's epoch found (a new epoch, a part of the database's identity it cannot read). */
+function confirmed (confirmation: EpochConfirmation, log: Logger): void {
+  const notice = epochNotice(confirmation)
+  if (notice === null) return
+  const fields = { epoch: confirmation.epoch.epoch, reason: confirmation.epoch.reason, after: String(confirmation.epoch.after.id) }
+  if (confirmation.started) log.warn(fields, notice)
+  else log.warn({ unreadable: confirmation.unreadable }, notice)
 }
 
 export async function startServer (config: Config, options: ServeOptions): Promise<FastifyInstance> {

@@ -27,15 +27,19 @@ processes on the port (node:cluster); above 1 it needs REDIS_URL.`
 when it answers 200, 1 otherwise. For container health checks.`
   }],
   ['migrate', {
-    synopsis: 'migrate',
+    synopsis: 'migrate [--restored]',
     text: `Bring the store's schema up to this release's (the only command that
-changes a schema; a SQLite file is copied next to itself first).`
+changes a schema; a SQLite file is copied next to itself first), and
+start a new store epoch when the store was restored (detected; with
+--restored, in any case: run it once after a restore by other means,
+before the service starts). A store holding a table, index, trigger or
+view its migrations did not make is refused, naming it (exit 2).`
   }],
   ['backup', {
     synopsis: 'backup FILE [--force] [--json]',
     text: `Copy the SQLite store to FILE while the service runs (SQLite's online
-backup), check the copy (integrity check, schema version) and print
-what it holds. An existing FILE is refused unless --force. PostgreSQL
+backup), check the copy (integrity check, schema version, schema objects
+exactly the migrations') and print what it holds. An existing FILE is refused unless --force. PostgreSQL
 is backed up with pg_dump or point-in-time recovery (exit 2 here).`
   }],
   ['restore', {

@@ -15,7 +15,7 @@ import { closeOnSignals, startServer } from '../server.js'
 import { stopTracing } from '../tracing/spans.js'
 import { parseInt64 } from '../int64.js'
 import { SchemaError } from '../store/migrations.js'
-import { migrateStore, openStore } from '../store/open.js'
+import { epochNotice, migrateStore, openStore } from '../store/open.js'
 import { VERSION } from '../version.js'
 import { backupCommand, restoreCommand } from './backup.js'
 import { parse, positiveInteger, UsageError, withStore } from './common.js'
@@ -171,11 +171,14 @@ async function run (argv: string[], io: Io, clock: Clock): Promise<number> {
       return await health(config, values.ready === true ? '/readyz' : '/healthz', io)
     }
     case 'migrate': {
-      parse(args, {}, 0)
+      const { values } = parse(args, { restored: { type: 'boolean' } }, 0)
       const store = openStore(config)
-      const { applied, from, to, backup } = await migrateStore(store, config.databaseUrl).finally(() => store.close())
+      const { applied, from, to, backup, epoch, objectsUnchecked } = await migrateStore(store, config.databaseUrl, { restored: values.restored === true }).finally(() => store.close())
+      if (objectsUnchecked !== undefined) io.stderr(`The schema's objects were not compared with what the migrations make: ${objectsUnchecked}.\n`)
       if (applied === 0) io.stderr(`The store schema is up to date (version ${to}).\n`)
       else io.stderr(`Applied ${applied} migration(s): version ${from} to ${to}.${backup === null ? '' : ` The file as it was is at ${backup}.`}\n`)
+      const notice = epochNotice(epoch)
+      if (notice !== null) io.stderr(`${notice}\n`)
       return 0
     }
     case 'backup':

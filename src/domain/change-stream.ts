@@ -13,8 +13,8 @@
  *   only when its consumer asks for more, so a slow consumer holds the reading back instead of piling changes up.
  */
 import { randomUUID } from 'node:crypto'
-import { feedCursor, feedPosition, listChanges, type ChangeView } from './feed.js'
-import type { StockReads } from '../store/stock/types.js'
+import { checkPlace, feedCursor, feedPlace, viewChange, type ChangeView } from './feed.js'
+import type { FeedPlace, StockReads } from '../store/stock/types.js'
 import type { StreamStore } from '../store/streams/types.js'
 
 /** Each registration lasts this many renewal periods: one missed renewal (a slow store) does not drop it. */
@@ -40,6 +40,7 @@ export class FeedWatch {
   // The head last read, as its cursor ('' for an empty feed); undefined before the first read, so that the first
   // read always notifies: a listener that arrived between its own read and that poll learns of what came in between.
   #head: string | undefined
+  #place: FeedPlace | null | undefined
   #timer: NodeJS.Timeout | null = null
   #polling = false
   #closed = false
@@ -53,6 +54,11 @@ export class FeedWatch {
   /** Listeners now. */
   get listeners (): number {
     return this.#listeners.size
+  }
+
+  /** The head as last read (null: the feed is empty; undefined: not read yet). */
+  get head (): FeedPlace | null | undefined {
+    return this.#place
   }
 
   /**
@@ -100,6 +106,7 @@ export class FeedWatch {
       const cursor = head === null ? '' : feedCursor(head)
       if (cursor !== this.#head) {
         this.#head = cursor
+        this.#place = head
         this.#notify()
       }
     } catch (error) {
@@ -116,23 +123,37 @@ export class FeedWatch {
   }
 }
 
+/** Where a stream starts, checked: the cursor it follows from, and the epochs of the history it was checked against. */
+export interface StreamStart {
+  /** null: from the feed's first change. */
+  after: string | null
+  epochs: ReadonlyArray<string | null>
+}
+
 /**
- * Where a stream starts: after `given` (a cursor the feed issued, else InvalidCursorError) or, without one, after the
- * feed's head now, so that it carries what is committed from now on (null: the feed is empty, so from its first change).
+ * Where a stream starts: after `given`, a cursor of this store's history (checked as the feed checks it:
+ * InvalidCursorError, CursorAheadError, CursorExpiredError) or, without one, after the feed's head now, so that it
+ * carries what is committed from now on (null: the feed is empty, so from its first change).
  */
-export async function streamStart (store: { readonly stock: Pick<StockReads, 'feedHead'> }, given: string | null): Promise<string | null> {
+export async function streamStart (store: { readonly stock: Pick<StockReads, 'feedHead' | 'feedHistory'> }, given: string | null): Promise<StreamStart> {
   if (given !== null) {
-    // Only a cursor the feed issued: InvalidCursorError otherwise.
-    feedPosition(given)
-    return given
+    const place = feedPlace(given)
+    const history = await store.stock.feedHistory()
+    checkPlace(history, place)
+    return { after: given, epochs: [null, ...history.epochs.map((e) => e.epoch)] }
   }
   const head = await store.stock.feedHead()
-  return head === null ? null : feedCursor(head)
+  return { after: head === null ? null : feedCursor(head), epochs: head === null ? [] : [head.epoch] }
 }
 
 export interface FollowOptions {
   /** Start after this cursor (checked already: see streamStart); null: from the feed's first change. */
   after: string | null
+  /**
+   * The epochs of the history the cursor was checked against (streamStart's). A change or head of any other epoch means
+   * the store started one since (a failover, under a running instance): the place is checked again before going on.
+   */
+  epochs?: ReadonlyArray<string | null>
   /** The caller's key: its own changes show their request id. */
   keyId: string | null
   /** Changes read per query. */
@@ -144,11 +165,21 @@ export interface FollowOptions {
 /**
  * The changes after `options.after`, in feed order, as pages that are never empty: what is there now, then what the
  * watch reports, for as long as the signal allows. The feed is read only when the consumer asks for the next page.
- * A store failure ends the iteration with that error (the reader resumes later from its last cursor).
+ * A store failure ends the iteration with that error (the reader resumes later from its last cursor), and so does a
+ * place the store's history no longer holds (CursorExpiredError: an epoch began under the stream, and the place it
+ * had reached was lost with the old primary; the reader's reconnect is then refused as expired, and it resyncs).
  */
-export async function * followChanges (store: { readonly stock: Pick<StockReads, 'listChanges'> }, watch: FeedWatch, options: FollowOptions): AsyncGenerator<ChangeView[], void, undefined> {
+export async function * followChanges (store: { readonly stock: Pick<StockReads, 'listChanges' | 'feedHistory'> }, watch: FeedWatch, options: FollowOptions): AsyncGenerator<ChangeView[], void, undefined> {
   const { keyId, pageSize, signal } = options
-  let cursor = options.after
+  let place = options.after === null ? null : feedPlace(options.after)
+  const known = new Set(options.epochs ?? (place === null ? [] : [place.epoch]))
+  // An epoch not seen before: the place reached so far is checked against the history that has it.
+  const recheck = async (epoch: string | null): Promise<void> => {
+    if (known.has(epoch)) return
+    const history = await store.stock.feedHistory()
+    if (place !== null) checkPlace(history, place)
+    for (const e of [null, ...history.epochs.map((h) => h.epoch)]) known.add(e)
+  }
   // True when the feed may hold something past `cursor`: at the start, and after each notification.
   let stale = true
   let wake: (() => void) | null = null
@@ -169,15 +200,19 @@ export async function * followChanges (store: { readonly stock: Pick<StockReads,
         continue
       }
       stale = false
+      const head = watch.head
+      if (head !== undefined && head !== null) await recheck(head.epoch)
       for (;;) {
-        const page = await listChanges(store, { cursor, limit: pageSize }, keyId)
+        const changes = await store.stock.listChanges(place, pageSize)
         if (signal.aborted) return
-        if (page.changes.length > 0) {
-          cursor = page.next
-          yield page.changes
+        for (const change of changes) await recheck(change.epoch)
+        const last = changes.at(-1)
+        if (last !== undefined) {
+          place = { ...last.position, epoch: last.epoch }
+          yield changes.map((change) => viewChange(change, keyId !== null && change.keyId === keyId))
         }
         // A short page reached the end of what is committed; anything later comes with a notification.
-        if (page.changes.length < pageSize || signal.aborted) break
+        if (changes.length < pageSize || signal.aborted) break
       }
     }
   } finally {

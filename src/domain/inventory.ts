@@ -2,7 +2,7 @@ import { AppError } from '../errors.js'
 import { randomUUID } from 'node:crypto'
 import type { ImportedCurrent, ImportedStockChange } from '../store/catalog/types.js'
 import type { IdempotencyClaim } from '../store/idempotency/types.js'
-import type { BatchChange, StockAdjustment, StockBatch, StockChange, StockReads, StockWrites } from '../store/stock/types.js'
+import type { BatchChange, FeedPlace, StockAdjustment, StockBatch, StockChange, StockReads, StockWrites } from '../store/stock/types.js'
 import type { IdempotencyKeys, Keyed, KeyedResult } from './idempotency.js'
 import { MAX_QUANTITY, type LedgerEntry, type PetImport, type StockEntry, type StockReason } from '../model.js'
 
@@ -28,13 +28,20 @@ export const MAX_INVENTORY_LIMIT = 1000
 export const INVENTORY_CURSOR_PREFIX = 'i1:'
 
 /**
- * An applied stock change: the entry as it is now and, where the store tells, the inventory version it made; or,
- * `replayed`, the entry as an earlier request with the same idempotency key left it (nothing was applied now).
+ * An applied stock change: the entry as it is now and, where the store tells, the inventory version it made and the
+ * change's place in the feed; or, `replayed`, the entry as an earlier request with the same idempotency key left it
+ * (nothing was applied now).
  */
 export interface AppliedChange {
   entry: StockEntry
   version?: bigint
+  feed?: FeedPlace
   replayed: boolean
+}
+
+/** The version and feed place a store told of an applied write, where it told them. */
+function madeBy (result: { version?: bigint, feed?: FeedPlace }): { version?: bigint, feed?: FeedPlace } {
+  return { ...(result.version === undefined ? {} : { version: result.version }), ...(result.feed === undefined ? {} : { feed: result.feed }) }
 }
 
 /** A write sent with an idempotency key: the process's keys, and the key the caller sent. */
@@ -84,7 +91,7 @@ const conditionOf = (revisions: readonly bigint[] | null): string[] | null =>
 function appliedOrThrow (petId: bigint, result: KeyedResult, outOfRange?: (current: StockEntry) => AppError): AppliedChange {
   switch (result.status) {
     case 'updated':
-      return result.version === undefined ? { entry: result.entry, replayed: false } : { entry: result.entry, version: result.version, replayed: false }
+      return { entry: result.entry, ...madeBy(result), replayed: false }
     case 'replayed':
       return { entry: result.entries[0] as StockEntry, replayed: true }
     case 'not_found':
@@ -126,6 +133,8 @@ export type BatchChangeRequest = BatchChange
 export interface AppliedBatch {
   entries: StockEntry[]
   version?: bigint
+  /** The place of the batch's last change. */
+  feed?: FeedPlace
   replayed: boolean
 }
 
@@ -173,7 +182,7 @@ export async function applyBatch (store: { readonly stock: Pick<StockWrites, 'ap
   const result = await keyed(idempotency, request, (claim) => store.stock.applyBatch(claim === undefined ? batch : { ...batch, at: new Date(clock()), idempotency: claim }))
   switch (result.status) {
     case 'updated':
-      return result.version === undefined ? { entries: result.entries, replayed: false } : { entries: result.entries, version: result.version, replayed: false }
+      return { entries: result.entries, ...madeBy(result), replayed: false }
     case 'replayed':
       return { entries: result.entries, replayed: true }
     case 'refused':

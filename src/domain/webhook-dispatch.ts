@@ -347,7 +347,7 @@ export class WebhookDispatcher {
   async #attempt (delivery: ClaimedDelivery): Promise<void> {
     const body = eventBody(delivery)
     const sentAt = new Date(this.#clock())
-    const headers = deliveryHeaders(delivery.secrets, eventId(delivery.change.id), sentAt, body)
+    const headers = deliveryHeaders(delivery.secrets, eventId(delivery.change), sentAt, body)
     const result = await this.#transport.send({ url: delivery.url, headers, body }, this.#abort.signal)
     // Abandoned by a stop: not recorded; the released lease lets it be attempted again.
     if (this.#abort.signal.aborted) return

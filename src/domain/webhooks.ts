@@ -83,9 +83,15 @@ function named (id: string): string {
   return WEBHOOK_ID.test(id) ? JSON.stringify(id) : 'with this id'
 }
 
-/** The id of an event: the same for every attempt and every subscription, so receivers can deduplicate. */
-export function eventId (changeId: bigint): string {
-  return `evt_${changeId}`
+
+/**
+ * The id of an event (a change): the same for every attempt and every subscription, so receivers can deduplicate, and
+ * never the id of another change for as long as the deployment lives: `evt_<epoch>_<change id>`, the change's store
+ * epoch making it unique across restores, failovers and moves (change ids start again where a restored store left
+ * off). A change from before the store had epochs keeps the id it was sent with then, `evt_<change id>`.
+ */
+export function eventId (change: { id: bigint, epoch: string | null }): string {
+  return change.epoch === null ? `evt_${change.id}` : `evt_${change.epoch}_${change.id}`
 }
 
 /**

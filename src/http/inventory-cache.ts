@@ -22,7 +22,7 @@
 import { setImmediate as nextTurn } from 'node:timers/promises'
 import { PET_STATUSES, type InventoryItem, type PetStatus, type StockEntry } from '../model.js'
 import { feedCursor } from '../domain/feed.js'
-import type { StockReads } from '../store/stock/types.js'
+import type { FeedPlace, StockReads } from '../store/stock/types.js'
 
 /** Pets per chunk: re-serializing one costs well under a millisecond. */
 export const CHUNK_SIZE = 2048
@@ -46,9 +46,8 @@ export interface InventoryView {
   body: Buffer | Buffer[]
   length: number
   /**
-   * The change feed's cursor the listing reflects (null: the feed is empty): every change up to it is in the listing.
-   * After changes made here and patched in (applied), the listing may also hold some changes after it; since each
-   * change carries the values it set, applying the feed from this cursor still ends equal to the inventory.
+   * The change feed's cursor the listing reflects (null: the feed is empty): every change up to it is in the listing,
+   * none after it. Changes made here and patched in (applied) move it to theirs.
    */
   feed: string | null
 }
@@ -94,7 +93,7 @@ interface Chunk {
 
 interface Listing {
   version: bigint
-  /** The feed's cursor of the snapshot it was built from (kept, as a lower bound, when changes are patched in). */
+  /** The feed's cursor of the snapshot it was built from, or of the last change patched in since. */
   feed: string | null
   chunks: Chunk[]
   length: number
@@ -217,13 +216,14 @@ export class InventoryCache {
 
   /**
    * Changes this process made (and the store acknowledged; several for a batch): only the chunks they touch are
-   * re-serialized, when the listing is exactly as many versions behind (each changed entry moves the version once);
-   * otherwise the next request checks the store.
+   * re-serialized, and the feed's cursor moves to the write's last change, when the listing is exactly as many versions
+   * behind (each changed entry moves the version once, so nothing else changed since the listing's snapshot) and the
+   * store told where the write's changes are in the feed; otherwise the next request checks the store.
    */
-  applied (changed: StockEntry | readonly StockEntry[], version: bigint | undefined): void {
+  applied (changed: StockEntry | readonly StockEntry[], version: bigint | undefined, feed?: FeedPlace): void {
     const entries = Array.isArray(changed) ? changed as readonly StockEntry[] : [changed as StockEntry]
     const listing = this.#listing
-    if (listing === null || version === undefined || this.#rebuilding !== null || version !== listing.version + BigInt(entries.length)) {
+    if (listing === null || version === undefined || feed === undefined || this.#rebuilding !== null || version !== listing.version + BigInt(entries.length)) {
       this.#stale = true
       return
     }
@@ -247,6 +247,7 @@ export class InventoryCache {
       listing.length += chunk.bytes.length - before
     }
     listing.version = version
+    listing.feed = feedCursor(feed)
     listing.single = single(listing)
   }
 

@@ -5,7 +5,9 @@
  */
 import type { FastifyReply } from 'fastify'
 import { InvalidCursorError } from '../domain/cursor.js'
+import { CursorExpiredError } from '../domain/feed.js'
 import { AppError } from '../errors.js'
+import { ErrorResponse } from './schemas/common.js'
 
 /** What the API document says of every rel="next" link: where it leads and how a client resolves it. */
 export const NEXT_LINK_FORM = ' The target is relative, `<?query>`: resolve it against the URL requested (RFC 3986), so it also works behind a proxy that adds a path prefix.'
@@ -24,4 +26,18 @@ export function cursorRefused (error: unknown): never {
  */
 export function linkNext (reply: FastifyReply, query: Record<string, string>): void {
   reply.header('Link', `<?${new URLSearchParams(query).toString()}>; rel="next"`)
+}
+
+/** The 410 of the change feed and the stream: a cursor from a history the store no longer has after it. */
+export const CURSOR_EXPIRED = ErrorResponse(['cursor_expired'], 'The cursor (or Last-Event-ID) names a place of a history the store no ' +
+  'longer has after it: the store was restored from a backup, failed over to a replica that lost commits, or moved since ' +
+  'it was issued. Nothing after it can be trusted to follow on from what you have: start again from `GET /v1/inventory` ' +
+  'and its `Changes-Cursor`.')
+
+/** A feed cursor refused as expired, said in the API's words (where to resync); anything else as it is. */
+export function feedCursorRefused (error: unknown): never {
+  throw error instanceof CursorExpiredError
+    ? new AppError('cursor_expired', 'This cursor is from before the store was restored, failed over or moved, and the changes after it ' +
+      'are not in its history any more. Resync: take GET /v1/inventory and follow the feed from its Changes-Cursor.')
+    : error
 }

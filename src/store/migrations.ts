@@ -22,10 +22,11 @@ export interface Migration {
   readonly steps?: readonly MigrationStep[]
 }
 
-/** A migration that landed in an earlier form; a later migration of this release converts a store that ran it. */
-export interface SupersededMigration {
-  readonly version: number
-  readonly name: string
+/**
+ * A migration that landed in an earlier form; a later migration of this release converts a store that ran it. Its
+ * statements are kept as they landed (`checksum` pins them), so the schema check can rebuild what it made.
+ */
+export interface SupersededMigration extends Migration {
   readonly checksum: string
   /** The migration that converts it. */
   readonly convertedBy: number
@@ -57,11 +58,12 @@ export function checksum (migration: Migration): string {
   return createHash('sha256').update(`${migration.version}\n${migration.name}\n${body}`).digest('hex')
 }
 
-export type SchemaProblem = 'edited' | 'behind' | 'ahead'
+export type SchemaProblem = 'edited' | 'behind' | 'ahead' | 'altered'
 
 /**
  * The store cannot be used as it is by this release: a released migration was edited (`edited`), the store
- * needs `petstore migrate` (`behind`), or a newer release migrated it (`ahead`). The CLI exits 2 with the message.
+ * needs `petstore migrate` (`behind`), a newer release migrated it (`ahead`), or its schema objects are not what its
+ * migrations define (`altered`: src/store/schema-check.ts). The CLI exits 2 with the message.
  */
 export class SchemaError extends Error {
   /**
@@ -89,6 +91,12 @@ export interface SchemaStatus {
   pending: readonly Migration[]
   /** Applied versions beyond this release's (a newer release migrated the store, then was rolled back). */
   ahead: readonly AppliedMigration[]
+  /**
+   * Why the store's schema objects were not compared with what its migrations make (src/store/schema-check.ts), when
+   * they could not be here: PostgreSQL with a role that may not create the scratch schema the check needs. Absent when
+   * they were compared (and found the same: a difference is a SchemaError), or for a store ahead of this release.
+   */
+  objectsUnchecked?: string
 }
 
 const short = (hex: string): string => hex.slice(0, 12)
@@ -143,6 +151,20 @@ export function schemaStatus (applied: readonly AppliedMigration[], plan: Migrat
     pending: plan.migrations.filter((m) => !done.has(m.version)),
     ahead
   }
+}
+
+/**
+ * The migrations a store ran, in version order, each in the form it ran in (this release's, or the landed variant
+ * its checksum names): replayed on an empty database, they make the schema the store should have. For a history
+ * schemaStatus accepted, and versions this release knows (a store ahead of it has later ones no one here can replay).
+ */
+export function appliedHistory (applied: readonly AppliedMigration[], plan: MigrationPlan, detected: ReadonlyMap<string, boolean>): Migration[] {
+  return [...applied].sort((a, b) => a.version - b.version).map((row) => {
+    const resolved = appliedChecksum(row, plan, detected)
+    const ran = [...plan.migrations, ...plan.superseded].find((m) => m.version === row.version && checksum(m) === resolved)
+    if (ran === undefined) throw new Error(`migration ${row.version} ("${row.name}") is not one this release knows`)
+    return ran
+  })
 }
 
 /** What an operation may do with a store in this state; throws SchemaError with the reason when it may not. */

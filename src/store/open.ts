@@ -2,6 +2,7 @@
 import { aheadError, requireUsable, type SchemaStatus } from './migrations.js'
 import { PostgresStore } from './postgres-store.js'
 import { isPostgresUrl, type PostgresOptions } from './postgres/options.js'
+import type { EpochConfirmation } from './schema/types.js'
 import type { CommitObserver } from './sqlite/group-commit.js'
 import { SqliteStore } from './sqlite-store.js'
 import type { Store } from './store.js'
@@ -31,16 +32,34 @@ export async function readyForUse (store: Pick<Store, 'schema'>, access: 'read' 
     return await store.schema.schemaStatus()
   }
   requireUsable(status, access)
+  // A command that writes (an import records changes) first confirms the store's epoch: a restored store gets its new
+  // one before any change is made in it.
+  if (access === 'write') await store.schema.confirmEpoch()
   return status
+}
+
+/** A line for the log or the terminal when confirming the epoch found something to say; else null. */
+export function epochNotice (confirmation: EpochConfirmation): string | null {
+  const { epoch, started, unreadable } = confirmation
+  const parts: string[] = []
+  if (started) {
+    parts.push(`A new store epoch ${epoch.epoch} began (${epoch.reason}): changes from now on get new event ids and cursors, and cursors ` +
+      'from a history this store no longer has are refused with 410 cursor_expired.')
+  }
+  if (unreadable.length > 0) {
+    parts.push(`Could not read ${unreadable.join(', ')}: a restore or failover that changes only ${unreadable.length === 1 ? 'it' : 'them'} is not detected.`)
+  }
+  return parts.length === 0 ? null : parts.join(' ')
 }
 
 /**
  * Applies pending migrations. A store kept in a file (SQLite) that has a schema (and so, possibly, data) is first
  * copied next to its file (`<file>.backup-v<version>`): a migration that goes wrong on a machine's only copy loses
  * nothing. PostgreSQL is backed up by its operators' own means (pg_dump, snapshots). Returns how many migrations
- * were applied and where the copy is.
+ * were applied, where the copy is, and why the schema's objects could not be compared with the migrations' here, if so.
  */
-export async function migrateStore (store: Pick<Store, 'schema'>, databaseUrl: string): Promise<{ applied: number, from: number, to: number, backup: string | null }> {
+export async function migrateStore (store: Pick<Store, 'schema'>, databaseUrl: string, options: { restored?: boolean } = {}):
+Promise<{ applied: number, from: number, to: number, backup: string | null, epoch: EpochConfirmation, objectsUnchecked?: string }> {
   const { schema } = store
   const status = await schema.schemaStatus()
   if (status.ahead.length > 0) throw aheadError(status)
@@ -50,5 +69,11 @@ export async function migrateStore (store: Pick<Store, 'schema'>, databaseUrl: s
     await schema.copyTo(backup)
   }
   const applied = await schema.migrate()
-  return { applied, from: status.version, to: (await schema.schemaStatus()).version, backup }
+  // After a restore of PostgreSQL (pg_restore, point-in-time recovery), `petstore migrate` is the command that runs
+  // first: it starts the restored store's new epoch (`restored`: whether or not it can tell).
+  const epoch = await schema.confirmEpoch({ restored: options.restored === true })
+  return {
+    applied, from: status.version, to: (await schema.schemaStatus()).version, backup, epoch,
+    ...(status.objectsUnchecked === undefined ? {} : { objectsUnchecked: status.objectsUnchecked })
+  }
 }

@@ -10,7 +10,10 @@ import { join } from 'node:path'
 import { describe, test } from 'node:test'
 import Database from 'better-sqlite3'
 import { checksum } from '../../src/store/migrations.js'
-import { MIGRATIONS } from '../../src/store/sqlite/migrations.js'
+import { applyMigration, MIGRATIONS } from '../../src/store/sqlite/migrations.js'
+import { buildSqlite, SQLITE_SCHEMAS } from '../fixtures/landed-schemas.js'
+import { ROOT } from '../docs/pages.js'
+import { receiver } from '../helpers/webhooks.js'
 import { cliFor, EXIT_TIMEOUT_MS, startServe, within, type Cli } from './run.js'
 
 const LATEST = Math.max(...MIGRATIONS.map((m) => m.version))
@@ -46,6 +49,19 @@ async function quantityServed (base: string, key: string, petId: number): Promis
   const res = await fetch(`${base}/v1/inventory/${petId}`, { headers: { authorization: `Bearer ${key}` } })
   assert.equal(res.status, 200)
   return ((await res.json()) as { quantity: number }).quantity
+}
+
+/** A copy of the backup `valid` changed by `sql`, as anyone holding the file could change it. */
+function tampered (cli: Cli, valid: string, sql: string): string {
+  const path = join(cli.dir, 'tampered.db')
+  writeFileSync(path, readFileSync(valid))
+  const db = new Database(path)
+  try {
+    db.exec(sql)
+  } finally {
+    db.close()
+  }
+  return path
 }
 
 /** Reads a database file directly, read-only. */
@@ -263,10 +279,7 @@ describe('petstore restore', () => {
     const db = new Database(file)
     db.exec('CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL, checksum TEXT)')
     for (const migration of MIGRATIONS.filter((m) => m.version < LATEST)) {
-      for (const step of migration.steps ?? [migration.sql ?? '']) {
-        if (typeof step === 'string') db.exec(step)
-        else if (Number(db.prepare(step.when).pluck().get()) === 1) db.exec(step.then)
-      }
+      applyMigration(db, migration)
       db.prepare('INSERT INTO schema_migrations VALUES (?, ?, ?, ?)').run(migration.version, migration.name, new Date().toISOString(), checksum(migration))
     }
     db.close()
@@ -298,6 +311,18 @@ describe('petstore restore', () => {
         db.close()
         return newer
       }, new RegExp(`newer\\.db is at schema version ${LATEST + 1}, newer than this release's \\(${LATEST}\\): restore it with the release that wrote it`)],
+      ['a backup with a trigger added (one that makes every key a write key at the next write)',
+        (cli, valid) => tampered(cli, valid, "create trigger escalate after update on inventory begin update api_keys set scope='write'; end"),
+        /tampered\.db: the store's schema is not the one its migrations define \(version \d+\): trigger "escalate" on table "inventory" is not defined by any migration/],
+      ['a backup with a view added', (cli, valid) => tampered(cli, valid, 'CREATE VIEW key_hashes AS SELECT key_hash FROM api_keys'),
+        /tampered\.db: .*view "key_hashes" is not defined by any migration/],
+      ['a backup with an index added', (cli, valid) => tampered(cli, valid, 'CREATE INDEX api_keys_scope ON api_keys (scope)'),
+        /tampered\.db: .*index "api_keys_scope" on table "api_keys" is not defined by any migration/],
+      ['a backup with a trigger of the migrations given another body', (cli, valid) => tampered(cli, valid,
+        "DROP TRIGGER inventory_updated; CREATE TRIGGER inventory_updated AFTER UPDATE ON inventory BEGIN UPDATE api_keys SET scope = 'write'; END"),
+        /tampered\.db: .*trigger "inventory_updated" differs: its definition differs from the migrations'/],
+      ['a backup with an index of the migrations dropped', (cli, valid) => tampered(cli, valid, 'DROP INDEX orders_status_id'),
+        /tampered\.db: .*index "orders_status_id" on table "orders" is missing/],
       ['a SQLite database of something else', (cli) => {
         const other = join(cli.dir, 'other.db')
         const db = new Database(other)
@@ -321,5 +346,119 @@ describe('petstore restore', () => {
         assert.deepEqual(leftovers(cli), [], 'nothing kept, no partial copy')
       })
     }
+  })
+})
+
+describe('a store whose schema was tampered with', () => {
+  test('when the store file holds a trigger no migration made, then serve, migrate and the CLI refuse it at start with exit 2 naming it, and write nothing', async (t) => {
+    const cli = cliFor(t)
+    await arrange(cli, 2)
+    const created = await cli.run(['keys', 'create', '--plan', 'free', '--scope', 'read', '--json'])
+    assert.equal(created.code, 0, created.stderr)
+    const readKey = (JSON.parse(created.stdout) as { id: string }).id
+    const db = new Database(cli.db)
+    db.exec("create trigger escalate after update on inventory begin update api_keys set scope='write'; end")
+    db.close()
+    const before = sha256(cli.db)
+
+    const server = cli.start(['serve'], { PORT: '0', HOST: '127.0.0.1' })
+    const exit = await within(30_000, server.exited, 'serve to refuse the store')
+    assert.equal(exit.code, 2, server.output().stderr)
+    assert.match(server.output().stderr, /^petstore: the store's schema is not the one its migrations define \(version \d+\): trigger "escalate" on table "inventory" is not defined by any migration/)
+    for (const args of [['migrate'], ['keys', 'create', '--plan', 'free'], ['keys', 'list'], ['import', cli.file('more.json', '{"pets":[{"id":9,"name":"x","status":"sold","quantity":1}]}')]]) {
+      const refused = await cli.run(args)
+      assert.equal(refused.code, 2, `${args.join(' ')}: ${refused.stdout}`)
+      assert.match(refused.stderr, /trigger "escalate" on table "inventory" is not defined by any migration/, args.join(' '))
+    }
+    assert.equal(sha256(cli.db), before, 'the store file is as it was')
+    assert.equal(readDb(cli.db, (file) => file.prepare('SELECT scope FROM api_keys WHERE id = ?').pluck().get(readKey)), 'read')
+  })
+
+  test('when the serving store holds an index no migration made, then backup refuses to copy it, naming it, and writes no file', async (t) => {
+    const cli = cliFor(t)
+    await arrange(cli, 2)
+    const db = new Database(cli.db)
+    db.exec('CREATE INDEX api_keys_scope ON api_keys (scope)')
+    db.close()
+    const res = await cli.run(['backup', 'copy.db'])
+    assert.equal(res.code, 1)
+    assert.match(res.stderr, /petstore\.db: the store's schema is not the one its migrations define .*index "api_keys_scope" on table "api_keys" is not defined by any migration/)
+    assert.equal(existsSync(join(cli.dir, 'copy.db')), false)
+    assert.deepEqual(leftovers(cli), [])
+  })
+
+  test('when a backup of a release from before checksums (the indexed ledger) is restored, then it is accepted and serve migrates and serves it', async (t) => {
+    const cli = cliFor(t)
+    const file = join(cli.dir, 'landed.db')
+    const landed = SQLITE_SCHEMAS.find((schema) => schema.ledger === 'indexed')
+    assert.ok(landed !== undefined)
+    buildSqlite(file, landed)
+    const restored = await cli.run(['restore', file])
+    assert.equal(restored.code, 0, restored.stderr)
+    assert.match(restored.stdout, /schema version 4, integrity check ok\. It is at schema version 4: the next (npx )?petstore serve/)
+    const { server } = await startServe(cli)
+    await stop(server)
+    assert.equal(readDb(cli.db, (db) => Number(db.prepare('SELECT max(version) FROM schema_migrations').pluck().get())), LATEST)
+  })
+})
+
+/**
+ * The environment the serve command of a drill section of docs/backup.md sets: its `NAME=value` words before
+ * `npx petstore serve`.
+ */
+function drillServeEnv (heading: string): Record<string, string> {
+  const page = readFileSync(join(ROOT, 'docs/backup.md'), 'utf8')
+  const start = page.indexOf(`### ${heading}\n`)
+  assert.ok(start >= 0, `docs/backup.md has a section "${heading}"`)
+  const end = page.slice(start + 4).search(/\n#{2,3} /)
+  const section = page.slice(start, end < 0 ? undefined : start + 4 + end)
+  const command = /`([^`]*npx petstore serve)`/.exec(section)?.[1]
+  assert.ok(command !== undefined, `the section "${heading}" starts a server with npx petstore serve`)
+  return Object.fromEntries(command.split(/\s+/).flatMap((word) => {
+    const assignment = /^([A-Z_]+)=(.*)$/.exec(word)
+    return assignment === null ? [] : [[assignment[1] as string, assignment[2] as string]]
+  }))
+}
+
+describe('the restore drill of docs/backup.md', () => {
+  test('when the drill\'s server runs on a restored backup that holds an undelivered event, then it sends nothing to the live receiver', async (t) => {
+    const env = drillServeEnv('A restore drill (SQLite)')
+    assert.equal(env.WEBHOOK_DELIVERY, 'false', 'the SQLite drill starts its server with deliveries off')
+    assert.equal(drillServeEnv('A restore drill (PostgreSQL)').WEBHOOK_DELIVERY, 'false', 'so does the PostgreSQL drill')
+    const hook = await receiver(t)
+    const cli = cliFor(t, { WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', WEBHOOK_POLL_MS: '50' })
+    const key = await arrange(cli, 2)
+
+    // The live service: a subscription, and a change not delivered yet when the backup is taken.
+    const live = await startServe(cli, [], { WEBHOOK_DELIVERY: 'false' })
+    const created = await fetch(`${live.base}/v1/webhooks`, {
+      method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify({ url: hook.url, events: ['inventory.changed'] })
+    })
+    assert.equal(created.status, 201, await created.text())
+    assert.equal(await setQuantity(live.base, key, 1, 5), 200)
+    await stop(live.server)
+    const backup = join(cli.dir, 'drill.db')
+    assert.equal((await cli.run(['backup', backup])).code, 0)
+
+    // What a server that delivers does with that backup: it sends the event, within `took` of being ready.
+    const control = join(cli.dir, 'control-store.db')
+    assert.equal((await cli.run(['restore', backup], { DATABASE_URL: control })).code, 0)
+    const sending = await startServe(cli, [], { DATABASE_URL: control })
+    const ready = performance.now()
+    await hook.until(() => hook.requests > 0, 30_000)
+    const took = performance.now() - ready
+    await stop(sending.server)
+    const sent = hook.requests
+
+    // The drill, with the page's settings (on a port of its own, and its own scratch store).
+    const drillEnv = Object.fromEntries(Object.entries(env).filter(([name]) => name !== 'PORT'))
+    const scratch = join(cli.dir, 'drill-store.db')
+    assert.equal((await cli.run(['restore', backup], { DATABASE_URL: scratch })).code, 0)
+    const drill = await startServe(cli, [], { ...drillEnv, DATABASE_URL: scratch })
+    assert.equal(await quantityServed(drill.base, key, 1), 5, 'the drill server serves the restored stock')
+    // Nothing to wait for when nothing is to happen: ten times what the sending server took, and at least 2 s.
+    await new Promise((resolve) => setTimeout(resolve, Math.max(2000, 10 * took)))
+    assert.equal(hook.requests, sent, 'the drill server sent nothing to the live receiver')
+    await stop(drill.server)
   })
 })

@@ -3,10 +3,22 @@ import { describe, test } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { MIGRATIONS } from '../../src/store/postgres/migrations.js'
 import { startPgBouncer } from '../helpers/pgbouncer.js'
-import { requirePostgres, tempPostgresDatabase } from '../helpers/postgres.js'
-import { cliFor, freePort, startServe } from './run.js'
+import pg from 'pg'
+import { adminQuery, requirePostgres, tempPostgresDatabase } from '../helpers/postgres.js'
+import { cliFor, freePort, startServe, within } from './run.js'
 
 const DEMO = fileURLToPath(new URL('../../data/demo.json', import.meta.url))
+
+/** The rows of one query on the database at `url`. */
+async function adminRows (sql: string, url: string): Promise<unknown[]> {
+  const client = new pg.Client({ connectionString: url })
+  await client.connect()
+  try {
+    return (await client.query(sql)).rows
+  } finally {
+    await client.end()
+  }
+}
 
 describe('the CLI on PostgreSQL', () => {
   test('when PostgreSQL is unreachable, then migrate exits 1 with a message and no stack trace', async (t) => {
@@ -42,6 +54,33 @@ if (await requirePostgres('CLI tests on PostgreSQL')) {
       assert.equal(listed[0]?.id, id)
       assert.equal(listed[0]?.perMinute, 300)
       assert.notEqual(listed[0]?.revokedAt, null)
+    })
+  })
+
+  describe('a PostgreSQL store restored from a tampered dump', () => {
+    test('when the database holds a trigger no migration made, then migrate and serve refuse it at start with exit 2 naming it, and a read key stays a read key', async (t) => {
+      const url = await tempPostgresDatabase(t)
+      const cli = cliFor(t, { DATABASE_URL: url })
+      assert.equal((await cli.run(['migrate'])).code, 0)
+      const created = await cli.run(['keys', 'create', '--plan', 'free', '--scope', 'read', '--json'])
+      assert.equal(created.code, 0, created.stderr)
+      const { id } = JSON.parse(created.stdout) as { id: string }
+      await adminQuery("CREATE FUNCTION escalate() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN UPDATE api_keys SET scope = 'write'; RETURN NULL; END $$; " +
+        'CREATE TRIGGER escalate AFTER UPDATE ON inventory FOR EACH STATEMENT EXECUTE FUNCTION escalate()', url)
+      const named = /^petstore: the store's schema is not the one its migrations define \(version \d+\): trigger "inventory\.escalate" on table "inventory" is not defined by any migration/
+      const migrate = await cli.run(['migrate'])
+      assert.equal(migrate.code, 2, migrate.stderr)
+      assert.match(migrate.stderr, named)
+      const server = cli.start(['serve'], { PORT: '0', HOST: '127.0.0.1' })
+      const exit = await within(30_000, server.exited, 'serve to refuse the store')
+      assert.equal(exit.code, 2, server.output().stderr)
+      assert.match(server.output().stderr, named)
+      const imported = await cli.run(['import', DEMO])
+      assert.equal(imported.code, 2, imported.stderr)
+      const listed = await cli.run(['keys', 'list', '--json'])
+      assert.equal(listed.code, 2)
+      const scope = await adminRows(`SELECT scope FROM api_keys WHERE id = '${id}'`, url)
+      assert.deepEqual(scope, [{ scope: 'read' }])
     })
   })
 

@@ -47,7 +47,7 @@ describe('the webhook receiver of docs/webhooks.md', () => {
     await waitFor(async () => await fetch(`http://127.0.0.1:${port}/`, { method: 'POST', body: '{}' }).then((r) => r.status === 400, () => false))
 
     assert.equal((await fetch(`${base}/v1/inventory/1`, { method: 'PATCH', headers, body: '{"quantity":2}' })).status, 200)
-    await waitFor(async () => /^evt_\d+ 1 2$/m.test(output))
+    await waitFor(async () => /^evt_[0-9a-f]{16}_\d+ 1 2$/m.test(output))
   })
 })
 

@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
-import { distinctIds, receiver } from '../helpers/webhooks.js'
+import { distinctIds, eventIdOf, receiver } from '../helpers/webhooks.js'
 import { cliFor, startServe, within } from './run.js'
 
 const WRITES = 40
@@ -41,8 +41,8 @@ describe('webhooks of a running server', () => {
     const second = await startServe(cli)
     // Leases of the killed process end after the attempt timeout and a margin (2 s + 5 s here).
     await within(60_000, hook.until(() => distinctIds(hook).size === WRITES, 60_000), 'every event after the restart')
-    const feed = await (await fetch(`${second.base}/v1/inventory/changes?limit=1000`, { headers })).json() as Array<{ changeId: number, reason: string }>
-    const expected = feed.filter((change) => change.reason !== 'import').map((change) => `evt_${change.changeId}`)
+    const feed = await (await fetch(`${second.base}/v1/inventory/changes?limit=1000`, { headers })).json() as Array<{ changeId: number, reason: string, cursor: string }>
+    const expected = feed.filter((change) => change.reason !== 'import').map(eventIdOf)
     assert.deepEqual([...distinctIds(hook)].sort(), expected.sort(), 'exactly the changes committed after the subscription')
     assert.equal(hook.rejected, 0)
 

@@ -6,24 +6,32 @@
 import assert from 'node:assert/strict'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { waitFor } from '../helpers/wait.js'
-import { describe, test } from 'node:test'
+import { describe, test, type TestContext } from 'node:test'
 import { FeedWatch, followChanges, REGISTRATION_PERIODS, StreamRegistry, streamStart } from '../../src/domain/change-stream.js'
 import { InvalidCursorError } from '../../src/domain/cursor.js'
-import { feedCursor, type ChangeView } from '../../src/domain/feed.js'
+import { CursorExpiredError, feedCursor, type ChangeView } from '../../src/domain/feed.js'
 import { importData } from '../../src/domain/import.js'
-import type { FeedPosition, StockReads } from '../../src/store/stock/types.js'
+import type { FeedChange, FeedHistory, FeedPlace, FeedPosition, StockReads, StoreEpoch } from '../../src/store/stock/types.js'
+import type { Store } from '../../src/store/store.js'
 import { pet, tempStore } from '../helpers/app.js'
 
-/** A store whose head the test moves, counting the reads. */
-function headStore (initial: FeedPosition | null = null) {
-  const state = { head: initial, reads: 0, fail: false }
+/** The only epoch of headStore's history. */
+const EPOCH = '0123456789abcdef'
+
+/** A store whose head the test moves, counting the reads; its history has one epoch, from the start. */
+function headStore (initial: Omit<FeedPlace, 'epoch'> | null = null) {
+  const state: { head: FeedPlace | null, reads: number, fail: boolean } = { head: initial === null ? null : { ...initial, epoch: EPOCH }, reads: 0, fail: false }
   const store = {
     stock: {
       feedHead: async () => {
         state.reads++
         if (state.fail) throw new Error('store down')
         return state.head
-      }
+      },
+      feedHistory: async (): Promise<FeedHistory> => ({
+        epochs: [{ epoch: EPOCH, after: { order: 0n, id: 0n }, startedAt: new Date(0), reason: 'created' }],
+        head: state.head === null ? null : { order: state.head.order, id: state.head.id }
+      })
     }
   }
   return { store, state }
@@ -50,7 +58,7 @@ describe('FeedWatch', () => {
     const polls = Math.ceil((performance.now() - since) / 20) + 1
     assert.deepEqual(heard, [1, 1, 1], 'an unchanged head tells no one')
     assert.ok(state.reads - reads <= polls, `one read per poll for all listeners: ${state.reads - reads} reads in at most ${polls} polls`)
-    state.head = { order: 2n, id: 5n }
+    state.head = { order: 2n, id: 5n, epoch: EPOCH }
     await until(() => heard.every((n) => n === 2))
     for (const off of leave) off()
     await sleep(40)
@@ -91,10 +99,10 @@ describe('FeedWatch', () => {
 describe('streamStart', () => {
   test('when a cursor is given, then it is checked; without one, the stream starts at the head now (or the start of an empty feed)', async () => {
     const { store } = headStore({ order: 3n, id: 7n })
-    assert.equal(await streamStart(store, null), feedCursor({ order: 3n, id: 7n }))
-    assert.equal(await streamStart(headStore(null).store, null), null)
-    const given = feedCursor({ order: 1n, id: 2n })
-    assert.equal(await streamStart(store, given), given)
+    assert.equal((await streamStart(store, null)).after, feedCursor({ order: 3n, id: 7n, epoch: EPOCH }))
+    assert.equal((await streamStart(headStore(null).store, null)).after, null)
+    const given = feedCursor({ order: 1n, id: 2n, epoch: EPOCH })
+    assert.equal((await streamStart(store, given)).after, given)
     for (const bad of ['nonsense', Buffer.from('o1:5').toString('base64url'), Buffer.from('f1:-1.0').toString('base64url'), Buffer.from('f1:1.2.3').toString('base64url')]) {
       await assert.rejects(streamStart(store, bad), InvalidCursorError, bad)
     }
@@ -110,7 +118,7 @@ describe('followChanges', () => {
     const watch = new FeedWatch({ store, pollMs: 10 })
     t.after(() => { watch.close() })
     const stop = new AbortController()
-    const follow = followChanges(store, watch, { after: feedCursor(first.position), keyId: null, pageSize: 2, signal: stop.signal })
+    const follow = followChanges(store, watch, { after: feedCursor({ ...first.position, epoch: first.epoch }), keyId: null, pageSize: 2, signal: stop.signal })
     const pages: ChangeView[][] = []
     const reading = (async () => {
       for await (const page of follow) pages.push(page)
@@ -134,7 +142,10 @@ describe('followChanges', () => {
     await importData(store, { pets: Array.from({ length: 10 }, (_, i) => pet(i + 1)), orders: [] })
     let reads = 0
     const counted = {
-      stock: { listChanges: async (...args: Parameters<StockReads['listChanges']>) => { reads++; return await store.stock.listChanges(...args) } }
+      stock: {
+        listChanges: async (...args: Parameters<StockReads['listChanges']>) => { reads++; return await store.stock.listChanges(...args) },
+        feedHistory: async () => await store.stock.feedHistory()
+      }
     }
     const watch = new FeedWatch({ store, pollMs: 10 })
     t.after(() => { watch.close() })
@@ -145,6 +156,72 @@ describe('followChanges', () => {
     assert.equal(reads, 1, 'one page read, one page handed out')
     stop.abort()
     await follow.return()
+  })
+})
+
+/** A feed the test rewrites at will, as a failover to a replica does: its changes and its epochs. */
+function historyStore (state: { changes: FeedChange[], epochs: StoreEpoch[] }) {
+  const after = (a: FeedPosition, b: FeedPosition | null): boolean => b === null || a.order > b.order || (a.order === b.order && a.id > b.id)
+  const store = {
+    stock: {
+      listChanges: async (from: FeedPosition | null, limit: number) => state.changes.filter((c) => after(c.position, from)).slice(0, limit),
+      feedHistory: async (): Promise<FeedHistory> => ({ epochs: state.epochs, head: state.changes.at(-1)?.position ?? null }),
+      feedHead: async (): Promise<FeedPlace | null> => {
+        const last = state.changes.at(-1)
+        return last === undefined ? null : { ...last.position, epoch: last.epoch }
+      }
+    }
+  }
+  return store as unknown as Store
+}
+
+const OLD = 'aaaaaaaaaaaaaaaa'
+const NEW = 'bbbbbbbbbbbbbbbb'
+const epoch = (id: string, afterId: bigint): StoreEpoch => ({ epoch: id, after: { order: 0n, id: afterId }, startedAt: new Date(0), reason: 'test' })
+const changeAt = (id: bigint, of: string, quantity = Number(id)): FeedChange => ({
+  id, petId: 1n, previousQuantity: null, quantity, reason: 'adjustment', note: null, keyId: null, requestId: null, at: new Date(0), batchId: null,
+  status: null, previousStatus: null, position: { order: 0n, id }, epoch: of
+})
+
+describe('followChanges across a new epoch', () => {
+  /** Follows from change 3 of five; then the feed becomes `then` and the watch is told; resolves with what came, or the error. */
+  async function followThrough (t: TestContext, then: { changes: FeedChange[], epochs: StoreEpoch[] }): Promise<{ quantities: number[], error: unknown }> {
+    const state = { changes: [1n, 2n, 3n, 4n, 5n].map((id) => changeAt(id, OLD)), epochs: [epoch(OLD, 0n)] }
+    const store = historyStore(state)
+    const watch = new FeedWatch({ store, pollMs: 10 })
+    t.after(() => { watch.close() })
+    const stop = new AbortController()
+    t.after(() => { stop.abort() })
+    const quantities: number[] = []
+    let error: unknown
+    const reading = (async () => {
+      for await (const page of followChanges(store, watch, { after: feedCursor({ order: 0n, id: 3n, epoch: OLD }), keyId: null, pageSize: 10, signal: stop.signal })) {
+        quantities.push(...page.map((c) => c.quantity))
+      }
+    })().catch((caught: unknown) => { error = caught })
+    await until(() => quantities.length === 2)
+    Object.assign(state, then)
+    watch.nudge()
+    await until(() => error !== undefined || quantities.length > 2)
+    stop.abort()
+    await reading
+    return { quantities, error }
+  }
+
+  test('when a failover lost the last change the stream sent and a new epoch began before it, then the stream ends as expired', async (t) => {
+    const lost = await followThrough(t, { changes: [...[1n, 2n, 3n, 4n].map((id) => changeAt(id, OLD)), changeAt(5n, NEW, 50), changeAt(6n, NEW, 60)], epochs: [epoch(OLD, 0n), epoch(NEW, 4n)] })
+    assert.deepEqual(lost.quantities, [4, 5], 'never the new change 6 after the lost 5: the change that took 5\'s place would be skipped')
+    assert.ok(lost.error instanceof CursorExpiredError)
+  })
+
+  test('when the new epoch\'s first change has not passed the stream\'s place yet, then the new head alone ends it', async (t) => {
+    const lost = await followThrough(t, { changes: [...[1n, 2n, 3n, 4n].map((id) => changeAt(id, OLD)), changeAt(5n, NEW, 50)], epochs: [epoch(OLD, 0n), epoch(NEW, 4n)] })
+    assert.ok(lost.error instanceof CursorExpiredError)
+  })
+
+  test('when the failover lost nothing the stream had, then it goes on into the new epoch', async (t) => {
+    const kept = await followThrough(t, { changes: [...[1n, 2n, 3n, 4n, 5n].map((id) => changeAt(id, OLD)), changeAt(6n, NEW, 60)], epochs: [epoch(OLD, 0n), epoch(NEW, 5n)] })
+    assert.deepEqual([kept.quantities, kept.error], [[4, 5, 60], undefined])
   })
 })
 

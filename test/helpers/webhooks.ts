@@ -6,6 +6,8 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net'
 import type { TestContext } from 'node:test'
 import { Webhook } from 'standardwebhooks'
+import { feedPlace } from '../../src/domain/feed.js'
+import { eventId } from '../../src/domain/webhooks.js'
 
 export interface Received {
   id: string
@@ -91,3 +93,7 @@ export async function receiver (t: TestContext): Promise<Receiver> {
 
 /** Distinct event ids received. */
 export const distinctIds = (r: Receiver): Set<string> => new Set(r.received.map((x) => x.id))
+
+/** The webhook-id of a change as the feed shows it: its id and the epoch its cursor carries. */
+export const eventIdOf = (change: { changeId: number | bigint, cursor: string }): string =>
+  eventId({ id: BigInt(change.changeId), epoch: feedPlace(change.cursor).epoch })

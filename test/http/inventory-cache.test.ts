@@ -12,16 +12,18 @@ import { Type } from 'typebox'
 import { InventoryItem as ItemSchema } from '../../src/domain/entities.js'
 import type { InventoryItem, PetStatus, StockEntry } from '../../src/model.js'
 import { ChangeWatch, InventoryCache, LISTING_MAX_AGE_MS, type InventoryCacheOptions, type InventoryView } from '../../src/http/inventory-cache.js'
-import type { InventoryPage } from '../../src/store/stock/types.js'
+import { feedCursor } from '../../src/domain/feed.js'
+import type { FeedPlace, InventoryPage } from '../../src/store/stock/types.js'
 
 const serializeList = fastJson(Type.Array(ItemSchema))
 const serialize = (items: InventoryItem[]): string => serializeList(items)
 const STATUSES: PetStatus[] = ['available', 'pending', 'sold']
 
-/** A store double: entries by petId and a version, with call counts. */
+/** A store double: entries by petId, a version and the feed's last change, with call counts. */
 class FakeStore {
   readonly entries = new Map<bigint, InventoryItem>()
   version = 1n
+  head: FeedPlace = { order: 0n, id: 1n, epoch: '00000000000000aa' }
   calls = { version: 0, pages: 0 }
   other = false
 
@@ -36,14 +38,15 @@ class FakeStore {
     return [...this.entries.values()].sort((a, b) => (a.petId < b.petId ? -1 : a.petId > b.petId ? 1 : 0))
   }
 
-  /** A change as the store makes it: the entry and the version after it. */
-  change (petId: bigint, quantity: number): { entry: StockEntry, version: bigint } {
+  /** A change as the store makes it: the entry, the version after it and its place in the feed. */
+  change (petId: bigint, quantity: number): { entry: StockEntry, version: bigint, feed: FeedPlace } {
     const current = this.entries.get(petId)
     assert.ok(current !== undefined)
     const item = { ...current, quantity }
     this.entries.set(petId, item)
     this.version++
-    return { entry: { ...item, revision: 1n }, version: this.version }
+    this.head = { ...this.head, id: this.head.id + 1n }
+    return { entry: { ...item, revision: 1n }, version: this.version, feed: this.head }
   }
 
   async inventoryVersion (): Promise<bigint> {
@@ -54,8 +57,9 @@ class FakeStore {
   async * inventoryPages (size: number): AsyncGenerator<InventoryPage> {
     this.calls.pages++
     const version = this.version
+    const feed = this.head
     const items = this.sorted()
-    for (let i = 0; i < items.length || i === 0; i += size) yield { version, feed: null, items: items.slice(i, i + size) }
+    for (let i = 0; i < items.length || i === 0; i += size) yield { version, feed, items: items.slice(i, i + size) }
   }
 }
 
@@ -87,18 +91,19 @@ async function assertServes (listing: InventoryCache, store: FakeStore): Promise
   assert.equal(body.toString(), serialize(store.sorted()))
   assert.equal(view.length, body.length)
   assert.equal(view.etag, `"inv-${store.version}"`)
+  assert.equal(view.feed, feedCursor(store.head), 'the feed cursor of the last change in the listing')
   return view
 }
 
 describe('InventoryCache', () => {
-  test('when this process changes entries, then each change re-serializes its chunk and the bytes stay what the schema serializes', async (t) => {
+  test('when this process changes entries, then each change re-serializes its chunk, the bytes stay what the schema serializes and the feed cursor moves to the change', async (t) => {
     const store = new FakeStore(50)
     const listing = cache(t, store, { local: true })
     await assertServes(listing, store)
     const ids = [...store.entries.keys()]
     for (let i = 0; i < 40; i++) {
-      const { entry, version } = store.change(ids[(i * 13) % ids.length] as bigint, 1_000_000_000 - i)
-      listing.applied(entry, version)
+      const { entry, version, feed } = store.change(ids[(i * 13) % ids.length] as bigint, 1_000_000_000 - i)
+      listing.applied(entry, version, feed)
       await assertServes(listing, store)
     }
     assert.deepEqual(store.calls, { version: 1, pages: 1 }, 'one build, then no store call at all')
@@ -110,8 +115,8 @@ describe('InventoryCache', () => {
     await listing.current()
     const ids = [...store.entries.keys()]
     store.change(ids[1] as bigint, 5)
-    const { entry, version } = store.change(ids[2] as bigint, 6)
-    listing.applied(entry, version)
+    const { entry, version, feed } = store.change(ids[2] as bigint, 6)
+    listing.applied(entry, version, feed)
     await assertServes(listing, store)
     assert.deepEqual(store.calls, { version: 2, pages: 2 })
   })
@@ -121,8 +126,8 @@ describe('InventoryCache', () => {
     const listing = cache(t, store, { local: true })
     await listing.current()
     store.entries.set(1000n, { petId: 1000n, quantity: 1, status: 'sold' })
-    const { entry, version } = store.change(1000n, 2)
-    listing.applied(entry, version)
+    const { entry, version, feed } = store.change(1000n, 2)
+    listing.applied(entry, version, feed)
     await assertServes(listing, store)
     assert.equal(store.calls.pages, 2)
   })

@@ -147,9 +147,12 @@ describe('GET /v1/openapi.json', () => {
         200: null, 400: ['invalid_request'], 401: ['unauthorized'], 403: ['insufficient_scope'], 409: ['batch_refused', 'idempotency_key_in_flight'], 413: ['payload_too_large'], 414: ['uri_too_long'],
         415: ['unsupported_media_type'], 422: ['idempotency_key_reused'], 429: LIMITED, 500: ['internal_error'], 503: ['service_unavailable']
       },
-      '/inventory/changes get': { 200: null, 400: ['invalid_request'], 401: ['unauthorized'], 414: ['uri_too_long'], 429: LIMITED, 500: ['internal_error'], 503: ['service_unavailable'] },
+      '/inventory/changes get': {
+        200: null, 400: ['invalid_request'], 401: ['unauthorized'], 410: ['cursor_expired'], 414: ['uri_too_long'], 429: LIMITED, 500: ['internal_error'], 503: ['service_unavailable']
+      },
       '/inventory/changes/stream get': {
-        200: null, 400: ['invalid_request'], 401: ['unauthorized'], 414: ['uri_too_long'], 429: [...LIMITED, 'too_many_streams'], 500: ['internal_error'], 503: ['service_unavailable']
+        200: null, 400: ['invalid_request'], 401: ['unauthorized'], 410: ['cursor_expired'], 414: ['uri_too_long'], 429: [...LIMITED, 'too_many_streams'], 500: ['internal_error'],
+        503: ['service_unavailable']
       },
       '/pets/{petId} get': { 200: null, 400: ['invalid_request'], 401: ['unauthorized'], 404: ['not_found'], 410: ['gone'], 414: ['uri_too_long'], 429: LIMITED, 500: ['internal_error'], 503: ['service_unavailable'] },
       '/store/orders get': { 200: null, 400: ['invalid_request'], 401: ['unauthorized'], 414: ['uri_too_long'], 429: LIMITED, 500: ['internal_error'], 503: ['service_unavailable'] },

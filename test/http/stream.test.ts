@@ -174,7 +174,7 @@ async function patch (target: Served | FastifyInstance, key: string, petId: bigi
 async function cursorAt (store: Store, index: number): Promise<string> {
   const change = (await store.stock.listChanges(null, index + 1))[index]
   assert.ok(change !== undefined)
-  return feedCursor(change.position)
+  return feedCursor({ ...change.position, epoch: change.epoch })
 }
 
 const quantityOf = (event: SseEvent): number => (JSON.parse(event.data) as { quantity: number }).quantity

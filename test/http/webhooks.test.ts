@@ -18,7 +18,7 @@ import { PostgresStore } from '../../src/store/postgres-store.js'
 import { auth, newKey, pet, tempStore } from '../helpers/app.js'
 import { POSTGRES_URL, requirePostgres, tempSchema } from '../helpers/postgres.js'
 import { WAIT_TIMEOUT_MS } from '../helpers/wait.js'
-import { distinctIds, receiver, type Receiver } from '../helpers/webhooks.js'
+import { distinctIds, eventIdOf, receiver, type Receiver } from '../helpers/webhooks.js'
 import { loggerOptions } from '../../src/logger.js'
 import { HttpSender } from '../../src/webhooks/sender.js'
 import type { Resolve } from '../../src/webhooks/destination.js'
@@ -207,12 +207,12 @@ describe('webhook delivery', () => {
     await hook.until(() => distinctIds(hook).size === 5)
     const feed = (await request('GET', '/v1/inventory/changes?limit=100')).json<Array<{ changeId: number, cursor: string }>>()
     const expected = feed.slice(-5)
-    assert.deepEqual([...distinctIds(hook)].sort(), expected.map((c) => `evt_${c.changeId}`).sort())
+    assert.deepEqual([...distinctIds(hook)].sort(), expected.map(eventIdOf).sort())
     for (const got of hook.received) {
       const inFeed = feed.find((c) => c.cursor === got.event.data.cursor)
       assert.deepEqual(got.event.data, inFeed, 'data is the change exactly as the feed shows it')
       assert.equal(got.event.type, 'inventory.changed')
-      assert.equal(got.id, `evt_${got.event.data.changeId}`)
+      assert.equal(got.id, eventIdOf(got.event.data))
     }
     assert.equal(hook.rejected, 0)
     const sold = hook.received.find((r) => r.event.data.status === 'sold')

@@ -3,10 +3,10 @@ import { Type } from 'typebox'
 import { InventoryChange } from '../../domain/entities.js'
 import { DEFAULT_FEED_LIMIT, listChanges, MAX_FEED_LIMIT } from '../../domain/feed.js'
 import type { StockReads } from '../../store/stock/types.js'
-import { cursorRefused, linkNext, NEXT_LINK_FORM } from '../paging.js'
+import { CURSOR_EXPIRED, cursorRefused, feedCursorRefused, linkNext, NEXT_LINK_FORM } from '../paging.js'
 import { COMMON_ERRORS, INVALID_REQUEST, RESPONSE_HEADERS } from '../schemas/common.js'
 
-export const changeRoutes: FastifyPluginAsyncTypebox<{ store: { readonly stock: Pick<StockReads, 'listChanges'> } }> = async (app, { store }) => {
+export const changeRoutes: FastifyPluginAsyncTypebox<{ store: { readonly stock: Pick<StockReads, 'listChanges' | 'feedHistory'> } }> = async (app, { store }) => {
   app.get('/inventory/changes', {
     config: { scope: 'read' },
     schema: {
@@ -20,7 +20,10 @@ export const changeRoutes: FastifyPluginAsyncTypebox<{ store: { readonly stock: 
         'carries a `cursor`; store the last one you processed and send it as `after` to resume. Every answer carries ' +
         '`Link: <...>; rel="next"`; an empty page means you are caught up: poll the same link later. `requestId` is shown ' +
         'only for changes made with your own key. To start a copy, take `GET /v1/inventory` and follow from its `Changes-Cursor`. ' +
-        'Beta: an addition to the specification.',
+        'A cursor stays good for the life of the deployment: a place past the feed\'s last change is refused (400), and one ' +
+        'from a history the store no longer has after it (restored from a backup, failed over to a replica that lost ' +
+        'commits, moved to another store since) is 410 `cursor_expired`, never taken for another change: start again from ' +
+        'the listing and its `Changes-Cursor`. Beta: an addition to the specification.',
       tags: ['inventory'],
       'x-stability': 'beta',
       querystring: Type.Object({
@@ -33,12 +36,13 @@ export const changeRoutes: FastifyPluginAsyncTypebox<{ store: { readonly stock: 
           headers: { ...RESPONSE_HEADERS, Link: Type.String({ description: 'rel="next": the next page (after the last change, or the same place when none).' + NEXT_LINK_FORM }) }
         }),
         400: INVALID_REQUEST,
+        410: CURSOR_EXPIRED,
         ...COMMON_ERRORS
       }
     }
   }, async (request, reply) => {
     const { after, limit = DEFAULT_FEED_LIMIT } = request.query
-    const page = await listChanges(store, { cursor: after ?? null, limit }, request.apiKey?.id ?? null).catch(cursorRefused)
+    const page = await listChanges(store, { cursor: after ?? null, limit }, request.apiKey?.id ?? null).catch(feedCursorRefused).catch(cursorRefused)
     linkNext(reply, { limit: String(limit), ...(page.next === null ? {} : { after: page.next }) })
     return page.changes.map((change) => ({ ...change, at: change.at.toISOString() }))
   })

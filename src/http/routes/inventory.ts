@@ -10,7 +10,7 @@ import {
 } from '../../domain/inventory.js'
 import { MAX_QUANTITY_TEXT, type InventoryItem as Item, type StockEntry } from '../../model.js'
 import { parseInt64 } from '../../int64.js'
-import type { StockStore } from '../../store/stock/types.js'
+import type { FeedPlace, StockStore } from '../../store/stock/types.js'
 import { InventoryCache, type ChangeWatch, type InventoryView } from '../inventory-cache.js'
 import { IDEMPOTENCY_KEY_DESCRIPTION, idempotencyKeyOf } from '../idempotency.js'
 import { BODY_LIMIT_BYTES } from '../limits.js'
@@ -34,11 +34,13 @@ const InventoryList = Type.Array(InventoryItem, {
     ETag: Type.String({ description: 'Strong validator of the whole inventory (not sent with a page); send it back in If-None-Match' }),
     Link: Type.String({ description: 'With `limit` or `cursor`: rel="next" link while more entries remain.' + NEXT_LINK_FORM }),
     'Changes-Cursor': Type.String({
-      description: 'The change feed\'s cursor this listing reflects: every change up to it is in the listing. To keep a copy, ' +
-        'store the listing, then follow `GET /v1/inventory/changes?after=<this cursor>`. The listing may also hold a few ' +
-        'changes after it, which the feed then repeats; each change carries the values it set, so applying them again ' +
-        'changes nothing. With pages, on the first page only (later pages may reflect later changes). Absent while no ' +
-        'change has ever been recorded (follow the feed from its start). Beta'
+      description: 'The change feed\'s cursor this listing reflects: every change up to it is in the listing, none after it. ' +
+        'To keep a copy, store the listing, then follow `GET /v1/inventory/changes?after=<this cursor>`: nothing you already ' +
+        'have is replayed. It keeps up with the feed: once writes stop, every instance answers the feed\'s last change ' +
+        'within the listing\'s freshness bound (at once on the instance that wrote; a few seconds at most elsewhere). A ' +
+        'cursor from before a restore of the store may be refused later with 410 `cursor_expired`: take the listing again. ' +
+        'With pages, on the first page only (later pages may reflect later changes). Absent while no change has ever ' +
+        'been recorded (follow the feed from its start). Beta'
     })
   }
 })
@@ -387,8 +389,8 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
     requireDistinctPets(changes)
     await chargeMore(request, reply, changes.length - 1, `This batch of ${changes.length} changes`)
     try {
-      const { entries, version, replayed } = await applyBatch(store, changes, { keyId: request.apiKey?.id ?? null, requestId: request.id }, clock, keyedBy(request))
-      await settle(reply, entries, version, replayed)
+      const { entries, version, feed, replayed } = await applyBatch(store, changes, { keyId: request.apiKey?.id ?? null, requestId: request.id }, clock, keyedBy(request))
+      await settle(reply, entries, { version, feed }, replayed)
       return { entries: entries.map((entry) => ({ ...item(entry), etag: entryTag(entry) })) }
     } catch (error) {
       if (!(error instanceof BatchRefusedError)) throw error
@@ -410,8 +412,8 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
    * The answer to an applied change: the listing and every instance learn of it first, then the entry and its ETag.
    * A replay applied nothing now: it is answered as the first request was, and says so.
    */
-  async function answerChange (reply: FastifyReply, { entry, version, replayed }: AppliedChange): Promise<Item> {
-    await settle(reply, [entry], version, replayed)
+  async function answerChange (reply: FastifyReply, { entry, version, feed, replayed }: AppliedChange): Promise<Item> {
+    await settle(reply, [entry], { version, feed }, replayed)
     reply.header('ETag', entryTag(entry))
     return item(entry)
   }
@@ -420,12 +422,13 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
    * What every applied write does before its answer: the listing and every instance learn of the entries it changed,
    * so a GET that starts after the answer, on any instance, sees them. A replay applied nothing now, and says so.
    */
-  async function settle (reply: FastifyReply, entries: readonly StockEntry[], version: bigint | undefined, replayed: boolean): Promise<void> {
+  async function settle (reply: FastifyReply, entries: readonly StockEntry[], made: { version?: bigint | undefined, feed?: FeedPlace | undefined },
+    replayed: boolean): Promise<void> {
     if (replayed) {
       reply.header('Idempotent-Replayed', 'true')
       return
     }
-    cache.applied(entries, version)
+    cache.applied(entries, made.version, made.feed)
     committed?.()
     await announceChange?.()
   }

@@ -12,15 +12,15 @@ import { Readable } from 'node:stream'
 import { Type } from 'typebox'
 import type { Standing } from '../../access/admission.js'
 import type { StreamConfig } from '../../config.js'
-import { FeedWatch, followChanges, StreamRegistry, streamStart } from '../../domain/change-stream.js'
+import { FeedWatch, followChanges, StreamRegistry, streamStart, type StreamStart } from '../../domain/change-stream.js'
 import { INVENTORY_CHANGED, InventoryChange } from '../../domain/entities.js'
-import { DEFAULT_FEED_LIMIT, type ChangeView } from '../../domain/feed.js'
+import { CursorExpiredError, DEFAULT_FEED_LIMIT, type ChangeView } from '../../domain/feed.js'
 import { AppError } from '../../errors.js'
 import type { Lifecycle } from '../../lifecycle.js'
 import type { Metrics } from '../../metrics/index.js'
 import type { StockReads } from '../../store/stock/types.js'
 import type { StreamStore } from '../../store/streams/types.js'
-import { cursorRefused } from '../paging.js'
+import { CURSOR_EXPIRED, cursorRefused, feedCursorRefused } from '../paging.js'
 import { COMMON_ERRORS, ErrorResponse, INVALID_REQUEST, RESPONSE_HEADERS } from '../schemas/common.js'
 
 /** The event type of a change, as webhooks name it too. */
@@ -47,7 +47,7 @@ const MIN_KEY_RECHECK_MS = 100
 const KEY_RECHECK_RETRY_MS = 1000
 
 export interface StreamRouteOptions {
-  store: { readonly stock: Pick<StockReads, 'feedHead' | 'listChanges'>, readonly streams: StreamStore }
+  store: { readonly stock: Pick<StockReads, 'feedHead' | 'feedHistory' | 'listChanges'>, readonly streams: StreamStore }
   config: StreamConfig
   lifecycle: Lifecycle
   metrics: Metrics
@@ -194,7 +194,7 @@ export const streamRoutes: FastifyPluginAsyncTypebox<StreamRouteOptions> = async
   })
 
   /** Serves an admitted stream whose registration is `id`: replay, then live changes, until one side ends it. */
-  function serve (request: FastifyRequest, reply: FastifyReply, id: string, after: string | null): EventStreamBody {
+  function serve (request: FastifyRequest, reply: FastifyReply, id: string, start: StreamStart): EventStreamBody {
     const body = new EventStreamBody()
     const serialize = reply.getSerializationFunction('200', 'text/event-stream') as (change: unknown) => string
     // Skipped for a client that is behind: it is not idle, the data itself keeps the connection alive.
@@ -258,7 +258,7 @@ export const streamRoutes: FastifyPluginAsyncTypebox<StreamRouteOptions> = async
 
     const pump = async (): Promise<void> => {
       await body.write(`retry: ${RECONNECT_MS}\n\n`)
-      const follow = followChanges(store, watch, { after, keyId: request.apiKey?.id ?? null, pageSize: DEFAULT_FEED_LIMIT, signal: body.signal })
+      const follow = followChanges(store, watch, { after: start.after, epochs: start.epochs, keyId: request.apiKey?.id ?? null, pageSize: DEFAULT_FEED_LIMIT, signal: body.signal })
       for await (const changes of follow) {
         if (!await mayReceive('write')) return
         for (const change of changes) await body.write(changeEvent(change, serialize))
@@ -272,6 +272,11 @@ export const streamRoutes: FastifyPluginAsyncTypebox<StreamRouteOptions> = async
     })
     checkKey()
     pump().catch((error: unknown) => {
+      if (error instanceof CursorExpiredError) {
+        // An epoch began under the stream (a failover that lost what it had sent): its client's reconnect gets 410.
+        request.log.info('change stream ended: the store began a new epoch and the place it had reached is not in its history')
+        return
+      }
       // The client resumes from its last event when it reconnects, on this instance or another.
       request.log.warn({ err: error }, 'change stream ended by a failure')
     }).finally(async () => {
@@ -303,7 +308,9 @@ export const streamRoutes: FastifyPluginAsyncTypebox<StreamRouteOptions> = async
         'within about a second. A comment line (`: heartbeat`) keeps an idle stream open through proxies. The connect ' +
         'counts as one request. When the stream ends (the instance stops, or the connection drops), reconnect with the ' +
         'last `id` received as `Last-Event-ID`: no change is missed or repeated. A quota may keep a few streams open at ' +
-        'once (429 `too_many_streams` beyond). Beta: an addition to the specification.',
+        'once (429 `too_many_streams` beyond). A place past the feed\'s last change is refused (400); one from a history the ' +
+        'store no longer has after it (restored, failed over or moved since) is 410 `cursor_expired`: start again from ' +
+        '`GET /v1/inventory` and its `Changes-Cursor`. Beta: an addition to the specification.',
       tags: ['inventory'],
       'x-stability': 'beta',
       headers: Type.Object({
@@ -333,6 +340,7 @@ export const streamRoutes: FastifyPluginAsyncTypebox<StreamRouteOptions> = async
           }
         },
         400: INVALID_REQUEST,
+        410: CURSOR_EXPIRED,
         ...COMMON_ERRORS,
         429: ErrorResponse(['rate_limited', 'key_banned', 'too_many_streams'],
           'Rate limit exceeded, the key is temporarily banned, or the quota has as many change streams open as it may (on all ' +
@@ -342,7 +350,7 @@ export const streamRoutes: FastifyPluginAsyncTypebox<StreamRouteOptions> = async
       }
     }
   }, async (request, reply) => {
-    const after = await streamStart(store, lastEventId(request) ?? request.query.after ?? null).catch(cursorRefused)
+    const start = await streamStart(store, lastEventId(request) ?? request.query.after ?? null).catch(feedCursorRefused).catch(cursorRefused)
     if (closing) {
       throw new AppError('service_unavailable', 'This instance is stopping; reconnect (with Last-Event-ID) to continue.', { 'Retry-After': '1' })
     }
@@ -360,7 +368,7 @@ export const streamRoutes: FastifyPluginAsyncTypebox<StreamRouteOptions> = async
       throw new AppError('service_unavailable', 'This instance serves as many change streams as it may; retry shortly.',
         { 'Retry-After': String(INSTANCE_FULL_RETRY_AFTER_SECONDS) })
     }
-    const body = serve(request, reply, opening.id, after)
+    const body = serve(request, reply, opening.id, start)
     // Proxies that buffer answers (nginx) would hold events back.
     reply.type('text/event-stream').header('X-Accel-Buffering', 'no')
     // Returned rather than sent (`return reply.send(body)`): the handler's promise would then follow the reply's own

@@ -64,7 +64,7 @@ const Attempt = Type.Object({
 
 const Delivery = Type.Object({
   id: Type.Unsafe<bigint>({ type: 'integer', format: 'int64', description: 'The delivery\'s id' }),
-  eventId: Type.String({ description: 'The event\'s `webhook-id`: the same for every attempt' }),
+  eventId: Type.String({ description: 'The event\'s `webhook-id`: the same for every attempt, and never another change\'s' }),
   changeId: Type.Unsafe<bigint>({ type: 'integer', format: 'int64' }),
   cursor: Type.String({ description: 'The change\'s place in the feed' }),
   state: Type.Enum(['pending', 'delivered', 'failed'], { type: 'string', description: 'pending: to be attempted (again); failed: retries ran out' }),
@@ -89,9 +89,9 @@ function showWebhook (webhook: WebhookView): Static<typeof Webhook> {
 function showDelivery (delivery: WebhookDelivery): Static<typeof Delivery> {
   return {
     id: delivery.id,
-    eventId: eventId(delivery.changeId),
+    eventId: eventId({ id: delivery.changeId, epoch: delivery.epoch }),
     changeId: delivery.changeId,
-    cursor: feedCursor(delivery.position),
+    cursor: feedCursor({ ...delivery.position, epoch: delivery.epoch }),
     state: delivery.state,
     attempts: delivery.attempts.map((attempt) => ({ ...attempt, at: attempt.at.toISOString() })),
     nextAttemptAt: iso(delivery.nextAttemptAt),
@@ -108,13 +108,14 @@ export const WEBHOOKS_DOCUMENT = {
       summary: 'A stock change, pushed',
       description: 'Sent to every enabled subscription for each change of the feed committed after it was made (API writes, ' +
         'batches and imports), at least once. Headers (Standard Webhooks v1): `webhook-id` (the same for every attempt: ' +
-        'deduplicate by it), `webhook-timestamp` (Unix seconds of the attempt: refuse old ones), `webhook-signature` ' +
+        'deduplicate by it; `evt_<epoch>_<changeId>`, never the id of another change, also across restores and failovers ' +
+        'of the store; changes made before the store had epochs keep `evt_<changeId>`), `webhook-timestamp` (Unix seconds of the attempt: refuse old ones), `webhook-signature` ' +
         '(`v1,` + base64 HMAC-SHA256 of `id.timestamp.body` with the secret; several, space-separated, during a rotation). ' +
         'Answer 2xx within 10 s; anything else is retried with exponential backoff for 24 hours; 410 disables the subscription. ' +
         'Events may arrive out of order: order them by `data.cursor`, or per pet by `data.changeId`.',
       tags: ['webhooks'],
       parameters: [
-        { name: 'webhook-id', in: 'header', required: true, schema: { type: 'string', examples: ['evt_1042'] } },
+        { name: 'webhook-id', in: 'header', required: true, schema: { type: 'string', examples: ['evt_7f3a9c21e4b8d605_1042'] } },
         { name: 'webhook-timestamp', in: 'header', required: true, schema: { type: 'string', examples: ['1795600000'] } },
         { name: 'webhook-signature', in: 'header', required: true, schema: { type: 'string' } }
       ],

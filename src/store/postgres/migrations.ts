@@ -299,6 +299,67 @@ export const MIGRATIONS: readonly Migration[] = [
       );
       CREATE INDEX event_streams_quota ON event_streams (quota_id, expires_at);
     `
+  },
+  {
+    version: 11,
+    name: 'store epochs',
+    // See the SQLite migration. The first epoch begins after the feed's head (the highest commit position, the last
+    // ledger row of its transaction). Each epoch also records what identifies the database it began on (the cluster's
+    // system identifier, the database's oid, the oid of this table, the WAL timeline), filled in by the store when it
+    // confirms the epoch (src/store/schema/postgres.ts confirmEpoch), which starts a new epoch when they differ: a
+    // restore into another database or cluster, or with pg_restore --clean into the same one, point-in-time recovery.
+    //
+    // A promoted replica goes on serving the instances that were connected to its primary, which confirm nothing:
+    // the commit trigger of the feed (migration 7) now also compares the WAL timeline it takes a position on with the
+    // one recorded in feed_clock.timeline (null until confirmed, or where the timeline cannot be read: no check), and
+    // the first commit on a new timeline starts a new epoch, after the last position taken before it, in its own
+    // transaction, under the feed clock's lock. So no change of the new timeline ever takes the id or cursor of one
+    // the old primary made and the replica never received. The check costs each writing transaction one reading of
+    // the current WAL position.
+    sql: `
+      CREATE TABLE store_epochs (
+        seq integer PRIMARY KEY,
+        epoch text NOT NULL UNIQUE,
+        after_order bigint NOT NULL,
+        after_id bigint NOT NULL,
+        started_at timestamptz NOT NULL DEFAULT now(),
+        reason text NOT NULL,
+        system_identifier text,
+        database_oid bigint,
+        table_oid bigint,
+        timeline bigint
+      );
+      INSERT INTO store_epochs (seq, epoch, after_order, after_id, reason)
+        SELECT 1, substr(md5(random()::text || clock_timestamp()::text || pg_backend_pid()::text), 1, 16),
+          coalesce(h.position, 0), coalesce(h.id, 0), CASE WHEN h.id IS NULL THEN 'created' ELSE 'upgraded' END
+        FROM (SELECT 1) one LEFT JOIN (
+          SELECT f.position, (SELECT max(l.id) FROM stock_ledger l WHERE l.txid = f.txid) AS id FROM feed_positions f ORDER BY f.position DESC LIMIT 1
+        ) h ON true;
+      ALTER TABLE feed_clock ADD COLUMN timeline bigint;
+      CREATE OR REPLACE FUNCTION take_feed_position() RETURNS trigger LANGUAGE plpgsql AS $$
+        DECLARE
+          taken bigint;
+          recorded bigint;
+          line bigint;
+        BEGIN
+          IF NOT EXISTS (SELECT 1 FROM feed_positions WHERE txid = pg_current_xact_id()) THEN
+            UPDATE feed_clock SET position = position + 1 WHERE id = 1 RETURNING position, timeline INTO taken, recorded;
+            IF recorded IS NOT NULL THEN
+              line := ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint;
+              IF line <> recorded THEN
+                INSERT INTO store_epochs (seq, epoch, after_order, after_id, reason, database_oid, timeline)
+                  SELECT max(seq) + 1, substr(md5(random()::text || clock_timestamp()::text || pg_backend_pid()::text), 1, 16),
+                    taken - 1, 9223372036854775807, 'new timeline', (SELECT oid FROM pg_database WHERE datname = current_database()), line
+                  FROM store_epochs;
+                UPDATE feed_clock SET timeline = line WHERE id = 1;
+              END IF;
+            END IF;
+            INSERT INTO feed_positions (txid, position) VALUES (pg_current_xact_id(), taken);
+          END IF;
+          RETURN NULL;
+        END
+      $$;
+    `
   }
 ]
 
@@ -307,10 +368,22 @@ export const PLAN: MigrationPlan = {
   migrations: MIGRATIONS,
   superseded: [
     {
+      // beaad19: a placeholder keeping the numbering; reverted by 84ac106.
       version: 4,
       name: 'stock updates bump the inventory version in the store',
+      sql: 'SELECT 1;',
       checksum: '7aae1c3890bc533bc9b0e2d4243e27cf9013f473bf295f042a8cb0d515a5befe',
       convertedBy: 5
     }
   ]
 }
+
+/**
+ * The table recording the applied migrations, as this release creates it; releases before checksums created it
+ * without the checksum column, which `migrate` adds.
+ */
+export const BOOKKEEPING = {
+  create: 'CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL, checksum text)',
+  createBeforeChecksums: 'CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL)',
+  addChecksum: 'ALTER TABLE schema_migrations ADD COLUMN IF NOT EXISTS checksum text'
+} as const

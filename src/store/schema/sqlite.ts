@@ -1,16 +1,48 @@
-/** The SQLite store's schema: its migrations (../sqlite/migrations.ts), applied in one IMMEDIATE transaction. */
+/**
+ * The SQLite store's schema: its migrations (../sqlite/migrations.ts), applied in one IMMEDIATE transaction, and its
+ * epochs, of which a copy of the file (../sqlite/database.ts COPY_MARK) opened as the store starts a new one.
+ */
+import type Database from 'better-sqlite3'
 import { aheadError, appliedChecksum, checksum, detectQueries, type SchemaStatus } from '../migrations.js'
-import { onlineCopy, type SqliteDatabase } from '../sqlite/database.js'
+import { COPY_MARK, onlineCopy, type SqliteDatabase } from '../sqlite/database.js'
 import { guard } from '../sqlite/errors.js'
-import { PLAN } from '../sqlite/migrations.js'
-import { appliedMigrations, sqliteSchemaStatus } from '../sqlite/schema-status.js'
-import type { SchemaStore } from './types.js'
+import { applyMigration, BOOKKEEPING, PLAN } from '../sqlite/migrations.js'
+import { appliedMigrations, sqliteSchemaStatus } from '../sqlite/schema.js'
+import { EPOCH_COLUMNS, newEpochId, toEpoch, type EpochRow } from '../stock/rows.js'
+import type { EpochConfirmation, SchemaStore } from './types.js'
+
+function hasEpochs (db: Database.Database): boolean {
+  return db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'store_epochs'").get() !== undefined
+}
+
+/**
+ * Starts a new epoch in a marked copy opened as the store (or in any store, `always`), and clears the mark, in one
+ * IMMEDIATE transaction (two processes opening the copy at once start one epoch); the epoch, or null when the file is
+ * not a marked copy (or has no epochs yet: migrate() does it once it has).
+ */
+function startEpochOfCopy (db: Database.Database, always = false): EpochRow | null {
+  const marked = (): boolean => always || Number(db.pragma('user_version', { simple: true })) === COPY_MARK
+  if (!marked() || !hasEpochs(db)) return null
+  return db.transaction((): EpochRow | null => {
+    if (!marked()) return null
+    const { seq, head } = db.prepare('SELECT (SELECT max(seq) FROM store_epochs) AS seq, (SELECT max(id) FROM stock_ledger) AS head').get() as { seq: bigint, head: bigint | null }
+    const row: EpochRow = { epoch: newEpochId(), after_order: 0n, after_id: head ?? 0n, started_at: new Date().toISOString(), reason: 'restored' }
+    db.prepare('INSERT INTO store_epochs (seq, epoch, after_order, after_id, started_at, reason) VALUES (?, ?, ?, ?, ?, ?)')
+      .run(seq + 1n, row.epoch, row.after_order, row.after_id, row.started_at, row.reason)
+    db.pragma('user_version = 0')
+    return row
+  }).immediate()
+}
 
 export class SqliteSchema implements SchemaStore {
   readonly #db: SqliteDatabase
+  /** The epoch this process started in a marked copy, until confirmEpoch() reports it. */
+  #started: EpochRow | null = null
 
   constructor (db: SqliteDatabase) {
     this.#db = db
+    // A copy opened as the store: a new epoch before anything can write to it, whichever command opens it first.
+    if (db.path !== ':memory:') this.#started = guard(() => startEpochOfCopy(db.connection))
   }
 
   async schemaStatus (): Promise<SchemaStatus> {
@@ -25,9 +57,9 @@ export class SqliteSchema implements SchemaStore {
   async migrate (): Promise<number> {
     const db = this.#db.connection
     const apply = db.transaction(() => {
-      db.exec('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL, checksum TEXT)')
+      db.exec(BOOKKEEPING.create)
       if (db.prepare("SELECT 1 FROM pragma_table_info('schema_migrations') WHERE name = 'checksum'").get() === undefined) {
-        db.exec('ALTER TABLE schema_migrations ADD COLUMN checksum TEXT')
+        db.exec(BOOKKEEPING.addChecksum)
       }
       const applied = appliedMigrations(db)
       const status = sqliteSchemaStatus(db, applied)
@@ -39,18 +71,28 @@ export class SqliteSchema implements SchemaStore {
       }
       const insert = db.prepare('INSERT INTO schema_migrations (version, name, applied_at, checksum) VALUES (?, ?, ?, ?)')
       for (const migration of status.pending) {
-        for (const step of migration.steps ?? [migration.sql ?? '']) {
-          if (typeof step === 'string') db.exec(step)
-          else if (Number(db.prepare(step.when).pluck().get()) === 1) db.exec(step.then)
-        }
+        applyMigration(db, migration)
         insert.run(migration.version, migration.name, new Date().toISOString(), checksum(migration))
       }
       return status.pending.length
     })
-    return guard(() => apply.immediate())
+    const applied = guard(() => apply.immediate())
+    // A copy of a store from before epochs gets its new epoch once the migrations have made the table.
+    this.#started ??= guard(() => startEpochOfCopy(db))
+    return applied
   }
 
-  /** Copies the database to `path` with SQLite's online backup (a consistent copy while others may write). */
+  async confirmEpoch ({ restored = false }: { restored?: boolean } = {}): Promise<EpochConfirmation> {
+    return guard(() => {
+      this.#started ??= startEpochOfCopy(this.#db.connection, restored)
+      const started = this.#started
+      this.#started = null
+      const current = this.#db.prepare(`SELECT ${EPOCH_COLUMNS} FROM store_epochs e ORDER BY e.seq DESC LIMIT 1`).get() as EpochRow
+      return { epoch: toEpoch(current), started: started !== null && started.epoch === current.epoch, unreadable: [] }
+    })
+  }
+
+  /** Copies the database to `path` with SQLite's online backup (a consistent copy while others may write), marked as a copy. */
   async copyTo (path: string): Promise<void> {
     await onlineCopy(this.#db.connection, path)
   }

@@ -1,7 +1,7 @@
 /**
  * Backups of the embedded store's file, and restoring one. The copy is made with SQLite's online backup API (safe
  * while a server serves and writes), checked before anyone relies on it (SQLite's integrity check, a schema this
- * release knows), and put under its name only once it is whole: it is written under a temporary name in the same
+ * release knows, made of exactly what its migrations define), and put under its name only once it is whole: it is written under a temporary name in the same
  * directory, synced and renamed, so a run that fails or is killed never leaves a half file where a backup or the store
  * is expected (at worst a `.<name>.<random>.partial` file beside it).
  */
@@ -11,7 +11,7 @@ import { closeSync, existsSync, fsyncSync, linkSync, mkdirSync, openSync, realpa
 import { basename, dirname, join, resolve } from 'node:path'
 import { SchemaError, type SchemaStatus } from '../migrations.js'
 import { onlineCopy } from './database.js'
-import { sqliteSchemaStatus } from './schema-status.js'
+import { appliedMigrations, sqliteSchemaStatus } from './schema.js'
 
 /** A file that cannot serve as a backup or as the store; the message says which file and why. */
 export class StoreFileError extends Error {
@@ -137,8 +137,9 @@ function fileProblem (label: string, error: unknown): unknown {
 /**
  * Checks the database file at `path` (named `label` in messages) and says what it holds: SQLite's integrity check
  * must answer ok, and it must be a store of this service whose migrations this release knows in some landed form (its
- * version may be behind or ahead of this release's: the caller decides). On the way it is switched from WAL to a
- * rollback journal, so that it is one self-contained file (a server switches it back when it opens it).
+ * version may be behind or ahead of this release's: the caller decides), with exactly the tables, indexes, triggers
+ * and views those migrations make (src/store/sqlite/schema.ts). On the way it is switched from WAL to a rollback
+ * journal, so that it is one self-contained file (a server switches it back when it opens it).
  */
 function inspect (path: string, label: string): { status: SchemaStatus, counts: Record<string, number> } {
   let db: Database.Database | undefined
@@ -149,8 +150,9 @@ function inspect (path: string, label: string): { status: SchemaStatus, counts: 
     if (problems.length !== 1 || problems[0] !== 'ok') {
       throw new StoreFileError(`${label} fails SQLite's integrity check: ${problems.join('; ')}`)
     }
-    const status = sqliteSchemaStatus(db)
-    if (status.version === 0) throw new StoreFileError(`${label} is a SQLite database, but not a store of this service (no applied migrations)`)
+    const applied = appliedMigrations(db)
+    if (applied.length === 0) throw new StoreFileError(`${label} is a SQLite database, but not a store of this service (no applied migrations)`)
+    const status = sqliteSchemaStatus(db, applied)
     const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name")
       .pluck().all() as string[]
     const counts: Record<string, number> = {}
@@ -296,7 +298,7 @@ export interface RestoreResult {
 /**
  * Replaces the store file at `storePath` with the backup at `path`. The backup is copied beside the store first and
  * checked there (integrity; a store of this service at a schema version this release knows: an older one is fine, a
- * newer one is refused); the backup file itself is only read. Then, unless another process has the store open
+ * newer one is refused; its schema objects exactly those its migrations make); the backup file itself is only read. Then, unless another process has the store open
  * (StoreInUseError), the store is renamed to a kept name and the copy, synced, renamed into its place. Nothing is
  * replaced when any check fails.
  */

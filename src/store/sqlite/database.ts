@@ -61,6 +61,15 @@ export class SqliteDatabase {
 const WHOLE_FILE = 0x7fffffff
 
 /**
+ * The mark of a copy of the store's file (PRAGMA user_version, which SQLite keeps for applications): set on every
+ * copy made with onlineCopy (petstore backup, the copy petstore restore puts in place, the one kept before a
+ * migration), never on the store itself. The first time such a copy is opened as the store, its history may fork
+ * from the one the original went on with, so a new epoch begins and the mark is cleared (../schema/sqlite.ts).
+ * "COPY" in ASCII.
+ */
+export const COPY_MARK = 0x434f5059
+
+/**
  * Copies the database on `db` to a new file at `path` with SQLite's online backup API, in one step. A step reads one
  * snapshot, so the copy is consistent while other connections go on writing (WAL: they do not wait for it). In
  * steps of better-sqlite3's default 100 pages, a write by another connection between two steps restarts the copy from
@@ -68,4 +77,11 @@ const WHOLE_FILE = 0x7fffffff
  */
 export async function onlineCopy (db: Database.Database, path: string): Promise<void> {
   await db.backup(path, { progress: () => WHOLE_FILE })
+  // Marked as a copy (COPY_MARK): whoever opens it as the store first starts a new epoch in it.
+  const copy = new Database(path, { fileMustExist: true })
+  try {
+    copy.pragma(`user_version = ${COPY_MARK}`)
+  } finally {
+    copy.close()
+  }
 }

@@ -35,6 +35,7 @@ export class GroupCommit {
   readonly #observer: CommitObserver | undefined
   /** Writes waiting for the next commit. */
   #pending: Queued[] = []
+  #transactions = 0
 
   constructor (db: Database.Database, observer?: CommitObserver) {
     this.#db = db
@@ -51,6 +52,14 @@ export class GroupCommit {
       this.#pending.push({ work, resolve: resolve as (result: unknown) => void, reject, kept: this.#observer?.queued() })
       if (this.#pending.length === 1) setImmediate(() => { this.#commitPending() })
     })
+  }
+
+  /**
+   * Which transaction of the group commit is running (or ran last): the writes of one transaction see the same number,
+   * so that what they all read the same (the store's epoch) is read once per transaction.
+   */
+  get transaction (): number {
+    return this.#transactions
   }
 
   /**
@@ -86,17 +95,23 @@ export class GroupCommit {
    */
   #apply (batch: readonly Queued[]): Outcome[] {
     try {
-      return this.#db.transaction(() => batch.map((item) => ({ result: item.work() }))).immediate()
+      return this.#db.transaction(() => {
+        this.#transactions++
+        return batch.map((item) => ({ result: item.work() }))
+      }).immediate()
     } catch (error) {
       if (batch.length === 1) return [{ error }]
     }
     const one = this.#db.transaction((work: () => unknown) => work())
-    return this.#db.transaction(() => batch.map((item): Outcome => {
-      try {
-        return { result: one(item.work) }
-      } catch (error) {
-        return { error }
-      }
-    })).immediate()
+    return this.#db.transaction(() => {
+      this.#transactions++
+      return batch.map((item): Outcome => {
+        try {
+          return { result: one(item.work) }
+        } catch (error) {
+          return { error }
+        }
+      })
+    }).immediate()
   }
 }

@@ -3,6 +3,7 @@
  * recorded in schema_migrations with their checksums; a migration never changes once released (a test pins the
  * checksum of every landed one: test/store/migrations.test.ts). See src/store/migrations.ts.
  */
+import type Database from 'better-sqlite3'
 import type { Migration, MigrationPlan } from '../migrations.js'
 
 export const MIGRATIONS: readonly Migration[] = [
@@ -266,26 +267,90 @@ export const MIGRATIONS: readonly Migration[] = [
       );
       CREATE INDEX event_streams_quota ON event_streams (quota_id, expires_at);
     `
+  },
+  {
+    version: 11,
+    name: 'store epochs',
+    // The generations of the store's history (src/store/stock/types.ts StoreEpoch): each begins after a place of the feed
+    // (after_order, after_id; SQLite's order is always 0), and event ids and cursors of the changes after it carry its
+    // random id. A store gets its first one here: after its last change when it has changes (those keep the ids and
+    // cursors they were given before, so nothing already sent changes), after nothing when it is new. A copy of the
+    // file made by petstore backup or restore is marked, and gets a new one when it is first opened as the store.
+    sql: `
+      CREATE TABLE store_epochs (
+        seq INTEGER PRIMARY KEY,
+        epoch TEXT NOT NULL UNIQUE,
+        after_order INTEGER NOT NULL,
+        after_id INTEGER NOT NULL,
+        started_at TEXT NOT NULL,
+        reason TEXT NOT NULL
+      );
+      INSERT INTO store_epochs (seq, epoch, after_order, after_id, started_at, reason)
+        SELECT 1, lower(hex(randomblob(8))), 0, coalesce(max(id), 0), strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
+          CASE WHEN max(id) IS NULL THEN 'created' ELSE 'upgraded' END
+        FROM stock_ledger;
+    `
   }
 ]
 
-/** This release's migrations and the landed variants of them it converts (migration 5). */
+/**
+ * This release's migrations and the landed variants of them it converts (migration 5), with their statements as they
+ * landed: the schema check replays a store's history, whichever variant it ran.
+ */
 export const PLAN: MigrationPlan = {
   migrations: MIGRATIONS,
   superseded: [
     {
+      // beaad19: the version bump moved into the store's code; reverted by 84ac106.
       version: 4,
       name: 'stock updates bump the inventory version in the store',
+      sql: 'DROP TRIGGER inventory_updated;',
       checksum: '52591a9aae7c7b3f8efedf3f5d1608a59ef7616cc0968640170d4f23210c8307',
       convertedBy: 5
     },
     {
+      // c42d664: the stock ledger indexed by (pet_id, id); 40ab26a rewrote it in place (the landed edit).
       version: 4,
       name: 'stock ledger and entry revisions',
+      sql: `
+      ALTER TABLE inventory ADD COLUMN revision INTEGER NOT NULL DEFAULT 1;
+      CREATE TABLE stock_ledger (
+        id INTEGER PRIMARY KEY,
+        pet_id INTEGER NOT NULL,
+        previous_quantity INTEGER,
+        quantity INTEGER NOT NULL,
+        reason TEXT NOT NULL CHECK (reason IN ('arrival', 'return', 'adjustment', 'import')),
+        note TEXT,
+        key_id TEXT,
+        request_id TEXT,
+        created_at TEXT NOT NULL
+      );
+      CREATE INDEX stock_ledger_pet ON stock_ledger (pet_id, id);
+      CREATE TRIGGER pet_status_revision AFTER UPDATE OF status ON pets WHEN OLD.status IS NOT NEW.status
+        BEGIN UPDATE inventory SET revision = revision + 1 WHERE pet_id = NEW.id; END;
+    `,
       checksum: 'c8c4b29157603f383bd368777e5d83ad955d45cd09c649f616aafa486987b0bb',
       convertedBy: 5,
       // The same name as the chained ledger above; this one has no chain head on the stock entries.
       detect: "SELECT count(*) = 0 FROM pragma_table_info('inventory') WHERE name = 'ledger_head'"
     }
   ]
+}
+
+/**
+ * The table recording the applied migrations, as this release creates it; releases before checksums created it
+ * without the checksum column, which `migrate` adds (the result is the same table, to the letter).
+ */
+export const BOOKKEEPING = {
+  create: 'CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL, checksum TEXT)',
+  createBeforeChecksums: 'CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)',
+  addChecksum: 'ALTER TABLE schema_migrations ADD COLUMN checksum TEXT'
+} as const
+
+/** Runs one migration's statements on `db` (a step with `when` only when its query answers true). */
+export function applyMigration (db: Database.Database, migration: Migration): void {
+  for (const step of migration.steps ?? [migration.sql ?? '']) {
+    if (typeof step === 'string') db.exec(step)
+    else if (Number(db.prepare(step.when).pluck().get()) === 1) db.exec(step.then)
+  }
 }

@@ -4,13 +4,16 @@ import type { InventoryItem, LedgerEntry, PetStatus, StockEntry } from '../../mo
 import { entriesText } from '../idempotency/rows.js'
 import type { IdempotencyClaim } from '../idempotency/types.js'
 import { storeError, type PostgresDatabase } from '../postgres/database.js'
+import { EPOCH_OF } from '../rows.js'
 import { feedHead } from '../postgres/sql.js'
 import { planBatch } from './batch.js'
 import {
-  ENTRY_COLUMNS, INVENTORY_COLUMNS, LEDGER_COLUMNS, toInventoryItem, toLedgerEntry, toStockEntry, type EntryRow, type InventoryRow, type LedgerRow
+  ENTRY_COLUMNS, EPOCH_COLUMNS, headOf, INVENTORY_COLUMNS, LEDGER_COLUMNS, toEpoch, toInventoryItem, toLedgerEntry, toStockEntry,
+  type EntryRow, type EpochRow, type InventoryRow, type LedgerRow
 } from './rows.js'
 import type {
-  FeedChange, FeedPosition, InventoryPage, StockAdjustment, StockAdjustmentResult, StockBatch, StockBatchResult, StockChange, StockChangeResult, StockStore
+  FeedChange, FeedHistory, FeedPlace, FeedPosition, InventoryPage, StockAdjustment, StockAdjustmentResult, StockBatch, StockBatchResult, StockChange,
+  StockChangeResult, StockStore
 } from './types.js'
 
 /** The outcome row of a stock change: the entry before (old_*) and, when it applied, after. */
@@ -108,15 +111,17 @@ export class PostgresStock implements StockStore {
     let open = true
     try {
       await client.query(this.#db.begin('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY'))
-      const { rows: [row] } = await client.query<{ v: bigint, position: bigint | null, id: bigint | null }>(
+      const { rows: [row] } = await client.query<{ v: bigint, position: bigint | null, id: bigint | null, epoch: string | null }>(
         // The feed's last committed change in this snapshot: positions are taken in commit order, so the snapshot holds
         // every change up to the highest position it sees and none after.
-        `SELECT (SELECT v FROM inventory_version WHERE id = 1) AS v, f.position,
-           (SELECT max(l.id) FROM stock_ledger l WHERE l.txid = f.txid) AS id
-         FROM (SELECT 1) one LEFT JOIN (SELECT position, txid FROM feed_positions ORDER BY position DESC LIMIT 1) f ON true`)
+        `SELECT h.v, h.position, h.id, ${EPOCH_OF('h.position', 'h.id')} AS epoch FROM (
+           SELECT (SELECT v FROM inventory_version WHERE id = 1) AS v, f.position,
+             (SELECT max(l.id) FROM stock_ledger l WHERE l.txid = f.txid) AS id
+           FROM (SELECT 1) one LEFT JOIN (SELECT position, txid FROM feed_positions ORDER BY position DESC LIMIT 1) f ON true
+         ) h`)
       const version = row?.v ?? 0n
       // A position without ledger rows is migration 7's own, on a ledger that was empty: the feed is empty.
-      const feed = row === undefined || row.position === null || row.id === null ? null : { order: row.position, id: row.id }
+      const feed = row === undefined || row.position === null || row.id === null ? null : { order: row.position, id: row.id, epoch: row.epoch }
       let after: bigint | null = null
       for (;;) {
         const { rows }: pg.QueryResult<InventoryRow> = await client.query<InventoryRow>(
@@ -231,11 +236,11 @@ export class PostgresStock implements StockStore {
 
   /** In commit order: the position each writing transaction took as it committed (migration 7), then the row id. */
   async listChanges (after: FeedPosition | null, limit: number): Promise<FeedChange[]> {
-    const { rows } = await this.#db.query<LedgerRow & { position: bigint }>(
-      `SELECT ${LEDGER_COLUMNS}, f.position FROM feed_positions f JOIN stock_ledger l ON l.txid = f.txid
+    const { rows } = await this.#db.query<LedgerRow & { position: bigint, epoch: string | null }>(
+      `SELECT ${LEDGER_COLUMNS}, f.position, ${EPOCH_OF('f.position', 'l.id')} AS epoch FROM feed_positions f JOIN stock_ledger l ON l.txid = f.txid
        WHERE $1::bigint IS NULL OR (f.position, l.id) > ($1::bigint, $2::bigint)
        ORDER BY f.position, l.id LIMIT $3`, [after?.order ?? null, after?.id ?? null, limit])
-    return rows.map((row) => ({ ...toLedgerEntry(row), position: { order: row.position, id: row.id } }))
+    return rows.map((row) => ({ ...toLedgerEntry(row), position: { order: row.position, id: row.id }, epoch: row.epoch }))
   }
 
   async stockHistory (petId: bigint, limit: number): Promise<LedgerEntry[]> {
@@ -244,7 +249,16 @@ export class PostgresStock implements StockStore {
     return rows.map(toLedgerEntry)
   }
 
-  async feedHead (): Promise<FeedPosition | null> {
+  async feedHead (): Promise<FeedPlace | null> {
     return await feedHead((text, values) => this.#db.query(text, values))
+  }
+
+  /** The epochs and the head from one statement (one snapshot). */
+  async feedHistory (): Promise<FeedHistory> {
+    const { rows } = await this.#db.query<EpochRow & { head_order: bigint | null, head_id: bigint | null }>(
+      `SELECT ${EPOCH_COLUMNS}, h.position AS head_order, h.id AS head_id FROM store_epochs e LEFT JOIN (
+         SELECT f.position, (SELECT max(l.id) FROM stock_ledger l WHERE l.txid = f.txid) AS id FROM feed_positions f ORDER BY f.position DESC LIMIT 1
+       ) h ON true ORDER BY e.seq`)
+    return { epochs: rows.map(toEpoch), head: headOf(rows[0]?.head_order, rows[0]?.head_id) }
   }
 }

@@ -1,6 +1,8 @@
 /** Row codecs of the stock tables (inventory, stock_ledger), shared by both stores (../rows.ts: how the drivers differ). */
+import { randomBytes } from 'node:crypto'
 import type { InventoryItem, LedgerEntry, LedgerReason, PetStatus, StockEntry } from '../../model.js'
 import { num, numOrNull, time, type Int, type Time } from '../rows.js'
+import type { FeedPosition, StoreEpoch } from './types.js'
 
 export interface InventoryRow { pet_id: bigint, quantity: Int, status: PetStatus }
 export interface EntryRow extends InventoryRow { revision: bigint }
@@ -34,3 +36,16 @@ export const toLedgerEntry = (row: LedgerRow): LedgerEntry => ({
   previousStatus: row.previous_status,
   at: time(row.created_at)
 })
+
+/** The columns of an epoch (store_epochs e). */
+export const EPOCH_COLUMNS = 'e.epoch, e.after_order, e.after_id, e.started_at, e.reason'
+export interface EpochRow { epoch: string, after_order: bigint, after_id: bigint, started_at: Time, reason: string }
+export const toEpoch = (row: EpochRow): StoreEpoch =>
+  ({ epoch: row.epoch, after: { order: row.after_order, id: row.after_id }, startedAt: time(row.started_at), reason: row.reason })
+/** A new epoch's id: 16 lowercase hexadecimal digits (64 random bits), as the migrations make them. */
+export function newEpochId (): string {
+  return randomBytes(8).toString('hex')
+}
+/** A feed position from a head query's two columns; null for an empty feed. */
+export const headOf = (order: bigint | null | undefined, id: bigint | null | undefined): FeedPosition | null =>
+  order === null || order === undefined || id === null || id === undefined ? null : { order, id }

@@ -4,12 +4,16 @@ import type { InventoryItem, LedgerEntry, StockEntry } from '../../model.js'
 import { entriesText } from '../idempotency/rows.js'
 import type { SqliteDatabase } from '../sqlite/database.js'
 import { guard, translate } from '../sqlite/errors.js'
+import { EPOCH_OF } from '../rows.js'
 import { feedHead, VERSION_SQL } from '../sqlite/sql.js'
 import { planBatch } from './batch.js'
-import { INVENTORY_COLUMNS, LEDGER_COLUMNS, toInventoryItem, toLedgerEntry, toStockEntry, type EntryRow, type InventoryRow, type LedgerRow } from './rows.js'
+import {
+  EPOCH_COLUMNS, headOf, INVENTORY_COLUMNS, LEDGER_COLUMNS, toEpoch, toInventoryItem, toLedgerEntry, toStockEntry,
+  type EntryRow, type EpochRow, type InventoryRow, type LedgerRow
+} from './rows.js'
 import type {
-  BatchFailure, FeedChange, FeedPosition, InventoryPage, StockAdjustment, StockAdjustmentResult, StockBatch, StockBatchResult, StockChange,
-  StockChangeResult, StockStore
+  BatchFailure, FeedChange, FeedHistory, FeedPlace, FeedPosition, InventoryPage, StockAdjustment, StockAdjustmentResult, StockBatch, StockBatchResult,
+  StockChange, StockChangeResult, StockStore
 } from './types.js'
 
 /** An entry with the id of its newest ledger row: the head of the pet's ledger chain (migration 4). */
@@ -44,7 +48,12 @@ type Write = StockChange | StockAdjustment | StockBatch
 function singleResult (result: StockBatchResult): StockAdjustmentResult {
   switch (result.status) {
     case 'updated':
-      return { status: 'updated', entry: result.entries[0] as StockEntry, ...(result.version === undefined ? {} : { version: result.version }) }
+      return {
+        status: 'updated',
+        entry: result.entries[0] as StockEntry,
+        ...(result.version === undefined ? {} : { version: result.version }),
+        ...(result.feed === undefined ? {} : { feed: result.feed })
+      }
     case 'recorded':
       return result
     case 'refused': {
@@ -55,7 +64,7 @@ function singleResult (result: StockBatchResult): StockAdjustmentResult {
 }
 
 /** Rows as pages of `size` items; an empty listing is one empty page. */
-function * pagesOf (version: bigint, feed: FeedPosition | null, rows: Iterable<InventoryRow>, size: number): Generator<InventoryPage> {
+function * pagesOf (version: bigint, feed: FeedPlace | null, rows: Iterable<InventoryRow>, size: number): Generator<InventoryPage> {
   let page: InventoryItem[] = []
   let pages = 0
   for (const row of rows) {
@@ -84,6 +93,8 @@ export class SqliteStock implements StockStore {
   readonly #db: SqliteDatabase
   #dataVersion = 0
   #writeStatements: WriteStatements | undefined
+  /** The epoch new changes are of, as read in a transaction of the group commit (its number): once per transaction. */
+  #epoch: { transaction: number, epoch: string | undefined } | null = null
 
   constructor (db: SqliteDatabase) {
     this.#db = db
@@ -149,14 +160,22 @@ export class SqliteStock implements StockStore {
   /** One writer at a time: ledger rows commit in id order, so the id alone is the feed's order. */
   async listChanges (after: FeedPosition | null, limit: number): Promise<FeedChange[]> {
     return guard(() => {
-      const rows = this.#db.prepare(`SELECT ${LEDGER_COLUMNS} FROM stock_ledger l WHERE l.id > ? ORDER BY l.id LIMIT ?`)
-        .all(after?.id ?? 0n, limit) as LedgerRow[]
-      return rows.map((row) => ({ ...toLedgerEntry(row), position: { order: 0n, id: row.id } }))
+      const rows = this.#db.prepare(`SELECT ${LEDGER_COLUMNS}, ${EPOCH_OF('0', 'l.id')} AS epoch FROM stock_ledger l WHERE l.id > ? ORDER BY l.id LIMIT ?`)
+        .all(after?.id ?? 0n, limit) as Array<LedgerRow & { epoch: string | null }>
+      return rows.map((row) => ({ ...toLedgerEntry(row), position: { order: 0n, id: row.id }, epoch: row.epoch }))
     })
   }
 
-  async feedHead (): Promise<FeedPosition | null> {
+  async feedHead (): Promise<FeedPlace | null> {
     return guard(() => feedHead((sql) => this.#db.prepare(sql)))
+  }
+
+  async feedHistory (): Promise<FeedHistory> {
+    return guard(() => this.#db.connection.transaction((): FeedHistory => {
+      const epochs = (this.#db.prepare(`SELECT ${EPOCH_COLUMNS} FROM store_epochs e ORDER BY e.seq`).all() as EpochRow[]).map(toEpoch)
+      const { id } = this.#db.prepare('SELECT max(id) AS id FROM stock_ledger').get() as { id: bigint | null }
+      return { epochs, head: headOf(id === null ? null : 0n, id) }
+    })())
   }
 
   /**
@@ -223,14 +242,36 @@ export class SqliteStock implements StockStore {
     if (failures.length > 0) return { status: 'refused', failures }
     // No pet appears twice in a batch, so every change was checked against the entry it now writes.
     const at = batch.at.toISOString()
+    let last = 0n
     const entries = planned.map(({ change, current, quantity }) => {
       const { lastInsertRowid } = record.run(change.petId, heads.get(change.petId) ?? null, current.quantity, quantity, change.reason, change.note,
         batch.keyId, batch.requestId, batch.batchId, at)
       update.run(quantity, lastInsertRowid, change.petId)
+      last = BigInt(lastInsertRowid)
       return { ...current, quantity, revision: current.revision + 1n }
     })
     const version = (readVersion.get() as { v: bigint }).v
     if (claim !== undefined) recordKey.run(claim.scope, claim.key, claim.fingerprint, entriesText(entries), at, claim.expiresAt.toISOString())
-    return { status: 'updated', entries, version }
+    // The place of the write's last change: with the version, what the listing moves to when it patches the write in.
+    const epoch = this.#currentEpoch()
+    return { status: 'updated', entries, version, ...(epoch === undefined ? {} : { feed: { order: 0n, id: last, epoch } }) }
+  }
+
+  /**
+   * The epoch new changes are of, read once per transaction of the group commit, inside it (under the write lock
+   * already held, a read of a page in the cache); undefined on a store from before epochs (not migrated yet).
+   */
+  #currentEpoch (): string | undefined {
+    const transaction = this.#db.writes.transaction
+    if (this.#epoch?.transaction !== transaction) {
+      let epoch: string | undefined
+      try {
+        epoch = this.#db.prepare('SELECT epoch FROM store_epochs ORDER BY seq DESC LIMIT 1').pluck().get() as string | undefined
+      } catch {
+        epoch = undefined
+      }
+      this.#epoch = { transaction, epoch }
+    }
+    return this.#epoch.epoch
   }
 }

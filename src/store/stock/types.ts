@@ -34,8 +34,11 @@ export type StockAdjustment = Omit<StockChange, 'quantity'> & {
 }
 
 export type StockChangeResult =
-  /** `version`: the inventory version right after this change, where the store can tell (SQLite). */
-  | { status: 'updated', entry: StockEntry, version?: bigint }
+  /**
+   * `version`: the inventory version right after this change, and `feed`: the change's place in the feed, where the
+   * store can tell (SQLite).
+   */
+  | { status: 'updated', entry: StockEntry, version?: bigint, feed?: FeedPlace }
   | { status: 'not_found' }
   /** The entry's revision is not one of expectedRevisions: nothing was changed. */
   | { status: 'stale', current: StockEntry }
@@ -78,8 +81,8 @@ export interface BatchFailure {
 }
 
 export type StockBatchResult =
-  /** Every change applied: the entries as they are now, in the batch's order. */
-  | { status: 'updated', entries: StockEntry[], version?: bigint }
+  /** Every change applied: the entries as they are now, in the batch's order (version and feed: as for one change). */
+  | { status: 'updated', entries: StockEntry[], version?: bigint, feed?: FeedPlace }
   /** At least one change cannot apply: nothing was changed; every failing change is listed. */
   | { status: 'refused', failures: BatchFailure[] }
   /** An unexpired record of the batch's idempotency key exists: nothing was changed. */
@@ -94,9 +97,43 @@ export interface FeedPosition {
   id: bigint
 }
 
-/** A ledger entry as the change feed serves it, with its place. */
+/**
+ * A place in the feed as its cursors name it: the position, and the store epoch of the change there (null: a change
+ * from before the store had epochs, whose cursor and event id keep the earlier forms).
+ */
+export interface FeedPlace extends FeedPosition {
+  epoch: string | null
+}
+
+/**
+ * A generation of the store's history. A store gets its first epoch when it is created (or, for a store that held
+ * changes already, when it is upgraded to epochs), and a new one whenever its history may have forked: a restored
+ * copy opened for the first time, a PostgreSQL database that is not the one the store was last confirmed on (a
+ * restore into another database or cluster), a new WAL timeline (a promoted replica, point-in-time recovery). Each
+ * epoch begins after a place of the feed; a change belongs to the last epoch that began before it. Event ids and
+ * cursors carry the epoch, so a change made after a restore never takes the id or cursor of one the restore undid.
+ * The schema area starts them (confirmEpoch, ../schema/types.ts).
+ */
+export interface StoreEpoch {
+  /** 16 lowercase hexadecimal digits, random. */
+  epoch: string
+  /** The feed's place it begins after: every change after it (until the next epoch) is of this epoch. */
+  after: FeedPosition
+  startedAt: Date
+  /** Why it began: created, upgraded, restored, new database, new timeline. */
+  reason: string
+}
+
+/** What the store's history is now: its epochs, oldest first, and the feed's last change. */
+export interface FeedHistory {
+  epochs: StoreEpoch[]
+  head: FeedPosition | null
+}
+
+/** A ledger entry as the change feed serves it, with its place and the epoch it was made in (null: before epochs). */
 export interface FeedChange extends LedgerEntry {
   position: FeedPosition
+  epoch: string | null
 }
 
 /** A page of a consistent listing. */
@@ -107,7 +144,7 @@ export interface InventoryPage {
    * The change feed's place this snapshot reflects: after its last change (every change up to it is in the snapshot,
    * none after it); null when the feed is empty. The same on every page of one listing.
    */
-  feed: FeedPosition | null
+  feed: FeedPlace | null
   items: InventoryItem[]
 }
 
@@ -138,8 +175,10 @@ export interface StockReads {
    * and each pet's changes come in the order they were made. Paging by the last position never skips or repeats one.
    */
   listChanges (after: FeedPosition | null, limit: number): Promise<FeedChange[]>
-  /** The feed's last change now (null: the feed is empty): where a new subscription's or stream's events begin. */
-  feedHead (): Promise<FeedPosition | null>
+  /** The feed's last change now, with its epoch (null: the feed is empty): where a new subscription's or stream's events begin. */
+  feedHead (): Promise<FeedPlace | null>
+  /** The store's epochs and the feed's head, from one snapshot: what a cursor is checked against. */
+  feedHistory (): Promise<FeedHistory>
 }
 
 export interface StockWrites {

@@ -1,5 +1,5 @@
 /** Row codecs of the webhook tables, shared by both stores (../rows.ts: how the drivers differ). */
-import { num, time, timeOrNull, type Int, type Time } from '../rows.js'
+import { EPOCH_OF, num, time, timeOrNull, type Int, type Time } from '../rows.js'
 import { LEDGER_COLUMNS, toLedgerEntry, type LedgerRow } from '../stock/rows.js'
 import type { ClaimedDelivery, DeliveryState, WebhookAttempt, WebhookDelivery, WebhookRecord } from './types.js'
 
@@ -29,10 +29,11 @@ export const toWebhook = (row: WebhookRow): WebhookRecord => ({
 })
 
 export interface DeliveryRow {
-  id: bigint, webhook_id: string, change_id: bigint, feed_order: bigint, state: DeliveryState, next_attempt_at: Time | null,
+  id: bigint, webhook_id: string, change_id: bigint, feed_order: bigint, epoch: string | null, state: DeliveryState, next_attempt_at: Time | null,
   give_up_at: Time, created_at: Time
 }
-export const DELIVERY_COLUMNS = 'd.id, d.webhook_id, d.change_id, d.feed_order, d.state, d.next_attempt_at, d.give_up_at, d.created_at'
+export const DELIVERY_COLUMNS = 'd.id, d.webhook_id, d.change_id, d.feed_order, d.state, d.next_attempt_at, d.give_up_at, d.created_at, ' +
+  `${EPOCH_OF('d.feed_order', 'd.change_id')} AS epoch`
 
 export interface AttemptRow {
   delivery_id: bigint, attempt: Int, at: Time, status: Int | null, error: string | null, response: string | null, duration_ms: Int
@@ -61,6 +62,7 @@ export function toDeliveries (rows: readonly DeliveryRow[], attempts: readonly A
     webhookId: row.webhook_id,
     changeId: row.change_id,
     position: { order: row.feed_order, id: row.change_id },
+    epoch: row.epoch,
     state: row.state,
     attempts: byDelivery.get(row.id) ?? [],
     nextAttemptAt: timeOrNull(row.next_attempt_at),
@@ -72,11 +74,11 @@ export function toDeliveries (rows: readonly DeliveryRow[], attempts: readonly A
 /** A claimed delivery's row: the delivery, its subscription's address and secrets, and its change (the ledger's columns). */
 export interface ClaimRow extends LedgerRow {
   delivery_id: bigint, webhook_id: string, quota_id: string, failures: Int, url: string, secret: string, previous_secret: string | null,
-  previous_secret_until: Time | null, attempts: Int, give_up_at: Time, feed_order: bigint, own: boolean | Int
+  previous_secret_until: Time | null, attempts: Int, give_up_at: Time, feed_order: bigint, own: boolean | Int, epoch: string | null
 }
 /** The columns of a claim, from deliveries d, webhooks w and the ledger l; `own` tells a change made by a key of w's quota. */
 export const CLAIM_COLUMNS = `d.id AS delivery_id, d.webhook_id, w.quota_id, w.failures, w.url, w.secret, w.previous_secret, w.previous_secret_until, d.attempts,
-  d.give_up_at, d.feed_order, ${LEDGER_COLUMNS},
+  d.give_up_at, d.feed_order, ${LEDGER_COLUMNS}, ${EPOCH_OF('d.feed_order', 'l.id')} AS epoch,
   EXISTS (SELECT 1 FROM api_keys k WHERE k.id = l.key_id AND coalesce(k.quota_id, k.id) = w.quota_id) AS own`
 
 export const toClaimed = (row: ClaimRow, at: Date): ClaimedDelivery => {
@@ -90,7 +92,7 @@ export const toClaimed = (row: ClaimRow, at: Date): ClaimedDelivery => {
     secrets: row.previous_secret !== null && previousUntil !== null && previousUntil > at ? [row.secret, row.previous_secret] : [row.secret],
     attempt: num(row.attempts) + 1,
     giveUpAt: time(row.give_up_at),
-    change: { ...toLedgerEntry(row), position: { order: row.feed_order, id: row.id } },
+    change: { ...toLedgerEntry(row), position: { order: row.feed_order, id: row.id }, epoch: row.epoch },
     own: row.own === true || Number(row.own) === 1
   }
 }

@@ -70,8 +70,9 @@ export interface WebhookDelivery {
   id: bigint
   webhookId: string
   changeId: bigint
-  /** The change's place in the feed. */
+  /** The change's place in the feed, and the store epoch it was made in (null: before epochs). */
   position: FeedPosition
+  epoch: string | null
   state: DeliveryState
   /** Attempts made so far; the log lists them, oldest first. */
   attempts: WebhookAttempt[]
