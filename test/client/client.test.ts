@@ -4,7 +4,8 @@
  */
 import assert from 'node:assert/strict'
 import { createServer as createHttpServer, request as httpRequest } from 'node:http'
-import { createServer, type Socket, type AddressInfo } from 'node:net'
+import { createServer, type Socket } from 'node:net'
+import type { AddressInfo } from 'node:net'
 import { describe, test, type TestContext } from 'node:test'
 import { inspect } from 'node:util'
 import { createClient, InsufficientScopeError, PetstoreError, type ClientOptions, type PetstoreClient, type RateLimitedEvent } from '../../client/index.js'

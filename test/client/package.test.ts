@@ -53,7 +53,7 @@ async function unpacked (tarball: string, dir: string): Promise<Map<string, stri
 }
 
 const SCRIPT = `
-import { createClient, PetstoreError, createClient, PetstoreError, type InventoryItem, type RateLimitedEvent } from '@petstore/inventory-client'
+import { createClient, PetstoreError } from '@petstore/inventory-client'
 
 const petstore = createClient({ baseUrl: process.env.PETSTORE_URL, apiKey: process.env.PETSTORE_KEY })
 const entries = []
@@ -70,6 +70,7 @@ console.log(JSON.stringify({ entries, updated: [String(updated.data.petId), upda
 
 // Compiles only if the declarations are there and say what the client does: each @ts-expect-error must meet an error.
 const CHECKED = `
+import { createClient, PetstoreError, type InventoryItem, type RateLimitedEvent } from '@petstore/inventory-client'
 
 declare const apiKey: string
 const petstore = createClient({
