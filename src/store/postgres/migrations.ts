@@ -360,6 +360,72 @@ export const MIGRATIONS: readonly Migration[] = [
         END
       $$;
     `
+  },
+  {
+    version: 12,
+    name: 'selling: holds, orders through the API, shop reasons, low stock, storefront keys',
+    // See the SQLite migration. PostgreSQL widens its CHECKs in place: the new ones are NOT VALID (every existing row
+    // holds what the old ones allowed, and validating would scan the ledger), and the ledger's reason may now be null
+    // (an event that changes no count). A hold's placement locks the inventory rows of its pets (FOR UPDATE, in pet
+    // order), so holds and stock writes of one pet take turns on every instance.
+    sql: `
+      ALTER TABLE stock_ledger DROP CONSTRAINT stock_ledger_reason_check;
+      ALTER TABLE stock_ledger ALTER COLUMN reason DROP NOT NULL;
+      ALTER TABLE stock_ledger ADD CONSTRAINT stock_ledger_reason_check
+        CHECK (reason IN ('arrival', 'return', 'adjustment', 'import', 'sale', 'loss', 'recount')) NOT VALID;
+      ALTER TABLE stock_ledger ADD COLUMN event text;
+      ALTER TABLE stock_ledger ADD COLUMN reference text;
+      ALTER TABLE stock_ledger ADD COLUMN hold_id text;
+      ALTER TABLE stock_ledger ADD COLUMN held integer;
+      ALTER TABLE stock_ledger ADD COLUMN reorder_point integer;
+
+      CREATE TABLE holds (
+        id text PRIMARY KEY,
+        quota_id text NOT NULL,
+        key_id text,
+        reference text,
+        state text NOT NULL CHECK (state IN ('active', 'confirmed', 'released', 'expired')),
+        created_at timestamptz NOT NULL,
+        expires_at timestamptz,
+        ended_at timestamptz,
+        order_id bigint
+      );
+      CREATE INDEX holds_quota ON holds (quota_id, created_at, id);
+      CREATE INDEX holds_reference ON holds (quota_id, reference) WHERE reference IS NOT NULL;
+      CREATE INDEX holds_expiring ON holds (expires_at) WHERE state = 'active';
+      CREATE INDEX holds_ended ON holds (ended_at) WHERE state <> 'active';
+      CREATE TABLE hold_lines (
+        hold_id text NOT NULL REFERENCES holds (id) ON DELETE CASCADE,
+        pet_id bigint NOT NULL,
+        quantity integer NOT NULL CHECK (quantity BETWEEN 1 AND 1000000000),
+        active boolean NOT NULL DEFAULT true,
+        expires_at timestamptz,
+        PRIMARY KEY (hold_id, pet_id)
+      );
+      CREATE INDEX hold_lines_pet ON hold_lines (pet_id, hold_id);
+      CREATE INDEX hold_lines_active ON hold_lines (pet_id, expires_at) WHERE active;
+
+      ALTER TABLE orders DROP CONSTRAINT orders_status_check;
+      ALTER TABLE orders ADD CONSTRAINT orders_status_check CHECK (status IN ('placed', 'approved', 'delivered', 'cancelled')) NOT VALID;
+      ALTER TABLE orders ADD COLUMN source text NOT NULL DEFAULT 'import' CHECK (source IN ('import', 'api'));
+      ALTER TABLE orders ADD COLUMN quota_id text;
+      ALTER TABLE orders ADD COLUMN reference text;
+      ALTER TABLE orders ADD COLUMN hold_id text;
+      ALTER TABLE orders ADD COLUMN created_at timestamptz;
+      ALTER TABLE orders ADD COLUMN updated_at timestamptz;
+      CREATE INDEX orders_reference ON orders (quota_id, reference) WHERE reference IS NOT NULL;
+
+      CREATE TABLE stock_alerts (
+        pet_id bigint PRIMARY KEY REFERENCES pets (id),
+        reorder_point integer NOT NULL CHECK (reorder_point BETWEEN 0 AND 1000000000),
+        low boolean NOT NULL DEFAULT false
+      );
+
+      ALTER TABLE api_keys DROP CONSTRAINT api_keys_scope_check;
+      ALTER TABLE api_keys ADD CONSTRAINT api_keys_scope_check CHECK (scope IN ('read', 'storefront', 'write')) NOT VALID;
+
+      ALTER TABLE idempotency_keys ADD COLUMN response text;
+    `
   }
 ]
 

@@ -290,6 +290,138 @@ export const MIGRATIONS: readonly Migration[] = [
           CASE WHEN max(id) IS NULL THEN 'created' ELSE 'upgraded' END
         FROM stock_ledger;
     `
+  },
+  {
+    version: 12,
+    name: 'selling: holds, orders through the API, shop reasons, low stock, storefront keys',
+    // What a shop that sells needs: holding stock for a checkout, orders that touch stock, and alerts.
+    // - The ledger becomes the feed of everything that changes what can be sold. A stock change keeps its reason, now
+    //   also sale, loss and recount, and may carry a reference (an order, an invoice, a count sheet); a row with an
+    //   event (hold.placed, hold.confirmed, hold.released, hold.expired, inventory.low_stock) changes no count (its
+    //   quantity is the count as it stands) and has no reason. hold_id names the hold a row is about, held the pet's
+    //   units held after it, reorder_point the point a low-stock event crossed. SQLite cannot widen a CHECK in place:
+    //   the table is rebuilt, ids, chains and all (a one-time copy of the ledger).
+    // - holds and their lines: units of pets held for a checkout or an order until they are confirmed (sold),
+    //   released or expire. A line is active while its hold is, with the hold's expiry beside it, so what is held of a
+    //   pet at a time is one look in hold_lines_active, whatever the history.
+    // - orders: placed through the API as well as imported (source), cancelled as well, with the hold that keeps their
+    //   stock; SQLite rebuilds the table for its status CHECK.
+    // - stock_alerts: a pet's reorder point and whether it is at or below it since it last crossed it (not on the
+    //   inventory row: a change of either must not move the listing's version).
+    // - api_keys: the storefront scope (reads, holds and orders, never a count); rebuilt for its CHECK.
+    // - idempotency_keys.response: the answer a retry of a hold or order write replays (stock writes keep entries).
+    sql: `
+      CREATE TABLE stock_ledger_next (
+        id INTEGER PRIMARY KEY,
+        pet_id INTEGER NOT NULL,
+        previous_id INTEGER,
+        previous_quantity INTEGER,
+        quantity INTEGER NOT NULL,
+        reason TEXT CHECK (reason IN ('arrival', 'return', 'adjustment', 'import', 'sale', 'loss', 'recount')),
+        note TEXT,
+        key_id TEXT,
+        request_id TEXT,
+        created_at TEXT NOT NULL,
+        batch_id TEXT,
+        status TEXT,
+        previous_status TEXT,
+        event TEXT,
+        reference TEXT,
+        hold_id TEXT,
+        held INTEGER,
+        reorder_point INTEGER
+      );
+      INSERT INTO stock_ledger_next (id, pet_id, previous_id, previous_quantity, quantity, reason, note, key_id, request_id, created_at,
+          batch_id, status, previous_status)
+        SELECT id, pet_id, previous_id, previous_quantity, quantity, reason, note, key_id, request_id, created_at, batch_id, status,
+          previous_status
+        FROM stock_ledger;
+      DROP TABLE stock_ledger;
+      ALTER TABLE stock_ledger_next RENAME TO stock_ledger;
+
+      CREATE TABLE holds (
+        id TEXT PRIMARY KEY,
+        quota_id TEXT NOT NULL,
+        key_id TEXT,
+        reference TEXT,
+        state TEXT NOT NULL CHECK (state IN ('active', 'confirmed', 'released', 'expired')),
+        created_at TEXT NOT NULL,
+        expires_at TEXT,
+        ended_at TEXT,
+        order_id INTEGER
+      );
+      CREATE INDEX holds_quota ON holds (quota_id, created_at, id);
+      CREATE INDEX holds_reference ON holds (quota_id, reference) WHERE reference IS NOT NULL;
+      CREATE INDEX holds_expiring ON holds (expires_at) WHERE state = 'active';
+      CREATE INDEX holds_ended ON holds (ended_at) WHERE state <> 'active';
+      CREATE TABLE hold_lines (
+        hold_id TEXT NOT NULL REFERENCES holds (id) ON DELETE CASCADE,
+        pet_id INTEGER NOT NULL,
+        quantity INTEGER NOT NULL CHECK (quantity BETWEEN 1 AND 1000000000),
+        active INTEGER NOT NULL DEFAULT 1 CHECK (active IN (0, 1)),
+        expires_at TEXT,
+        PRIMARY KEY (hold_id, pet_id)
+      );
+      CREATE INDEX hold_lines_pet ON hold_lines (pet_id, hold_id);
+      CREATE INDEX hold_lines_active ON hold_lines (pet_id, expires_at) WHERE active = 1;
+
+      CREATE TABLE orders_next (
+        id INTEGER PRIMARY KEY,
+        pet_id INTEGER NOT NULL,
+        quantity INTEGER NOT NULL,
+        ship_date TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('placed', 'approved', 'delivered', 'cancelled')),
+        complete INTEGER NOT NULL CHECK (complete IN (0, 1)),
+        source TEXT NOT NULL DEFAULT 'import' CHECK (source IN ('import', 'api')),
+        quota_id TEXT,
+        reference TEXT,
+        hold_id TEXT,
+        created_at TEXT,
+        updated_at TEXT
+      );
+      INSERT INTO orders_next (id, pet_id, quantity, ship_date, status, complete)
+        SELECT id, pet_id, quantity, ship_date, status, complete FROM orders;
+      DROP TABLE orders;
+      ALTER TABLE orders_next RENAME TO orders;
+      CREATE INDEX orders_status_id ON orders (status, id);
+      CREATE INDEX orders_reference ON orders (quota_id, reference) WHERE reference IS NOT NULL;
+
+      CREATE TABLE stock_alerts (
+        pet_id INTEGER PRIMARY KEY REFERENCES pets (id),
+        reorder_point INTEGER NOT NULL CHECK (reorder_point BETWEEN 0 AND 1000000000),
+        low INTEGER NOT NULL DEFAULT 0 CHECK (low IN (0, 1))
+      );
+
+      CREATE TABLE api_keys_next (
+        id TEXT PRIMARY KEY,
+        key_hash TEXT NOT NULL UNIQUE,
+        name TEXT,
+        plan TEXT NOT NULL CHECK (plan IN ('free', 'pro', 'business', 'enterprise')),
+        per_minute INTEGER,
+        per_day INTEGER,
+        created_at TEXT NOT NULL,
+        revoked_at TEXT,
+        banned_at TEXT,
+        banned_until TEXT,
+        ban_seconds INTEGER,
+        scope TEXT NOT NULL DEFAULT 'write' CHECK (scope IN ('read', 'storefront', 'write')),
+        expires_at TEXT,
+        quota_id TEXT,
+        replaced_by TEXT,
+        last_used_at TEXT,
+        last_deprecated_use_at TEXT
+      );
+      INSERT INTO api_keys_next (id, key_hash, name, plan, per_minute, per_day, created_at, revoked_at, banned_at, banned_until,
+          ban_seconds, scope, expires_at, quota_id, replaced_by, last_used_at, last_deprecated_use_at)
+        SELECT id, key_hash, name, plan, per_minute, per_day, created_at, revoked_at, banned_at, banned_until, ban_seconds, scope,
+          expires_at, quota_id, replaced_by, last_used_at, last_deprecated_use_at
+        FROM api_keys;
+      DROP TABLE api_keys;
+      ALTER TABLE api_keys_next RENAME TO api_keys;
+      CREATE INDEX api_keys_quota ON api_keys (quota_id) WHERE quota_id IS NOT NULL;
+
+      ALTER TABLE idempotency_keys ADD COLUMN response TEXT;
+    `
   }
 ]
 
