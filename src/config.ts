@@ -25,6 +25,8 @@ export interface Config {
   /** PostgreSQL only: pool size per instance, statement timeout and connection wait, in ms, and the pooler in between. */
   readonly database: {
     readonly poolSize: number, readonly statementTimeoutMs: number, readonly connectTimeoutMs: number, readonly pooler: DatabasePooler
+    /** Event triggers of the database the schema check leaves out (a managed PostgreSQL's own). */
+    readonly trustedEventTriggers: readonly string[]
   }
   readonly logLevel: LogLevel
   readonly logFormat: LogFormat
@@ -172,6 +174,7 @@ export const DEFAULTS = {
   DATABASE_STATEMENT_TIMEOUT_MS: String(DATABASE_DEFAULTS.statementTimeoutMs),
   DATABASE_CONNECT_TIMEOUT_MS: String(DATABASE_DEFAULTS.connectTimeoutMs),
   DATABASE_POOLER: 'none',
+  DATABASE_TRUSTED_EVENT_TRIGGERS: '',
   LOG_LEVEL: 'info',
   LOG_FORMAT: 'auto',
   METRICS_PORT: '',
@@ -408,6 +411,26 @@ function databasePooler (env: Env, databaseUrl: string): DatabasePooler {
   return pooler
 }
 
+/**
+ * DATABASE_TRUSTED_EVENT_TRIGGERS: names of event triggers, comma-separated, that the PostgreSQL schema check leaves out
+ * (a managed PostgreSQL installs some of its own). Each is a PostgreSQL identifier as pg_event_trigger stores it.
+ */
+function trustedEventTriggers (env: Env, databaseUrl: string): readonly string[] {
+  const text = read(env, 'DATABASE_TRUSTED_EVENT_TRIGGERS')
+  if (text === '') return Object.freeze([])
+  if (!isPostgresUrl(databaseUrl)) {
+    throw new ConfigError('DATABASE_TRUSTED_EVENT_TRIGGERS needs a postgres:// or postgresql:// DATABASE_URL (SQLite has no event triggers)')
+  }
+  const names = text.split(',').map((name) => name.trim())
+  for (const name of names) {
+    // NAMEDATALEN - 1 bytes, printable, no comma (the separator).
+    if (name === '' || Buffer.byteLength(name) > 63 || !/^[\x21-\x7e]+$/.test(name)) {
+      throw new ConfigError('DATABASE_TRUSTED_EVENT_TRIGGERS must list event trigger names separated by commas, each 1 to 63 visible characters')
+    }
+  }
+  return Object.freeze(names)
+}
+
 /** Reads and validates the configuration; `cwd` resolves a relative SQLite path. */
 export function loadConfig (env: Env, cwd: string = process.cwd()): Config {
   const databaseUrl = read(env, 'DATABASE_URL')
@@ -427,7 +450,8 @@ export function loadConfig (env: Env, cwd: string = process.cwd()): Config {
       poolSize: integer(env, 'DATABASE_POOL_SIZE', 1, 1000),
       statementTimeoutMs: integer(env, 'DATABASE_STATEMENT_TIMEOUT_MS', 10, 600_000),
       connectTimeoutMs: integer(env, 'DATABASE_CONNECT_TIMEOUT_MS', 10, 600_000),
-      pooler: databasePooler(env, databaseUrl)
+      pooler: databasePooler(env, databaseUrl),
+      trustedEventTriggers: trustedEventTriggers(env, databaseUrl)
     }),
     logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS),
     logFormat: oneOf(env, 'LOG_FORMAT', LOG_FORMATS),

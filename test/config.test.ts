@@ -87,6 +87,31 @@ describe('loadConfig: metrics', () => {
   })
 })
 
+describe('loadConfig: DATABASE_TRUSTED_EVENT_TRIGGERS', () => {
+  const url = 'postgres://petstore@db.internal/petstore'
+
+  test('when unset, then no event trigger is trusted', () => {
+    assert.deepEqual(loadConfig({ DATABASE_URL: url }).database.trustedEventTriggers, [])
+  })
+
+  test('when it lists names, then each is kept as written, blanks around commas dropped', () => {
+    assert.deepEqual(loadConfig({ DATABASE_URL: url, DATABASE_TRUSTED_EVENT_TRIGGERS: 'pgrst_ddl_watch, issue_pg_cron_access' }).database.trustedEventTriggers,
+      ['pgrst_ddl_watch', 'issue_pg_cron_access'])
+  })
+
+  const invalid: Array<[Record<string, string>, RegExp]> = [
+    [{ DATABASE_URL: './data/petstore.db', DATABASE_TRUSTED_EVENT_TRIGGERS: 'audit' }, /DATABASE_TRUSTED_EVENT_TRIGGERS needs a postgres:\/\/ or postgresql:\/\/ DATABASE_URL/],
+    [{ DATABASE_URL: url, DATABASE_TRUSTED_EVENT_TRIGGERS: 'audit,,other' }, /DATABASE_TRUSTED_EVENT_TRIGGERS must list event trigger names/],
+    [{ DATABASE_URL: url, DATABASE_TRUSTED_EVENT_TRIGGERS: 'a'.repeat(64) }, /each 1 to 63 visible characters/],
+    [{ DATABASE_URL: url, DATABASE_TRUSTED_EVENT_TRIGGERS: 'two words' }, /each 1 to 63 visible characters/]
+  ]
+  for (const [env, message] of invalid) {
+    test(`when ${JSON.stringify(env)}, then it throws a ConfigError naming the variable`, () => {
+      assert.throws(() => loadConfig(env), (error: unknown) => error instanceof ConfigError && message.test(error.message))
+    })
+  }
+})
+
 describe('loadConfig: DATABASE_POOLER', () => {
   const url = 'postgres://petstore@pgbouncer.internal:6432/petstore'
 

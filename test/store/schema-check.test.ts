@@ -258,6 +258,21 @@ if (await requirePostgres('the schema check on PostgreSQL')) {
       assert.equal((await adminRows("SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = 'public'", url))[0]?.n, 0, 'nothing was migrated')
     })
 
+    test('when the operator names a database\'s event trigger as trusted (a managed PostgreSQL\'s own), then the store is accepted; an event trigger not named is still refused', async (t) => {
+      const url = await tempPostgresDatabase(t)
+      // The platform's function lives in a schema of its own, as a managed PostgreSQL's do, not in the store's.
+      await adminQuery('CREATE SCHEMA platform; CREATE FUNCTION platform.on_ddl() RETURNS event_trigger LANGUAGE plpgsql AS $$ BEGIN END $$; ' +
+        "CREATE EVENT TRIGGER platform_audit ON ddl_command_end WHEN TAG IN ('CREATE TABLE') EXECUTE FUNCTION platform.on_ddl()", url)
+      const trusting = new PostgresStore(url, { trustedEventTriggers: ['platform_audit'] })
+      t.after(() => trusting.close())
+      await migrateStore(trusting, url)
+      assert.equal((await trusting.schema.schemaStatus()).version, POSTGRES_PLAN.migrations.length)
+
+      await adminQuery("CREATE EVENT TRIGGER on_ddl ON ddl_command_end WHEN TAG IN ('CREATE TABLE') EXECUTE FUNCTION platform.on_ddl()", url)
+      await assert.rejects(trusting.schema.schemaStatus(), (error: unknown) => error instanceof SchemaError && error.problem === 'altered' &&
+        error.message.includes('event trigger "on_ddl" is not defined by any migration') && !error.message.includes('platform_audit'))
+    })
+
     for (const [what, sql, named] of cases) {
       test(`when ${what}, then the store is refused naming it, and nothing is written`, async (t) => {
         const { schema, store } = await postgresStore(t, sql)

@@ -63,6 +63,8 @@ export class PostgresDatabase {
   readonly #poolSize: number
   readonly #pooler: DatabasePooler
   readonly #statementTimeoutMs: number
+  /** The event triggers the schema check leaves out (PostgresOptions.trustedEventTriggers). */
+  readonly trustedEventTriggers: readonly string[]
   /** Transaction mode: whether the server's own statement_timeout bounds single statements (asked once; null: not yet). */
   #serverTimeout: Promise<boolean> | null = null
 
@@ -81,6 +83,7 @@ export class PostgresDatabase {
       throw new RangeError(`statementTimeoutMs must be a positive integer, got ${statementTimeout}`)
     }
     this.#pooler = options.pooler ?? 'none'
+    this.trustedEventTriggers = Object.freeze([...options.trustedEventTriggers ?? []])
     if (this.#pooler === 'transaction' && options.schema !== undefined) {
       throw new Error('a schema (search_path) is a session setting, which a pooler in transaction mode does not keep: ' +
         'give the store a database of its own instead of a schema')

@@ -35,4 +35,9 @@ export interface PostgresOptions {
    * (see PostgresDatabase).
    */
   pooler?: DatabasePooler
+  /**
+   * Event triggers the operator vouches for (DATABASE_TRUSTED_EVENT_TRIGGERS): a managed PostgreSQL's own, which the
+   * schema check (./schema.ts) would otherwise refuse, since an event trigger runs with the check's own DDL.
+   */
+  trustedEventTriggers?: readonly string[]
 }

@@ -121,15 +121,17 @@ async function describe (client: Queryable, schema: string): Promise<SchemaObjec
 }
 
 /**
- * The database's event triggers, but an extension's. They belong to no schema and no migration makes one, so each is
- * one too many: it runs with DDL, the migrations' and the check's own included, and could make the scratch schema
- * look like a tampered store (add to each new `inventory` the trigger the store has).
+ * The database's event triggers, but an extension's and those the operator vouches for (`trusted`: a managed
+ * PostgreSQL's own). They belong to no schema and no migration makes one, so each other is one too many: it runs with
+ * DDL, the migrations' and the check's own included, and could make the scratch schema look like a tampered store (add
+ * to each new `inventory` the trigger the store has).
  */
-async function eventTriggers (client: Queryable): Promise<SchemaObject[]> {
+async function eventTriggers (client: Queryable, trusted: readonly string[]): Promise<SchemaObject[]> {
   const { rows } = await client.query<{ name: string, definition: string }>(
     `SELECT e.evtname AS name, concat_ws(' | ', e.evtevent, e.evtfoid::regprocedure::text, e.evtenabled, e.evttags::text) AS definition
        FROM pg_event_trigger e
-      WHERE NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_event_trigger'::regclass AND d.objid = e.oid AND d.deptype = 'e')`)
+      WHERE NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_event_trigger'::regclass AND d.objid = e.oid AND d.deptype = 'e')
+        AND NOT (e.evtname = ANY ($1::text[]))`, [trusted])
   return rows.map((row) => ({ type: 'event trigger', name: row.name, table: null, definition: row.definition }))
 }
 
@@ -154,15 +156,17 @@ async function bookkeepingOf (client: Queryable, schema: string): Promise<Bookke
 /**
  * Checks the store's schema (the current schema of `client`, which must be in a transaction) against what `history`
  * creates; throws SchemaError('altered') naming what differs. Returns null when checked, or why it could not be
- * (no schema, no right to create the scratch one, a read-only server) without changing anything.
+ * (no schema, no right to create the scratch one, a read-only server) without changing anything. The event triggers
+ * named in `trustedEventTriggers` are left out of the comparison.
  */
-export async function requirePostgresSchema (client: Queryable, history: readonly Migration[], version: number): Promise<string | null> {
+export async function requirePostgresSchema (client: Queryable, history: readonly Migration[], version: number,
+  trustedEventTriggers: readonly string[] = []): Promise<string | null> {
   const { rows: [where] } = await client.query<{ schema: string | null, allowed: boolean, server: string }>(
     `SELECT current_schema() AS schema, has_database_privilege(current_database(), 'CREATE') AS allowed,
             concat_ws(' ', inet_server_addr(), inet_server_port(), current_database(), current_setting('server_version_num')) AS server`)
   if (where?.schema === null || where?.schema === undefined) return 'no schema on the search path exists'
   if (!where.allowed) return NOT_ALLOWED
-  const actual = [...await describe(client, where.schema), ...await eventTriggers(client)]
+  const actual = [...await describe(client, where.schema), ...await eventTriggers(client, trustedEventTriggers)]
   const bookkeeping = await bookkeepingOf(client, where.schema)
   const key = [where.server, bookkeeping, ...history.map((m) => `${m.version}:${checksum(m)}`)].join(' ')
   let expected = expectedByHistory.get(key)

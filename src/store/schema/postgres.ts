@@ -67,7 +67,8 @@ export class PostgresSchema implements SchemaStore {
   /** The schema check, for a store not ahead of this release: nothing, or why it could not run here. */
   async #requireSchema (client: pg.PoolClient, applied: AppliedMigration[], status: SchemaStatus): Promise<{ objectsUnchecked?: string }> {
     if (status.ahead.length > 0) return {}
-    const unchecked = await requirePostgresSchema(client, appliedHistory(applied, PLAN, NOTHING_DETECTED), status.version)
+    const unchecked = await requirePostgresSchema(client, appliedHistory(applied, PLAN, NOTHING_DETECTED), status.version,
+      this.#db.trustedEventTriggers)
     return unchecked === null ? {} : { objectsUnchecked: unchecked }
   }
 
