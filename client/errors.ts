@@ -3,7 +3,7 @@
  * without the scope an operation needs.
  */
 import type { paths } from './schema.js'
-import type { BatchFailure, RateLimit, ResponsesOf } from './types.js'
+import type { BatchFailure, RateLimit, ResponsesOf } from './records.js'
 
 type AnyResponse = {
   [P in keyof paths]: { [M in keyof paths[P]]: ResponsesOf<paths[P][M]>[keyof ResponsesOf<paths[P][M]>] }[keyof paths[P]]

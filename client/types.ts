@@ -1,47 +1,11 @@
 /**
- * The client's public types: the records and bodies, taken from the service's OpenAPI document (./schema.ts,
- * generated), what each call returns, the options, and the PetstoreClient interface that createClient (./index.ts)
- * implements.
+ * The client's public types: the records and bodies (./records.ts), what each call returns, the options, and the
+ * PetstoreClient interface that createClient (./index.ts) implements.
  */
 import type { PetstoreError } from './errors.js'
-import type { paths } from './schema.js'
+import type { Operation, InventoryItem, InventoryUpdate, InventoryAdjustment, InventoryBatch, BatchEntry, InventoryChange, Pet, Order, OrderQuery, RateLimitStatus, Int64Input, RateLimit } from './records.js'
 
-export type JsonOf<R> = R extends { content: { 'application/json': infer B } } ? B : never
-export type ResponsesOf<O> = O extends { responses: infer R } ? R : never
-export type Operation<P extends keyof paths, M extends keyof paths[P]> = paths[P][M]
-
-/** One stock entry; `petId` is an exact int64. */
-export type InventoryItem = JsonOf<ResponsesOf<Operation<'/inventory', 'get'>>[200]>[number]
-/** The body of updateInventory: the new absolute quantity and, optionally, why. */
-export type InventoryUpdate = JsonOf<NonNullable<Operation<'/inventory/{petId}', 'patch'>['requestBody']>>
-/** The body of adjustInventory: what to add to the quantity (negative to take away) and, optionally, why. */
-export type InventoryAdjustment = JsonOf<NonNullable<Operation<'/inventory/{petId}/adjustments', 'post'>['requestBody']>>
-/** The body of batchUpdateInventory: 1 to 100 changes, each a quantity to set or a delta to add for one pet. */
-export type InventoryBatch = JsonOf<NonNullable<Operation<'/inventory/batch', 'post'>['requestBody']>>
-/** One entry a batch left, with its new ETag. */
-export type BatchEntry = JsonOf<ResponsesOf<Operation<'/inventory/batch', 'post'>>[200]>['entries'][number]
-/** Why one change of a refused batch cannot apply (`PetstoreError.failures`). */
-export type BatchFailure = NonNullable<JsonOf<ResponsesOf<Operation<'/inventory/batch', 'post'>>[409]>['failures']>[number]
-/** One stock change from the feed; `cursor` is where the feed resumes after it. */
-export type InventoryChange = JsonOf<ResponsesOf<Operation<'/inventory/changes', 'get'>>[200]>[number]
-/** A pet (deprecated operation); ids are exact int64. */
-export type Pet = JsonOf<ResponsesOf<Operation<'/pets/{petId}', 'get'>>[200]>
-/** A store order; `id` and `petId` are exact int64. */
-export type Order = JsonOf<ResponsesOf<Operation<'/store/orders', 'get'>>[200]>[number]
-/** Query of listOrders: page size, cursor from the previous page, status filter. */
-export type OrderQuery = NonNullable<Operation<'/store/orders', 'get'>['parameters']['query']>
-/** The calling key's standing: plan, scopes, both windows (`limit`, `remaining`, `reset`, `used`), ban and expiry. */
-export type RateLimitStatus = JsonOf<ResponsesOf<Operation<'/rate_limit', 'get'>>[200]>
-
-/** An id as the client accepts it: a bigint, a safe integer, or the canonical decimal text of an int64. */
-export type Int64Input = bigint | number | string
-
-/** The rate-limit window that binds the key right now (`X-RateLimit-*`); `reset` is Unix time in seconds. */
-export interface RateLimit {
-  limit: number
-  remaining: number
-  reset: number
-}
+export type { JsonOf, ResponsesOf, Operation, InventoryItem, InventoryUpdate, InventoryAdjustment, InventoryBatch, BatchEntry, BatchFailure, InventoryChange, Pet, Order, OrderQuery, RateLimitStatus, Int64Input, RateLimit } from './records.js'
 
 /** What every successful call returns besides its body. */
 export interface ResponseMeta {
