@@ -2,7 +2,7 @@
  * What the comments of the code and the documentation pages say exists: the repository paths they name, and the
  * benchmark figures they attribute to BENCHMARKS.md. The paths test checks both against the checkout.
  */
-import { existsSync, readdirSync, readFileSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync, type Dirent } from 'node:fs'
 import { dirname, join, relative, resolve } from 'node:path'
 import ts from 'typescript'
 import { documentationPages, ROOT } from './pages.js'
@@ -30,12 +30,31 @@ const NOT_IN_A_CHECKOUT: ReadonlyArray<[prefix: string, why: string]> = [
   ['my-petstore/', 'the reader\'s own overlay, which deploy/kubernetes/README.md shows how to write']
 ]
 
-/** The files of the checkout, as paths from its root (without node_modules, build output and git's own). */
+/**
+ * The files of the checkout, as paths from its root (without node_modules, build output and git's own). Other tests
+ * running beside this one make and remove folders of their own at the root (an earlier release's src/, a docs
+ * example's folder): those are not descended into, and a folder that vanishes during the walk is passed over.
+ */
 function checkoutFiles (): string[] {
-  const skip = /(^|\/)(node_modules|dist|\.git|\.release-[^/]*)(\/|$)/
-  return readdirSync(ROOT, { recursive: true, encoding: 'utf8', withFileTypes: false })
-    .map((path) => path.split('\\').join('/'))
-    .filter((path) => !skip.test(path))
+  const skip = /^(node_modules|dist|\.git|\.release-.*|\.docs-example-.*)$/
+  const found: string[] = []
+  const walk = (dir: string): void => {
+    let entries: Dirent[]
+    try {
+      entries = readdirSync(join(ROOT, dir), { withFileTypes: true })
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return
+      throw error
+    }
+    for (const entry of entries) {
+      if (skip.test(entry.name)) continue
+      const path = dir === '' ? entry.name : `${dir}/${entry.name}`
+      found.push(path)
+      if (entry.isDirectory()) walk(path)
+    }
+  }
+  walk('')
+  return found
 }
 
 /** The comments of a source file, found by TypeScript's parser (so that no string or regular expression is taken for one). */
