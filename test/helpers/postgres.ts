@@ -12,17 +12,27 @@ import { requireService } from './services.js'
 
 export const POSTGRES_URL = process.env.POSTGRES_TEST_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
 
+/**
+ * Whether the test server answers. A server that is there but busy for a moment (all its connection slots taken by
+ * the test files running beside this one, or starting up) is asked again, for up to about 20 s: only a server that
+ * is not there, or stays full, reads as unreachable.
+ */
 export async function postgresReachable (url: string = POSTGRES_URL): Promise<boolean> {
-  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5000 })
-  client.on('error', () => {})
-  try {
-    await client.connect()
-    await client.query('SELECT 1')
-    return true
-  } catch {
-    return false
-  } finally {
-    await client.end().catch(() => {})
+  for (let attempt = 1; ; attempt++) {
+    const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5000 })
+    client.on('error', () => {})
+    try {
+      await client.connect()
+      await client.query('SELECT 1')
+      return true
+    } catch (error) {
+      const code = (error as { code?: string }).code
+      const busy = code === '53300' || code === '57P03' || /timeout/i.test((error as Error).message)
+      if (!busy || attempt === 4) return false
+    } finally {
+      await client.end().catch(() => {})
+    }
+    await new Promise((resolve) => setTimeout(resolve, 1000 * attempt))
   }
 }
 
@@ -81,6 +91,19 @@ export async function tempPostgresDatabase (t: { after: (fn: () => Promise<unkno
   const url = new URL(POSTGRES_URL)
   url.pathname = `/${name}`
   return url.toString()
+}
+
+/**
+ * A fresh database for a test whose stores take advisory locks (imports, migrations): those are per database, so in a
+ * schema of the shared test database another test's import holds them up. The caller drops it once everything on it
+ * is closed (DROP ... WITH (FORCE) ends what is left).
+ */
+export async function ownDatabase (): Promise<{ url: string, drop: () => Promise<void> }> {
+  const name = `petstore_test_${randomBytes(6).toString('hex')}`
+  await adminQuery(`CREATE DATABASE ${name}`)
+  const url = new URL(POSTGRES_URL)
+  url.pathname = `/${name}`
+  return { url: url.toString(), drop: () => adminQuery(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`) }
 }
 
 export interface ResettableDatabase {

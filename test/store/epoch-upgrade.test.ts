@@ -16,7 +16,7 @@ import { PostgresStore } from '../../src/store/postgres-store.js'
 import { SqliteStore } from '../../src/store/sqlite-store.js'
 import type { Store } from '../../src/store/store.js'
 import { auth, newKey, tempDir } from '../helpers/app.js'
-import { POSTGRES_URL, requirePostgres, tempSchema } from '../helpers/postgres.js'
+import { ownDatabase, requirePostgres } from '../helpers/postgres.js'
 import { releaseFromGit } from '../helpers/release.js'
 import { waitFor } from '../helpers/wait.js'
 import { receiver } from '../helpers/webhooks.js'
@@ -145,12 +145,19 @@ if (previous !== undefined) {
   if (await requirePostgres('upgrading a PostgreSQL store of the previous release to store epochs')) {
     describe(`${WHAT} (PostgreSQL)`, () => {
       test('when a PostgreSQL store of the previous release is upgraded, then its f1 cursors keep working and its pending delivery keeps its webhook-id', async (t) => {
-        const schema = await tempSchema(t)
-        await upgrade(t, previous, new previous.PostgresStore(POSTGRES_URL, { schema }), async () => {
-          const store = new PostgresStore(POSTGRES_URL, { schema })
-          t.after(() => store.close())
-          return store
-        })
+        // A database of its own (advisory locks are per database, and other tests' imports take the same keys),
+        // dropped after everything on it closed: after hooks run in the order they were registered.
+        const { url, drop } = await ownDatabase()
+        const schema = 'public'
+        try {
+          await upgrade(t, previous, new previous.PostgresStore(url, { schema }), async () => {
+            const store = new PostgresStore(url, { schema })
+            t.after(() => store.close())
+            return store
+          })
+        } finally {
+          t.after(drop)
+        }
       })
     })
   }

@@ -15,7 +15,7 @@ import { PostgresStore } from '../../src/store/postgres-store.js'
 import { SqliteStore } from '../../src/store/sqlite-store.js'
 import type { Store } from '../../src/store/store.js'
 import { tempDir } from '../helpers/app.js'
-import { POSTGRES_URL, requirePostgres, tempSchema } from '../helpers/postgres.js'
+import { ownDatabase, requirePostgres } from '../helpers/postgres.js'
 import { releaseFromGit } from '../helpers/release.js'
 import { importData } from '../../src/domain/import.js'
 
@@ -132,13 +132,17 @@ if (previousRelease !== undefined) {
 if (previousRelease !== undefined && await requirePostgres('the previous release on this release\'s PostgreSQL schema')) {
   describe('the previous release on this release\'s PostgreSQL schema', () => {
     test('when the previous release\'s PostgreSQL store reads and writes a schema this release migrated, then both see the same data', async (t) => {
-      const schema = await tempSchema(t)
-      const current = new PostgresStore(POSTGRES_URL, { schema })
+      // A database of its own, not a schema of the shared one: advisory locks are per database, and both releases
+      // take their import lock under one key, so another test's import in the shared database held this one up.
+      const { url, drop } = await ownDatabase()
+      const schema = 'public'
+      const current = new PostgresStore(url, { schema })
       await current.schema.migrate()
-      const previous = new previousRelease.PostgresStore(POSTGRES_URL, { schema })
+      const previous = new previousRelease.PostgresStore(url, { schema })
       t.after(async () => {
         await previous.close()
         await current.close()
+        await drop()
       })
       await exercise(current, previous, previousRelease.importedStockChange)
     })
