@@ -4,7 +4,7 @@
  */
 import { Redis } from 'ioredis'
 import pg from 'pg'
-import { RedisLimiter } from '../src/ratelimit/redis.js'
+import { sharedRedis } from '../src/ratelimit/connect.js'
 import { postgresCpu, postgresCpuDelta, redisStats } from './counters.js'
 import { log } from './scenario.js'
 import { settings } from './settings.js'
@@ -150,9 +150,9 @@ export async function redisThroughput (redisUrl: string, prefix: string, request
   client.on('error', () => {})
   try {
     // The limiter loads its script on first use; ioredis keeps the SHA1 of each script it defines.
-    const limiter = new RedisLimiter({ client, prefix })
+    const { limiter, changes } = sharedRedis(client, prefix)
     await limiter.consume({ kind: 'key', id: 'bench' }, { perMinute: 1_000_000_000, perDay: 1_000_000_000 })
-    await limiter.announceChange()
+    await changes.count()
     const scripts = (client as unknown as { scriptsSet?: Record<string, { sha?: string }> }).scriptsSet
     const sha = scripts?.petstoreRateLimitConsume?.sha
     if (sha === undefined) return 'the consume script\'s SHA1 was not found on the ioredis client'

@@ -22,7 +22,6 @@ import { JsonBodyError, parseJsonBody } from './http/json-body.js'
 import { BODY_LIMIT_BYTES, MAX_HEADER_LINES, MAX_URL_LENGTH } from './http/limits.js'
 import { Lifecycle } from './lifecycle.js'
 import { healthRoutes } from './http/routes/health.js'
-import { ChangeWatch } from './http/inventory-cache.js'
 import { changeRoutes } from './http/routes/changes.js'
 import { streamRoutes } from './http/routes/stream.js'
 import { inventoryRoutes } from './http/routes/inventory.js'
@@ -38,7 +37,7 @@ import { instrumentRoutes, registerMetricsRoute } from './metrics/http.js'
 import { instrumentStore } from './metrics/store.js'
 import { MemoryLimiter } from './ratelimit/memory.js'
 import type { RateLimiter } from './ratelimit/types.js'
-import { observeDecisions } from './ratelimit/observed.js'
+import type { ChangeSignal } from './changes/types.js'
 import type { Store } from './store/store.js'
 import { tracingOn } from './tracing/spans.js'
 import { traceHandlers } from './tracing/handler.js'
@@ -55,6 +54,11 @@ export interface AppDeps {
   store: Store
   /** Rate-limit counters; in-process when omitted. The app does not close it. */
   limiter?: RateLimiter
+  /**
+   * How instances tell each other of inventory changes (src/changes), for the listing's freshness; none when omitted
+   * (a single instance, or the store alone tells). With Redis its counter is read in the limiter's calls.
+   */
+  changes?: ChangeSignal
   /** Milliseconds since the epoch; injected so tests can move time. */
   clock?: () => number
   /** A pino logger options object, `false` for none, or an existing logger instance. */
@@ -196,16 +200,12 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
   metrics.watchStore(deps.store)
   const limiter: RateLimiter = deps.limiter ?? new MemoryLimiter({ clock, maxSubjects: config.rateLimits.maxSubjects })
   metrics.watchLimiter(limiter)
-  // A shared limiter also carries the inventory's change counter: its decisions tell the listing cache whether a
-  // change was acknowledged anywhere since it last checked (src/http/inventory-cache.ts).
-  const watch = limiter.announceChange === undefined ? undefined : new ChangeWatch()
-  const announceChange = limiter.announceChange?.bind(limiter)
   // Who may call and how often (src/access): asked for every request that is not a public route's.
   const access: AccessOptions = {
     environment: config.environment,
     gatekeeper: new Gatekeeper({
       store,
-      limiter: watch === undefined ? limiter : observeDecisions(limiter, (decision) => { watch.observe(decision.changes) }),
+      limiter,
       limits: config.rateLimits,
       environment: config.environment,
       authCacheTtlMs: config.authCacheTtlMs,
@@ -430,7 +430,7 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
       idempotency,
       chargeMore: (request, reply, extra, what) => chargeMore(access, request, reply, extra, what),
       committed: () => { for (const wake of commits) wake() },
-      ...(watch === undefined ? {} : { watch }), ...(announceChange === undefined ? {} : { announceChange }) })
+      ...(deps.changes === undefined ? {} : { changes: deps.changes }) })
     await v1.register(changeRoutes, { store })
     await v1.register(streamRoutes, { store, config: config.streams, lifecycle, metrics, clock, commits, standing: (request) => keyStanding(access, request) })
     await v1.register(webhookRoutes, { webhooks })

@@ -13,6 +13,7 @@ import { createLogger } from './logger.js'
 import { seedDemoIfEmpty } from './domain/demo.js'
 import { processMetrics } from './metrics/cluster.js'
 import { startMetricsServer, type MetricsServer } from './metrics/http.js'
+import type { ChangeSignal } from './changes/types.js'
 import { MemoryLimiter } from './ratelimit/memory.js'
 import { connectLimiterRedis, RedisSetupError } from './ratelimit/connect.js'
 import { ResilientLimiter } from './ratelimit/resilient.js'
@@ -38,9 +39,10 @@ export interface ServeOptions {
  * The limiter named by the configuration: Redis (shared by every instance; while Redis is away, an in-process
  * fallback or refusals, as RATE_LIMIT_ON_REDIS_DOWN says) or in-process. A Redis that answers but cannot be used
  * as configured stops the start (ConfigError, exit 2); one that cannot be reached is an outage and the service
- * starts. Returns a close function for what it opened.
+ * starts. With Redis, also the change signal over the same client (its counter read in the limiter's calls). Returns a
+ * close function for what it opened.
  */
-async function openLimiter (config: Config, logger: Logger): Promise<{ limiter: RateLimiter, close: () => Promise<void> }> {
+async function openLimiter (config: Config, logger: Logger): Promise<{ limiter: RateLimiter, changes?: ChangeSignal, close: () => Promise<void> }> {
   const local = new MemoryLimiter({ maxSubjects: config.rateLimits.maxSubjects })
   if (config.redis === null) return { limiter: local, close: async () => {} }
   const { redis, check } = await connectLimiterRedis(config.redis, config.redisKeyPrefix, { check: 'start' }).catch((error: unknown) => {
@@ -51,9 +53,12 @@ async function openLimiter (config: Config, logger: Logger): Promise<{ limiter: 
       'Redis is not reachable at start: serving as during an outage until it is')
   }
   const limiter = new ResilientLimiter({ redis: redis.limiter, memory: local, logger, onDown: config.redis.onDown })
+  // A failed announcement is an outage of the client they share, as a failed decision is.
+  redis.changes.reportTo(limiter)
   logger.info({ mode: config.redis.mode, redis: redis.where, onDown: config.redis.onDown }, 'rate limits counted in Redis')
   return {
     limiter,
+    changes: redis.changes,
     close: async () => {
       await limiter.close()
       redis.close()
@@ -120,7 +125,7 @@ export async function startServer (config: Config, options: ServeOptions): Promi
     await store.close()
     throw error
   }
-  const { limiter, close: closeLimiter } = opened
+  const { limiter, changes, close: closeLimiter } = opened
   // Early: a cluster worker must answer the primary's metric collection as soon as possible.
   const metrics = processMetrics()
   let metricsServer: MetricsServer | null = null
@@ -135,6 +140,7 @@ export async function startServer (config: Config, options: ServeOptions): Promi
     app = await buildApp(config, {
       store: mode === 'read-only' ? readOnly(store, await store.schema.schemaStatus()) : store,
       limiter,
+      ...(changes === undefined ? {} : { changes }),
       logger: log,
       metrics,
       lifecycle: options.lifecycle ?? new Lifecycle(),

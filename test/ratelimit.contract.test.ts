@@ -8,7 +8,8 @@ import { randomUUID } from 'node:crypto'
 import { after, before, describe, test, type TestContext } from 'node:test'
 import { Cluster, type Redis } from 'ioredis'
 import { MemoryLimiter } from '../src/ratelimit/memory.js'
-import { CHANGE_COUNTER_COPIES, RedisLimiter, redisKeys } from '../src/ratelimit/redis.js'
+import { sharedRedis } from '../src/ratelimit/connect.js'
+import { RedisLimiter, redisKeys } from '../src/ratelimit/redis.js'
 import { requireRedisServer, startRedisCluster, type RedisClusterServers } from './helpers/redis-servers.js'
 import { ip, key, limiterContract, type OpenedLimiter } from './ratelimit/contract.js'
 import { requireRedis, tempRedis } from './ratelimit/redis-env.js'
@@ -99,8 +100,8 @@ interface OpenedRedis extends OpenedLimiter {
 async function openRedis (t: TestContext): Promise<OpenedRedis> {
   const { client, prefix } = await tempRedis(t)
   let offset = 0
-  const limiter = new RedisLimiter({ client, prefix, timeOffsetSeconds: () => offset })
-  return { limiter, client, prefix, advance: (seconds) => { offset += seconds }, loseChanges: async () => { await client.del(`${prefix}changes`) } }
+  const { limiter } = sharedRedis(client, prefix, { timeOffsetSeconds: () => offset })
+  return { limiter, client, prefix, advance: (seconds) => { offset += seconds } }
 }
 
 /** The Redis Cluster hash tag of a key: what lies between the first '{' and the next '}', if not empty. */
@@ -211,10 +212,7 @@ if (await requireRedisServer('Redis Cluster limiter tests')) {
       const client = await clusterClient()
       const prefix = `test:${randomUUID()}:`
       let offset = 0
-      const loseChanges = async (): Promise<void> => {
-        for (let i = 0; i < CHANGE_COUNTER_COPIES; i++) await client.del(`${prefix}{changes:${i}}`)
-      }
-      return { limiter: new RedisLimiter({ client, prefix, timeOffsetSeconds: () => offset }), client, prefix, advance: (seconds) => { offset += seconds }, loseChanges }
+      return { limiter: sharedRedis(client, prefix, { timeOffsetSeconds: () => offset }).limiter, client, prefix, advance: (seconds) => { offset += seconds } }
     }
 
     limiterContract('RedisLimiter (Cluster)', openCluster)
@@ -231,25 +229,6 @@ if (await requireRedisServer('Redis Cluster limiter tests')) {
         nodesHolding.add(String(owner?.[2][1]))
       }
       assert.equal(nodesHolding.size, 3, 'the subjects are spread over all three primaries')
-    })
-
-    test('a change announced through one instance is in the next decision of every other instance, whichever counter copy it reads', async () => {
-      const first = await openCluster()
-      const others = await Promise.all(Array.from({ length: 4 }, async (_, copy) => new RedisLimiter({ client: await clusterClient(), prefix: first.prefix, changeCopy: copy * 5 })))
-      const limits = { perMinute: 1000, perDay: 1000 }
-      const before = await Promise.all(others.map(async (other) => (await other.consume(key('reader'), limits)).changes))
-      assert.ok(before.every((count) => count === 0), `fresh counters: ${before.join(',')}`)
-      await first.limiter.announceChange()
-      const started = await Promise.all(others.map(async (other) => (await other.consume(key('reader'), limits)).changes as number))
-      assert.ok(started.every((count) => count > 0), `every copy counted the first change: ${started.join(',')}`)
-      await first.limiter.announceChange()
-      for (const [i, other] of others.entries()) {
-        const seen = (await other.consume(key('reader'), limits)).changes as number
-        assert.ok(seen > (started[i] as number), `copy ${i}: ${seen} after the second change, ${started[i]} before`)
-        assert.equal((await other.peek(ip('someone'), limits)).changes, seen)
-      }
-      const copies = await Promise.all(Array.from({ length: CHANGE_COUNTER_COPIES }, (_, i) => first.client.get(`${first.prefix}{changes:${i}}`)))
-      assert.ok(copies.every((copy) => copy !== null && Number(copy) > 0), 'every copy counted the changes')
     })
   })
 }

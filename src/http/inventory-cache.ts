@@ -9,9 +9,9 @@
  * into one.
  *
  * How it knows it is fresh (docs/adr/0014-listing-served-from-memory.md); the mechanisms add up:
- * - signal (a shared limiter, Redis): every instance counts each change it acknowledges in Redis, and every
- *   rate-limit decision carries the count (same script call). A GET that starts after a write was acknowledged
- *   anywhere sees a newer count and checks the store once. While Redis is away every GET checks the store.
+ * - signal (the change signal of src/changes, Redis): every instance counts each change it acknowledges in Redis,
+ *   and every rate-limit decision reads the count (in the same script call). A GET that starts after a write was
+ *   acknowledged anywhere sees a newer count and checks the store once. While Redis is away every GET checks the store.
  * - local (SQLite): this process's writes patch the listing; another process's commits (the CLI, other
  *   workers) are noticed by SQLite's data_version, looked at every LISTING_POLL_MS by a timer, never by a request.
  * - with signal but not local (PostgreSQL with Redis): writes that no instance announces (the CLI's import)
@@ -23,6 +23,7 @@ import { setImmediate as nextTurn } from 'node:timers/promises'
 import { PET_STATUSES, type InventoryItem, type PetStatus, type StockEntry } from '../model.js'
 import { feedCursor } from '../domain/feed.js'
 import type { FeedPlace, StockReads } from '../store/stock/types.js'
+import type { ChangeWatch } from '../changes/watch.js'
 
 /** Pets per chunk: re-serializing one costs well under a millisecond. */
 export const CHUNK_SIZE = 2048
@@ -50,37 +51,6 @@ export interface InventoryView {
    * none after it. Changes made here and patched in (applied) move it to theirs.
    */
   feed: string | null
-}
-
-/**
- * What this instance has seen of the shared change counter (Redis): each rate-limit decision reports it, or
- * reports that it came without one (no Redis decision: the fallback).
- */
-export class ChangeWatch {
-  #latest: number | undefined = undefined
-  #gaps = 0
-
-  /**
-   * Called with every limiter decision's `changes`, in the order the decisions were sent (one connection answers
-   * in order). A counter lower than the one seen last was lost and restarted (a Redis restarted empty, a failover
-   * to a replica that lagged): counted as a gap, like a decision without a counter, so the next GET checks the store.
-   */
-  observe (changes: number | undefined): void {
-    if (changes === undefined) {
-      if (this.#latest !== undefined) this.#gaps++
-      this.#latest = undefined
-    } else if (this.#latest === undefined || changes > this.#latest) {
-      this.#latest = changes
-    } else if (changes < this.#latest) {
-      this.#gaps++
-      this.#latest = changes
-    }
-  }
-
-  /** The counter as last seen, with how many times it has been unknown since the start; undefined while unknown. */
-  get mark (): { latest: number, gaps: number } | undefined {
-    return this.#latest === undefined ? undefined : { latest: this.#latest, gaps: this.#gaps }
-  }
 }
 
 interface Chunk {
@@ -114,7 +84,7 @@ export interface InventoryCacheOptions {
   store: { readonly stock: Pick<StockReads, 'inventoryVersion' | 'inventoryPages' | 'changedElsewhere'> }
   /** Serializes items as the route's response schema does (fast-json-stringify of it), brackets included. */
   serialize: (items: InventoryItem[]) => string
-  /** Signal: the change counter the limiter's decisions carry. */
+  /** Signal: what this instance has seen of the change counter (src/changes/watch.ts). */
   watch?: ChangeWatch
   /** Signal without local: the store is checked at least this often, whatever the counter says (LISTING_MAX_AGE_MS). */
   maxAgeMs?: number

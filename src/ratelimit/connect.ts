@@ -6,6 +6,7 @@
 import { once } from 'node:events'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis'
+import { RedisChangeSignal } from '../changes/redis.js'
 import type { RedisConfig } from '../config.js'
 import { createRedisClient, RedisLimiter, scriptSha, type RedisClient } from './redis.js'
 
@@ -147,13 +148,29 @@ function field (info: string, name: string): string | undefined {
   return new RegExp(`^${name}:(.*)$`, 'm').exec(info)?.[1]?.trim()
 }
 
+/** The limiter and the change signal over one client under one key prefix. */
+export interface SharedRedis {
+  readonly limiter: RedisLimiter
+  readonly changes: RedisChangeSignal
+}
+
 /**
- * The start check: connects, asks the server what it is, and makes probe decisions through `limiter`, retrying
+ * The limiter and the change signal over `client` under `prefix`, as an instance uses them: the signal's counter is
+ * read in the limiter's calls (its piggyback), so each decision tells the signal's watch what it read.
+ */
+export function sharedRedis (client: RedisClient, prefix: string, options: { changeCopy?: number, timeOffsetSeconds?: () => number } = {}): SharedRedis {
+  const changes = new RedisChangeSignal({ client, prefix, ...(options.changeCopy === undefined ? {} : { changeCopy: options.changeCopy }) })
+  const limiter = new RedisLimiter({ client, prefix, piggyback: changes.piggyback, ...(options.timeOffsetSeconds === undefined ? {} : { timeOffsetSeconds: options.timeOffsetSeconds }) })
+  return { limiter, changes }
+}
+
+/**
+ * The start check: connects, asks the server what it is, and makes probe decisions through `shared.limiter`, retrying
  * what fails like an outage (refused connections, timeouts) for up to `waitMs`. Throws RedisSetupError when
  * Redis answers but cannot be used as configured; returns `usable: false` with the reason when it cannot be
  * reached in that time (an outage, not a configuration error).
  */
-export async function checkRedis (config: RedisConfig, client: RedisClient, limiter: RedisLimiter, waitMs = 5000): Promise<RedisCheck> {
+export async function checkRedis (config: RedisConfig, client: RedisClient, shared: SharedRedis, waitMs = 5000): Promise<RedisCheck> {
   const where = redisTarget(config)
   const deadline = Date.now() + waitMs
   let reason = `no connection within ${waitMs} ms`
@@ -161,7 +178,7 @@ export async function checkRedis (config: RedisConfig, client: RedisClient, limi
     try {
       if (config.mode === 'sentinel') await askSentinels(config, where)
       if (!await whenReady(client, Math.max(0, deadline - Date.now()))) return { usable: false, reason }
-      await inspect(where, client, limiter)
+      await inspect(where, client, shared)
       return { usable: true }
     } catch (error) {
       if (error instanceof RedisSetupError) throw error
@@ -174,11 +191,13 @@ export async function checkRedis (config: RedisConfig, client: RedisClient, limi
   }
 }
 
-/** The configured Redis, opened for the shared limiter. */
-export interface LimiterRedis {
+/** The configured Redis, opened for the shared limiter and the change signal. */
+export interface LimiterRedis extends SharedRedis {
   readonly client: RedisClient
   /** The limiter over the client, under the configured key prefix: the keys every instance counts in. */
   readonly limiter: RedisLimiter
+  /** The change signal over the client, under the same prefix; its counter is read in the limiter's calls. */
+  readonly changes: RedisChangeSignal
   /** Where the configuration points, for messages (no credentials). */
   readonly where: string
   /** Drops the connection at once. */
@@ -203,12 +222,12 @@ export async function connectLimiterRedis (config: RedisConfig, prefix: string, 
   const client = openRedis(config)
   const redis: LimiterRedis = {
     client,
-    limiter: new RedisLimiter({ client, prefix }),
+    ...sharedRedis(client, prefix),
     where: redisTarget(config),
     close: () => { client.disconnect() }
   }
   try {
-    return { redis, check: mode.check === 'start' ? await checkRedis(config, client, redis.limiter, mode.waitMs) : await ready(client, mode.waitMs) }
+    return { redis, check: mode.check === 'start' ? await checkRedis(config, client, redis, mode.waitMs) : await ready(client, mode.waitMs) }
   } catch (error) {
     redis.close()
     throw error
@@ -257,7 +276,7 @@ async function askSentinels (config: RedisConfig & { mode: 'sentinel' }, where: 
 }
 
 /** One pass of the check on a ready client; throws what it finds. */
-async function inspect (where: string, client: RedisClient, limiter: RedisLimiter): Promise<void> {
+async function inspect (where: string, client: RedisClient, { limiter, changes }: SharedRedis): Promise<void> {
   if (client instanceof Cluster) {
     const info = await client.cluster('INFO')
     if (field(info, 'cluster_state') !== 'ok') throw misconfigured(where, `CLUSTERDOWN cluster_state:${field(info, 'cluster_state') ?? 'unknown'}`)
@@ -270,11 +289,11 @@ async function inspect (where: string, client: RedisClient, limiter: RedisLimite
   await limiter.probe()
   await limiter.probe()
   // What a write does (the change counter, every copy on a Cluster): the other instances then check the store once.
-  await limiter.announceChange()
+  await changes.count()
   if (!(client instanceof Cluster)) {
     // A proxy that forwards EVAL but keeps no scripts answers every EVALSHA with NOSCRIPT: a round trip more per
     // request, and the whole script each time.
-    const [kept] = await client.script('EXISTS', scriptSha('standalone')) as number[]
+    const [kept] = await client.script('EXISTS', scriptSha('reading')) as number[]
     if (kept !== 1) throw misconfigured(where, 'NOSCRIPT (the consume script is not kept after it ran)')
   }
 }

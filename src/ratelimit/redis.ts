@@ -34,17 +34,17 @@ local dc = count(KEYS[2], dw)
 local allowed = mc < tonumber(ARGV[1]) and dc < tonumber(ARGV[2])
 `
 
-/** Standalone: the change counter is the last key, read in the same call. */
-const READ_CHANGES = `local changes = tonumber(redis.call('GET', KEYS[#KEYS])) or 0
+/** Standalone with a piggyback: its key is the last key, read in the same call. */
+const READ_PIGGYBACK = `local piggyback = tonumber(redis.call('GET', KEYS[#KEYS])) or 0
 `
-/** Cluster: the counter lives in another slot, so the script cannot read it; the client reads a copy beside it. */
-const NO_CHANGES = `local changes = 0
+/** No piggyback, or Cluster: its key would live in another slot, so the client reads it beside the script. */
+const NO_PIGGYBACK = `local piggyback = 0
 `
 
 /**
- * KEYS: minute, day, strikes, change counter. ARGV: perMinute, perDay, offset (ms), strike window (s, 0 = no
- * strikes), margin (s), strike threshold, cost (requests this one counts as). Returns {allowed 0|1, minute count, day count, seconds, microseconds,
- * strikes, change counter}.
+ * KEYS: minute, day, strikes (and the piggyback's key, when read in the script). ARGV: perMinute, perDay, offset (ms),
+ * strike window (s, 0 = no strikes), margin (s), strike threshold, cost (requests this one counts as). Returns
+ * {allowed 0|1, minute count, day count, seconds, microseconds, strikes, piggyback's value}.
  *
  * The strikes hash is {t: strike window start (ms), c: count, r: retry time (ms)}: r is the end of the window
  * that refused the subject last (what its Retry-After named), and only a refusal before r is a strike. A hash
@@ -62,7 +62,7 @@ if allowed then
   redis.call('EXPIRE', KEYS[1], (mw + 1) * 60 - sec + margin)
   redis.call('HSET', KEYS[2], 'w', dw, 'c', dc)
   redis.call('EXPIRE', KEYS[2], (dw + 1) * 86400 - sec + margin)
-  return {1, mc, dc, sec, usec, 0, changes}
+  return {1, mc, dc, sec, usec, 0, piggyback}
 end
 local strikes = 0
 local sw = tonumber(ARGV[4]) * 1000
@@ -89,55 +89,36 @@ if sw > 0 then
   if start + sw - now > keep then keep = start + sw - now end
   redis.call('PEXPIRE', KEYS[3], keep + margin * 1000)
 end
-return {0, mc, dc, sec, usec, strikes, changes}
+return {0, mc, dc, sec, usec, strikes, piggyback}
 `
 
-/** KEYS: minute, day, change counter. ARGV: perMinute, perDay, offset (ms). Same reply as the consume script, strikes 0. */
+/** KEYS: minute, day (and the piggyback's key). ARGV: perMinute, perDay, offset (ms). Same reply as the consume script, strikes 0. */
 const PEEK_BODY = `
-return {allowed and 1 or 0, mc, dc, sec, usec, 0, changes}
+return {allowed and 1 or 0, mc, dc, sec, usec, 0, piggyback}
 `
-
-/** The scripts of each key layout: standalone (and Sentinel) read the change counter in the call; Cluster cannot. */
-const SCRIPTS = {
-  standalone: { consume: PRELUDE + READ_CHANGES + CONSUME_BODY, peek: PRELUDE + READ_CHANGES + PEEK_BODY, extraKeys: 1 },
-  cluster: { consume: PRELUDE + NO_CHANGES + CONSUME_BODY, peek: PRELUDE + NO_CHANGES + PEEK_BODY, extraKeys: 0 }
-} as const
 
 /**
- * KEYS: a change counter. Counts one change, and never lets the counter fall behind Redis TIME in microseconds: the
- * new value is the larger of the old one plus one and the time. A counter that was lost (a Redis restarted empty, a
- * Cluster node that lost its data, a flush) or that a failover set back (a replica that had not received the last
- * changes) so climbs past every value an instance saw before with the first change after, instead of landing on
- * one and being taken for "nothing changed" (the listing's freshness, src/http/inventory-cache.ts).
+ * The scripts of each key layout: `reading` reads the piggyback's key in the call (standalone and Sentinel, with a
+ * piggyback); `plain` reads nothing more (no piggyback, or a Cluster, which cannot).
  */
-const ANNOUNCE_LUA = `
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local old = tonumber(redis.call('GET', KEYS[1])) or 0
-local new = old + 1
-if new < now then new = now end
-return redis.call('INCRBY', KEYS[1], new - old)
-`
+const SCRIPTS = {
+  reading: { consume: PRELUDE + READ_PIGGYBACK + CONSUME_BODY, peek: PRELUDE + READ_PIGGYBACK + PEEK_BODY, extraKeys: 1 },
+  plain: { consume: PRELUDE + NO_PIGGYBACK + CONSUME_BODY, peek: PRELUDE + NO_PIGGYBACK + PEEK_BODY, extraKeys: 0 }
+} as const
 
 /** The SHA1 Redis names a script by (SCRIPT EXISTS): for the start check that scripts stay loaded. */
 export function scriptSha (layout: keyof typeof SCRIPTS): string {
   return createHash('sha1').update(SCRIPTS[layout].consume).digest('hex')
 }
 
-/**
- * Cluster: copies of the change counter, each in its own hash slot (spread over the shards). A write counts its
- * change in every copy before it is acknowledged; each instance reads one copy, chosen at random when it starts,
- * so no single key takes every request's read.
- */
-export const CHANGE_COUNTER_COPIES = 16
-
 type ScriptReply = [number, number, number, number, number, number, number]
 
-/** The scripts as commands; `keys` are minute, day (and strikes, for consume), then the change counter in standalone. */
+/** The scripts as commands; `keys` are minute, day (and strikes, for consume), then the piggyback's key when read in the script. */
 interface LimiterCommands {
   petstoreRateLimitConsume (...args: Array<string | number>): Promise<ScriptReply>
   petstoreRateLimitPeek (...args: Array<string | number>): Promise<ScriptReply>
-  petstoreAnnounceChange (key: string): Promise<number>
+  petstoreRateLimitConsumePlain (...args: Array<string | number>): Promise<ScriptReply>
+  petstoreRateLimitPeekPlain (...args: Array<string | number>): Promise<ScriptReply>
 }
 
 /** A standalone (or Sentinel-managed) client, or a Redis Cluster client. */
@@ -159,6 +140,21 @@ export function redisKeys (prefix: string, subject: Subject): { minute: string, 
   return { minute: `${base}:m`, day: `${base}:d`, strikes: `${base}:s` }
 }
 
+/**
+ * Another key to read with every decision (consume and peek) in the same call, and where its value goes: the
+ * limiter knows nothing of what the key means (the change signal, src/changes/redis.ts, keeps its counter there).
+ */
+export interface Piggyback {
+  /** The key: read as a number, 0 when it does not exist. */
+  key: string
+  /**
+   * Called with the key's value right after each decision's reply, in the order the decisions were sent (one
+   * connection answers in order); undefined when a decision was made without reading it (a failed read on a
+   * Cluster, or another limiter answering in this one's place: see unread).
+   */
+  seen: (value: number | undefined) => void
+}
+
 export interface RedisLimiterOptions {
   /** The caller's client: the limiter never connects, quits or disconnects it. A Cluster client selects the Cluster key layout. */
   client: RedisClient
@@ -166,9 +162,15 @@ export interface RedisLimiterOptions {
   prefix?: string
   /** Test-only: seconds added to Redis TIME, so tests can move time without waiting. Default 0. */
   timeOffsetSeconds?: () => number
-  /** Cluster: which copy of the change counter this instance reads (default: one at random). */
-  changeCopy?: number
+  /** Also read this key with every decision, in the same round trip. None by default. */
+  piggyback?: Piggyback
 }
+
+/** The command names of each script layout: distinct, so limiters of both layouts can share one client. */
+const COMMANDS = {
+  reading: { consume: 'petstoreRateLimitConsume', peek: 'petstoreRateLimitPeek' },
+  plain: { consume: 'petstoreRateLimitConsumePlain', peek: 'petstoreRateLimitPeekPlain' }
+} as const
 
 /**
  * The shared limiter: both windows and the strike counter of a subject live in Redis, and each consume is one
@@ -176,39 +178,35 @@ export interface RedisLimiterOptions {
  * time comes from Redis TIME, never from the instance. Keys expire a few seconds after their window ends.
  *
  * Every key of a subject carries the subject's hash tag, so on a Redis Cluster the script's keys share one slot
- * and a decision stays one call. The change counter cannot ride in that call on a Cluster (another slot): there
- * the decision's call and a read of one counter copy go out together, in the same round trip.
+ * and a decision stays one call. The piggyback's key cannot ride in that call on a Cluster (another slot): there
+ * the decision's call and a GET of the key go out together, in the same round trip.
  */
 export class RedisLimiter implements RateLimiter {
   readonly kind = 'redis'
   readonly #client: RedisClient & LimiterCommands
   readonly #prefix: string
-  readonly #cluster: boolean
-  /** Standalone: the one counter key. Cluster: the copy this instance reads. */
-  readonly #changesKey: string
-  /** Every key a change is counted in: the one counter, or all Cluster copies. */
-  readonly #changeKeys: readonly string[]
+  /** The piggyback's key is read in the script (standalone, Sentinel). */
+  readonly #reading: boolean
+  readonly #piggyback: Piggyback | null
+  readonly #consume: 'petstoreRateLimitConsume' | 'petstoreRateLimitConsumePlain'
+  readonly #peek: 'petstoreRateLimitPeek' | 'petstoreRateLimitPeekPlain'
   readonly #offset: () => number
 
   constructor (options: RedisLimiterOptions) {
-    this.#cluster = options.client.isCluster
-    const layout = SCRIPTS[this.#cluster ? 'cluster' : 'standalone']
+    this.#piggyback = options.piggyback ?? null
+    this.#reading = this.#piggyback !== null && !options.client.isCluster
+    const layout = this.#reading ? 'reading' : 'plain'
+    const script = SCRIPTS[layout]
+    const names = COMMANDS[layout]
     // defineCommand sends EVALSHA and falls back to EVAL once per connection on NOSCRIPT. Defining the same
     // names again on a shared client just replaces them with identical scripts.
-    options.client.defineCommand('petstoreRateLimitConsume', { numberOfKeys: 3 + layout.extraKeys, lua: layout.consume })
-    options.client.defineCommand('petstoreRateLimitPeek', { numberOfKeys: 2 + layout.extraKeys, lua: layout.peek, readOnly: true })
-    options.client.defineCommand('petstoreAnnounceChange', { numberOfKeys: 1, lua: ANNOUNCE_LUA })
+    options.client.defineCommand(names.consume, { numberOfKeys: 3 + script.extraKeys, lua: script.consume })
+    options.client.defineCommand(names.peek, { numberOfKeys: 2 + script.extraKeys, lua: script.peek, readOnly: true })
+    this.#consume = names.consume
+    this.#peek = names.peek
     this.#client = options.client as RedisClient & LimiterCommands
     this.#prefix = options.prefix ?? 'rl:'
     this.#offset = options.timeOffsetSeconds ?? (() => 0)
-    if (this.#cluster) {
-      this.#changeKeys = Array.from({ length: CHANGE_COUNTER_COPIES }, (_, i) => `${this.#prefix}{changes:${i}}`)
-      const copy = options.changeCopy ?? Math.floor(Math.random() * CHANGE_COUNTER_COPIES)
-      this.#changesKey = this.#changeKeys[copy % CHANGE_COUNTER_COPIES] as string
-    } else {
-      this.#changesKey = `${this.#prefix}changes`
-      this.#changeKeys = [this.#changesKey]
-    }
   }
 
   /** The client's connection status, e.g. 'ready' (for the resilient wrapper). */
@@ -228,19 +226,25 @@ export class RedisLimiter implements RateLimiter {
       limits.perMinute, limits.perDay, this.#offsetMs(), Math.max(0, strikes?.windowSeconds ?? 0), EXPIRY_MARGIN_SECONDS,
       strikes?.threshold ?? 0, options.cost ?? 1
     ]
-    if (!this.#cluster) return toDecision(await this.#client.petstoreRateLimitConsume(keys.minute, keys.day, keys.strikes, this.#changesKey, ...args), limits)
-    const changes = this.#readChanges()
-    const reply = await this.#client.petstoreRateLimitConsume(keys.minute, keys.day, keys.strikes, ...args)
-    return toDecision(reply, limits, await changes)
+    const piggyback = this.#piggyback
+    if (piggyback === null) return toDecision(await this.#client[this.#consume](keys.minute, keys.day, keys.strikes, ...args), limits)
+    if (this.#reading) return this.#seen(await this.#client[this.#consume](keys.minute, keys.day, keys.strikes, piggyback.key, ...args), limits, piggyback)
+    const value = this.#readPiggyback(piggyback)
+    const reply = await this.#client[this.#consume](keys.minute, keys.day, keys.strikes, ...args)
+    piggyback.seen(await value)
+    return toDecision(reply, limits)
   }
 
   async peek (subject: Subject, limits: WindowLimits): Promise<Decision> {
     const keys = redisKeys(this.#prefix, subject)
     const args = [limits.perMinute, limits.perDay, this.#offsetMs()]
-    if (!this.#cluster) return toDecision(await this.#client.petstoreRateLimitPeek(keys.minute, keys.day, this.#changesKey, ...args), limits)
-    const changes = this.#readChanges()
-    const reply = await this.#client.petstoreRateLimitPeek(keys.minute, keys.day, ...args)
-    return toDecision(reply, limits, await changes)
+    const piggyback = this.#piggyback
+    if (piggyback === null) return toDecision(await this.#client[this.#peek](keys.minute, keys.day, ...args), limits)
+    if (this.#reading) return this.#seen(await this.#client[this.#peek](keys.minute, keys.day, piggyback.key, ...args), limits, piggyback)
+    const value = this.#readPiggyback(piggyback)
+    const reply = await this.#client[this.#peek](keys.minute, keys.day, ...args)
+    piggyback.seen(await value)
+    return toDecision(reply, limits)
   }
 
   async reset (subject: Subject): Promise<void> {
@@ -248,9 +252,12 @@ export class RedisLimiter implements RateLimiter {
     await this.#client.del(keys.minute, keys.day, keys.strikes)
   }
 
-  /** Counts a change in the counter (every copy on a Cluster) before it resolves. */
-  async announceChange (): Promise<void> {
-    await Promise.all(this.#changeKeys.map((key) => this.#client.petstoreAnnounceChange(key)))
+  /**
+   * A decision was made without this limiter (the resilient limiter's fallback answered in its place): the
+   * piggyback is told that its key went unread.
+   */
+  unread (): void {
+    this.#piggyback?.seen(undefined)
   }
 
   /**
@@ -269,12 +276,18 @@ export class RedisLimiter implements RateLimiter {
   /** Does nothing: the client belongs to the caller, who quits it (possibly after other users are done). */
   async close (): Promise<void> {}
 
+  /** Reading layout: the reply's last field is the piggyback's value. */
+  #seen (reply: ScriptReply, limits: WindowLimits, piggyback: Piggyback): Decision {
+    piggyback.seen(reply[6])
+    return toDecision(reply, limits)
+  }
+
   /**
-   * Cluster: this instance's copy of the change counter, read beside the decision. A failed read leaves the
-   * decision without a counter (the listing then checks the store), never fails the decision itself.
+   * Cluster: the piggyback's key, read beside the decision. A failed read is reported as unread (the change signal
+   * then counts a gap), never fails the decision itself.
    */
-  #readChanges (): Promise<number | undefined> {
-    return this.#client.get(this.#changesKey).then((text) => Number(text ?? 0), () => undefined)
+  #readPiggyback (piggyback: Piggyback): Promise<number | undefined> {
+    return this.#client.get(piggyback.key).then((text) => Number(text ?? 0), () => undefined)
   }
 
   /** Whole milliseconds, so the script's microsecond arithmetic stays in exact integers. */
@@ -283,12 +296,9 @@ export class RedisLimiter implements RateLimiter {
   }
 }
 
-/** `changes` given: the counter read beside the script (Cluster), which the reply's own field then does not carry. */
-function toDecision (reply: ScriptReply, limits: WindowLimits, ...changes: [] | [number | undefined]): Decision {
-  const [allowed, minuteCount, dayCount, sec, usec, strikes, counted] = reply
-  const decision = buildDecision(allowed === 1, limits, minuteCount, dayCount, sec * 1000 + Math.floor(usec / 1000), strikes)
-  if (changes.length === 0) return { ...decision, changes: counted }
-  return changes[0] === undefined ? decision : { ...decision, changes: changes[0] }
+function toDecision (reply: ScriptReply, limits: WindowLimits): Decision {
+  const [allowed, minuteCount, dayCount, sec, usec, strikes] = reply
+  return buildDecision(allowed === 1, limits, minuteCount, dayCount, sec * 1000 + Math.floor(usec / 1000), strikes)
 }
 
 /**

@@ -35,9 +35,6 @@ export function loggable (error: unknown): { name: string, message: string, code
   return { name: error.name, message: error.message, ...(typeof code === 'string' ? { code } : {}) }
 }
 
-/** Tries of announceChange before the change goes unannounced (each bounded by the client's command timeout). */
-const ANNOUNCE_ATTEMPTS = 2
-
 /** 'connecting' is the first connection attempt: not an outage until it fails. */
 type State = 'connecting' | 'up' | 'down'
 
@@ -96,28 +93,22 @@ export class ResilientLimiter implements RateLimiter {
   }
 
   /**
-   * Counts an inventory change in Redis, which every instance's next decision then carries. Tried whenever the
-   * connection is up, also while decisions fall back after a failed command (that state only spares the request
-   * path a wait), and tried once more when the first attempt fails: a change that no instance hears of leaves
-   * their listings stale until their next check of the store. An outage is logged as one, not thrown.
+   * Another user of the client (the change signal, src/changes/redis.ts) reached Redis: as when a decision does,
+   * decisions go back to Redis (with one info line when that ends an outage).
    */
-  async announceChange (): Promise<void> {
-    let failure: unknown
-    for (let attempt = 0; attempt < ANNOUNCE_ATTEMPTS && this.#redis.status === 'ready'; attempt++) {
-      try {
-        await this.#redis.announceChange()
-        this.#up()
-        return
-      } catch (err) {
-        failure = err
-      }
-    }
-    if (failure !== undefined) {
-      this.#retryAt = Date.now() + this.#retryAfterMs
-      this.#down({ err: loggable(failure) })
-    } else {
-      this.#redisUsable()
-    }
+  commandSucceeded (): void {
+    this.#up()
+  }
+
+  /** Another user of the client failed on it: as when a decision does, an outage (one warning) and a pause before the next try. */
+  commandFailed (error: unknown): void {
+    this.#retryAt = Date.now() + this.#retryAfterMs
+    this.#down({ err: loggable(error) })
+  }
+
+  /** Another user of the client found it not ready and sent nothing: noted as a decision would note it. */
+  commandSkipped (): void {
+    this.#redisUsable()
   }
 
   /** Clears the subject in memory and, when reachable, in Redis; a Redis failure is logged as an outage, not thrown. */
@@ -150,6 +141,8 @@ export class ResilientLimiter implements RateLimiter {
 
   async #fallback (fromMemory: () => Promise<Decision>): Promise<Decision> {
     if (this.#deny) throw new LimiterUnavailableError()
+    // What Redis's decision would have read with it (the change counter) is unknown for this one.
+    this.#redis.unread()
     return fromMemory()
   }
 

@@ -48,13 +48,6 @@ export interface Decision {
    * restarts the count, so each run of `threshold` strikes is reported exactly once.
    */
   strikes: number
-  /**
-   * The store's change counter, kept beside the limits by a shared backend (Redis) and read in the same call:
-   * every instance announces each acknowledged inventory change there (announceChange), so a decision tells the
-   * instance, at no extra cost, whether its cached listing may be stale. Absent when the decision did not come
-   * from the shared backend (the in-process limiter, or the fallback while Redis is away).
-   */
-  changes?: number
 }
 
 /**
@@ -97,12 +90,6 @@ export interface RateLimiter {
   peek (subject: Subject, limits: WindowLimits): Promise<Decision>
   /** Clears all state of a subject (windows, strikes and its pending retry time). */
   reset (subject: Subject): Promise<void>
-  /**
-   * Shared backends: counts an acknowledged change to the inventory, for every instance's next decision to carry
-   * (Decision.changes). Never throws: an announcement that cannot be made is made up for by the instances
-   * checking the store themselves (see src/http/inventory-cache.ts).
-   */
-  announceChange?(): Promise<void>
   close (): Promise<void>
 }
 

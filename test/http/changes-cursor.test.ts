@@ -13,14 +13,13 @@ import type { Redis } from 'ioredis'
 import { buildApp } from '../../src/app.js'
 import { loadConfig } from '../../src/config.js'
 import { importData } from '../../src/domain/import.js'
-import { RedisLimiter } from '../../src/ratelimit/redis.js'
-import { ResilientLimiter } from '../../src/ratelimit/resilient.js'
 import { PostgresStore } from '../../src/store/postgres-store.js'
 import { SqliteStore } from '../../src/store/sqlite-store.js'
 import type { Store } from '../../src/store/store.js'
 import { auth, newKey, pet, tempDir } from '../helpers/app.js'
 import { POSTGRES_URL, requirePostgres, tempSchema } from '../helpers/postgres.js'
 import { waitFor } from '../helpers/wait.js'
+import { resilientRedis } from '../helpers/shared-redis.js'
 import { requireRedis, tempRedis } from '../ratelimit/redis-env.js'
 
 const PATCHES = 60
@@ -38,8 +37,8 @@ async function instances (t: TestContext, stores: Store[], redis?: { client: Red
   await importData(stores[0] as Store, { pets: Array.from({ length: PETS }, (_, i) => pet(i + 1, { quantity: 1 })), orders: [] })
   const key = await newKey(stores[0] as Store, 'enterprise')
   const built = await Promise.all(stores.map(async (store) => {
-    const limiter = redis === undefined ? undefined : new ResilientLimiter({ redis: new RedisLimiter({ client: redis.client, prefix: redis.prefix }), logger: { warn: () => {}, info: () => {} } })
-    const app = await buildApp(loadConfig({ AUTH_CACHE_TTL_MS: '60000' }), { store, logger: false, ...(limiter === undefined ? {} : { limiter }) })
+    const shared = redis === undefined ? undefined : resilientRedis(redis.client, redis.prefix, { logger: { warn: () => {}, info: () => {} } })
+    const app = await buildApp(loadConfig({ AUTH_CACHE_TTL_MS: '60000' }), { store, logger: false, ...shared })
     t.after(() => app.close())
     return { app, store }
   }))

@@ -13,12 +13,12 @@ import { buildApp } from '../../src/app.js'
 import { loadConfig } from '../../src/config.js'
 import { importData } from '../../src/domain/import.js'
 import { openRedis } from '../../src/ratelimit/connect.js'
-import { RedisLimiter } from '../../src/ratelimit/redis.js'
-import { ResilientLimiter } from '../../src/ratelimit/resilient.js'
+import type { ResilientLimiter } from '../../src/ratelimit/resilient.js'
 import { PostgresStore } from '../../src/store/postgres-store.js'
 import { auth, newKey, pet } from '../helpers/app.js'
 import { POSTGRES_URL, requirePostgres, tempSchema } from '../helpers/postgres.js'
 import { requireRedisServer, startRedisServer } from '../helpers/redis-servers.js'
+import { resilientRedis } from '../helpers/shared-redis.js'
 
 const get = (key: string) => ({ method: 'GET' as const, url: '/v1/inventory', headers: auth(key) })
 const patch = (key: string, petId: number, quantity: number) => ({
@@ -36,9 +36,9 @@ async function twoInstances (t: TestContext, url: string): Promise<{ one: Fastif
   const apps = await Promise.all(stores.map(async (store) => {
     const client = openRedis({ mode: 'standalone', url, onDown: 'local', commandTimeoutMs: 500 })
     t.after(() => client.disconnect())
-    const limiter = new ResilientLimiter({ redis: new RedisLimiter({ client, prefix: 'test:' }), logger: { warn: () => {}, info: () => {} } })
+    const { limiter, changes } = resilientRedis(client, 'test:', { logger: { warn: () => {}, info: () => {} } })
     limiters.push(limiter)
-    const app = await buildApp(loadConfig({ AUTH_CACHE_TTL_MS: '60000' }), { store, logger: false, limiter })
+    const app = await buildApp(loadConfig({ AUTH_CACHE_TTL_MS: '60000' }), { store, logger: false, limiter, changes })
     t.after(() => app.close())
     return app
   }))

@@ -10,12 +10,14 @@ import type { FastifyInstance } from 'fastify'
 import { buildApp } from '../../src/app.js'
 import { loadConfig } from '../../src/config.js'
 import { importData } from '../../src/domain/import.js'
-import { createRedisClient, RedisLimiter } from '../../src/ratelimit/redis.js'
-import { ResilientLimiter } from '../../src/ratelimit/resilient.js'
+import type { ChangeSignal } from '../../src/changes/types.js'
+import { createRedisClient } from '../../src/ratelimit/redis.js'
+import type { ResilientLimiter } from '../../src/ratelimit/resilient.js'
 import { PostgresStore } from '../../src/store/postgres-store.js'
 import type { Store } from '../../src/store/store.js'
 import { auth, newKey, pet, testApp } from '../helpers/app.js'
 import { nextPath } from '../helpers/links.js'
+import { resilientRedis } from '../helpers/shared-redis.js'
 import { POSTGRES_URL, requirePostgres, tempSchema } from '../helpers/postgres.js'
 import { cleanRedis, REDIS_URL, requireRedis, waitReady } from '../ratelimit/redis-env.js'
 
@@ -125,8 +127,8 @@ describe('GET /v1/inventory from the listing cache', () => {
 })
 
 if (await requirePostgres('the listing cache on PostgreSQL')) {
-  /** Two instances on one PostgreSQL schema, each with the given limiter (or the in-process one). */
-  async function twoInstances (t: TestContext, limiter: () => ResilientLimiter | undefined) {
+  /** Two instances on one PostgreSQL schema, each with the given limiter and change signal (or the in-process limiter). */
+  async function twoInstances (t: TestContext, limiter: () => { limiter: ResilientLimiter, changes: ChangeSignal } | undefined) {
     const schema = await tempSchema(t)
     const stores = [new PostgresStore(POSTGRES_URL, { schema }), new PostgresStore(POSTGRES_URL, { schema })] as const
     t.after(() => Promise.all(stores.map((store) => store.close())))
@@ -135,7 +137,7 @@ if (await requirePostgres('the listing cache on PostgreSQL')) {
     const key = await newKey(stores[0])
     const apps = await Promise.all(stores.map(async (store) => {
       const shared = limiter()
-      const app = await buildApp(loadConfig(WARM_KEYS), { store, logger: false, ...(shared === undefined ? {} : { limiter: shared }) })
+      const app = await buildApp(loadConfig(WARM_KEYS), { store, logger: false, ...shared })
       t.after(() => app.close())
       return app
     }))
@@ -161,13 +163,13 @@ if (await requirePostgres('the listing cache on PostgreSQL')) {
   if (await requireRedis('the listing cache with the Redis change signal')) {
     describe('GET /v1/inventory on PostgreSQL with Redis', () => {
       const clients: Array<ReturnType<typeof createRedisClient>> = []
-      function redisLimiter (t: TestContext, prefix: string): ResilientLimiter {
+      function redisLimiter (t: TestContext, prefix: string): { limiter: ResilientLimiter, changes: ChangeSignal } {
         const client = createRedisClient(REDIS_URL)
         clients.push(client)
         t.after(() => client.disconnect())
-        const limiter = new ResilientLimiter({ redis: new RedisLimiter({ client, prefix }), logger: { warn: () => {}, info: () => {} } })
-        t.after(() => limiter.close())
-        return limiter
+        const shared = resilientRedis(client, prefix, { logger: { warn: () => {}, info: () => {} } })
+        t.after(() => shared.limiter.close())
+        return shared
       }
 
       test('when a write is acknowledged by one instance, then every GET that starts after it, on any instance, shows it; unchanged GETs cost no PostgreSQL call', async (t) => {

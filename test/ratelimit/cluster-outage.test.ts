@@ -8,8 +8,8 @@ import assert from 'node:assert/strict'
 import { describe, test, type TestContext } from 'node:test'
 import { Redis } from 'ioredis'
 import type { RedisConfig } from '../../src/config.js'
-import { checkRedis, openRedis } from '../../src/ratelimit/connect.js'
-import { RedisLimiter, redisKeys } from '../../src/ratelimit/redis.js'
+import { checkRedis, openRedis, sharedRedis } from '../../src/ratelimit/connect.js'
+import { redisKeys } from '../../src/ratelimit/redis.js'
 import { ResilientLimiter } from '../../src/ratelimit/resilient.js'
 import { LimiterUnavailableError, type Subject } from '../../src/ratelimit/types.js'
 import { requireRedisServer, startRedisCluster } from '../helpers/redis-servers.js'
@@ -39,8 +39,9 @@ async function setup (t: TestContext) {
   const config: RedisConfig = { mode: 'cluster', seeds: servers.seeds.split(','), onDown: 'deny', commandTimeoutMs: 500 }
   const client = openRedis(config)
   t.after(() => client.disconnect())
-  const redis = new RedisLimiter({ client, prefix: PREFIX })
-  assert.deepEqual(await checkRedis(config, client, redis), { usable: true })
+  const shared = sharedRedis(client, PREFIX)
+  const redis = shared.limiter
+  assert.deepEqual(await checkRedis(config, client, shared), { usable: true })
   const limiter = new ResilientLimiter({ redis, logger: { warn: () => {}, info: () => {} }, onDown: 'deny' })
   t.after(() => limiter.close())
   assert.equal((await limiter.consume(onDead, limits)).allowed, true)

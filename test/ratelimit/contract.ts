@@ -16,8 +16,6 @@ export interface OpenedLimiter {
   limiter: RateLimiter
   /** Moves the limiter's time forward by this many seconds (fractions allowed, millisecond precision). */
   advance: (seconds: number) => void
-  /** A shared backend: deletes its change counter (what a Redis restarted empty does to it). */
-  loseChanges?: () => Promise<void>
 }
 
 const MINUTE_MS = 60_000
@@ -315,41 +313,6 @@ export function limiterContract (name: string, open: (t: TestContext) => Promise
       await opened.limiter.reset(key('{a}'))
       assert.equal(minuteOf(await opened.limiter.peek(key('{a}'), limits)).remaining, 3)
       assert.equal(minuteOf(await opened.limiter.peek(key('a'), limits)).remaining, 2)
-    })
-    test('a limiter that announces changes reports the count in every decision, consume and peek alike; one that does not reports none', async (t) => {
-      const opened = await open(t)
-      const limits = { perMinute: 100, perDay: 1000 }
-      const { limiter } = opened
-      if (limiter.announceChange === undefined) {
-        assert.equal((await limiter.consume(key('changes'), limits)).changes, undefined)
-        assert.equal((await limiter.peek(key('changes'), limits)).changes, undefined)
-        return
-      }
-      assert.equal(typeof (await limiter.consume(key('changes'), limits)).changes, 'number', 'a number also before any change')
-      await limiter.announceChange()
-      const before = (await limiter.consume(key('changes'), limits)).changes as number
-      await limiter.announceChange()
-      await limiter.announceChange()
-      const after = (await limiter.consume(key('changes'), limits)).changes as number
-      assert.ok(after > before, `${after} after two changes, ${before} before`)
-      assert.equal((await limiter.peek(ip('someone else'), limits)).changes, after, 'the count is the same for every subject')
-      const refused = await limiter.consume(key('changes-refused'), { perMinute: 0, perDay: 0 })
-      assert.equal(refused.allowed, false)
-      assert.equal(refused.changes, after, 'a refusal carries it too')
-    })
-
-    test('a change counter that was lost (a Redis restarted empty, a flush) starts again above every value it had', async (t) => {
-      const opened = await open(t)
-      const { limiter } = opened
-      if (limiter.announceChange === undefined || opened.loseChanges === undefined) return
-      const limits = { perMinute: 100, perDay: 1000 }
-      for (let i = 0; i < 3; i++) await limiter.announceChange()
-      const seen = (await limiter.consume(key('changes'), limits)).changes as number
-      await opened.loseChanges()
-      assert.equal((await limiter.consume(key('changes'), limits)).changes, 0, 'lost')
-      await limiter.announceChange()
-      const after = (await limiter.consume(key('changes'), limits)).changes as number
-      assert.ok(after > seen, `the first change after the loss reads ${after}, above the ${seen} seen before`)
     })
   })
 }

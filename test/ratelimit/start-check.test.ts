@@ -7,8 +7,7 @@ import assert from 'node:assert/strict'
 import { describe, test, type TestContext } from 'node:test'
 import { Redis } from 'ioredis'
 import type { RedisConfig } from '../../src/config.js'
-import { checkRedis, connectLimiterRedis, openRedis, redisTarget, RedisSetupError } from '../../src/ratelimit/connect.js'
-import { RedisLimiter } from '../../src/ratelimit/redis.js'
+import { checkRedis, connectLimiterRedis, openRedis, redisTarget, RedisSetupError, sharedRedis } from '../../src/ratelimit/connect.js'
 import { ResilientLimiter } from '../../src/ratelimit/resilient.js'
 import { LimiterUnavailableError } from '../../src/ratelimit/types.js'
 import { freePort } from '../helpers/net.js'
@@ -18,8 +17,8 @@ import { requireRedisServer, startRedisServer, startSentinel } from '../helpers/
 async function check (t: TestContext, config: RedisConfig, waitMs = 3000) {
   const client = openRedis(config)
   t.after(() => client.disconnect())
-  const limiter = new RedisLimiter({ client, prefix: 'test:' })
-  return { client, limiter, run: () => checkRedis(config, client, limiter, waitMs) }
+  const shared = sharedRedis(client, 'test:')
+  return { client, limiter: shared.limiter, changes: shared.changes, run: () => checkRedis(config, client, shared, waitMs) }
 }
 
 describe('redisTarget never shows a password', () => {
@@ -39,7 +38,7 @@ if (await requireRedisServer('the Redis start check')) {
       t.after(() => admin.disconnect())
       await admin.call('ACL', 'SETUSER', 'noincr', 'on', '>pw', '~*', '+@all', '-incrby')
       const config: RedisConfig = { mode: 'standalone', url: `redis://noincr:pw@127.0.0.1:${server.port}`, onDown: 'deny', commandTimeoutMs: 500 }
-      const { limiter: redis, run } = await check(t, config)
+      const { limiter: redis, changes, run } = await check(t, config)
       let refusedAtStart = false
       try {
         await run()
@@ -50,11 +49,12 @@ if (await requireRedisServer('the Redis start check')) {
       if (refusedAtStart) return
       // Not refused: what it costs at run time. One acknowledged write, then the next decision is refused.
       const limiter = new ResilientLimiter({ redis, logger: { warn: () => {}, info: () => {} }, onDown: 'deny' })
+      changes.reportTo(limiter)
       t.after(() => limiter.close())
       const subject = { kind: 'key' as const, id: 'k' }
       const limits = { perMinute: 1000, perDay: 1000 }
       assert.equal((await limiter.consume(subject, limits)).allowed, true)
-      await limiter.announceChange()
+      await changes.announce()
       await assert.rejects(limiter.consume(subject, limits), LimiterUnavailableError)
       assert.fail('a Redis user without INCR passed the start check; after one write every request was refused (503) under deny')
     })

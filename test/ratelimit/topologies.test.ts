@@ -9,6 +9,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { waitFor, WAIT_TIMEOUT_MS } from '../helpers/wait.js'
 import { Redis } from 'ioredis'
 import type { RedisConfig } from '../../src/config.js'
+import { RedisChangeSignal } from '../../src/changes/redis.js'
 import { checkRedis, openRedis, RedisSetupError } from '../../src/ratelimit/connect.js'
 import { RedisLimiter, redisKeys } from '../../src/ratelimit/redis.js'
 import { ResilientLimiter } from '../../src/ratelimit/resilient.js'
@@ -20,12 +21,19 @@ const quiet = { warn: () => {}, info: () => {} }
 const limits = { perMinute: 1000, perDay: 1000 }
 const key = (id: string) => ({ kind: 'key' as const, id })
 
-/** Opens the configured client and a limiter on it, closed after the test, and runs the start check. */
+/**
+ * Opens the configured client with the limiter and the change signal on it (as src/ratelimit/connect.ts sharedRedis
+ * does, each reading of the counter also recorded in `reads`), closed after the test, and runs the start check.
+ */
 async function check (t: TestContext, config: RedisConfig, waitMs = 5000) {
   const client = openRedis(config)
   t.after(() => client.disconnect())
-  const limiter = new RedisLimiter({ client, prefix: 'test:topology:' })
-  return { client, limiter, result: await checkRedis(config, client, limiter, waitMs) }
+  const prefix = 'test:topology:'
+  const changes = new RedisChangeSignal({ client, prefix })
+  const reads: Array<number | undefined> = []
+  const { key: counter, seen } = changes.piggyback
+  const limiter = new RedisLimiter({ client, prefix, piggyback: { key: counter, seen: (value) => { reads.push(value); seen(value) } } })
+  return { client, limiter, reads, result: await checkRedis(config, client, { limiter, changes }, waitMs) }
 }
 
 async function refused (t: TestContext, config: RedisConfig, hint: RegExp): Promise<void> {
@@ -169,7 +177,7 @@ if (await requireRedisServer('Redis topology tests')) {
 
     test('cluster: a node killed and restarted is survived; decisions fall back meanwhile and go back to the cluster', async (t) => {
       const servers = await startRedisCluster(t.after.bind(t))
-      const { limiter: redis } = await check(t, cluster(servers.seeds))
+      const { limiter: redis, reads } = await check(t, cluster(servers.seeds))
       const limiter = new ResilientLimiter({ redis, logger: quiet, onDown: 'local', retryAfterMs: 100 })
       t.after(() => limiter.close())
       const subjects = Array.from({ length: 30 }, (_, i) => key(`node-${i}`))
@@ -182,8 +190,11 @@ if (await requireRedisServer('Redis topology tests')) {
       const deadline = Date.now() + WAIT_TIMEOUT_MS
       let all = false
       while (!all && Date.now() < deadline) {
-        const decisions = await Promise.all(subjects.map((subject) => limiter.consume(subject, limits)))
-        all = limiter.backend === 'redis' && decisions.every((decision) => decision.changes !== undefined)
+        const from = reads.length
+        await Promise.all(subjects.map((subject) => limiter.consume(subject, limits)))
+        // Each decision reports one reading of the change counter: undefined when it did not come from the cluster.
+        const read = reads.slice(from)
+        all = limiter.backend === 'redis' && read.length === subjects.length && read.every((changes) => changes !== undefined)
         if (!all) await sleep(200)
       }
       assert.ok(all, 'every subject is decided by the cluster again')

@@ -11,7 +11,8 @@ import {
 import { MAX_QUANTITY_TEXT, type InventoryItem as Item, type StockEntry } from '../../model.js'
 import { parseInt64 } from '../../int64.js'
 import type { FeedPlace, StockStore } from '../../store/stock/types.js'
-import { InventoryCache, type ChangeWatch, type InventoryView } from '../inventory-cache.js'
+import { InventoryCache, type InventoryView } from '../inventory-cache.js'
+import type { ChangeSignal } from '../../changes/types.js'
 import { IDEMPOTENCY_KEY_DESCRIPTION, idempotencyKeyOf } from '../idempotency.js'
 import { BODY_LIMIT_BYTES } from '../limits.js'
 import { AppError, errorBody } from '../../errors.js'
@@ -173,24 +174,22 @@ export interface InventoryRouteOptions {
   clock: () => number
   /** The idempotency keys of stock writes (their records live in the store). */
   idempotency: IdempotencyKeys
-  /** The change counter the shared limiter's decisions carry (signal freshness); absent without one. */
-  watch?: ChangeWatch
-  /** Tells every instance of an acknowledged change (the shared limiter's announceChange). */
-  announceChange?: () => Promise<void>
+  /** Tells every instance of an acknowledged change, and what this one has seen of theirs (signal freshness); absent without one. */
+  changes?: ChangeSignal
   /** Tells this instance's pushers (webhooks, streams) that a change committed here, so they need not wait for their poll. */
   committed?: () => void
   /** Charges the caller for what an operation is worth beyond one request (src/http/plugins/access.ts chargeMore). */
   chargeMore: (request: FastifyRequest, reply: FastifyReply, extra: number, what: string) => Promise<void>
 }
 
-export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> = async (app, { store, clock, idempotency, watch, announceChange, committed, chargeMore }) => {
+export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> = async (app, { store, clock, idempotency, changes, committed, chargeMore }) => {
   const keyedWrites = ` With an Idempotency-Key a retry is safe: the same key with the same request within ${retention(idempotency.ttlSeconds)} ` +
     'is answered what the first request was, with `Idempotent-Replayed: true`, and applies nothing again (a replay counts ' +
     'against the rate limit); the key with another request is 422 `idempotency_key_reused`, and while the first request ' +
     'is still processed, 409 `idempotency_key_in_flight`. Only a change that applied is recorded.'
   // The same schema as the 200 response, compiled once: the cached bytes are what Fastify would have sent.
   const serialize = fastJson(InventoryList)
-  const cache = new InventoryCache({ store, serialize: (items) => serialize(items), ...(watch === undefined ? {} : { watch }) })
+  const cache = new InventoryCache({ store, serialize: (items) => serialize(items), ...(changes === undefined ? {} : { watch: changes.watch }) })
   app.addHook('onClose', async () => { cache.close() })
   const paged = (query: unknown): boolean => {
     const q = query as { limit?: unknown, cursor?: unknown } | undefined
@@ -430,6 +429,6 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
     }
     cache.applied(entries, made.version, made.feed)
     committed?.()
-    await announceChange?.()
+    await changes?.announce()
   }
 }
