@@ -43,6 +43,7 @@ import type { Store } from './store/store.js'
 import { tracingOn } from './tracing/spans.js'
 import { traceHandlers } from './tracing/handler.js'
 import { traceStore } from './tracing/store.js'
+import { traceGate } from './tracing/gate.js'
 import { WebhookDispatcher, type Transport } from './domain/webhook-dispatch.js'
 import { Webhooks } from './domain/webhooks.js'
 import { WEBHOOKS_DOCUMENT, webhookRoutes } from './http/routes/webhooks.js'
@@ -201,20 +202,19 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
   const watch = limiter.announceChange === undefined ? undefined : new ChangeWatch()
   const announceChange = limiter.announceChange?.bind(limiter)
   // Who may call and how often (src/access): asked for every request that is not a public route's.
-  const access: AccessOptions = {
+  const gatekeeper = new Gatekeeper({
+    store,
+    limiter: watch === undefined ? limiter : observeDecisions(limiter, (decision) => { watch.observe(decision.changes) }),
+    limits: config.rateLimits,
     environment: config.environment,
-    gatekeeper: new Gatekeeper({
-      store,
-      limiter: watch === undefined ? limiter : observeDecisions(limiter, (decision) => { watch.observe(decision.changes) }),
-      limits: config.rateLimits,
-      environment: config.environment,
-      authCacheTtlMs: config.authCacheTtlMs,
-      clock,
-      events: { decided: (subject, outcome) => metrics.recordDecision(subject, outcome), banned: () => metrics.recordBan() },
-      // Never fails a request: the next minute's use records it again.
-      onUseNotRecorded: (keyId, error) => { app.log.warn({ err: error, keyId }, 'could not record the last use of an API key') }
-    })
-  }
+    authCacheTtlMs: config.authCacheTtlMs,
+    clock,
+    events: { decided: (subject, outcome) => metrics.recordDecision(subject, outcome), banned: () => metrics.recordBan() },
+    // Never fails a request: the next minute's use records it again.
+    onUseNotRecorded: (keyId, error) => { app.log.warn({ err: error, keyId }, 'could not record the last use of an API key') }
+  })
+  // In a traced process the gate's admission is a span (src/tracing/gate.ts).
+  const access: AccessOptions = { environment: config.environment, gatekeeper, ...(tracingOn() ? { admit: traceGate(gatekeeper) } : {}) }
 
   // Idempotency keys of stock writes: records in the store, purged once expired (below).
   const idempotency = new IdempotencyKeys({ store, clock, ttlSeconds: config.idempotencyTtlSeconds })
