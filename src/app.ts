@@ -5,21 +5,21 @@
 import cors from '@fastify/cors'
 import swagger from '@fastify/swagger'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify'
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import { randomUUID } from 'node:crypto'
 import { hostname } from 'node:os'
-import type { IncomingMessage, Server } from 'node:http'
-import type { Socket } from 'node:net'
 import { Gatekeeper } from './access/admission.js'
 import { IdempotencyKeys, purgeExpiredKeys } from './domain/idempotency.js'
 import type { Config } from './config.js'
-import { AppError, StoreReadOnlyError } from './errors.js'
+import { StoreReadOnlyError } from './errors.js'
 import { chargeErrorPath, chargeMore, keyStanding, registerGate, type AccessOptions } from './http/plugins/access.js'
-import { clientErrorHandler, errorStatus, handleError, registerErrorHandling } from './http/plugins/errors.js'
+import { errorStatus, registerErrorHandling } from './http/plugins/errors.js'
 import { registerDocs } from './http/plugins/docs.js'
 import { routeEveryMethod, trackRoutesForMethodNotAllowed } from './http/plugins/method-not-allowed.js'
-import { JsonBodyError, parseJsonBody } from './http/json-body.js'
-import { BODY_LIMIT_BYTES, MAX_HEADER_LINES, MAX_URL_LENGTH } from './http/limits.js'
+import { jsonBody } from './http/plugins/json-body.js'
+import { bounds } from './http/plugins/bounds.js'
+import { logRequests } from './http/plugins/access-log.js'
+import { holdConnections, serverOptions } from './http/server.js'
 import { Lifecycle } from './lifecycle.js'
 import { healthRoutes } from './http/routes/health.js'
 import { ChangeWatch } from './http/inventory-cache.js'
@@ -30,9 +30,8 @@ import { orderRoutes } from './http/routes/orders.js'
 import { petRoutes } from './http/routes/pets.js'
 import { rateLimitRoutes } from './http/routes/rate-limit.js'
 import { RESPONSE_HEADERS } from './http/schemas/common.js'
-import { mentionsSecret } from './redact.js'
 import { validatorCompiler } from './http/validation.js'
-import { lazyChildLoggerFactory, loggerOptions } from './logger.js'
+import { loggerOptions } from './logger.js'
 import { Metrics } from './metrics/index.js'
 import { instrumentRoutes, registerMetricsRoute } from './metrics/http.js'
 import { instrumentStore } from './metrics/store.js'
@@ -49,7 +48,6 @@ import { Webhooks } from './domain/webhooks.js'
 import { WEBHOOKS_DOCUMENT, webhookRoutes } from './http/routes/webhooks.js'
 import { checkDestination, DestinationError } from './webhooks/destination.js'
 import { HttpSender } from './webhooks/sender.js'
-import { loggedUrl } from './redact.js'
 
 
 export interface AppDeps {
@@ -73,35 +71,6 @@ export interface AppDeps {
    * in reverse order of registration, and the app registers its own first.
    */
   release?: () => Promise<void>
-}
-
-// A client's X-Request-Id is kept when it is a sane token (and nothing secret-shaped, such as a key: request ids
-// are logged, traced and stored in the stock ledger); anything else is replaced.
-const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
-
-function requestId (request: IncomingMessage): string {
-  const given = request.headers['x-request-id']
-  return typeof given === 'string' && REQUEST_ID.test(given) && !mentionsSecret(given) ? given : randomUUID()
-}
-
-function trustHops (hops: number): (address: string, hop: number) => boolean {
-  return (_address, hop) => hop < hops
-}
-
-const accessLogOn = (level: string): boolean => ['trace', 'debug', 'info'].includes(level)
-
-/**
- * The access log line of a request: never the key, and no query values (a client may put anything there). The key
- * id comes with the request's logger, bound by the gate (src/http/plugins/access.ts) as on every line of the request.
- */
-function accessLog (request: FastifyRequest, reply: FastifyReply): void {
-  request.log.info({
-    method: request.method,
-    url: loggedUrl(request.url),
-    operation: request.routeOptions?.schema?.operationId,
-    status: reply.statusCode,
-    ms: Math.round(reply.elapsedTime * 100) / 100
-  }, 'request completed')
 }
 
 /** How often expired idempotency records are deleted: a minute's worth at a time keeps each purge short. */
@@ -162,33 +131,9 @@ function deliverWebhooks (app: FastifyInstance, config: Config, deps: AppDeps, c
   return dispatcher
 }
 
-const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
-
-/**
- * Makes the server's close also close the connections that were accepted and have sent nothing yet (a client pool's
- * or a browser's spare connection): they are idle, and server.close() closes idle connections, but before Node 26 not
- * those (Node's fix: "http: close pre-request sockets in closeIdleConnections"), so that a close waited until the
- * client dropped one, for undici about the keep-alive timeout (72 s) later. server.close() calls
- * closeIdleConnections(), extended here for this server.
- */
-function closeSilentConnectionsOnClose (server: Server): void {
-  const connections = new Set<Socket>()
-  server.on('connection', (socket: Socket) => {
-    connections.add(socket)
-    socket.once('close', () => { connections.delete(socket) })
-  })
-  const closeIdleConnections = server.closeIdleConnections.bind(server)
-  server.closeIdleConnections = () => {
-    closeIdleConnections()
-    for (const socket of connections) if (socket.bytesRead === 0) socket.destroy()
-  }
-}
-
 export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyInstance> {
   const clock = deps.clock ?? Date.now
   const lifecycle = deps.lifecycle ?? new Lifecycle()
-  const logger = deps.logger ?? loggerOptions(config.logLevel)
-  const isInstance = typeof logger === 'object' && logger !== null && 'child' in logger
 
   // Every store call the app makes is timed (petstore_store_*), and in a traced process a span (src/tracing); the
   // caller keeps and closes the real store.
@@ -238,58 +183,12 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
     }
   })
 
-  const app = Fastify({
-    ...(isInstance ? { loggerInstance: logger as FastifyBaseLogger } : { logger: logger as FastifyServerOptions['logger'] }),
-    genReqId: requestId,
-    requestIdHeader: false,
-    // One log line per request (onResponse below) instead of Fastify's two.
-    logController: new LogController({ requestIdLogLabel: 'requestId', disableRequestLogging: true }),
-    childLoggerFactory: lazyChildLoggerFactory,
-    bodyLimit: BODY_LIMIT_BYTES,
-    // A hop count trusts that many proxies in front of the service (proxy-addr semantics).
-    trustProxy: typeof config.trustProxy === 'number' ? trustHops(config.trustProxy) : config.trustProxy,
-    requestTimeout: config.timeouts.requestMs,
-    keepAliveTimeout: config.timeouts.keepAliveMs,
-    // Node's limit for the request line and headers (16 KiB) stays; slow senders are cut off after this.
-    http: {
-      headersTimeout: config.timeouts.headersMs,
-      // Node checks for slow senders on an interval (30 s by default): check often enough for the timeout to hold.
-      connectionsCheckingInterval: Math.max(100, Math.min(5000, Math.floor(config.timeouts.headersMs / 2)))
-    },
-    clientErrorHandler,
-    // A request that arrives on an open connection after the listener closed is served like any other (Fastify
-    // would answer a 503 body of its own, not the Error body): the drain before the close already asked every
-    // client to reconnect elsewhere, so only a request racing the close lands here.
-    return503OnClosing: false,
-    routerOptions: { ignoreTrailingSlash: false, maxParamLength: 100 },
-    // Errors raised before routing (malformed URLs) get the same Error body as everything else, and count
-    // against their caller like every answer that is not a public route's.
-    frameworkErrors: (error, request, reply) => {
-      reply.header('X-Request-Id', request.id).header('X-Content-Type-Options', 'nosniff')
-      // No route, so no onResponse hook: the access line is written here (a charged request leaves a trace).
-      if (accessLogOn(request.log.level)) reply.raw.once('finish', () => { accessLog(request, reply) })
-      chargeErrorPath(access, request, reply, error).then((answer) => handleError(answer, request, reply), (failure: unknown) => {
-        request.log.error({ err: failure }, 'could not answer a framework error')
-        handleError(error, request, reply)
-      })
-    }
-  }).withTypeProvider<TypeBoxTypeProvider>()
+  const app = Fastify(serverOptions(config, deps.logger ?? loggerOptions(config.logLevel), access)).withTypeProvider<TypeBoxTypeProvider>()
 
   // The first onClose hook registered, so the last to run: nothing of the app touches the store once it runs.
   if (deps.release !== undefined) app.addHook('onClose', deps.release)
 
-  const server = app.server as Server & { httpAllowHalfOpen?: boolean }
-  // Header lines: Node's count cap is off (0), so no line is ever dropped (Node 20 silently kept only the first
-  // 2000 names and values) and none is refused before a request exists (Node 22 and later); the 16 KiB size cap
-  // still bounds them to a few thousand. Above MAX_HEADER_LINES the onRequest hook below answers 431 with the
-  // rate-limit fields.
-  server.maxHeadersCount = 0
-  // A client that sends a complete request and then closes its sending side (a half-close) still gets its
-  // answer: without this, Node ends the connection as soon as the client's FIN arrives, and an answer that needs
-  // an asynchronous step (a PostgreSQL or Redis round trip) is lost after the request has been counted.
-  server.httpAllowHalfOpen = true
-  closeSilentConnectionsOnClose(server)
-
+  holdConnections(app.server)
   routeEveryMethod(app)
   app.setValidatorCompiler(validatorCompiler)
   registerErrorHandling(app, (request, reply, error) => chargeErrorPath(access, request, reply, error))
@@ -297,57 +196,16 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
   instrumentRoutes(app, metrics)
   // Traces: a span per route handler, failed only by a 5xx answer (src/tracing/handler.ts); before any route too.
   if (tracingOn()) traceHandlers(app, (error) => errorStatus(error) >= 500)
-  // Only JSON bodies are accepted (text/plain would otherwise reach validation as a string), read exactly.
-  app.removeAllContentTypeParsers()
-  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
-    // JSON is UTF-8 (RFC 8259): another charset is not read as if it were, and bytes that are not UTF-8 are
-    // refused rather than replaced with U+FFFD.
-    const charset = /;\s*charset\s*=\s*"?([^";\s]*)/i.exec(request.headers['content-type'] ?? '')?.[1]
-    if (charset !== undefined && !/^utf-?8$/i.test(charset)) {
-      return done(new AppError('unsupported_media_type', 'The body must be application/json in UTF-8.'), undefined)
-    }
-    let text: string
-    try {
-      text = UTF8.decode(body as Buffer)
-    } catch {
-      return done(new AppError('invalid_request', 'The request body is not valid UTF-8.'), undefined)
-    }
-    if (text === '') return done(new AppError('invalid_request', 'The request body is empty; send a JSON object.'), undefined)
-    try {
-      done(null, parseJsonBody(text))
-    } catch (error) {
-      done(error instanceof JsonBodyError ? new AppError('invalid_request', error.message) : error as Error, undefined)
-    }
-  })
+  jsonBody(app)
   app.decorateRequest('apiKey', null)
   app.decorateRequest('admission', null)
-  // A callback hook: nothing here waits, so no promise is made per request.
-  app.addHook('onRequest', (request, reply, done) => {
-    reply.header('X-Request-Id', request.id)
-    // Bodies are JSON only; no browser may sniff them into something else.
-    reply.header('X-Content-Type-Options', 'nosniff')
-    // While draining, each answer ends its connection: the client's next request opens a new one, which the
-    // balancer gives to an instance that stays.
-    if (lifecycle.draining) reply.header('Connection', 'close')
-    // Bounds that hold for every request. Raised here, before any scope's own hooks: a guarded scope's error
-    // handler still counts the request and sends the rate-limit fields with the answer.
-    if (request.raw.rawHeaders.length > 2 * MAX_HEADER_LINES) {
-      done(new AppError('headers_too_large', `The request has more than ${MAX_HEADER_LINES} header lines.`))
-    } else if (request.url.length > MAX_URL_LENGTH) {
-      done(new AppError('uri_too_long', `The request URL exceeds ${MAX_URL_LENGTH} characters.`))
-    } else {
-      done()
-    }
-  })
+  bounds(app, lifecycle)
   purgeExpiredKeysEvery(app, IDEMPOTENCY_PURGE_INTERVAL_MS, store, clock)
   const dispatcher = config.webhooks.deliver ? deliverWebhooks(app, config, deps, clock, metrics) : null
   // What a commit on this instance wakes: the webhook dispatcher and the change streams' watch.
   const commits = new Set<() => void>()
   if (dispatcher !== null) commits.add(() => { dispatcher.committed() })
-  // The access log: request id (the logger's label), operation, status, latency and key id; never the key,
-  // and no query values (a client may put anything there).
-  // Registered only when info lines are written at all (pino would drop them, after the work of building them).
-  if (accessLogOn(app.log.level)) app.addHook('onResponse', async (request, reply) => { accessLog(request, reply) })
+  logRequests(app)
 
   await app.register(swagger, {
     openapi: {
