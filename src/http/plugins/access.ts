@@ -217,6 +217,15 @@ function failClosed (done: HookHandlerDoneFunction, error: unknown): void {
 }
 
 /**
+ * Declares the request fields the gate sets (apiKey, admission) on the root instance: every request has them, those
+ * outside a guarded scope too (chargeErrorPath reads whether a request was already admitted, wherever it failed).
+ */
+export function decorateAdmission (app: FastifyInstance): void {
+  app.decorateRequest('apiKey', null)
+  app.decorateRequest('admission', null)
+}
+
+/**
  * Guards the scope it is registered in: every route of the scope, its 404, its 405s and the errors raised before
  * the gate ran. A request reaches a handler of the scope only when admitted.
  */
