@@ -110,7 +110,7 @@ export async function startTracing (env: Readonly<Record<string, string | undefi
       new FastifyOtelInstrumentation({
         // Registers itself on the app as Fastify creates it (the fastify.initialization diagnostics channel).
         registerOnInitialization: true,
-        // One span per request; the gate's own span (src/http/plugins/access.ts) stands for the hook that matters,
+        // One span per request; the gate's own span (src/tracing/gate.ts) stands for the hook that matters,
         // and a span per hook would outnumber everything else. The handler's span is ours (src/tracing/handler.ts):
         // this one would count a 4xx as a failure, as it would record every error as an exception (a 4xx is the
         // client's; the error handler records the service's own failures, src/http/plugins/errors.ts).

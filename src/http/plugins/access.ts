@@ -6,7 +6,6 @@
  */
 import ipaddr from 'ipaddr.js'
 import type { FastifyContextConfig, FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
-import type { Span } from '@opentelemetry/api'
 import { KEY_OPTIONAL, KEY_REQUIRED, keyIdOf, type Admission, type AdmissionRequest, type Gatekeeper, type OperationNeeds, type QuotaView, type Standing } from '../../access/admission.js'
 import type { CredentialProblem, Credentials } from '../../access/authenticator.js'
 import { KEY_PREFIXES, type Environment } from '../../model.js'
@@ -14,7 +13,6 @@ import type { ApiKeyRecord, KeyScope } from '../../model.js'
 import { AppError } from '../../errors.js'
 import { bindKeyId } from '../../logger.js'
 import { LimiterUnavailableError } from '../../ratelimit/types.js'
-import { endSpan, serverSpanOf, SpanKind, startSpan, tracingOn, within } from '../../tracing/spans.js'
 import { INSUFFICIENT_SCOPE } from '../schemas/common.js'
 import { holdsOnlyTag, noneMatch } from '../preconditions.js'
 import { handleError, notFound } from './errors.js'
@@ -126,6 +124,11 @@ function refusal (admission: Admission, environment: Environment): Error | null 
 
 export interface AccessOptions {
   gatekeeper: Gatekeeper
+  /**
+   * How the gate asks the gatekeeper about a request: the gatekeeper's own admit when omitted. A wrapper may observe
+   * the admission (src/tracing/gate.ts makes it a span); it must answer as the gatekeeper does.
+   */
+  admit?: (asked: AdmissionRequest, request: FastifyRequest) => Admission | Promise<Admission>
   /** For the message that names the accepted key prefix. */
   environment: Environment
 }
@@ -153,63 +156,8 @@ function ask (options: AccessOptions, request: FastifyRequest, reply: FastifyRep
     needs,
     ...(holdsCurrent === undefined ? {} : { holdsCurrent })
   }
-  const admission = tracingOn() ? admitTraced(options.gatekeeper, request, asked) : options.gatekeeper.admit(asked)
+  const admission = options.admit === undefined ? options.gatekeeper.admit(asked) : options.admit(asked, request)
   return admission instanceof Promise ? admission.then((answer) => noted(request, reply, answer)) : noted(request, reply, admission)
-}
-
-/** The rate-limit decision an admission stands for, as traces show it (the metrics' decision names). */
-function decisionOf (admission: Admission): string | null {
-  switch (admission.outcome) {
-    case 'admitted':
-    case 'unauthenticated':
-    case 'insufficient_scope':
-      // Counted and let through to the answer (a 401 or 403 is counted against its caller like any request).
-      return 'allowed'
-    case 'unavailable':
-      return null
-    default:
-      return admission.outcome
-  }
-}
-
-/** What the gate decided, on its span and on the request's server span: the key id (never the key) and the decision. */
-function describeAdmission (request: FastifyRequest, gate: Span, admission: Admission): void {
-  const keyId = keyIdOf(admission)
-  const decision = decisionOf(admission)
-  const attributes = {
-    'petstore.admission': admission.outcome,
-    ...(keyId === null ? {} : { 'petstore.key.id': keyId }),
-    ...(decision === null ? {} : { 'petstore.ratelimit.decision': decision, 'petstore.ratelimit.remaining': admission.quota.shown.remaining })
-  }
-  gate.setAttributes(attributes)
-  serverSpanOf(request)?.setAttributes(attributes)
-}
-
-/**
- * The admission in a traced process: the gate (authentication and the rate-limit decision) as a span of its own,
- * active while the gatekeeper works, so that the key lookup, the limiter's Redis commands and a conditional read's
- * store call are its children.
- */
-function admitTraced (gatekeeper: Gatekeeper, request: FastifyRequest, asked: AdmissionRequest): Admission | Promise<Admission> {
-  const span = startSpan('gate', SpanKind.INTERNAL)
-  if (span === null) return gatekeeper.admit(asked)
-  const settle = (admission: Admission): Admission => {
-    describeAdmission(request, span, admission)
-    endSpan(span)
-    return admission
-  }
-  let admission: Admission | Promise<Admission>
-  try {
-    admission = within(span, () => gatekeeper.admit(asked))
-  } catch (error) {
-    endSpan(span, error)
-    throw error
-  }
-  if (!(admission instanceof Promise)) return settle(admission)
-  return admission.then(settle, (error: unknown) => {
-    endSpan(span, error)
-    throw error
-  })
 }
 
 function noted (request: FastifyRequest, reply: FastifyReply, admission: Admission): Admission {
@@ -266,6 +214,15 @@ async function guardConditional (options: AccessOptions, request: FastifyRequest
 /** Ends a gate hook with a failure. Fails closed: a failure that is not an Error must not read as "go on". */
 function failClosed (done: HookHandlerDoneFunction, error: unknown): void {
   done(error instanceof Error ? error : new Error(`admission failed: ${String(error)}`))
+}
+
+/**
+ * Declares the request fields the gate sets (apiKey, admission) on the root instance: every request has them, those
+ * outside a guarded scope too (chargeErrorPath reads whether a request was already admitted, wherever it failed).
+ */
+export function decorateAdmission (app: FastifyInstance): void {
+  app.decorateRequest('apiKey', null)
+  app.decorateRequest('admission', null)
 }
 
 /**

@@ -24,7 +24,7 @@ export const LIMITER_RETRY_AFTER_SECONDS = 1
 
 /**
  * Fastify's own errors that a request can raise, by code, with the message we show instead of theirs. Any other
- * 4xx of the framework is answered below by its status. Bodies are read by the app's parser (src/app.ts), which
+ * 4xx of the framework is answered below by its status. Bodies are read by the app's parser (./json-body.ts), which
  * answers empty, malformed and non-UTF-8 bodies itself, and over HTTP Node's parser refuses a body that disagrees
  * with its Content-Length before Fastify counts it: the JSON-parser and Content-Length codes cannot arise.
  */

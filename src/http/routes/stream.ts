@@ -199,9 +199,9 @@ export const streamRoutes: FastifyPluginAsyncTypebox<StreamRouteOptions> = async
     const serialize = reply.getSerializationFunction('200', 'text/event-stream') as (change: unknown) => string
     // Skipped for a client that is behind: it is not idle, the data itself keeps the connection alive.
     const heartbeat = setInterval(() => { body.note(': heartbeat\n\n') }, config.heartbeatMs).unref()
-    // The server keeps half-open connections (app.ts), where a client that leaves would show only when a later write
-    // fails. A stream's client keeps its side open (EventSource, fetch and curl all do): once it closes it, the client
-    // is taken for gone and the stream ends, freeing its place now rather than a heartbeat or two later.
+    // The server keeps half-open connections (src/http/server.ts), where a client that leaves would show only when a
+    // later write fails. A stream's client keeps its side open (EventSource, fetch and curl all do): once it closes it,
+    // the client is taken for gone and the stream ends, freeing its place now rather than a heartbeat or two later.
     const socket = request.raw.socket
     const left = (): void => { body.stop() }
     socket.once('end', left)
@@ -211,7 +211,7 @@ export const streamRoutes: FastifyPluginAsyncTypebox<StreamRouteOptions> = async
       done: new Promise<void>((resolve) => { resolveDone = resolve }),
       end (closeConnection) {
         if (closeConnection) {
-          // Closed without waiting for the client's own FIN (half-open connections are kept: see app.ts).
+          // Closed without waiting for the client's own FIN (half-open connections are kept: see src/http/server.ts).
           reply.raw.once('finish', () => { socket.end(() => { socket.destroy() }) })
         }
         graceTimer ??= setTimeout(() => { if (!reply.raw.writableFinished) reply.raw.destroy() }, SHUTDOWN_GRACE_MS).unref()
