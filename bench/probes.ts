@@ -4,7 +4,7 @@
  */
 import { Redis } from 'ioredis'
 import pg from 'pg'
-import { sharedRedis } from '../src/ratelimit/connect.js'
+import { sharedRedis } from '../src/redis/connect.js'
 import { postgresCpu, postgresCpuDelta, redisStats } from './counters.js'
 import { log } from './scenario.js'
 import { settings } from './settings.js'

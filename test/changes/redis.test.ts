@@ -25,7 +25,7 @@ interface Opened {
 }
 
 /**
- * The limiter and the signal over one client, wired as src/ratelimit/connect.ts sharedRedis wires them, with each
+ * The limiter and the signal over one client, wired as src/redis/connect.ts sharedRedis wires them, with each
  * value the limiter hands to the signal also recorded for the test.
  */
 function open (client: RedisClient, prefix: string, { changeCopy, Limiter = RedisLimiter, Signal = RedisChangeSignal }: {

@@ -3,7 +3,7 @@
  * the signal's counter is read in the limiter's calls, and a failed announcement counts as an outage of the client.
  */
 import type { RedisChangeSignal } from '../../src/changes/redis.js'
-import { sharedRedis } from '../../src/ratelimit/connect.js'
+import { sharedRedis } from '../../src/redis/connect.js'
 import type { RedisClient } from '../../src/ratelimit/redis.js'
 import { ResilientLimiter, type ResilientLimiterOptions } from '../../src/ratelimit/resilient.js'
 

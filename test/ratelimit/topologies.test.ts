@@ -10,7 +10,7 @@ import { waitFor, WAIT_TIMEOUT_MS } from '../helpers/wait.js'
 import { Redis } from 'ioredis'
 import type { RedisConfig } from '../../src/config.js'
 import { RedisChangeSignal } from '../../src/changes/redis.js'
-import { checkRedis, openRedis, RedisSetupError } from '../../src/ratelimit/connect.js'
+import { checkRedis, openRedis, RedisSetupError } from '../../src/redis/connect.js'
 import { RedisLimiter, redisKeys } from '../../src/ratelimit/redis.js'
 import { ResilientLimiter } from '../../src/ratelimit/resilient.js'
 import { LimiterUnavailableError } from '../../src/ratelimit/types.js'
@@ -22,7 +22,7 @@ const limits = { perMinute: 1000, perDay: 1000 }
 const key = (id: string) => ({ kind: 'key' as const, id })
 
 /**
- * Opens the configured client with the limiter and the change signal on it (as src/ratelimit/connect.ts sharedRedis
+ * Opens the configured client with the limiter and the change signal on it (as src/redis/connect.ts sharedRedis
  * does, each reading of the counter also recorded in `reads`), closed after the test, and runs the start check.
  */
 async function check (t: TestContext, config: RedisConfig, waitMs = 5000) {

@@ -1,5 +1,6 @@
 /**
- * Reaching the shared limiter's Redis in the configured topology (standalone, Cluster, Sentinel), and the start
+ * Reaching the deployment's shared Redis in the configured topology (standalone, Cluster, Sentinel), with what is
+ * kept there over one client: the rate limiter (src/ratelimit) and the change signal (src/changes); and the start
  * check that tells a Redis that cannot be used as configured (a misconfiguration: the start stops) from one that
  * is away (an outage: the service starts and the run-time policy applies).
  */
@@ -8,7 +9,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis'
 import { RedisChangeSignal } from '../changes/redis.js'
 import type { RedisConfig } from '../config.js'
-import { createRedisClient, RedisLimiter, scriptSha, type RedisClient } from './redis.js'
+import { createRedisClient, RedisLimiter, scriptSha, type RedisClient } from '../ratelimit/redis.js'
 
 /** A Redis that answers but cannot serve the limiter as configured; `message` says why and what to change. */
 export class RedisSetupError extends Error {
