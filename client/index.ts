@@ -26,7 +26,7 @@ export { InsufficientScopeError, PetstoreError, type ApiErrorCode, type ClientEr
 export type {
   BatchEntry, BatchFailure, BatchResult, ChangePage, ClientOptions, Conditional, DeprecationInfo, Int64Input, InventoryAdjustment,
   InventoryBatch, InventoryChange, InventoryItem, InventoryListing, InventoryPage, InventoryPageQuery, InventoryUpdate, Order,
-  OrderPage, OrderQuery, Pet, PetstoreClient, RateLimit, RateLimitedEvent, RateLimitStatus, ResponseMeta, StreamOptions,
+  OrderPage, OrderQuery, Pet, PetstoreClient, RateLimit, RateLimitedEvent, RateLimitStatus, ResponseMeta, StockReason, StreamOptions,
   WriteOptions, WriteResult
 } from './types.js'
 

@@ -15,6 +15,8 @@ export type InventoryItem = JsonOf<ResponsesOf<Operation<'/inventory', 'get'>>[2
 export type InventoryUpdate = JsonOf<NonNullable<Operation<'/inventory/{petId}', 'patch'>['requestBody']>>
 /** The body of adjustInventory: what to add to the quantity (negative to take away) and, optionally, why. */
 export type InventoryAdjustment = JsonOf<NonNullable<Operation<'/inventory/{petId}/adjustments', 'post'>['requestBody']>>
+/** Why a write changes the stock: arrival, return, adjustment (the default), sale, loss or recount. */
+export type StockReason = NonNullable<InventoryUpdate['reason']>
 /** The body of batchUpdateInventory: 1 to 100 changes, each a quantity to set or a delta to add for one pet. */
 export type InventoryBatch = JsonOf<NonNullable<Operation<'/inventory/batch', 'post'>['requestBody']>>
 /** One entry a batch left, with its new ETag. */

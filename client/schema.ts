@@ -39,7 +39,7 @@ export interface paths {
         head?: never;
         /**
          * Set the stock quantity of one pet
-         * @description Sets the stock quantity of one pet (arrivals, returns, manual adjustments) and records the change, with its reason and note, in the stock ledger in the same transaction. With If-Match the change applies only if the entry is unchanged since that ETag (412 otherwise); without it the change applies unconditionally. Experimental: the request shape may change before it becomes stable. The pet's status is not changed. With an Idempotency-Key a retry is safe: the same key with the same request within 24 hours is answered what the first request was, with `Idempotent-Replayed: true`, and applies nothing again (a replay counts against the rate limit); the key with another request is 422 `idempotency_key_reused`, and while the first request is still processed, 409 `idempotency_key_in_flight`. Only a change that applied is recorded.
+         * @description Sets the stock quantity of one pet (arrivals, returns, manual adjustments) and records the change, with its reason, note and reference, in the stock ledger in the same transaction. With If-Match the change applies only if the entry is unchanged since that ETag (412 otherwise); without it the change applies unconditionally. Experimental: the request shape may change before it becomes stable. The pet's status is not changed. With an Idempotency-Key a retry is safe: the same key with the same request within 24 hours is answered what the first request was, with `Idempotent-Replayed: true`, and applies nothing again (a replay counts against the rate limit); the key with another request is 422 `idempotency_key_reused`, and while the first request is still processed, 409 `idempotency_key_in_flight`. Only a change that applied is recorded.
          */
         patch: operations["updateInventory"];
         trace?: never;
@@ -55,7 +55,7 @@ export interface paths {
         put?: never;
         /**
          * Add to or take from the stock of one pet
-         * @description Adds `delta` to the stock quantity of one pet (positive for arrivals and returns, negative for what left), atomically: concurrent adjustments never lose one another, with no read and If-Match needed. The change and its reason and note are recorded in the stock ledger in the same transaction. A result outside 0 to 1,000,000,000 is refused with 409 `stock_out_of_range` and changes nothing. With If-Match the change applies only if the entry is unchanged since that ETag (412 otherwise). Answers the updated entry and its ETag. Beta: an addition to the specification. With an Idempotency-Key a retry is safe: the same key with the same request within 24 hours is answered what the first request was, with `Idempotent-Replayed: true`, and applies nothing again (a replay counts against the rate limit); the key with another request is 422 `idempotency_key_reused`, and while the first request is still processed, 409 `idempotency_key_in_flight`. Only a change that applied is recorded.
+         * @description Adds `delta` to the stock quantity of one pet (positive for arrivals and returns, negative for what left), atomically: concurrent adjustments never lose one another, with no read and If-Match needed. The change and its reason, note and reference are recorded in the stock ledger in the same transaction. A result outside 0 to 1,000,000,000 is refused with 409 `stock_out_of_range` and changes nothing. With If-Match the change applies only if the entry is unchanged since that ETag (412 otherwise). Answers the updated entry and its ETag. Beta: an addition to the specification. With an Idempotency-Key a retry is safe: the same key with the same request within 24 hours is answered what the first request was, with `Idempotent-Replayed: true`, and applies nothing again (a replay counts against the rate limit); the key with another request is 422 `idempotency_key_reused`, and while the first request is still processed, 409 `idempotency_key_in_flight`. Only a change that applied is recorded.
          */
         post: operations["adjustInventory"];
         delete?: never;
@@ -925,23 +925,28 @@ export interface operations {
             };
             cookie?: never;
         };
-        /** @description Sets the stock quantity of one pet; reason and note are recorded in the stock ledger */
+        /** @description Sets the stock quantity of one pet; reason, note and reference are recorded in the stock ledger */
         requestBody: {
             content: {
                 "application/json": {
                     /** @description The new stock count, 0 to 1,000,000,000 */
                     quantity: number;
                     /**
-                     * @description Why the stock changes: a new arrival, a return, or a manual adjustment (the default). Recorded in the stock ledger.
+                     * @description Why the stock changes, recorded in the stock ledger. `arrival`: new stock came in (a delivery, a litter); `return`: a customer brought units back; `adjustment`: a manual correction with no better reason (the default); `sale`: units were sold; `loss`: units were lost to death, escape or damage; `recount`: a stock count found a different number and this corrects it. `sale` and `loss` normally take stock away, but no sign is enforced for any reason: a sale or loss undone is recorded with the same reason and the opposite sign.
                      * @default adjustment
                      * @enum {string}
                      */
-                    reason?: "arrival" | "return" | "adjustment";
+                    reason?: "arrival" | "return" | "adjustment" | "sale" | "loss" | "recount";
                     /**
                      * @description A short free-text note recorded in the stock ledger (1 to 500 characters; no control characters, line separators or bidirectional formatting characters, and no unpaired surrogates)
                      * @example Delivery 2026-11-22 from the breeder
                      */
                     note?: string;
+                    /**
+                     * @description What the change was for, in your own terms: an order, an invoice, a count sheet. Recorded in the stock ledger and shown as `reference` in the change feed, the change stream and webhooks (1 to 128 characters; no control characters, line separators or bidirectional formatting characters, and no unpaired surrogates)
+                     * @example order-10482
+                     */
+                    reference?: string;
                 };
             };
         };
@@ -1456,7 +1461,7 @@ export interface operations {
             };
             cookie?: never;
         };
-        /** @description Adds to (or, negative, takes from) the stock quantity of one pet; reason and note are recorded in the stock ledger */
+        /** @description Adds to (or, negative, takes from) the stock quantity of one pet; reason, note and reference are recorded in the stock ledger */
         requestBody: {
             content: {
                 "application/json": {
@@ -1467,16 +1472,21 @@ export interface operations {
                      */
                     delta: number;
                     /**
-                     * @description Why the stock changes: a new arrival, a return, or a manual adjustment (the default). Recorded in the stock ledger.
+                     * @description Why the stock changes, recorded in the stock ledger. `arrival`: new stock came in (a delivery, a litter); `return`: a customer brought units back; `adjustment`: a manual correction with no better reason (the default); `sale`: units were sold; `loss`: units were lost to death, escape or damage; `recount`: a stock count found a different number and this corrects it. `sale` and `loss` normally take stock away, but no sign is enforced for any reason: a sale or loss undone is recorded with the same reason and the opposite sign.
                      * @default adjustment
                      * @enum {string}
                      */
-                    reason?: "arrival" | "return" | "adjustment";
+                    reason?: "arrival" | "return" | "adjustment" | "sale" | "loss" | "recount";
                     /**
                      * @description A short free-text note recorded in the stock ledger (1 to 500 characters; no control characters, line separators or bidirectional formatting characters, and no unpaired surrogates)
                      * @example Delivery 2026-11-22 from the breeder
                      */
                     note?: string;
+                    /**
+                     * @description What the change was for, in your own terms: an order, an invoice, a count sheet. Recorded in the stock ledger and shown as `reference` in the change feed, the change stream and webhooks (1 to 128 characters; no control characters, line separators or bidirectional formatting characters, and no unpaired surrogates)
+                     * @example order-10482
+                     */
+                    reference?: string;
                 };
             };
         };
@@ -2008,16 +2018,21 @@ export interface operations {
                          */
                         ifMatch?: string;
                         /**
-                         * @description Why the stock changes: a new arrival, a return, or a manual adjustment (the default). Recorded in the stock ledger.
+                         * @description Why the stock changes, recorded in the stock ledger. `arrival`: new stock came in (a delivery, a litter); `return`: a customer brought units back; `adjustment`: a manual correction with no better reason (the default); `sale`: units were sold; `loss`: units were lost to death, escape or damage; `recount`: a stock count found a different number and this corrects it. `sale` and `loss` normally take stock away, but no sign is enforced for any reason: a sale or loss undone is recorded with the same reason and the opposite sign.
                          * @default adjustment
                          * @enum {string}
                          */
-                        reason?: "arrival" | "return" | "adjustment";
+                        reason?: "arrival" | "return" | "adjustment" | "sale" | "loss" | "recount";
                         /**
                          * @description A short free-text note recorded in the stock ledger (1 to 500 characters; no control characters, line separators or bidirectional formatting characters, and no unpaired surrogates)
                          * @example Delivery 2026-11-22 from the breeder
                          */
                         note?: string;
+                        /**
+                         * @description What the change was for, in your own terms: an order, an invoice, a count sheet. Recorded in the stock ledger and shown as `reference` in the change feed, the change stream and webhooks (1 to 128 characters; no control characters, line separators or bidirectional formatting characters, and no unpaired surrogates)
+                         * @example order-10482
+                         */
+                        reference?: string;
                     }[];
                 };
             };
@@ -2519,12 +2534,14 @@ export interface operations {
                         /** @description The quantity after */
                         quantity: number;
                         /**
-                         * @description Why, as recorded; `import` for the operator's imports
+                         * @description Why, as recorded; `import` for the operator's imports. `arrival`: new stock came in (a delivery, a litter); `return`: a customer brought units back; `adjustment`: a manual correction with no better reason (the default); `sale`: units were sold; `loss`: units were lost to death, escape or damage; `recount`: a stock count found a different number and this corrects it. `sale` and `loss` normally take stock away, but no sign is enforced for any reason: a sale or loss undone is recorded with the same reason and the opposite sign.
                          * @enum {string}
                          */
-                        reason: "arrival" | "return" | "adjustment" | "import";
+                        reason: "arrival" | "return" | "adjustment" | "sale" | "loss" | "recount" | "import";
                         /** @description The note sent with the change */
                         note: string | null;
+                        /** @description The reference sent with the change (an order, an invoice, a count sheet); null when none was sent */
+                        reference: string | null;
                         /**
                          * Format: date-time
                          * @description When the change was asked for (a change that waited for a lock may carry an earlier time than the one before it)
@@ -2838,12 +2855,14 @@ export interface operations {
                         /** @description The quantity after */
                         quantity: number;
                         /**
-                         * @description Why, as recorded; `import` for the operator's imports
+                         * @description Why, as recorded; `import` for the operator's imports. `arrival`: new stock came in (a delivery, a litter); `return`: a customer brought units back; `adjustment`: a manual correction with no better reason (the default); `sale`: units were sold; `loss`: units were lost to death, escape or damage; `recount`: a stock count found a different number and this corrects it. `sale` and `loss` normally take stock away, but no sign is enforced for any reason: a sale or loss undone is recorded with the same reason and the opposite sign.
                          * @enum {string}
                          */
-                        reason: "arrival" | "return" | "adjustment" | "import";
+                        reason: "arrival" | "return" | "adjustment" | "sale" | "loss" | "recount" | "import";
                         /** @description The note sent with the change */
                         note: string | null;
+                        /** @description The reference sent with the change (an order, an invoice, a count sheet); null when none was sent */
+                        reference: string | null;
                         /**
                          * Format: date-time
                          * @description When the change was asked for (a change that waited for a lock may carry an earlier time than the one before it)
@@ -6521,12 +6540,14 @@ export interface operations {
                         /** @description The quantity after */
                         quantity: number;
                         /**
-                         * @description Why, as recorded; `import` for the operator's imports
+                         * @description Why, as recorded; `import` for the operator's imports. `arrival`: new stock came in (a delivery, a litter); `return`: a customer brought units back; `adjustment`: a manual correction with no better reason (the default); `sale`: units were sold; `loss`: units were lost to death, escape or damage; `recount`: a stock count found a different number and this corrects it. `sale` and `loss` normally take stock away, but no sign is enforced for any reason: a sale or loss undone is recorded with the same reason and the opposite sign.
                          * @enum {string}
                          */
-                        reason: "arrival" | "return" | "adjustment" | "import";
+                        reason: "arrival" | "return" | "adjustment" | "sale" | "loss" | "recount" | "import";
                         /** @description The note sent with the change */
                         note: string | null;
+                        /** @description The reference sent with the change (an order, an invoice, a count sheet); null when none was sent */
+                        reference: string | null;
                         /**
                          * Format: date-time
                          * @description When the change was asked for (a change that waited for a lock may carry an earlier time than the one before it)

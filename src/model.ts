@@ -35,8 +35,11 @@ export interface InventoryItem {
   status: PetStatus
 }
 
-/** Why a stock quantity was set through the API (the spec: new arrivals, returns and manual adjustments). */
-export const STOCK_REASONS = ['arrival', 'return', 'adjustment'] as const
+/**
+ * Why a stock quantity was set through the API: the spec's new arrivals, returns and manual adjustments, and a shop's
+ * sales, losses (death, escape, damage) and recounts (a stock count's correction). docs/adr/0034-reasons-of-a-shop.md
+ */
+export const STOCK_REASONS = ['arrival', 'return', 'adjustment', 'sale', 'loss', 'recount'] as const
 export type StockReason = typeof STOCK_REASONS[number]
 
 /** Reasons in the stock ledger: the API's, plus `import` for quantities set by `petstore import`. */
@@ -57,6 +60,8 @@ export interface LedgerEntry {
   quantity: number
   reason: LedgerReason
   note: string | null
+  /** What the change was for, as the caller named it (an order, an invoice, a count sheet); null when none was sent. */
+  reference: string | null
   /** The API key that made the change (its public id); null for the operator CLI. */
   keyId: string | null
   /** The X-Request-Id of the API request that made the change; null for the operator CLI. */

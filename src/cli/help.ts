@@ -58,8 +58,9 @@ always, --no-progress: never).`
   ['inventory history', {
     synopsis: 'inventory history PETID [--json] [--limit N]',
     text: `The stock ledger of one pet: every change with time, reason, previous
-and new quantity, the status an import set, key id, request id and
-note (newest N, default 100).`
+and new quantity, the status an import set, key id, request id,
+reference and note (newest N, default 100). Reasons: arrival, return,
+adjustment, sale, loss, recount, and import for imports.`
   }],
   ['keys create', {
     synopsis: `keys create --plan PLAN [--name TEXT] [--per-minute N --per-day N] [--scope read|write]

@@ -8,12 +8,12 @@ export function historyJson (entries: LedgerEntry[]): string {
   return (stringify(entries.map((entry) => ({ ...entry, at: entry.at.toISOString() }))) ?? '[]') + '\n'
 }
 
-/** The ledger as an aligned table, oldest change first; the note, free text, comes last. */
+/** The ledger as an aligned table, oldest change first; the note, free text, comes last, after the reference. */
 export function historyTable (entries: LedgerEntry[]): string {
-  const header = ['TIME', 'REASON', 'FROM', 'TO', 'STATUS', 'KEY', 'REQUEST', 'NOTE']
+  const header = ['TIME', 'REASON', 'FROM', 'TO', 'STATUS', 'KEY', 'REQUEST', 'REFERENCE', 'NOTE']
   const rows = entries.map((e) => [
     e.at.toISOString(), e.reason, e.previousQuantity === null ? '-' : String(e.previousQuantity), String(e.quantity),
-    statusText(e), e.keyId ?? '-', e.requestId ?? '-', e.note ?? '-'
+    statusText(e), e.keyId ?? '-', e.requestId ?? '-', e.reference ?? '-', e.note ?? '-'
   ])
   return table(header, rows)
 }

@@ -4,7 +4,7 @@
  * against the same schema, ./validation.ts).
  */
 import { Type, type Static } from 'typebox'
-import { MAX_NAME_LENGTH, MAX_NOTE_LENGTH, MAX_URL_LENGTH } from './rules.js'
+import { MAX_NAME_LENGTH, MAX_NOTE_LENGTH, MAX_REFERENCE_LENGTH, MAX_URL_LENGTH } from './rules.js'
 import { MAX_ORDER_QUANTITY, MAX_QUANTITY, MAX_QUANTITY_TEXT, ORDER_STATUSES, PET_STATUSES, STOCK_REASONS } from '../model.js'
 import { SAFE_TEXT_PATTERN, SAFE_TEXT_RULE } from './text.js'
 
@@ -27,10 +27,28 @@ export const InventoryItem = Type.Object({
   status: PetStatus
 }, { additionalProperties: false, description: 'The stock entry of one pet' })
 
+/** What each reason means to a shop, in the words the schema descriptions use (docs/adr/0034-reasons-of-a-shop.md). */
+const REASON_MEANINGS = '`arrival`: new stock came in (a delivery, a litter); `return`: a customer brought units back; ' +
+  '`adjustment`: a manual correction with no better reason (the default); `sale`: units were sold; `loss`: units were ' +
+  'lost to death, escape or damage; `recount`: a stock count found a different number and this corrects it. `sale` and ' +
+  '`loss` normally take stock away, but no sign is enforced for any reason: a sale or loss undone is recorded with the ' +
+  'same reason and the opposite sign.'
+
 export const StockReason = Type.Enum(STOCK_REASONS, {
   type: 'string',
   default: 'adjustment',
-  description: 'Why the stock changes: a new arrival, a return, or a manual adjustment (the default). Recorded in the stock ledger.'
+  description: `Why the stock changes, recorded in the stock ledger. ${REASON_MEANINGS}`
+})
+
+/** The reference a stock change may carry: what it was for, in the caller's own terms. */
+export const StockReference = Type.String({
+  minLength: 1,
+  maxLength: MAX_REFERENCE_LENGTH,
+  // Shown by `petstore inventory history` on operators' terminals, like notes.
+  pattern: SAFE_TEXT_PATTERN,
+  description: 'What the change was for, in your own terms: an order, an invoice, a count sheet. Recorded in the stock ledger ' +
+    `and shown as \`reference\` in the change feed, the change stream and webhooks (1 to ${MAX_REFERENCE_LENGTH} characters; ${SAFE_TEXT_RULE})`,
+  examples: ['order-10482']
 })
 
 export const InventoryUpdate = Type.Object({
@@ -43,8 +61,9 @@ export const InventoryUpdate = Type.Object({
     pattern: SAFE_TEXT_PATTERN,
     description: `A short free-text note recorded in the stock ledger (1 to ${MAX_NOTE_LENGTH} characters; ${SAFE_TEXT_RULE})`,
     examples: ['Delivery 2026-11-22 from the breeder']
-  }))
-}, { additionalProperties: false, description: 'Sets the stock quantity of one pet; reason and note are recorded in the stock ledger' })
+  })),
+  reference: Type.Optional(StockReference)
+}, { additionalProperties: false, description: 'Sets the stock quantity of one pet; reason, note and reference are recorded in the stock ledger' })
 export type InventoryUpdate = Static<typeof InventoryUpdate>
 
 export const InventoryAdjustment = Type.Object({
@@ -56,8 +75,9 @@ export const InventoryAdjustment = Type.Object({
     examples: [3, -1]
   }),
   reason: Type.Optional(StockReason),
-  note: InventoryUpdate.properties.note
-}, { additionalProperties: false, description: 'Adds to (or, negative, takes from) the stock quantity of one pet; reason and note are recorded in the stock ledger' })
+  note: InventoryUpdate.properties.note,
+  reference: Type.Optional(StockReference)
+}, { additionalProperties: false, description: 'Adds to (or, negative, takes from) the stock quantity of one pet; reason, note and reference are recorded in the stock ledger' })
 export type InventoryAdjustment = Static<typeof InventoryAdjustment>
 
 /** The most changes one batch may hold. */
@@ -74,7 +94,8 @@ export const InventoryBatchChange = Type.Object({
     examples: ['"r7"']
   })),
   reason: Type.Optional(StockReason),
-  note: InventoryUpdate.properties.note
+  note: InventoryUpdate.properties.note,
+  reference: Type.Optional(StockReference)
 }, { additionalProperties: false, description: 'One change of a batch: a quantity to set or a delta to add, for one pet' })
 export type InventoryBatchChange = Static<typeof InventoryBatchChange>
 
@@ -88,8 +109,9 @@ export const InventoryChange = Type.Object({
   petId: Type.Unsafe<bigint>({ ...Int64, description: 'The pet whose stock changed' }),
   previousQuantity: Type.Union([Type.Integer(), Type.Null()], { description: 'The quantity before; null when the change created the entry (an import)' }),
   quantity: Type.Integer({ description: 'The quantity after' }),
-  reason: Type.Enum(['arrival', 'return', 'adjustment', 'import'], { type: 'string', description: 'Why, as recorded; `import` for the operator\'s imports' }),
+  reason: Type.Enum([...STOCK_REASONS, 'import'], { type: 'string', description: `Why, as recorded; \`import\` for the operator's imports. ${REASON_MEANINGS}` }),
   note: Type.Union([Type.String(), Type.Null()], { description: 'The note sent with the change' }),
+  reference: Type.Union([Type.String(), Type.Null()], { description: 'The reference sent with the change (an order, an invoice, a count sheet); null when none was sent' }),
   at: Type.String({ format: 'date-time', description: 'When the change was asked for (a change that waited for a lock may carry an earlier time than the one before it)' }),
   batchId: Type.Union([Type.String(), Type.Null()], { description: 'Shared by the changes of one batch; null for a change made alone' }),
   status: Type.Union([PetStatus, Type.Null()], {

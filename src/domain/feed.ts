@@ -47,6 +47,7 @@ export interface ChangeView {
   quantity: number
   reason: LedgerReason
   note: string | null
+  reference: string | null
   at: Date
   batchId: string | null
   /** The pet's status after the change when the change set it (an import), else null; and the one before. */
@@ -132,6 +133,7 @@ export function viewChange (change: FeedChange, own: boolean): ChangeView {
     quantity: change.quantity,
     reason: change.reason,
     note: change.note,
+    reference: change.reference,
     at: change.at,
     batchId: change.batchId,
     status: change.status,

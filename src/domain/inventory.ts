@@ -6,11 +6,13 @@ import type { BatchChange, FeedPlace, StockAdjustment, StockBatch, StockChange, 
 import type { IdempotencyKeys, Keyed, KeyedResult } from './idempotency.js'
 import { MAX_QUANTITY, type LedgerEntry, type PetImport, type StockEntry, type StockReason } from '../model.js'
 
-/** What a stock update asks for; the quantity and note are already validated at the edge. */
+/** What a stock update asks for; the quantity, note and reference are already validated at the edge. */
 export interface StockUpdate {
   quantity: number
   reason: StockReason
   note: string | null
+  /** What the change was for (an order, an invoice, a count sheet); absent or null when none was sent. */
+  reference?: string | null
   /** Compare-and-set: the revisions the entry may have for the change to apply; null: unconditional. */
   expectedRevisions: readonly bigint[] | null
 }
@@ -70,7 +72,7 @@ export class StaleEntryError extends AppError {
 export async function updateQuantity (store: { readonly stock: Pick<StockWrites, 'setQuantity'> }, petId: bigint, update: StockUpdate, actor: Actor, clock: () => number,
   idempotency?: IdempotentRequest): Promise<AppliedChange> {
   const change: StockChange = { petId, ...update, ...actor, at: new Date(clock()) }
-  const request = ['set', petId, update.quantity, update.reason, update.note, conditionOf(update.expectedRevisions)]
+  const request = ['set', petId, update.quantity, update.reason, update.note, conditionOf(update.expectedRevisions), ...referenceOf(update.reference)]
   return appliedOrThrow(petId, await keyed(idempotency, request, (claim) => store.stock.setQuantity(claim === undefined ? change : { ...change, at: new Date(clock()), idempotency: claim })))
 }
 
@@ -86,6 +88,12 @@ async function keyed<R extends { status: string }> (idempotency: IdempotentReque
 /** A compare-and-set condition in one spelling, whatever order the revisions came in. */
 const conditionOf = (revisions: readonly bigint[] | null): string[] | null =>
   revisions === null ? null : [...new Set(revisions)].sort((a, b) => a < b ? -1 : a > b ? 1 : 0).map(String)
+
+/**
+ * The reference as a request's fingerprint holds it: appended only when sent, so the fingerprint of a request without
+ * one is what it was before references existed (a retry across an upgrade is still a retry).
+ */
+const referenceOf = (reference: string | null | undefined): string[] => reference === null || reference === undefined ? [] : [reference]
 
 /** The change a store applied or an earlier request with the key left, or the error that says why it applied nothing. */
 function appliedOrThrow (petId: bigint, result: KeyedResult, outOfRange?: (current: StockEntry) => AppError): AppliedChange {
@@ -108,6 +116,8 @@ export interface StockAdjustmentRequest {
   delta: number
   reason: StockReason
   note: string | null
+  /** What the change was for (an order, an invoice, a count sheet); absent or null when none was sent. */
+  reference?: string | null
   /** Compare-and-set, as for updateQuantity; null: unconditional. */
   expectedRevisions: readonly bigint[] | null
 }
@@ -120,7 +130,8 @@ export interface StockAdjustmentRequest {
 export async function adjustQuantity (store: { readonly stock: Pick<StockWrites, 'adjustQuantity'> }, petId: bigint, adjustment: StockAdjustmentRequest, actor: Actor, clock: () => number,
   idempotency?: IdempotentRequest): Promise<AppliedChange> {
   const change: StockAdjustment = { petId, ...adjustment, ...actor, at: new Date(clock()), allowed: { min: 0, max: MAX_QUANTITY } }
-  const request = ['adjust', petId, adjustment.delta, adjustment.reason, adjustment.note, conditionOf(adjustment.expectedRevisions)]
+  const request = ['adjust', petId, adjustment.delta, adjustment.reason, adjustment.note, conditionOf(adjustment.expectedRevisions),
+    ...referenceOf(adjustment.reference)]
   const result = await keyed(idempotency, request, (claim) => store.stock.adjustQuantity(claim === undefined ? change : { ...change, at: new Date(clock()), idempotency: claim }))
   return appliedOrThrow(petId, result, (current) => new AppError('stock_out_of_range', `Adding ${adjustment.delta} to the stock of pet ` +
     `${petId} (now ${current.quantity}) would leave ${current.quantity + adjustment.delta}, outside 0 to ${MAX_QUANTITY}; nothing was changed.`))
@@ -178,7 +189,7 @@ export async function applyBatch (store: { readonly stock: Pick<StockWrites, 'ap
   requireDistinctPets(changes)
   const batch: StockBatch = { changes, allowed: { min: 0, max: MAX_QUANTITY }, batchId: randomUUID(), ...actor, at: new Date(clock()) }
   const request = ['batch', changes.map((change) => ['delta' in change ? ['delta', change.delta] : ['quantity', change.quantity],
-    change.petId, change.reason, change.note, conditionOf(change.expectedRevisions)])]
+    change.petId, change.reason, change.note, conditionOf(change.expectedRevisions), ...referenceOf(change.reference)])]
   const result = await keyed(idempotency, request, (claim) => store.stock.applyBatch(claim === undefined ? batch : { ...batch, at: new Date(clock()), idempotency: claim }))
   switch (result.status) {
     case 'updated':

@@ -4,6 +4,9 @@ import { KEY_SCOPES, type ApiKeyRecord, type KeyScope, type Plan } from '../mode
 /** The longest note a stock change may carry. */
 export const MAX_NOTE_LENGTH = 500
 
+/** The longest reference (an order, an invoice, a count sheet) a stock change may carry. */
+export const MAX_REFERENCE_LENGTH = 128
+
 /** The longest name of a pet, category, tag or key. */
 export const MAX_NAME_LENGTH = 200
 

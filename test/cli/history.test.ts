@@ -38,10 +38,10 @@ describe('petstore inventory history', () => {
     const table = await cli.run(['inventory', 'history', '7'])
     assert.equal(table.code, 0, table.stderr)
     const lines = table.stdout.trimEnd().split('\n')
-    assert.match(lines[0] ?? '', /^TIME\s+REASON\s+FROM\s+TO\s+STATUS\s+KEY\s+REQUEST\s+NOTE$/)
-    assert.match(lines[1] ?? '', /^\S+Z\s+import\s+-\s+2\s+available\s+-\s+-\s+-$/)
-    assert.match(lines[2] ?? '', new RegExp(`^\\S+Z\\s+arrival\\s+2\\s+14\\s+-\\s+${keyId}\\s+delivery-42\\s+Litter of 12$`))
-    assert.match(lines[3] ?? '', new RegExp(`^\\S+Z\\s+adjustment\\s+14\\s+13\\s+-\\s+${keyId}\\s+${soldRequestId}\\s+-$`))
+    assert.match(lines[0] ?? '', /^TIME\s+REASON\s+FROM\s+TO\s+STATUS\s+KEY\s+REQUEST\s+REFERENCE\s+NOTE$/)
+    assert.match(lines[1] ?? '', /^\S+Z\s+import\s+-\s+2\s+available\s+-\s+-\s+-\s+-$/)
+    assert.match(lines[2] ?? '', new RegExp(`^\\S+Z\\s+arrival\\s+2\\s+14\\s+-\\s+${keyId}\\s+delivery-42\\s+-\\s+Litter of 12$`))
+    assert.match(lines[3] ?? '', new RegExp(`^\\S+Z\\s+adjustment\\s+14\\s+13\\s+-\\s+${keyId}\\s+${soldRequestId}\\s+-\\s+-$`))
     assert.equal(lines.length, 4)
     assert.ok(!table.stdout.includes(key) && !table.stderr.includes(key), 'never the key itself')
 
@@ -65,8 +65,30 @@ describe('petstore inventory history', () => {
     const res = await cli.run(['inventory', 'history', '3'])
     assert.equal(res.code, 0, res.stderr)
     const lines = res.stdout.trimEnd().split('\n')
-    assert.match(lines[1] ?? '', /^\S+Z\s+import\s+-\s+4\s+available\s+-\s+-\s+-$/)
-    assert.match(lines[2] ?? '', /^\S+Z\s+import\s+4\s+4\s+available->sold\s+-\s+-\s+-$/)
+    assert.match(lines[1] ?? '', /^\S+Z\s+import\s+-\s+4\s+available\s+-\s+-\s+-\s+-$/)
+    assert.match(lines[2] ?? '', /^\S+Z\s+import\s+4\s+4\s+available->sold\s+-\s+-\s+-\s+-$/)
+  })
+
+  test('when changes carry a shop\'s reason and a reference, then history shows both in the table and as JSON', async (t) => {
+    const cli = cliFor(t)
+    await inspectStore(cli.db, async (store) => {
+      await importData(store, { pets: [{ id: 5n, name: 'Rex', status: 'available', quantity: 6 }], orders: [] })
+      await store.stock.setQuantity(change(5n, 5, { reason: 'sale', reference: 'order-10482' }))
+      await store.stock.setQuantity(change(5n, 4, { reason: 'loss', note: 'escaped' }))
+      await store.stock.setQuantity(change(5n, 3, { reason: 'recount', reference: 'count sheet 11', note: 'shelf B' }))
+    })
+    const table = await cli.run(['inventory', 'history', '5'])
+    assert.equal(table.code, 0, table.stderr)
+    const lines = table.stdout.trimEnd().split('\n')
+    assert.match(lines[2] ?? '', /^\S+Z\s+sale\s+6\s+5\s+-\s+-\s+-\s+order-10482\s+-$/)
+    assert.match(lines[3] ?? '', /^\S+Z\s+loss\s+5\s+4\s+-\s+-\s+-\s+-\s+escaped$/)
+    assert.match(lines[4] ?? '', /^\S+Z\s+recount\s+4\s+3\s+-\s+-\s+-\s+count sheet 11\s+shelf B$/)
+    const json = await cli.run(['inventory', 'history', '5', '--json'])
+    assert.equal(json.code, 0, json.stderr)
+    const entries = JSON.parse(json.stdout) as Array<LedgerJson & { reference: string | null }>
+    assert.deepEqual(entries.map((e) => [e.reason, e.reference]), [
+      ['import', null], ['sale', 'order-10482'], ['loss', null], ['recount', 'count sheet 11']
+    ])
   })
 
   test('when the pet id is above 2^53, then --json writes it digit for digit', async (t) => {
@@ -121,7 +143,7 @@ describe('petstore inventory history', () => {
     assert.equal(json.code, 0, json.stderr)
     assert.equal(json.stdout, '[]\n')
     const table = await cli.run(['inventory', 'history', '1'])
-    assert.match(table.stdout, /^TIME\s+REASON\s+FROM\s+TO\s+STATUS\s+KEY\s+REQUEST\s+NOTE\n$/)
+    assert.match(table.stdout, /^TIME\s+REASON\s+FROM\s+TO\s+STATUS\s+KEY\s+REQUEST\s+REFERENCE\s+NOTE\n$/)
   })
 
   test('when the pet exists without a stock entry, then it exits 1 with a message', async (t) => {

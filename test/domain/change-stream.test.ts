@@ -179,7 +179,7 @@ const OLD = 'aaaaaaaaaaaaaaaa'
 const NEW = 'bbbbbbbbbbbbbbbb'
 const epoch = (id: string, afterId: bigint): StoreEpoch => ({ epoch: id, after: { order: 0n, id: afterId }, startedAt: new Date(0), reason: 'test' })
 const changeAt = (id: bigint, of: string, quantity = Number(id)): FeedChange => ({
-  id, petId: 1n, previousQuantity: null, quantity, reason: 'adjustment', note: null, keyId: null, requestId: null, at: new Date(0), batchId: null,
+  id, petId: 1n, previousQuantity: null, quantity, reason: 'adjustment', note: null, reference: null, keyId: null, requestId: null, at: new Date(0), batchId: null,
   status: null, previousStatus: null, position: { order: 0n, id }, epoch: of
 })
 

@@ -40,6 +40,7 @@ describe('PATCH /v1/inventory/{petId}: the stock ledger', () => {
       quantity: 14,
       reason: 'arrival',
       note: 'Litter of 12 from the breeder',
+      reference: null,
       keyId: await keyId(app),
       requestId: 'delivery-0042',
       batchId: null,
@@ -65,7 +66,7 @@ describe('PATCH /v1/inventory/{petId}: the stock ledger', () => {
   })
 
   for (const [what, body, message] of [
-    ['an unknown reason', { quantity: 1, reason: 'theft' }, 'body.reason must be one of arrival, return, adjustment.'],
+    ['an unknown reason', { quantity: 1, reason: 'theft' }, 'body.reason must be one of arrival, return, adjustment, sale, loss, recount.'],
     ['a reason of the wrong type', { quantity: 1, reason: 1 }, null],
     ['an empty note', { quantity: 1, note: '' }, null],
     ['a null note', { quantity: 1, note: null }, null],

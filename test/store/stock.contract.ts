@@ -494,15 +494,43 @@ export function stockContract (name: string, open: (t: TestContext) => Promise<S
         assert.equal(history.length, 2)
         const [imported, arrival] = history
         assert.deepEqual({ ...imported, id: 0n }, {
-          id: 0n, petId: ABOVE_2_53, previousQuantity: null, quantity: 4, reason: 'import', note: null, keyId: null, requestId: null, batchId: null,
+          id: 0n, petId: ABOVE_2_53, previousQuantity: null, quantity: 4, reason: 'import', note: null, reference: null, keyId: null, requestId: null, batchId: null,
           status: 'pending', previousStatus: null, at: new Date('2026-11-22T11:00:00Z')
         })
         assert.deepEqual({ ...arrival, id: 0n }, {
-          id: 0n, petId: ABOVE_2_53, previousQuantity: 4, quantity: 15, reason: 'arrival', note: 'Truck 42 — 11 puppies', keyId: 'key_a', requestId: 'req-1', batchId: null,
+          id: 0n, petId: ABOVE_2_53, previousQuantity: 4, quantity: 15, reason: 'arrival', note: 'Truck 42 — 11 puppies', reference: null, keyId: 'key_a', requestId: 'req-1', batchId: null,
           status: null, previousStatus: null, at: CHANGED_AT
         })
         assert.ok((arrival?.id ?? 0n) > (imported?.id ?? 0n))
         assert.equal(typeof arrival?.petId, 'bigint')
+      })
+
+      test('every write records a shop\'s reason (sale, loss, recount) and its reference; the history and the feed read both back as written', async (t) => {
+        const store = await open(t)
+        await importData(store, { pets: [pet(1n, { quantity: 10 }), pet(ABOVE_2_53, { quantity: 5 })], orders: [] })
+        const reference = 'invoice 2026/11-7 — “Züchter” ✓'
+        assert.equal((await store.stock.setQuantity(stockChange(1n, 8, { reason: 'sale', reference: 'order-10482' }))).status, 'updated')
+        assert.equal((await store.stock.adjustQuantity(stockAdjustment(ABOVE_2_53, -2, { reason: 'loss', note: 'escaped' }))).status, 'updated')
+        assert.equal((await store.stock.adjustQuantity(stockAdjustment(1n, 1, { reason: 'sale', reference: 'x'.repeat(128) }))).status, 'updated')
+        const batch: StockBatch = {
+          changes: [
+            { petId: 1n, quantity: 7, expectedRevisions: null, reason: 'recount', note: null, reference },
+            { petId: ABOVE_2_53, delta: 1, expectedRevisions: null, reason: 'recount', note: null }
+          ],
+          allowed: { min: 0, max: MAX_QUANTITY },
+          batchId: 'batch-reasons',
+          keyId: 'key_test',
+          requestId: 'req-test',
+          at: CHANGED_AT
+        }
+        assert.equal((await store.stock.applyBatch(batch)).status, 'updated')
+        assert.deepEqual((await store.stock.stockHistory(1n, 10)).map((e) => [e.reason, e.reference, e.quantity]), [
+          ['import', null, 10], ['sale', 'order-10482', 8], ['sale', 'x'.repeat(128), 9], ['recount', reference, 7]
+        ])
+        assert.deepEqual((await store.stock.listChanges(null, 100)).map((c) => [c.petId, c.reason, c.reference, c.note]), [
+          [1n, 'import', null, null], [ABOVE_2_53, 'import', null, null], [1n, 'sale', 'order-10482', null], [ABOVE_2_53, 'loss', null, 'escaped'],
+          [1n, 'sale', 'x'.repeat(128), null], [1n, 'recount', reference, null], [ABOVE_2_53, 'recount', null, null]
+        ])
       })
 
       test('getStockEntry returns the entry with its revision, and null for a pet without stock or an unknown pet', async (t) => {

@@ -119,7 +119,7 @@ const BATCH_REFUSED = Type.Object({
 
 /** One change of a batch body as the domain takes it; its ifMatch read as revisions, or a 400 naming the change. */
 function batchChange (change: InventoryBatchChange, index: number): BatchChangeRequest {
-  const { petId, quantity, delta, ifMatch, reason = 'adjustment', note = null } = change
+  const { petId, quantity, delta, ifMatch, reason = 'adjustment', note = null, reference = null } = change
   if ((quantity === undefined) === (delta === undefined)) {
     throw new AppError('invalid_request', `body.changes[${index}] must have either quantity (to set the stock) or delta (to add to it), not ${quantity === undefined ? 'neither' : 'both'}.`)
   }
@@ -129,7 +129,7 @@ function batchChange (change: InventoryBatchChange, index: number): BatchChangeR
   } catch {
     throw new AppError('invalid_request', `body.changes[${index}].ifMatch must be * or an entity tag such as "r3" (quotes included).`)
   }
-  const common = { petId, reason, note, expectedRevisions: revisions }
+  const common = { petId, reason, note, reference, expectedRevisions: revisions }
   return delta === undefined ? { ...common, quantity: quantity as number } : { ...common, delta }
 }
 
@@ -298,7 +298,7 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
       operationId: 'updateInventory',
       summary: 'Set the stock quantity of one pet',
       description: 'Sets the stock quantity of one pet (arrivals, returns, manual adjustments) and records the change, with ' +
-        'its reason and note, in the stock ledger in the same transaction. With If-Match the change applies only if the entry ' +
+        'its reason, note and reference, in the stock ledger in the same transaction. With If-Match the change applies only if the entry ' +
         'is unchanged since that ETag (412 otherwise); without it the change applies unconditionally. ' +
         'Experimental: the request shape may change before it becomes stable. The pet\'s status is not changed.' + keyedWrites,
       tags: ['inventory'],
@@ -309,9 +309,9 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
       response: entryWriteResponses(ErrorResponse(['idempotency_key_in_flight'], `Conflict: ${KEY_IN_FLIGHT}.`))
     }
   }, async (request, reply) => {
-    const { quantity, reason = 'adjustment', note = null } = request.body
+    const { quantity, reason = 'adjustment', note = null, reference = null } = request.body
     const change = await updateQuantity(store, BigInt(request.params.petId),
-      { quantity, reason, note, expectedRevisions: expectedRevisions(request.headers['if-match']) },
+      { quantity, reason, note, reference, expectedRevisions: expectedRevisions(request.headers['if-match']) },
       { keyId: request.apiKey?.id ?? null, requestId: request.id }, clock, keyedBy(request)).catch(preconditionFailed)
     return await answerChange(reply, change)
   })
@@ -323,7 +323,7 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
       summary: 'Add to or take from the stock of one pet',
       description: 'Adds `delta` to the stock quantity of one pet (positive for arrivals and returns, negative for what left), ' +
         'atomically: concurrent adjustments never lose one another, with no read and If-Match needed. The change and its ' +
-        `reason and note are recorded in the stock ledger in the same transaction. A result outside 0 to ${MAX_QUANTITY_TEXT} is ` +
+        `reason, note and reference are recorded in the stock ledger in the same transaction. A result outside 0 to ${MAX_QUANTITY_TEXT} is ` +
         'refused with 409 `stock_out_of_range` and changes nothing. With If-Match the change applies only if the entry is ' +
         'unchanged since that ETag (412 otherwise). Answers the updated entry and its ETag. ' +
         'Beta: an addition to the specification.' + keyedWrites,
@@ -336,9 +336,9 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
         `Conflict: the result would be below 0 or above ${MAX_QUANTITY_TEXT}, or ${KEY_IN_FLIGHT}; nothing was changed.`))
     }
   }, async (request, reply) => {
-    const { delta, reason = 'adjustment', note = null } = request.body
+    const { delta, reason = 'adjustment', note = null, reference = null } = request.body
     const change = await adjustQuantity(store, BigInt(request.params.petId),
-      { delta, reason, note, expectedRevisions: expectedRevisions(request.headers['if-match']) },
+      { delta, reason, note, reference, expectedRevisions: expectedRevisions(request.headers['if-match']) },
       { keyId: request.apiKey?.id ?? null, requestId: request.id }, clock, keyedBy(request)).catch(preconditionFailed)
     return await answerChange(reply, change)
   })

@@ -26,6 +26,7 @@ interface ChangeRow { pet_id: bigint, old_quantity: number, old_revision: bigint
  * With an idempotency key ($9 scope, $10 key, $11 fingerprint, $12 expiry), the entry is read only while no
  * unexpired record of the key exists, and the key's record is inserted from the updated row: a concurrent insert of
  * the same key (another instance) waits for this statement's commit and then fails, undoing its whole statement.
+ * $13 is the ledger row's reference.
  */
 function changeSql (quantity: string, condition: string): string {
   return `
@@ -38,8 +39,8 @@ function changeSql (quantity: string, condition: string): string {
     WHERE i.pet_id = old.pet_id AND ($3::bigint[] IS NULL OR old.revision = ANY ($3::bigint[]))${condition}
     RETURNING i.pet_id, i.quantity, i.revision, old.quantity AS previous
   ), recorded AS (
-    INSERT INTO stock_ledger (pet_id, previous_quantity, quantity, reason, note, key_id, request_id, created_at)
-    SELECT pet_id, previous, quantity, $4, $5, $6, $7, $8 FROM updated
+    INSERT INTO stock_ledger (pet_id, previous_quantity, quantity, reason, note, key_id, request_id, created_at, reference)
+    SELECT pet_id, previous, quantity, $4, $5, $6, $7, $8, $13::text FROM updated
   ), keyed AS (
     INSERT INTO idempotency_keys (scope, idempotency_key, fingerprint, entries, created_at, expires_at)
     SELECT $9, $10, $11::text, ${ENTRIES_JSON}, $8, $12::timestamptz FROM updated u WHERE $9::text IS NOT NULL
@@ -53,8 +54,8 @@ const ENTRIES_JSON = `json_build_array(json_build_object('petId', u.pet_id::text
   'status', (SELECT status FROM pets WHERE pets.id = u.pet_id), 'revision', u.revision::text))::text`
 /** Sets the quantity ($2). */
 const CHANGE_SQL = changeSql('$2', '')
-/** Adds $2 to the locked, committed quantity, only when the result lies within $13..$14. */
-const ADJUST_SQL = changeSql('old.quantity + $2::bigint', ' AND old.quantity + $2::bigint BETWEEN $13::bigint AND $14::bigint')
+/** Adds $2 to the locked, committed quantity, only when the result lies within $14..$15. */
+const ADJUST_SQL = changeSql('old.quantity + $2::bigint', ' AND old.quantity + $2::bigint BETWEEN $14::bigint AND $15::bigint')
 
 /** Whether a key ($1 scope, $2 key) has a record that is live at $3. */
 const KEY_LIVE_SQL = 'SELECT 1 FROM idempotency_keys WHERE scope = $1 AND idempotency_key = $2 AND expires_at > $3'
@@ -155,7 +156,7 @@ export class PostgresStock implements StockStore {
   async #change (sql: string, change: StockChange | StockAdjustment, amount: unknown[], more: unknown[] = []): Promise<StockAdjustmentResult> {
     const claim = change.idempotency
     const values = [change.petId, ...amount, change.expectedRevisions, change.reason, change.note, change.keyId, change.requestId, change.at,
-      ...claimValues(claim), ...more]
+      ...claimValues(claim), change.reference ?? null, ...more]
     for (let attempt = 1; ; attempt++) {
       try {
         const { rows } = await this.#db.query<ChangeRow>(sql, values)
@@ -209,12 +210,14 @@ export class PostgresStock implements StockStore {
            FROM unnest($1::bigint[], $2::integer[]) AS v (pet_id, quantity) WHERE i.pet_id = v.pet_id`,
           [planned.map((p) => p.change.petId), planned.map((p) => p.quantity)])
         await client.query(
-          `INSERT INTO stock_ledger (pet_id, previous_quantity, quantity, reason, note, key_id, request_id, batch_id, created_at)
-           SELECT pet_id, previous, quantity, reason, note, $6, $7, $8, $9
-           FROM unnest($1::bigint[], $2::integer[], $3::integer[], $4::text[], $5::text[]) WITH ORDINALITY AS t (pet_id, previous, quantity, reason, note, n)
+          `INSERT INTO stock_ledger (pet_id, previous_quantity, quantity, reason, note, reference, key_id, request_id, batch_id, created_at)
+           SELECT pet_id, previous, quantity, reason, note, reference, $7, $8, $9, $10
+           FROM unnest($1::bigint[], $2::integer[], $3::integer[], $4::text[], $5::text[], $6::text[])
+             WITH ORDINALITY AS t (pet_id, previous, quantity, reason, note, reference, n)
            ORDER BY n`,
           [planned.map((p) => p.change.petId), planned.map((p) => p.current.quantity), planned.map((p) => p.quantity),
-            planned.map((p) => p.change.reason), planned.map((p) => p.change.note), batch.keyId, batch.requestId, batch.batchId, batch.at])
+            planned.map((p) => p.change.reason), planned.map((p) => p.change.note), planned.map((p) => p.change.reference ?? null),
+            batch.keyId, batch.requestId, batch.batchId, batch.at])
         const applied = planned.map(({ current, quantity }) => ({ ...current, quantity, revision: current.revision + 1n }))
         if (claim !== undefined) {
           await client.query(`INSERT INTO idempotency_keys (scope, idempotency_key, fingerprint, entries, created_at, expires_at)

@@ -8,6 +8,7 @@ export interface InventoryRow { pet_id: bigint, quantity: Int, status: PetStatus
 export interface EntryRow extends InventoryRow { revision: bigint }
 export interface LedgerRow {
   id: bigint, pet_id: bigint, previous_quantity: Int | null, quantity: Int, reason: LedgerReason, note: string | null,
+  reference: string | null,
   key_id: string | null, request_id: string | null, batch_id: string | null, status: PetStatus | null,
   previous_status: PetStatus | null, created_at: Time
 }
@@ -15,7 +16,7 @@ export interface LedgerRow {
 /** The columns each mapper reads, in one place for both stores' queries. */
 export const INVENTORY_COLUMNS = 'i.pet_id, i.quantity, p.status'
 export const ENTRY_COLUMNS = 'i.pet_id, i.quantity, p.status, i.revision'
-export const LEDGER_COLUMNS = 'l.id, l.pet_id, l.previous_quantity, l.quantity, l.reason, l.note, l.key_id, l.request_id, l.batch_id, l.status, ' +
+export const LEDGER_COLUMNS = 'l.id, l.pet_id, l.previous_quantity, l.quantity, l.reason, l.note, l.reference, l.key_id, l.request_id, l.batch_id, l.status, ' +
   'l.previous_status, l.created_at'
 
 export const toInventoryItem = (row: InventoryRow): InventoryItem => ({ petId: row.pet_id, quantity: num(row.quantity), status: row.status })
@@ -29,6 +30,7 @@ export const toLedgerEntry = (row: LedgerRow): LedgerEntry => ({
   quantity: num(row.quantity),
   reason: row.reason,
   note: row.note,
+  reference: row.reference,
   keyId: row.key_id,
   requestId: row.request_id,
   batchId: row.batch_id,

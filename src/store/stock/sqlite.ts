@@ -28,8 +28,8 @@ interface ChainedEntryRow extends EntryRow { ledger_head: bigint | null }
 const ENTRY_SQL = `SELECT i.pet_id, i.quantity, (SELECT status FROM pets WHERE id = i.pet_id) AS status, i.revision, i.ledger_head
   FROM inventory i WHERE i.pet_id = ? AND status IS NOT NULL`
 /** Appends a ledger row linked to the pet's previous one (the entry's ledger_head, which the caller then moves). */
-const LEDGER_INSERT_SQL = `INSERT INTO stock_ledger (pet_id, previous_id, previous_quantity, quantity, reason, note, key_id, request_id, batch_id, created_at)
-  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+const LEDGER_INSERT_SQL = `INSERT INTO stock_ledger (pet_id, previous_id, previous_quantity, quantity, reason, note, reference, key_id, request_id,
+  batch_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 /** The newest `limit` ledger rows of a pet, following its chain from the head; oldest first. */
 const HISTORY_SQL = `
   WITH RECURSIVE chain (id, depth) AS (
@@ -215,10 +215,10 @@ export class SqliteStock implements StockStore {
    */
   #write (change: Write): StockAdjustmentResult | StockBatchResult {
     if ('changes' in change) return this.#apply(change)
-    const { petId, expectedRevisions, reason, note } = change
+    const { petId, expectedRevisions, reason, note, reference } = change
     const one = 'delta' in change
-      ? { petId, expectedRevisions, reason, note, delta: change.delta }
-      : { petId, expectedRevisions, reason, note, quantity: change.quantity }
+      ? { petId, expectedRevisions, reason, note, reference, delta: change.delta }
+      : { petId, expectedRevisions, reason, note, reference, quantity: change.quantity }
     const allowed = 'delta' in change ? change.allowed : { min: Number.NEGATIVE_INFINITY, max: Number.POSITIVE_INFINITY }
     return singleResult(this.#apply({ ...change, changes: [one], allowed, batchId: null }))
   }
@@ -245,7 +245,7 @@ export class SqliteStock implements StockStore {
     let last = 0n
     const entries = planned.map(({ change, current, quantity }) => {
       const { lastInsertRowid } = record.run(change.petId, heads.get(change.petId) ?? null, current.quantity, quantity, change.reason, change.note,
-        batch.keyId, batch.requestId, batch.batchId, at)
+        change.reference ?? null, batch.keyId, batch.requestId, batch.batchId, at)
       update.run(quantity, lastInsertRowid, change.petId)
       last = BigInt(lastInsertRowid)
       return { ...current, quantity, revision: current.revision + 1n }

@@ -16,6 +16,8 @@ export interface StockChange {
   expectedRevisions: readonly bigint[] | null
   reason: StockReason
   note: string | null
+  /** What the change was for (an order, an invoice, a count sheet); absent or null when none was sent. */
+  reference?: string | null
   keyId: string | null
   requestId: string | null
   at: Date
@@ -55,6 +57,8 @@ export type BatchChange = ({ quantity: number } | { delta: number }) & {
   expectedRevisions: readonly bigint[] | null
   reason: StockReason
   note: string | null
+  /** As for StockChange: absent or null when none was sent. */
+  reference?: string | null
 }
 
 /** Changes applied together: all of them in one transaction, or none. No pet appears twice. */
