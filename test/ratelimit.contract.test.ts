@@ -5,12 +5,12 @@
  */
 import assert from 'node:assert/strict'
 import { randomUUID } from 'node:crypto'
-import { after, before, describe, test, type TestContext } from 'node:test'
-import { Cluster, type Redis } from 'ioredis'
+import { describe, test, type TestContext } from 'node:test'
+import type { Cluster, Redis } from 'ioredis'
 import { MemoryLimiter } from '../src/ratelimit/memory.js'
 import { sharedRedis } from '../src/redis/connect.js'
 import { RedisLimiter, redisKeys } from '../src/ratelimit/redis.js'
-import { requireRedisServer, startRedisCluster, type RedisClusterServers } from './helpers/redis-servers.js'
+import { clusterForSuite, requireRedisServer } from './helpers/redis-servers.js'
 import { ip, key, limiterContract, type OpenedLimiter } from './ratelimit/contract.js'
 import { requireRedis, tempRedis } from './ratelimit/redis-env.js'
 
@@ -191,22 +191,7 @@ if (await requireRedis('Redis limiter tests')) {
 
 if (await requireRedisServer('Redis Cluster limiter tests')) {
   describe('RedisLimiter on a Redis Cluster of three primaries', () => {
-    let servers: RedisClusterServers
-    const clients: Cluster[] = []
-    const stops: Array<() => unknown> = []
-    before(async () => { servers = await startRedisCluster((stop) => stops.push(stop)) })
-    after(async () => {
-      for (const client of clients) client.disconnect()
-      for (const stop of stops) await stop()
-    })
-
-    async function clusterClient (): Promise<Cluster> {
-      const client = new Cluster(servers.nodes.map((node) => ({ host: '127.0.0.1', port: node.port })), { redisOptions: { connectTimeout: 2000 } })
-      client.on('error', () => {})
-      clients.push(client)
-      if (client.status !== 'ready') await new Promise((resolve) => client.once('ready', resolve))
-      return client
-    }
+    const { client: clusterClient } = clusterForSuite()
 
     async function openCluster (): Promise<OpenedLimiter & { limiter: RedisLimiter, client: Cluster, prefix: string }> {
       const client = await clusterClient()

@@ -5,13 +5,12 @@
  */
 import assert from 'node:assert/strict'
 import { randomUUID } from 'node:crypto'
-import { after, before, describe, test, type TestContext } from 'node:test'
-import { Cluster } from 'ioredis'
+import { describe, test, type TestContext } from 'node:test'
 import { CHANGE_COUNTER_COPIES, RedisChangeSignal } from '../../src/changes/redis.js'
 import { createRedisClient, RedisLimiter, type RedisClient } from '../../src/ratelimit/redis.js'
 import { ResilientLimiter } from '../../src/ratelimit/resilient.js'
 import type { Decision } from '../../src/ratelimit/types.js'
-import { requireRedisServer, startRedisCluster, type RedisClusterServers } from '../helpers/redis-servers.js'
+import { clusterForSuite, requireRedisServer } from '../helpers/redis-servers.js'
 import { ip, key } from '../ratelimit/contract.js'
 import { REDIS_URL, cleanRedis, requireRedis, tempRedis, waitReady } from '../ratelimit/redis-env.js'
 
@@ -128,22 +127,7 @@ if (await requireRedis('Redis change signal tests')) {
 
 if (await requireRedisServer('Redis Cluster change signal tests')) {
   describe('RedisChangeSignal on a Redis Cluster of three primaries', () => {
-    let servers: RedisClusterServers
-    const clients: Cluster[] = []
-    const stops: Array<() => unknown> = []
-    before(async () => { servers = await startRedisCluster((stop) => stops.push(stop)) })
-    after(async () => {
-      for (const client of clients) client.disconnect()
-      for (const stop of stops) await stop()
-    })
-
-    async function clusterClient (): Promise<Cluster> {
-      const client = new Cluster(servers.nodes.map((node) => ({ host: '127.0.0.1', port: node.port })), { redisOptions: { connectTimeout: 2000 } })
-      client.on('error', () => {})
-      clients.push(client)
-      if (client.status !== 'ready') await new Promise((resolve) => client.once('ready', resolve))
-      return client
-    }
+    const { client: clusterClient } = clusterForSuite()
 
     signalContract('RedisChangeSignal (Cluster)', async () => open(await clusterClient(), `test:${randomUUID()}:`))
 

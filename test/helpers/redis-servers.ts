@@ -10,7 +10,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { Redis } from 'ioredis'
+import { after, before } from 'node:test'
+import { Cluster, Redis } from 'ioredis'
 import { freePort } from './net.js'
 import { requireService } from './services.js'
 
@@ -134,6 +135,31 @@ export async function startRedisCluster (after: After, size = 3): Promise<RedisC
   }, 30_000)
   await healthy()
   return { nodes, seeds: nodes.map((node) => node.url).join(','), healthy }
+}
+
+/**
+ * A Redis Cluster of three primaries for the tests of one describe block: started before them and stopped after,
+ * with `client()` opening a ready ioredis Cluster client to it (each disconnected after the block). Call it inside
+ * the describe.
+ */
+export function clusterForSuite (): { client: () => Promise<Cluster> } {
+  let servers: RedisClusterServers
+  const clients: Cluster[] = []
+  const stops: Array<() => unknown> = []
+  before(async () => { servers = await startRedisCluster((stop) => stops.push(stop)) })
+  after(async () => {
+    for (const client of clients) client.disconnect()
+    for (const stop of stops) await stop()
+  })
+  return {
+    client: async () => {
+      const client = new Cluster(servers.nodes.map((node) => ({ host: '127.0.0.1', port: node.port })), { redisOptions: { connectTimeout: 2000 } })
+      client.on('error', () => {})
+      clients.push(client)
+      if (client.status !== 'ready') await new Promise((resolve) => client.once('ready', resolve))
+      return client
+    }
+  }
 }
 
 export interface SentinelServers {
