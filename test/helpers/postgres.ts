@@ -85,12 +85,9 @@ export async function tempPostgresStore (t: TestContext, options: PostgresOption
  * or by whatever else registers it (`after`: a test's t.after, a run's cleanup).
  */
 export async function tempPostgresDatabase (t: { after: (fn: () => Promise<unknown>) => void }): Promise<string> {
-  const name = `petstore_test_${randomBytes(6).toString('hex')}`
-  await adminQuery(`CREATE DATABASE ${name}`)
-  t.after(() => adminQuery(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`))
-  const url = new URL(POSTGRES_URL)
-  url.pathname = `/${name}`
-  return url.toString()
+  const { url, drop } = await ownDatabase()
+  t.after(drop)
+  return url
 }
 
 /**
