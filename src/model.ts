@@ -8,8 +8,23 @@
 export const PET_STATUSES = ['available', 'pending', 'sold'] as const
 export type PetStatus = typeof PET_STATUSES[number]
 
+/** The classic Petstore's order statuses: what the order listing shows and an import writes. */
 export const ORDER_STATUSES = ['placed', 'approved', 'delivered'] as const
 export type OrderStatus = typeof ORDER_STATUSES[number]
+/**
+ * The states of an order placed through the API: the classic ones, and `cancelled` (the classic Petstore deleted a
+ * cancelled order; ours keeps it, out of the classic listing). placed -> approved -> delivered; placed or approved ->
+ * cancelled.
+ */
+export const ORDER_STATES = [...ORDER_STATUSES, 'cancelled'] as const
+export type OrderState = typeof ORDER_STATES[number]
+
+/**
+ * The states of a hold: `active` until it is confirmed (its units sold), released, or expired. A hold whose expiry has
+ * passed counts as expired from that instant, whatever its stored state (a sweeper records it later).
+ */
+export const HOLD_STATES = ['active', 'confirmed', 'released', 'expired'] as const
+export type HoldState = typeof HOLD_STATES[number]
 
 export const PLANS = ['free', 'pro', 'business', 'enterprise'] as const
 export type Plan = typeof PLANS[number]
@@ -100,6 +115,50 @@ export interface Order {
   complete: boolean
 }
 
+/** Units of one pet held by a hold. */
+export interface HoldLine {
+  petId: bigint
+  quantity: number
+}
+
+/**
+ * Units of pets held for a checkout or an order: counted against what is available from when it is placed until it
+ * is confirmed (the units are sold: they leave the stock), released, or expires.
+ */
+export interface Hold {
+  /** `hold_` and 20 random base64url characters. */
+  id: string
+  /** As stored: a hold still `active` here whose expiresAt has passed is expired (see holdStateAt). */
+  state: HoldState
+  /** One line per pet, ordered by petId; a pet appears once. */
+  lines: HoldLine[]
+  /** What the hold is for, as the caller named it (a cart, a checkout, an order); null when none was sent. */
+  reference: string | null
+  /** Whose quota placed it (its caps count there) and the key that did; null key for the operator CLI. */
+  quotaId: string
+  keyId: string | null
+  createdAt: Date
+  /** When it stops counting; null for the hold of an order (it lasts until the order is delivered or cancelled). */
+  expiresAt: Date | null
+  /** When it was confirmed, released or (as recorded) expired; null while active. */
+  endedAt: Date | null
+  /** The order it keeps the stock of; null for a checkout's hold. */
+  orderId: bigint | null
+}
+
+/** An order placed through the API or imported: the classic Order, and what the API adds. */
+export interface OrderRecord extends Omit<Order, 'status'> {
+  status: OrderState
+  /** import: written by `petstore import`; api: placed through POST /v1/store/orders (with a hold). */
+  source: 'import' | 'api'
+  reference: string | null
+  /** The hold that keeps the order's stock (api orders); null for imported orders. */
+  holdId: string | null
+  /** null for imported orders. */
+  createdAt: Date | null
+  updatedAt: Date | null
+}
+
 /** A pet as imported: the record plus its optional stock entry. */
 export interface PetImport extends Pet {
   /**
@@ -138,8 +197,11 @@ export interface ApiKeyRecord {
   lastDeprecatedUseAt: Date | null
 }
 
-/** The scopes of keys, least first: each includes those before it. */
-export const KEY_SCOPES = ['read', 'write'] as const
+/**
+ * The scopes of keys, least first: each includes those before it. A storefront key reads, and places, confirms and
+ * releases holds and orders, but never sets or adjusts a count; a write key does everything.
+ */
+export const KEY_SCOPES = ['read', 'storefront', 'write'] as const
 export type KeyScope = typeof KEY_SCOPES[number]
 
 /** A temporary ban of a key that kept sending after 429. */

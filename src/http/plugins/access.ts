@@ -43,7 +43,7 @@ declare module 'fastify' {
 }
 
 /** The scopes as the API names them (OpenAPI security requirements, WWW-Authenticate). */
-export const SCOPE_NAMES: Readonly<Record<KeyScope, string>> = { read: 'inventory:read', write: 'inventory:write' }
+export const SCOPE_NAMES: Readonly<Record<KeyScope, string>> = { read: 'inventory:read', storefront: 'inventory:sell', write: 'inventory:write' }
 
 const REALM = 'Bearer realm="petstore"'
 // RFC 6750 section 2.1: the scheme is case-insensitive; the token is b64token.
@@ -236,7 +236,7 @@ export function registerGate (scope: FastifyInstance, options: AccessOptions): v
     if (config.scope === undefined) {
       // The 405 claims of the scope are hidden and answer before any handler; every operation must say what it needs.
       if (route.schema?.hide === true) return
-      throw new Error(`${String(route.method)} ${route.url} declares no scope (config.scope: 'read' or 'write')`)
+      throw new Error(`${String(route.method)} ${route.url} declares no scope (config.scope: 'read', 'storefront' or 'write')`)
     }
     const needs: OperationNeeds = Object.freeze({
       credential: 'required',
@@ -247,7 +247,7 @@ export function registerGate (scope: FastifyInstance, options: AccessOptions): v
     route.config = { ...config, needs }
     if (route.schema !== undefined) {
       route.schema.security = [{ bearerAuth: [SCOPE_NAMES[config.scope]] }]
-      if (config.scope === 'write' && route.schema.response !== undefined) {
+      if (config.scope !== 'read' && route.schema.response !== undefined) {
         route.schema.response = { ...(route.schema.response as object), 403: INSUFFICIENT_SCOPE }
       }
     }
