@@ -37,8 +37,9 @@ export interface SellingActor {
 }
 
 /**
- * What a write of this area sent with an Idempotency-Key records: the claim of a stock write; the record's response
- * is the hold (or order) as the write left it (rows.ts holdText / orderText), what a retry is answered.
+ * What a write of this area sent with an Idempotency-Key records: the claim of a stock write, and, as the record's
+ * response (IdempotencyRecord.response), the hold as the write left it (./rows.ts holdText), or for a write that
+ * places or moves an order, the order (orderText): what a retry is answered. Its entries are an empty list.
  */
 export type SellingClaim = IdempotencyClaim
 
@@ -92,8 +93,11 @@ export interface EndHold extends SellingActor {
 }
 
 export type EndHoldResult =
-  /** The hold ended; after a confirmation, the stock entries as the sale left them (in the hold's pet order). */
-  | { status: 'ended', hold: Hold, entries: StockEntry[], feed?: FeedPlace }
+  /**
+   * The hold ended; after a confirmation, the stock entries as the sale left them (in the hold's pet order), and, where
+   * the store tells (SQLite), the inventory version the sale made: the listing learns of them as of a stock write.
+   */
+  | { status: 'ended', hold: Hold, entries: StockEntry[], version?: bigint, feed?: FeedPlace }
   | { status: 'not_found' }
   /** The hold is not active at the write's instant (confirmed, released, or expired): nothing was changed. */
   | { status: 'not_active', hold: Hold }
@@ -149,7 +153,8 @@ export interface OrderTransition extends SellingActor {
 }
 
 export type OrderTransitionResult =
-  | { status: 'moved', order: OrderRecord, hold: Hold | null, entries: StockEntry[], feed?: FeedPlace }
+  /** As for EndHoldResult: entries (a delivery's sale) and version. */
+  | { status: 'moved', order: OrderRecord, hold: Hold | null, entries: StockEntry[], version?: bigint, feed?: FeedPlace }
   | { status: 'not_found' }
   /** The order's state does not allow the move (or it is an imported order, which the API does not move). */
   | { status: 'wrong_state', order: OrderRecord }
