@@ -11,7 +11,7 @@
 import { randomBytes } from 'node:crypto'
 import { AppError } from '../errors.js'
 import type { Hold, HoldState } from '../model.js'
-import type { HoldCaps, SellingClaim } from '../store/selling/types.js'
+import type { HoldCaps, SellingClaim, Shortage } from '../store/selling/types.js'
 import type { IdempotencyKeys, Keyed } from './idempotency.js'
 
 /** The prefix of a hold's id, so that a hold's id is never taken for another resource's. */
@@ -121,4 +121,21 @@ export async function onceForKey<R extends { status: string }> (key: SellingKey,
   // can only be damaged.
   if (response === null) throw new Error(`The record of Idempotency-Key for ${operation} holds no response`)
   return { status: 'replayed', response }
+}
+
+/**
+ * 409 insufficient_stock: at least one line asks for more units than are available (or, confirming, than are on hand);
+ * nothing was held or sold. Carries every short line, which the API adds to the Error body as `shortages`.
+ */
+export class InsufficientStockError extends AppError {
+  constructor (readonly shortages: readonly Shortage[], selling = false) {
+    super('insufficient_stock', shortageMessage(shortages, selling))
+  }
+}
+
+/** "Pet 12 has 3 units available, 5 were requested; ..." and what was not done. */
+function shortageMessage (shortages: readonly Shortage[], selling: boolean): string {
+  const lines = shortages.map(({ petId, requested, available }) =>
+    `pet ${petId} has ${available} unit${available === 1 ? '' : 's'} ${selling ? 'on hand' : 'available'}, ${requested} ${requested === 1 ? 'was' : 'were'} requested`)
+  return `Not enough stock: ${lines.join('; ')}. ${selling ? 'Nothing was sold; the hold stays active.' : 'Nothing was held.'}`
 }
