@@ -272,6 +272,11 @@ describe('keys over HTTP: last use and the document', () => {
       listInventoryChanges: ['inventory:read'],
       streamInventoryChanges: ['inventory:read'],
       listOrders: ['inventory:read'],
+      placeOrder: ['inventory:sell'],
+      getOrderById: ['inventory:read'],
+      approveOrder: ['inventory:sell'],
+      deliverOrder: ['inventory:sell'],
+      cancelOrder: ['inventory:sell'],
       getRateLimit: ['inventory:read'],
       getPetById: ['inventory:read'],
       createWebhook: ['inventory:write'],
@@ -283,8 +288,8 @@ describe('keys over HTTP: last use and the document', () => {
       listWebhookDeliveries: ['inventory:write'],
       retryWebhookDelivery: ['inventory:write']
     })
-    assert.deepEqual(forbidden.sort(), ['adjustInventory', 'batchUpdateInventory', 'createWebhook', 'deleteWebhook', 'getWebhook', 'listWebhookDeliveries',
-      'listWebhooks', 'retryWebhookDelivery', 'rotateWebhookSecret', 'updateInventory', 'updateWebhook'])
+    assert.deepEqual(forbidden.sort(), ['adjustInventory', 'approveOrder', 'batchUpdateInventory', 'cancelOrder', 'createWebhook', 'deleteWebhook', 'deliverOrder',
+      'getWebhook', 'listWebhookDeliveries', 'listWebhooks', 'placeOrder', 'retryWebhookDelivery', 'rotateWebhookSecret', 'updateInventory', 'updateWebhook'])
   })
 })
 
