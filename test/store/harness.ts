@@ -21,6 +21,12 @@ export interface Harness {
   peer: () => Promise<Store>
   /** How many rows a table holds: what a delete takes with it, which the interface does not show. */
   count: (table: string) => Promise<number>
+  /**
+   * The rows of a query (its values written into its text), read beside the store: what a table
+   * holds that the interface does not show (the ledger's event rows, an entry's chain head). Integers come back as
+   * numbers or bigints depending on the driver; compare them through Number().
+   */
+  rows: (sql: string) => Promise<Array<Record<string, unknown>>>
 }
 
 export type Open = (t: TestContext) => Promise<Harness>
@@ -42,6 +48,14 @@ export const sqliteHarness: Open = async (t) => {
       const db = new Database(path, { readonly: true })
       try {
         return Number(db.prepare(`SELECT count(*) FROM ${table}`).pluck().get())
+      } finally {
+        db.close()
+      }
+    },
+    rows: async (sql) => {
+      const db = new Database(path, { readonly: true })
+      try {
+        return db.prepare(sql).all() as Array<Record<string, unknown>>
       } finally {
         db.close()
       }
@@ -68,6 +82,15 @@ export const postgresHarness: Open = async (t) => {
       try {
         const { rows } = await client.query<{ n: string }>(`SELECT count(*)::text AS n FROM ${table}`)
         return Number(rows[0]?.n)
+      } finally {
+        await client.end()
+      }
+    },
+    rows: async (sql) => {
+      const client = new pg.Client({ connectionString: POSTGRES_URL, options: `-c search_path=${schema}` })
+      await client.connect()
+      try {
+        return (await client.query<Record<string, unknown>>(sql)).rows
       } finally {
         await client.end()
       }
