@@ -1059,7 +1059,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The API key's scope does not include this operation (a read-only key calling a write); it was counted like any request. Error codes: `insufficient_scope`. */
+            /** @description The API key's scope does not include this operation, which needs `inventory:write`; it was counted like any request. Error codes: `insufficient_scope`. */
             403: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -1599,7 +1599,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The API key's scope does not include this operation (a read-only key calling a write); it was counted like any request. Error codes: `insufficient_scope`. */
+            /** @description The API key's scope does not include this operation, which needs `inventory:write`; it was counted like any request. Error codes: `insufficient_scope`. */
             403: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -2152,7 +2152,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The API key's scope does not include this operation (a read-only key calling a write); it was counted like any request. Error codes: `insufficient_scope`. */
+            /** @description The API key's scope does not include this operation, which needs `inventory:write`; it was counted like any request. Error codes: `insufficient_scope`. */
             403: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -3209,7 +3209,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The API key's scope does not include this operation (a read-only key calling a write); it was counted like any request. Error codes: `insufficient_scope`. */
+            /** @description The API key's scope does not include this operation, which needs `inventory:write`; it was counted like any request. Error codes: `insufficient_scope`. */
             403: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -3526,7 +3526,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The API key's scope does not include this operation (a read-only key calling a write); it was counted like any request. Error codes: `insufficient_scope`. */
+            /** @description The API key's scope does not include this operation, which needs `inventory:write`; it was counted like any request. Error codes: `insufficient_scope`. */
             403: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -3823,7 +3823,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The API key's scope does not include this operation (a read-only key calling a write); it was counted like any request. Error codes: `insufficient_scope`. */
+            /** @description The API key's scope does not include this operation, which needs `inventory:write`; it was counted like any request. Error codes: `insufficient_scope`. */
             403: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -4102,7 +4102,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The API key's scope does not include this operation (a read-only key calling a write); it was counted like any request. Error codes: `insufficient_scope`. */
+            /** @description The API key's scope does not include this operation, which needs `inventory:write`; it was counted like any request. Error codes: `insufficient_scope`. */
             403: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -4452,7 +4452,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The API key's scope does not include this operation (a read-only key calling a write); it was counted like any request. Error codes: `insufficient_scope`. */
+            /** @description The API key's scope does not include this operation, which needs `inventory:write`; it was counted like any request. Error codes: `insufficient_scope`. */
             403: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -4751,7 +4751,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The API key's scope does not include this operation (a read-only key calling a write); it was counted like any request. Error codes: `insufficient_scope`. */
+            /** @description The API key's scope does not include this operation, which needs `inventory:write`; it was counted like any request. Error codes: `insufficient_scope`. */
             403: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -5111,7 +5111,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The API key's scope does not include this operation (a read-only key calling a write); it was counted like any request. Error codes: `insufficient_scope`. */
+            /** @description The API key's scope does not include this operation, which needs `inventory:write`; it was counted like any request. Error codes: `insufficient_scope`. */
             403: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -5435,7 +5435,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The API key's scope does not include this operation (a read-only key calling a write); it was counted like any request. Error codes: `insufficient_scope`. */
+            /** @description The API key's scope does not include this operation, which needs `inventory:write`; it was counted like any request. Error codes: `insufficient_scope`. */
             403: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -5942,7 +5942,7 @@ export interface operations {
                     "application/json": {
                         /** @description The key's plan: free, pro, business or enterprise */
                         plan: string;
-                        /** @description What the key may call: inventory:read, and inventory:write for write keys */
+                        /** @description What the key may call: inventory:read; inventory:sell too for storefront and write keys; inventory:write too for write keys */
                         scopes: string[];
                         minute: {
                             /** @description Requests allowed per minute */

@@ -97,7 +97,7 @@ describe('GET /v1/openapi.json', () => {
     assert.deepEqual(doc.components.securitySchemes.bearerAuth, {
       type: 'http',
       scheme: 'bearer',
-      description: 'An API key (psk_live_... or psk_test_...). Each operation names the scope it needs: inventory:read (any key) or inventory:write (keys of scope write).'
+      description: 'An API key (psk_live_... or psk_test_...). Each operation names the scope it needs: inventory:read (any key), inventory:sell (keys of scope storefront or write: holds and orders) or inventory:write (keys of scope write: stock and webhooks).'
     })
     assert.deepEqual(doc.security, [{ bearerAuth: [] }])
     for (const operations of Object.values(doc.paths as Record<string, Record<string, { security?: unknown }>>)) {
