@@ -92,13 +92,8 @@ export class IdempotencyKeys {
       throw new AppError('idempotency_key_reused', `This Idempotency-Key was used for a different request (another operation, pet, body or ` +
         `If-Match) at ${record.createdAt.toISOString()}; a new request needs a new key. Nothing was changed.`)
     }
-    return { status: 'replayed', entries: record.entries, response: responseOf(record) }
+    return { status: 'replayed', entries: record.entries, response: record.response }
   }
-}
-
-/** What a record holds of a selling write's answer (the store of the selling area writes it); null for a stock write. */
-function responseOf (record: IdempotencyRecord): string | null {
-  return (record as IdempotencyRecord & { response?: string | null }).response ?? null
 }
 
 /** Deletes every record that has expired, a batch at a time, yielding between batches; returns how many it deleted. */

@@ -12,7 +12,7 @@ import { randomBytes } from 'node:crypto'
 import { AppError } from '../errors.js'
 import type { Hold, HoldState } from '../model.js'
 import type { HoldCaps, SellingClaim, Shortage } from '../store/selling/types.js'
-import type { IdempotencyKeys, Keyed } from './idempotency.js'
+import type { IdempotencyKeys, Keyed, Replayed } from './idempotency.js'
 
 /** The prefix of a hold's id, so that a hold's id is never taken for another resource's. */
 export const HOLD_ID_PREFIX = 'hold_'
@@ -116,7 +116,7 @@ export async function onceForKey<R extends { status: string }> (key: SellingKey,
   if (key.owner === null) throw new Error('A selling write needs the API key it belongs to')
   const result: Keyed<R> = await key.keys.once(key.owner, sent, [operation, target, body ?? null], write)
   if (result.status !== 'replayed') return result as Exclude<R, { status: 'recorded' }>
-  const { response } = result as Extract<Keyed<R>, { status: 'replayed' }> & { response: string | null }
+  const { response } = result as Replayed
   // Only a selling write records a response, and only a selling write has this fingerprint: a record without one
   // can only be damaged.
   if (response === null) throw new Error(`The record of Idempotency-Key for ${operation} holds no response`)

@@ -18,6 +18,7 @@ import { registerDocs } from '../plugins/docs.js'
 import { trackRoutesForMethodNotAllowed } from '../plugins/method-not-allowed.js'
 import { changeRoutes } from './changes.js'
 import { healthRoutes } from './health.js'
+import { holdRoutes } from './holds.js'
 import { inventoryListing, inventoryRoutes } from './inventory.js'
 import { orderRoutes } from './orders.js'
 import { petRoutes } from './pets.js'
@@ -82,6 +83,7 @@ export const apiRoutes: FastifyPluginAsyncTypebox<ApiRouteOptions> = async (v1, 
     listing,
     chargeMore: (request, reply, extra, what) => chargeMore(access, request, reply, extra, what)
   })
+  await v1.register(holdRoutes, { store, clock, settings: config.holds, idempotency: options.idempotency, listing })
   await v1.register(changeRoutes, { store })
   await v1.register(streamRoutes, { store, config: config.streams, lifecycle, metrics, clock, commits, standing: (request) => keyStanding(access, request) })
   await v1.register(webhookRoutes, { webhooks: options.webhooks })
