@@ -38,6 +38,7 @@ export async function registerOpenApi (app: FastifyInstance, config: Config): Pr
         { name: 'inventory', description: 'Stock levels' },
         { name: 'pets', description: 'Pets (deprecated)' },
         { name: 'store', description: 'Store orders' },
+        { name: 'holds', description: 'Stock held for a checkout: confirmed on payment (sold), released on abandonment, or expired' },
         { name: 'keys', description: 'The calling API key' },
         { name: 'webhooks', description: 'Stock changes pushed to your endpoints: signed (Standard Webhooks), retried for 24 hours, at least once' }
       ],

@@ -9,6 +9,7 @@ import { join } from 'node:path'
 import type { TestContext } from 'node:test'
 import pg from 'pg'
 import { PostgresStore } from '../../src/store/postgres-store.js'
+import type { PostgresOptions } from '../../src/store/postgres/options.js'
 import { SqliteStore } from '../../src/store/sqlite-store.js'
 import type { Store } from '../../src/store/store.js'
 import { tempDir } from '../helpers/app.js'
@@ -17,8 +18,11 @@ import { POSTGRES_URL, tempSchema } from '../helpers/postgres.js'
 /** One store under test, with what the tests need around it. */
 export interface Harness {
   store: Store
-  /** Another store on the same database: another instance. Closed after the test. */
-  peer: () => Promise<Store>
+  /**
+   * Another store on the same database: another instance, closed after the test. PostgreSQL takes the pool's
+   * options (a test that queues more writes than a pool has connections gives them time to wait); SQLite has none.
+   */
+  peer: (options?: PostgresOptions) => Promise<Store>
   /** How many rows a table holds: what a delete takes with it, which the interface does not show. */
   count: (table: string) => Promise<number>
   /**
@@ -71,8 +75,8 @@ export const postgresHarness: Open = async (t) => {
   await store.schema.migrate()
   return {
     store,
-    peer: async () => {
-      const other = new PostgresStore(POSTGRES_URL, { schema })
+    peer: async (options = {}) => {
+      const other = new PostgresStore(POSTGRES_URL, { ...options, schema })
       t.after(() => other.close())
       return other
     },

@@ -3,6 +3,7 @@
  * differ), and the text an idempotency record keeps of a hold or an order (IdempotencyRecord.response).
  */
 import type { Hold, HoldLine, HoldState, OrderRecord, OrderState } from '../../model.js'
+import type { Availability } from './types.js'
 import { num, time, timeOrNull, type Int, type Time } from '../rows.js'
 
 export interface HoldRow {
@@ -51,6 +52,13 @@ export const toOrderRecord = (row: SellingOrderRow): OrderRecord => ({
   createdAt: timeOrNull(row.created_at),
   updatedAt: timeOrNull(row.updated_at)
 })
+
+/** What is on hand, held and available of a pet, from its entry's quantity and the units held of it. */
+export const toAvailability = (row: { pet_id: bigint, quantity: Int, held: Int }): Availability => {
+  const onHand = num(row.quantity)
+  const held = num(row.held)
+  return { petId: row.pet_id, onHand, held, available: Math.max(0, onHand - held) }
+}
 
 /** Groups lines by their hold's id. */
 export function linesByHold (lines: readonly HoldLineRow[]): Map<string, HoldLineRow[]> {

@@ -11,7 +11,7 @@ import type { FeedPlace } from '../stock/types.js'
 import { capRefusal } from './caps.js'
 import {
   HOLD_COLUMNS, HOLD_LINE_COLUMNS, holdText, linesByHold, orderText, SELLING_ORDER_COLUMNS, toHold, toOrderRecord,
-  type HoldLineRow, type HoldRow, type SellingOrderRow
+  toAvailability, type HoldLineRow, type HoldRow, type SellingOrderRow
 } from './rows.js'
 import type {
   Availability, EndHold, EndHoldResult, ExtendHold, ExtendHoldResult, HoldQuery, NewHold, OrderTransition, OrderTransitionResult,
@@ -374,10 +374,4 @@ export class SqliteSelling implements SellingStore {
       ...(finished === null ? {} : this.#feed(finished.last))
     }
   }
-}
-
-const toAvailability = (row: { pet_id: bigint, quantity: bigint | number, held: bigint | number }): Availability => {
-  const onHand = Number(row.quantity)
-  const held = Number(row.held)
-  return { petId: row.pet_id, onHand, held, available: Math.max(0, onHand - held) }
 }
