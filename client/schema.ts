@@ -9,7 +9,7 @@ export interface paths {
         };
         /**
          * List the stock entries of all pets
-         * @description Returns current stock levels for all pets in the store, ordered by petId. The response carries a strong ETag; a request with a matching If-None-Match gets 304 without a body, and (as on GitHub) a 304 does not count against the rate limit. With `limit` or `cursor` (an addition to the specification, beta) the answer is one page, ordered by petId, with `Link: <...>; rel="next"` while more remain; pages carry no ETag.
+         * @description Returns current stock levels for all pets in the store, ordered by petId. The response carries a strong ETag; a request with a matching If-None-Match gets 304 without a body, and (as on GitHub) a 304 does not count against the rate limit. With `limit` or `cursor` (an addition to the specification, beta) the answer is one page, ordered by petId, with `Link: <...>; rel="next"` while more remain; pages carry no ETag. With `include=availability` (beta) each entry also has `onHand`, `held` and `available` at the instant of the answer, read fresh from the store (no ETag, no Changes-Cursor, no 304); without it the answer is exactly the specification's.
          */
         get: operations["listInventory"];
         put?: never;
@@ -29,7 +29,7 @@ export interface paths {
         };
         /**
          * Get the stock entry of one pet
-         * @description Returns one stock entry with its strong ETag, for a later PATCH with If-Match (optimistic concurrency). A request with a matching If-None-Match gets 304 without a body and, like the listing, costs no quota. Beta: an addition to the specification's two inventory operations.
+         * @description Returns one stock entry with its strong ETag, for a later PATCH with If-Match (optimistic concurrency). A request with a matching If-None-Match gets 304 without a body and, like the listing, costs no quota. With `include=availability` the entry also has `onHand`, `held` and `available` at the instant of the answer, read fresh (no ETag, no 304). Beta: an addition to the specification's two inventory operations.
          */
         get: operations["getInventoryItem"];
         put?: never;
@@ -525,6 +525,8 @@ export interface operations {
                 limit?: number;
                 /** @description Opaque cursor from a rel="next" link */
                 cursor?: string;
+                /** @description `availability` adds `onHand`, `held` and `available` to each entry, as they stand at the instant of the answer (beta). Such an answer is always read fresh from the store: it carries no ETag and no Changes-Cursor, and If-None-Match is ignored (what is held changes without the entry changing, and expiries change it without any write). */
+                include?: "availability";
             };
             header?: {
                 /** @description ETag of a representation the client holds */
@@ -550,7 +552,7 @@ export interface operations {
                     "RateLimit-Policy"?: string;
                     /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
                     RateLimit?: string;
-                    /** @description Strong validator of the whole inventory (not sent with a page); send it back in If-None-Match */
+                    /** @description Strong validator of the whole inventory (not sent with a page, nor with include=availability); send it back in If-None-Match */
                     ETag?: string;
                     /** @description With `limit` or `cursor`: rel="next" link while more entries remain. The target is relative, `<?query>`: resolve it against the URL requested (RFC 3986), so it also works behind a proxy that adds a path prefix. */
                     Link?: string;
@@ -572,6 +574,12 @@ export interface operations {
                          * @enum {string}
                          */
                         status: "available" | "pending" | "sold";
+                        /** @description With include=availability: the units in stock (= quantity) */
+                        onHand?: number;
+                        /** @description With include=availability: the units of active, unexpired holds (checkouts and orders) on the pet */
+                        held?: number;
+                        /** @description With include=availability: what a new hold can take, onHand - held, never below 0 (on hand may be set below what is held: a count is the physical truth; the holds stay) */
+                        available?: number;
                     }[];
                 };
             };
@@ -776,7 +784,10 @@ export interface operations {
     };
     getInventoryItem: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description `availability` adds `onHand`, `held` and `available` to each entry, as they stand at the instant of the answer (beta). Such an answer is always read fresh from the store: it carries no ETag and no Changes-Cursor, and If-None-Match is ignored (what is held changes without the entry changing, and expiries change it without any write). */
+                include?: "availability";
+            };
             header?: {
                 /** @description ETag of a representation the client holds */
                 "if-none-match"?: string;
@@ -792,7 +803,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The stock entry */
+            /** @description The stock entry (its ETag is not sent with include=availability) */
             200: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -825,6 +836,12 @@ export interface operations {
                          * @enum {string}
                          */
                         status: "available" | "pending" | "sold";
+                        /** @description With include=availability: the units in stock (= quantity) */
+                        onHand?: number;
+                        /** @description With include=availability: the units of active, unexpired holds (checkouts and orders) on the pet */
+                        held?: number;
+                        /** @description With include=availability: what a new hold can take, onHand - held, never below 0 (on hand may be set below what is held: a count is the physical truth; the holds stay) */
+                        available?: number;
                     };
                 };
             };
