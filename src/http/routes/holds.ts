@@ -12,6 +12,7 @@ import {
   type Seller
 } from '../../domain/holds.js'
 import type { IdempotencyKeys } from '../../domain/idempotency.js'
+import { AppError } from '../../errors.js'
 import { MAX_REFERENCE_LENGTH } from '../../domain/rules.js'
 import { HOLD_ID_PATTERN, type HoldSettings, type SellingKey } from '../../domain/selling.js'
 import { HOLD_STATES, MAX_QUANTITY, MAX_QUANTITY_TEXT, type Hold } from '../../model.js'
@@ -241,7 +242,6 @@ export const holdRoutes: FastifyPluginAsyncTypebox<HoldRouteOptions> = async (ap
       'x-stability': 'beta',
       params: HoldParams,
       headers: SellingWriteHeaders,
-      body: Type.Optional(Type.Object({}, { additionalProperties: false })),
       response: {
         200: Answer('The hold, confirmed'),
         ...writeErrors,
@@ -250,6 +250,7 @@ export const holdRoutes: FastifyPluginAsyncTypebox<HoldRouteOptions> = async (ap
       }
     }
   }, async (request, reply) => {
+    emptyBody(request.body)
     try {
       const sale = await confirmHold(context, request.params.holdId, seller(request), keyOf(request))
       // What a stock write does before its answer: the listing and every instance learn of the sale.
@@ -271,14 +272,26 @@ export const holdRoutes: FastifyPluginAsyncTypebox<HoldRouteOptions> = async (ap
       'x-stability': 'beta',
       params: HoldParams,
       headers: SellingWriteHeaders,
-      body: Type.Optional(Type.Object({}, { additionalProperties: false })),
       response: {
         200: Answer('The hold, released'),
         ...writeErrors,
         409: endConflict('nothing was changed')
       }
     }
-  }, async (request, reply) => answer(reply, await releaseHold(context, request.params.holdId, seller(request), keyOf(request))))
+  }, async (request, reply) => {
+    emptyBody(request.body)
+    return answer(reply, await releaseHold(context, request.params.holdId, seller(request), keyOf(request)))
+  })
+
+  /**
+   * Confirm and release take no content: no body, or `{}` (what many clients send with a POST). Anything else is
+   * refused rather than ignored, so that a client that means something by it learns that nothing reads it.
+   */
+  function emptyBody (body: unknown): void {
+    if (body === undefined || body === null) return
+    if (typeof body === 'object' && !Array.isArray(body) && Object.keys(body).length === 0) return
+    throw new AppError('invalid_request', 'The body must be empty or {}: this operation takes no fields.')
+  }
 
   /** Who asks: every route here is behind the gate, so a key is known. */
   function seller (request: FastifyRequest): Seller {
