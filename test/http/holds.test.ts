@@ -323,6 +323,8 @@ describe('holds over HTTP', () => {
     assert.equal((await read('/v1/inventory', { 'if-none-match': String(plain.headers.etag) })).statusCode, 304)
     const entry = await read('/v1/inventory/1')
     assert.equal(entry.body, '{"petId":1,"quantity":5,"status":"available"}')
+    // A query the entry never read is still ignored, as before the parameter existed.
+    assert.equal((await read('/v1/inventory/1?utm_source=shop')).body, entry.body)
     assert.equal((await read('/v1/inventory/1', { 'if-none-match': String(entry.headers.etag) })).statusCode, 304)
 
     const all = await read('/v1/inventory?include=availability', { 'if-none-match': String(plain.headers.etag) })
