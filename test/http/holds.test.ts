@@ -298,6 +298,8 @@ describe('holds over HTTP', () => {
     assert.equal((await read('/v1/holds?state=active')).json().length, 3)
     assert.equal((await read('/v1/holds?cursor=bm9wZQ')).statusCode, 400)
     assert.equal((await read('/v1/holds?state=gone')).statusCode, 400)
+    assert.equal((await read('/v1/holds?petId=twelve')).statusCode, 400)
+    assert.deepEqual((await read('/v1/holds?petId=9223372036854775807')).json(), [])
   })
 
   test('when a read key places or moves a hold, then it is 403 naming inventory:sell; it may read holds', async (t) => {
