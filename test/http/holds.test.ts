@@ -4,6 +4,7 @@
  * availability the inventory shows, a sale seen by the listing right after the answer, and holds counted by the limit.
  */
 import assert from 'node:assert/strict'
+import { randomUUID } from 'node:crypto'
 import { describe, test, type TestContext } from 'node:test'
 import type { InjectOptions } from 'fastify'
 import { buildApp } from '../../src/app.js'
@@ -13,7 +14,11 @@ import { importData } from '../../src/domain/import.js'
 import type { KeyScope } from '../../src/model.js'
 import type { Store } from '../../src/store/store.js'
 import { auth, pet, testApp } from '../helpers/app.js'
-import { requirePostgres, tempPostgresStore } from '../helpers/postgres.js'
+import { POSTGRES_URL, requirePostgres, tempPostgresStore, tempSchema } from '../helpers/postgres.js'
+import { resilientRedis } from '../helpers/shared-redis.js'
+import { cleanRedis, REDIS_URL, requireRedis, waitReady } from '../ratelimit/redis-env.js'
+import { createRedisClient } from '../../src/ratelimit/redis.js'
+import { PostgresStore } from '../../src/store/postgres-store.js'
 
 const json = { 'content-type': 'application/json' }
 const START = Date.parse('2026-11-22T12:00:00Z')
@@ -293,6 +298,8 @@ describe('holds over HTTP', () => {
     assert.equal((await read('/v1/holds?state=active')).json().length, 3)
     assert.equal((await read('/v1/holds?cursor=bm9wZQ')).statusCode, 400)
     assert.equal((await read('/v1/holds?state=gone')).statusCode, 400)
+    assert.equal((await read('/v1/holds?petId=twelve')).statusCode, 400)
+    assert.deepEqual((await read('/v1/holds?petId=9223372036854775807')).json(), [])
   })
 
   test('when a read key places or moves a hold, then it is 403 naming inventory:sell; it may read holds', async (t) => {
@@ -323,6 +330,8 @@ describe('holds over HTTP', () => {
     assert.equal((await read('/v1/inventory', { 'if-none-match': String(plain.headers.etag) })).statusCode, 304)
     const entry = await read('/v1/inventory/1')
     assert.equal(entry.body, '{"petId":1,"quantity":5,"status":"available"}')
+    // A query the entry never read is still ignored, as before the parameter existed.
+    assert.equal((await read('/v1/inventory/1?utm_source=shop')).body, entry.body)
     assert.equal((await read('/v1/inventory/1', { 'if-none-match': String(entry.headers.etag) })).statusCode, 304)
 
     const all = await read('/v1/inventory?include=availability', { 'if-none-match': String(plain.headers.etag) })
@@ -396,6 +405,47 @@ if (await requirePostgres('holds over HTTP on PostgreSQL')) {
       const late = await write(`/v1/holds/${expiring.json().id}/confirm`, 'pg-5')
       assert.equal(late.statusCode, 409)
       assert.equal(late.json().code, 'hold_not_active')
+    })
+  })
+}
+
+if (await requirePostgres('a confirmation seen by every instance') && await requireRedis('a confirmation seen by every instance')) {
+  describe('a confirmation across instances (PostgreSQL with Redis)', () => {
+    test('when one instance confirms a hold, then a GET that starts after the answer on the other instance shows the sale', async (t) => {
+      const prefix = `test:${randomUUID()}:`
+      t.after(() => cleanRedis(prefix))
+      const schema = await tempSchema(t)
+      const stores = [new PostgresStore(POSTGRES_URL, { schema }), new PostgresStore(POSTGRES_URL, { schema })] as const
+      t.after(() => Promise.all(stores.map((store) => store.close())))
+      await stores[0].schema.migrate()
+      await importData(stores[0], { pets: [pet(1, { quantity: 9 }), pet(2, { quantity: 9 })], orders: [] })
+      const key = await keyOf(stores[0], 'storefront')
+      const clients: Array<ReturnType<typeof createRedisClient>> = []
+      const apps = await Promise.all(stores.map(async (store) => {
+        const client = createRedisClient(REDIS_URL)
+        clients.push(client)
+        t.after(() => client.disconnect())
+        const shared = resilientRedis(client, prefix, { logger: { warn: () => {}, info: () => {} } })
+        t.after(() => shared.limiter.close())
+        // Keys stay cached: the listing's freshness comes from the change signal, not from a store call per GET.
+        const app = await buildApp(loadConfig({ AUTH_CACHE_TTL_MS: '60000' }), { store, logger: false, ...shared })
+        t.after(() => app.close())
+        return app
+      }))
+      await Promise.all(clients.map(waitReady))
+      const [one, two] = apps as [typeof apps[0], typeof apps[0]]
+      const list = async (app: typeof one) => (await app.inject({ method: 'GET', url: '/v1/inventory', headers: auth(key) })).json()
+        .map((e: { petId: number, quantity: number }) => [e.petId, e.quantity])
+      // Both listings are warm before the sales.
+      for (const app of [one, two]) assert.deepEqual(await list(app), [[1, 9], [2, 9]])
+      for (let i = 1; i <= 4; i++) {
+        const [seller, other] = i % 2 === 0 ? [one, two] : [two, one]
+        const hold = await seller.inject({ method: 'POST', url: '/v1/holds', headers: { ...auth(key), ...json, 'idempotency-key': `h-${i}` }, payload: { lines: [{ petId: 2, quantity: 1 }] } })
+        assert.equal(hold.statusCode, 201)
+        const confirmed = await seller.inject({ method: 'POST', url: `/v1/holds/${hold.json().id}/confirm`, headers: { ...auth(key), 'idempotency-key': `c-${i}` } })
+        assert.equal(confirmed.statusCode, 200)
+        assert.deepEqual(await list(other), [[1, 9], [2, 9 - i]], `sale ${i} seen by the other instance`)
+      }
     })
   })
 }

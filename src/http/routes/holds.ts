@@ -20,7 +20,7 @@ import { MAX_HOLD_LINES } from '../../store/selling/types.js'
 import { idempotencyKeyOf } from '../idempotency.js'
 import { BODY_LIMIT_BYTES } from '../limits.js'
 import { cursorRefused, linkNext, NEXT_LINK_FORM } from '../paging.js'
-import { COMMON_ERRORS, ErrorResponse, INVALID_REQUEST, RESPONSE_HEADERS } from '../schemas/common.js'
+import { COMMON_ERRORS, ErrorResponse, INVALID_REQUEST, Int64Text, RESPONSE_HEADERS } from '../schemas/common.js'
 import { answerShortage, KEY_REUSED, REPLAYED_HEADER, SellingConflict, SellingWriteHeaders } from '../schemas/selling.js'
 import type { InventoryListing } from './inventory.js'
 
@@ -154,11 +154,11 @@ export const holdRoutes: FastifyPluginAsyncTypebox<HoldRouteOptions> = async (ap
       tags: ['holds'],
       'x-stability': 'beta',
       querystring: Type.Object({
-        petId: Type.Optional(Type.Unsafe<string>({ type: 'integer', format: 'int64', description: 'Only holds with a line of this pet' })),
+        petId: Type.Optional(Int64Text('Only holds with a line of this pet')),
         reference: Type.Optional(Type.String({ minLength: 1, maxLength: MAX_REFERENCE_LENGTH, description: 'Only holds with this reference' })),
         state: Type.Optional(Type.Enum(HOLD_STATES, { type: 'string', description: 'Only holds in this state now' })),
         limit: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_HOLD_LIMIT, default: DEFAULT_HOLD_LIMIT, description: 'Page size' })),
-        cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 128, description: 'Opaque cursor from a rel="next" link' }))
+        cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'Opaque cursor from a rel="next" link' }))
       }, { additionalProperties: false }),
       response: {
         200: Type.Array(HoldSchema, {
