@@ -109,6 +109,32 @@ describe('holds over HTTP', () => {
     assert.equal(reused.json().code, 'idempotency_key_reused')
   })
 
+  test('when the same key is sent twice at once, then the hold is placed once: the other answer is in flight (409) or the replay', async (t) => {
+    const { write, read } = await shop(t)
+    const body = { lines: [{ petId: 1, quantity: 2 }] }
+    const answers = await Promise.all([write('/v1/holds', body, 'double-click'), write('/v1/holds', body, 'double-click')])
+    const placed = answers.filter((a) => a.statusCode === 201 && a.headers['idempotent-replayed'] === undefined)
+    assert.equal(placed.length, 1, answers.map((a) => a.statusCode).join(' '))
+    for (const other of answers.filter((a) => a !== placed[0])) {
+      assert.ok(other.statusCode === 201 ? other.headers['idempotent-replayed'] === 'true' : other.json().code === 'idempotency_key_in_flight', other.body)
+    }
+    assert.equal((await read('/v1/inventory/1?include=availability')).json().held, 2)
+  })
+
+  test('when the Idempotency-Key is not a key (empty, too long, badly quoted), then it is 400 and nothing is held', async (t) => {
+    const { request, seller, read } = await shop(t)
+    const send = (headers: Record<string, string>) => request({
+      method: 'POST', url: '/v1/holds', headers: { ...auth(seller), ...json, ...headers }, payload: { lines: [{ petId: 1, quantity: 1 }] }
+    })
+    for (const key of ['', 'x'.repeat(256), '"unterminated']) {
+      const res = await send({ 'idempotency-key': key })
+      assert.equal(res.statusCode, 400, JSON.stringify(key).slice(0, 20))
+      assert.equal(res.json().code, 'invalid_request')
+      assert.match(res.json().message, /Idempotency-Key/)
+    }
+    assert.equal((await read('/v1/inventory/1?include=availability')).json().held, 0)
+  })
+
   test('when a line asks for more than is available, then it is 409 insufficient_stock with every short line, and nothing is held', async (t) => {
     const { write, read } = await shop(t)
     await write('/v1/holds', { lines: [{ petId: 1, quantity: 4 }] })
