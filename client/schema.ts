@@ -2692,7 +2692,10 @@ export interface operations {
     listHolds: {
         parameters: {
             query?: {
-                /** @description Only holds with a line of this pet */
+                /**
+                 * @description Only holds with a line of this pet; any int64, exact also above 2^53
+                 * @example 12
+                 */
                 petId?: bigint;
                 /** @description Only holds with this reference */
                 reference?: string;
