@@ -6,6 +6,7 @@
 import { Type, type Static } from 'typebox'
 import { MAX_NAME_LENGTH, MAX_NOTE_LENGTH, MAX_REFERENCE_LENGTH, MAX_URL_LENGTH } from './rules.js'
 import { MAX_ORDER_QUANTITY, MAX_QUANTITY, MAX_QUANTITY_TEXT, ORDER_STATES, ORDER_STATUSES, PET_STATUSES, STOCK_REASONS } from '../model.js'
+import { HOLD_ID_PATTERN } from './selling.js'
 import { SAFE_TEXT_PATTERN, SAFE_TEXT_RULE } from './text.js'
 
 /**
@@ -188,7 +189,7 @@ export const OrderDetail = Type.Object({
   status: OrderState,
   source: Type.Enum(['api', 'import'], { type: 'string', description: '`api`: placed through POST /v1/store/orders; `import`: written by `petstore import` (never moved by the API)' }),
   reference: Type.Union([OrderReference, Type.Null()], { description: 'What the caller named the order by; null when none was sent (and for imported orders)' }),
-  holdId: Type.Union([Type.String({ pattern: '^hold_[A-Za-z0-9_-]{20}$' }), Type.Null()], {
+  holdId: Type.Union([Type.String({ pattern: HOLD_ID_PATTERN }), Type.Null()], {
     description: 'The hold that keeps the order\'s units (it cannot be moved through /v1/holds: 409 `hold_of_order`); null for imported orders'
   }),
   createdAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], { description: 'When the order was placed; null for imported orders' }),
