@@ -202,7 +202,7 @@ export const holdRoutes: FastifyPluginAsyncTypebox<HoldRouteOptions> = async (ap
     }
   }, async (request) => holdJson(await getHold(context, request.params.holdId)))
 
-  const endConflict = (what: string) => SellingConflict(['hold_not_active', 'hold_of_order', 'idempotency_key_in_flight'],
+  const endConflict = (what: string) => ErrorResponse(['hold_not_active', 'hold_of_order', 'idempotency_key_in_flight'],
     `Conflict: the hold is no longer active (confirmed, released or expired), it keeps an order's stock (move the order), or ${KEY_IN_FLIGHT}; ${what}.`)
 
   app.post('/holds/:holdId/extend', {
