@@ -4034,18 +4034,6 @@ export interface operations {
                          * @example 409
                          */
                         status: number;
-                        /** @description With insufficient_stock: every line that asked for more units than there were */
-                        shortages?: {
-                            /**
-                             * Format: int64
-                             * @description The pet of the short line
-                             */
-                            petId: bigint;
-                            /** @description The units the line asked for */
-                            requested: number;
-                            /** @description The units available when the request was decided (for a confirmation or delivery: on hand) */
-                            available: number;
-                        }[];
                     };
                 };
             };
@@ -5038,18 +5026,6 @@ export interface operations {
                          * @example 409
                          */
                         status: number;
-                        /** @description With insufficient_stock: every line that asked for more units than there were */
-                        shortages?: {
-                            /**
-                             * Format: int64
-                             * @description The pet of the short line
-                             */
-                            petId: bigint;
-                            /** @description The units the line asked for */
-                            requested: number;
-                            /** @description The units available when the request was decided (for a confirmation or delivery: on hand) */
-                            available: number;
-                        }[];
                     };
                 };
             };
