@@ -76,12 +76,16 @@ describe('GET /v1/openapi.json', () => {
     const operation = doc.paths['/inventory/changes/stream']?.get
     assert.deepEqual([operation?.operationId, operation?.['x-stability']], ['streamInventoryChanges', 'beta'])
     assert.deepEqual(doc.paths['/inventory/changes/stream'] === undefined ? [] : Object.keys(doc.paths['/inventory/changes/stream']), ['get'], 'no HEAD')
-    assert.deepEqual(operation?.parameters?.map((p) => `${p.in} ${p.name}`).sort(), ['header last-event-id', 'query after'])
+    assert.deepEqual(operation?.parameters?.map((p) => `${p.in} ${p.name}`).sort(), ['header last-event-id', 'query after', 'query types'])
     const ok = operation?.responses['200']
     assert.deepEqual(Object.keys(ok?.content ?? {}), ['text/event-stream'])
-    const data = ok?.content?.['text/event-stream']?.schema.properties ?? {}
-    const change = doc.paths['/inventory/changes']?.get?.responses['200']?.content?.['application/json']?.schema as { items?: { properties?: Record<string, unknown> } } | undefined
-    assert.deepEqual(Object.keys(data), Object.keys(change?.items?.properties ?? {}))
+    type Members = { anyOf?: Array<{ properties?: Record<string, unknown> }> }
+    const data = (ok?.content?.['text/event-stream']?.schema as Members | undefined)?.anyOf ?? []
+    const change = doc.paths['/inventory/changes']?.get?.responses['200']?.content?.['application/json']?.schema as { items?: Members } | undefined
+    const fields = (members: Members['anyOf']) => (members ?? []).map((member) => Object.keys(member.properties ?? {}))
+    assert.deepEqual(fields(data), fields(change?.items?.anyOf), 'each event\'s data is an entry of the feed')
+    assert.ok(fields(data).length === 4 && fields(data)[0]?.includes('cursor') === true && fields(data)[0]?.includes('type') === false,
+      'the first member: a stock change as the feed always showed it, without `type`')
     assert.ok('X-RateLimit-Remaining' in ((ok as { headers?: Record<string, unknown> } | undefined)?.headers ?? {}))
   })
 

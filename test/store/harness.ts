@@ -21,6 +21,11 @@ export interface Harness {
   peer: () => Promise<Store>
   /** How many rows a table holds: what a delete takes with it, which the interface does not show. */
   count: (table: string) => Promise<number>
+  /**
+   * Runs statements on the database directly, as another writer would (rows of another area, written here without
+   * it): SQL both stores read alike, values written into it.
+   */
+  run: (sql: string) => Promise<void>
 }
 
 export type Open = (t: TestContext) => Promise<Harness>
@@ -42,6 +47,15 @@ export const sqliteHarness: Open = async (t) => {
       const db = new Database(path, { readonly: true })
       try {
         return Number(db.prepare(`SELECT count(*) FROM ${table}`).pluck().get())
+      } finally {
+        db.close()
+      }
+    },
+    run: async (sql) => {
+      const db = new Database(path)
+      try {
+        db.pragma('busy_timeout = 5000')
+        db.exec(sql)
       } finally {
         db.close()
       }
@@ -68,6 +82,15 @@ export const postgresHarness: Open = async (t) => {
       try {
         const { rows } = await client.query<{ n: string }>(`SELECT count(*)::text AS n FROM ${table}`)
         return Number(rows[0]?.n)
+      } finally {
+        await client.end()
+      }
+    },
+    run: async (sql) => {
+      const client = new pg.Client({ connectionString: POSTGRES_URL, options: `-c search_path=${schema}` })
+      await client.connect()
+      try {
+        await client.query(sql)
       } finally {
         await client.end()
       }
