@@ -1,8 +1,8 @@
 /**
- * The events of availability (holds placed, confirmed, released, expired; low stock) in the change feed and the change
- * stream, on SQLite and on PostgreSQL: served only to who asks for them (`types`), in commit order among the stock
- * changes, while what today's clients get stays exactly what it was. The event rows are written with SQL, as the
- * selling area writes them (src/store/selling/types.ts).
+ * The events of availability (holds placed, confirmed, released, expired; low stock) in the change feed, the change
+ * stream and webhooks, on SQLite and on PostgreSQL: served only to who asks for them (`types`, a subscription's
+ * `events`), in commit order among the stock changes, while what today's clients get stays exactly what it was. The
+ * event rows are written with SQL, as the selling area writes them (src/store/selling/types.ts).
  */
 import assert from 'node:assert/strict'
 import { get as httpGet, type IncomingMessage } from 'node:http'
@@ -19,6 +19,7 @@ import { auth, newKey, pet } from '../helpers/app.js'
 import { holdEventSql, lowStockSql } from '../helpers/ledger-events.js'
 import { requirePostgres } from '../helpers/postgres.js'
 import { WAIT_TIMEOUT_MS } from '../helpers/wait.js'
+import { receiver, type Receiver } from '../helpers/webhooks.js'
 import { postgresHarness, sqliteHarness, type Open } from '../store/harness.js'
 
 const HOLD = 'hold_AAAAAAAAAAAAAAAAAAAA'
@@ -213,6 +214,43 @@ function eventsContract (name: string, open: Open): void {
       const more = await plain.until(3)
       assert.deepEqual(more.map((event) => (JSON.parse(event.data) as Entry).reason), ['sale', 'arrival', 'arrival'])
       assert.ok(more.every((event) => !('type' in (JSON.parse(event.data) as Entry))))
+    })
+
+    test('when subscriptions name event types, then each endpoint is sent its types only, inventory.changed bodies as they were', async (t) => {
+      const app = await served(t, open, { WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', WEBHOOK_POLL_MS: '20' })
+      const subscribe = async (hook: Receiver, events: string[]): Promise<void> => {
+        const res = await app.app.inject({
+          method: 'POST', url: '/v1/webhooks', headers: { ...auth(app.key), 'content-type': 'application/json' }, payload: { url: hook.url, events }
+        })
+        assert.equal(res.statusCode, 201, res.body)
+        hook.secrets.push(res.json<{ secret: string }>().secret)
+      }
+      const stock = await receiver(t)
+      const holds = await receiver(t)
+      await subscribe(stock, ['inventory.changed'])
+      await subscribe(holds, ['hold.placed', 'hold.released', 'inventory.low_stock'])
+      await sellAndHold(app)
+      await patch(app, 1, { quantity: 12, reason: 'arrival' })
+      await holds.until(() => holds.received.length >= 3)
+      await stock.until(() => stock.received.length >= 2)
+      const feed = (await feedPage(app, `limit=1000&types=${ALL_TYPES}`)).entries.slice(2)
+      // Deliveries may arrive out of order: put them in the feed's.
+      const order = feed.map((entry) => entry.cursor)
+      const byCursor = (hook: Receiver) => [...hook.received].sort((a, b) => order.indexOf(a.event.data.cursor) - order.indexOf(b.event.data.cursor))
+      assert.deepEqual(byCursor(holds).map((r) => r.event.type), ['hold.placed', 'inventory.low_stock', 'hold.released'])
+      for (const delivery of holds.received) {
+        const entry = feed.find((e) => e.cursor === delivery.event.data.cursor) as Entry
+        const { type, ...data } = entry
+        assert.deepEqual(delivery.event, { type, timestamp: AT.toISOString(), data }, 'the envelope names the type; data is the entry without it')
+      }
+      const plain = (await feedPage(app, 'limit=1000')).entries.slice(2)
+      assert.deepEqual(byCursor(stock).map((r) => r.event.data), plain, 'stock changes exactly as the feed shows them')
+      assert.ok(stock.received.every((r) => r.event.type === 'inventory.changed' && !('type' in r.event.data)))
+      // One more stock change reaches the stock endpoint: an event sent to it would have been fanned out before this one.
+      await patch(app, 2, { quantity: 9, reason: 'arrival' })
+      await stock.until(() => stock.received.length >= 3)
+      assert.deepEqual(new Set(stock.received.map((r) => r.event.type)), new Set(['inventory.changed']))
+      assert.equal(holds.received.length, 3, 'no stock change went to the holds endpoint')
     })
   })
 }
