@@ -67,7 +67,7 @@ export interface StockEntry extends InventoryItem {
 
 /** The type of a stock change wherever the service names events (the change feed, the stream, webhooks). */
 export const STOCK_CHANGED = 'inventory.changed'
-/** The events of a hold: placed, and how it ended (docs/adr/0035-availability-events-opt-in.md: served only when asked for). */
+/** The events of a hold: placed, and how it ended (docs/adr/0040-availability-events-opt-in.md: served only when asked for). */
 export const HOLD_EVENTS = ['hold.placed', 'hold.confirmed', 'hold.released', 'hold.expired'] as const
 export type HoldEvent = typeof HOLD_EVENTS[number]
 /** A pet's on-hand quantity fell to or below its reorder point (once per crossing). */

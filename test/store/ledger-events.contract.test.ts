@@ -14,6 +14,7 @@ import { holdEventSql, lowStockSql } from '../helpers/ledger-events.js'
 import { requirePostgres } from '../helpers/postgres.js'
 import { postgresHarness, sqliteHarness, type Open } from './harness.js'
 import { pet, stockChange } from './helpers.js'
+import { newHold } from './selling.contract.js'
 
 const HOLD = 'hold_AAAAAAAAAAAAAAAAAAAA'
 const AT = new Date('2026-11-27T10:00:00.000Z')
@@ -85,6 +86,26 @@ function ledgerEventsContract (name: string, open: Open): void {
         event: 'inventory.low_stock', petId: 2n, quantity: 4, reference: null, holdId: null, held: null, reorderPoint: 4, keyId: null, requestId: null,
         previousQuantity: null, reason: null, note: null, batchId: null, status: null, previousStatus: null, at: AT
       })
+    })
+
+    test('when holds are placed, confirmed and released through the selling area, then the typed feed shows each with what is available after it', async (t) => {
+      const { store } = await open(t)
+      await importData(store, { pets: [pet(1n, { quantity: 10 }), pet(2n, { quantity: 4 })], orders: [] })
+      const head = await store.stock.feedHead()
+      const sold = await store.selling.placeHold(newHold([{ petId: 1n, quantity: 3 }, { petId: 2n, quantity: 1 }], { reference: 'cart 7' }))
+      const kept = await store.selling.placeHold(newHold([{ petId: 1n, quantity: 2 }]))
+      assert.ok(sold.status === 'placed' && kept.status === 'placed')
+      const actor = { quotaId: 'quota_a', keyId: 'key_a', requestId: 'req-2', at: new Date(sold.hold.createdAt.getTime() + 1000), ofOrder: false }
+      assert.equal((await store.selling.endHold({ ...actor, id: sold.hold.id, ending: 'confirmed' })).status, 'ended')
+      assert.equal((await store.selling.endHold({ ...actor, id: kept.hold.id, ending: 'released' })).status, 'ended')
+      const view = (change: FeedChange) => [kind(change), change.petId, change.quantity, change.held, change.holdId === sold.hold.id ? 'sold' : 'kept']
+      assert.deepEqual((await store.stock.listChanges(head, 100, CHANGE_TYPES)).map(view), [
+        ['hold.placed', 1n, 10, 3, 'sold'], ['hold.placed', 2n, 4, 1, 'sold'],
+        ['hold.placed', 1n, 10, 5, 'kept'],
+        ['sale', 1n, 7, null, 'sold'], ['hold.confirmed', 1n, 7, 2, 'sold'], ['sale', 2n, 3, null, 'sold'], ['hold.confirmed', 2n, 3, 0, 'sold'],
+        ['hold.released', 1n, 7, 0, 'kept']
+      ])
+      assert.deepEqual((await store.stock.listChanges(head, 100)).map(kind), ['sale', 'sale'], 'without types: the sales alone')
     })
 
     test('when a pet\'s ledger holds events, then its history shows its stock changes only, and the newest `limit` of them', async (t) => {
