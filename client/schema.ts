@@ -1159,7 +1159,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The API key's scope does not include this operation (a read-only key calling a write); it was counted like any request. Error codes: `insufficient_scope`. */
+            /** @description The API key's scope does not include this operation, which needs `inventory:write`; it was counted like any request. Error codes: `insufficient_scope`. */
             403: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -1699,7 +1699,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The API key's scope does not include this operation (a read-only key calling a write); it was counted like any request. Error codes: `insufficient_scope`. */
+            /** @description The API key's scope does not include this operation, which needs `inventory:write`; it was counted like any request. Error codes: `insufficient_scope`. */
             403: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -2252,7 +2252,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The API key's scope does not include this operation (a read-only key calling a write); it was counted like any request. Error codes: `insufficient_scope`. */
+            /** @description The API key's scope does not include this operation, which needs `inventory:write`; it was counted like any request. Error codes: `insufficient_scope`. */
             403: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -3527,7 +3527,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The API key's scope does not include this operation (a read-only key calling a write); it was counted like any request. Error codes: `insufficient_scope`. */
+            /** @description The API key's scope does not include this operation, which needs `inventory:write`; it was counted like any request. Error codes: `insufficient_scope`. */
             403: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -3844,7 +3844,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The API key's scope does not include this operation (a read-only key calling a write); it was counted like any request. Error codes: `insufficient_scope`. */
+            /** @description The API key's scope does not include this operation, which needs `inventory:write`; it was counted like any request. Error codes: `insufficient_scope`. */
             403: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -4141,7 +4141,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The API key's scope does not include this operation (a read-only key calling a write); it was counted like any request. Error codes: `insufficient_scope`. */
+            /** @description The API key's scope does not include this operation, which needs `inventory:write`; it was counted like any request. Error codes: `insufficient_scope`. */
             403: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -4420,7 +4420,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The API key's scope does not include this operation (a read-only key calling a write); it was counted like any request. Error codes: `insufficient_scope`. */
+            /** @description The API key's scope does not include this operation, which needs `inventory:write`; it was counted like any request. Error codes: `insufficient_scope`. */
             403: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -4770,7 +4770,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The API key's scope does not include this operation (a read-only key calling a write); it was counted like any request. Error codes: `insufficient_scope`. */
+            /** @description The API key's scope does not include this operation, which needs `inventory:write`; it was counted like any request. Error codes: `insufficient_scope`. */
             403: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -5069,7 +5069,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The API key's scope does not include this operation (a read-only key calling a write); it was counted like any request. Error codes: `insufficient_scope`. */
+            /** @description The API key's scope does not include this operation, which needs `inventory:write`; it was counted like any request. Error codes: `insufficient_scope`. */
             403: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -5429,7 +5429,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The API key's scope does not include this operation (a read-only key calling a write); it was counted like any request. Error codes: `insufficient_scope`. */
+            /** @description The API key's scope does not include this operation, which needs `inventory:write`; it was counted like any request. Error codes: `insufficient_scope`. */
             403: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -5753,7 +5753,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The API key's scope does not include this operation (a read-only key calling a write); it was counted like any request. Error codes: `insufficient_scope`. */
+            /** @description The API key's scope does not include this operation, which needs `inventory:write`; it was counted like any request. Error codes: `insufficient_scope`. */
             403: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -6260,7 +6260,7 @@ export interface operations {
                     "application/json": {
                         /** @description The key's plan: free, pro, business or enterprise */
                         plan: string;
-                        /** @description What the key may call: inventory:read, and inventory:write for write keys */
+                        /** @description What the key may call: inventory:read; inventory:sell too for storefront and write keys; inventory:write too for write keys */
                         scopes: string[];
                         minute: {
                             /** @description Requests allowed per minute */
