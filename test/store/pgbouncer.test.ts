@@ -68,7 +68,10 @@ async function throughPgBouncer (bouncer: PgBouncer): Promise<void> {
         await client.end()
       }
     }
-    return { store: open(), peer: async (options) => open(options), rows, count: async (table) => Number((await rows(`SELECT count(*) AS n FROM ${table}`))[0]?.n) }
+    return {
+      store: open(), peer: async (options) => open(options), rows, count: async (table) => Number((await rows(`SELECT count(*) AS n FROM ${table}`))[0]?.n),
+      run: async (sql) => { await rows(sql) }
+    }
   })
 
   describe('PostgresStore through PgBouncer', () => {
