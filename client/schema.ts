@@ -2864,8 +2864,11 @@ export interface operations {
                         expiresAt: string | null;
                         /** @description When it was confirmed, released or expired; null while active */
                         endedAt: string | null;
-                        /** @description The order whose stock it keeps (move the order, not the hold); null for a checkout's hold */
-                        orderId: bigint | null;
+                        /**
+                         * Format: int64
+                         * @description The order whose stock it keeps (move the order, not the hold); left out for a checkout's hold
+                         */
+                        orderId?: bigint;
                     }[];
                 };
             };
@@ -3133,7 +3136,7 @@ export interface operations {
                     RateLimit?: string;
                     /** @description Sent when this answer replays an earlier request with the same Idempotency-Key (same status and body): nothing was applied now */
                     "Idempotent-Replayed"?: "true";
-                    /** @description The hold: /v1/holds/{holdId} */
+                    /** @description The hold, relative to the request URL: `holds/{holdId}` */
                     Location?: string;
                     [name: string]: unknown;
                 };
@@ -3170,8 +3173,11 @@ export interface operations {
                         expiresAt: string | null;
                         /** @description When it was confirmed, released or expired; null while active */
                         endedAt: string | null;
-                        /** @description The order whose stock it keeps (move the order, not the hold); null for a checkout's hold */
-                        orderId: bigint | null;
+                        /**
+                         * Format: int64
+                         * @description The order whose stock it keeps (move the order, not the hold); left out for a checkout's hold
+                         */
+                        orderId?: bigint;
                     };
                 };
             };
@@ -3667,8 +3673,11 @@ export interface operations {
                         expiresAt: string | null;
                         /** @description When it was confirmed, released or expired; null while active */
                         endedAt: string | null;
-                        /** @description The order whose stock it keeps (move the order, not the hold); null for a checkout's hold */
-                        orderId: bigint | null;
+                        /**
+                         * Format: int64
+                         * @description The order whose stock it keeps (move the order, not the hold); left out for a checkout's hold
+                         */
+                        orderId?: bigint;
                     };
                 };
             };
@@ -3958,8 +3967,11 @@ export interface operations {
                         expiresAt: string | null;
                         /** @description When it was confirmed, released or expired; null while active */
                         endedAt: string | null;
-                        /** @description The order whose stock it keeps (move the order, not the hold); null for a checkout's hold */
-                        orderId: bigint | null;
+                        /**
+                         * Format: int64
+                         * @description The order whose stock it keeps (move the order, not the hold); left out for a checkout's hold
+                         */
+                        orderId?: bigint;
                     };
                 };
             };
@@ -4448,8 +4460,11 @@ export interface operations {
                         expiresAt: string | null;
                         /** @description When it was confirmed, released or expired; null while active */
                         endedAt: string | null;
-                        /** @description The order whose stock it keeps (move the order, not the hold); null for a checkout's hold */
-                        orderId: bigint | null;
+                        /**
+                         * Format: int64
+                         * @description The order whose stock it keeps (move the order, not the hold); left out for a checkout's hold
+                         */
+                        orderId?: bigint;
                     };
                 };
             };
@@ -4950,8 +4965,11 @@ export interface operations {
                         expiresAt: string | null;
                         /** @description When it was confirmed, released or expired; null while active */
                         endedAt: string | null;
-                        /** @description The order whose stock it keeps (move the order, not the hold); null for a checkout's hold */
-                        orderId: bigint | null;
+                        /**
+                         * Format: int64
+                         * @description The order whose stock it keeps (move the order, not the hold); left out for a checkout's hold
+                         */
+                        orderId?: bigint;
                     };
                 };
             };
@@ -9070,7 +9088,7 @@ export interface operations {
                     RateLimit?: string;
                     /** @description Sent when this answer replays an earlier request with the same Idempotency-Key (same status and body): nothing was applied now */
                     "Idempotent-Replayed"?: "true";
-                    /** @description The order's address: /v1/store/orders/{id} */
+                    /** @description The order, relative to the request URL: `orders/{orderId}` */
                     Location?: string;
                     [name: string]: unknown;
                 };

@@ -68,7 +68,7 @@ describe('client: orders', () => {
     assert.equal(placed.data.petId, BIG, 'the id stays exact')
     assert.equal(typeof placed.data.id, 'bigint')
     assert.deepEqual([placed.data.status, placed.data.source, placed.data.reference], ['placed', 'api', 'web-7'])
-    assert.equal(placed.headers.get('location'), `/v1/store/orders/${placed.data.id}`)
+    assert.equal(placed.headers.get('location'), `orders/${placed.data.id}`)
     const approved = await client.approveOrder(placed.data.id)
     const delivered = await client.deliverOrder(placed.data.id)
     assert.deepEqual([approved.data.status, delivered.data.status, delivered.data.complete], ['approved', 'delivered', true])

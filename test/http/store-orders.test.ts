@@ -71,7 +71,8 @@ function suite (name: string, makeStore: (t: TestContext) => Promise<Store>): vo
     const placed = await shop.sell('/v1/store/orders', { petId: 1, quantity: 2, shipDate: '2026-12-01T09:00:00Z', reference: 'web-10482' })
     assert.equal(placed.statusCode, 201, placed.body)
     const order = placed.json()
-    assert.equal(placed.headers.location, `/v1/store/orders/${order.id}`)
+    assert.equal(placed.headers.location, `orders/${order.id}`)
+    assert.equal(new URL(placed.headers.location, 'http://x/v1/store/orders').pathname, `/v1/store/orders/${order.id}`)
     assert.match(order.holdId, /^hold_[A-Za-z0-9_-]{20}$/)
     assert.deepEqual({ ...order, id: 0, holdId: '' }, {
       id: 0, petId: 1, quantity: 2, shipDate: '2026-12-01T09:00:00Z', status: 'placed', complete: false,
@@ -225,6 +226,23 @@ function suite (name: string, makeStore: (t: TestContext) => Promise<Store>): vo
     }
     assert.equal((await shop.sell('/v1/store/orders', { petId: 2, quantity: 1 })).statusCode, 409, 'the units are still held')
     assert.equal((await shop.get(`/v1/store/orders/${order.id}`)).json().status, 'placed')
+  })
+
+  test(`${name}: when an order holds stock, then its hold reads back with its orderId and no expiry, alone and in the holds listing`, async (t) => {
+    const shop = await shopOn(t, await makeStore(t))
+    const order = (await shop.sell('/v1/store/orders', { petId: 2, quantity: 2, reference: 'web-6' })).json<{ id: number, holdId: string }>()
+    const checkout = (await shop.sell('/v1/holds', { lines: [{ petId: 1, quantity: 1 }] })).json<{ id: string }>()
+    const hold = await shop.get(`/v1/holds/${order.holdId}`)
+    assert.equal(hold.statusCode, 200, hold.body)
+    assert.deepEqual(hold.json(), {
+      id: order.holdId, state: 'active', lines: [{ petId: 2, quantity: 2 }], reference: 'web-6',
+      createdAt: new Date(T0).toISOString(), expiresAt: null, endedAt: null, orderId: order.id
+    })
+    const listing = await shop.get('/v1/holds')
+    assert.equal(listing.statusCode, 200, listing.body)
+    const holds = listing.json<Array<{ id: string, orderId?: number }>>()
+    assert.deepEqual(holds.map((one) => [one.id, one.orderId]).sort(), [[order.holdId, order.id], [checkout.id, undefined]].sort())
+    assert.equal('orderId' in (holds.find((one) => one.id === checkout.id) as object), false, 'a checkout\'s hold has no orderId')
   })
 
   test(`${name}: when a read key places or moves an order, then it is refused 403 naming inventory:sell`, async (t) => {

@@ -37,7 +37,7 @@ const OrderIdParams = Type.Object({ orderId: Int64Text('The order') })
 const Written = (description: string, extra: Record<string, ReturnType<typeof Type.String>> = {}) =>
   Type.Object(OrderDetail.properties, { additionalProperties: false, description, headers: { ...RESPONSE_HEADERS, ...REPLAYED_HEADER, ...extra } })
 
-const LOCATION = { Location: Type.String({ description: 'The order\'s address: /v1/store/orders/{id}' }) }
+const LOCATION = { Location: Type.String({ description: 'The order, relative to the request URL: `orders/{orderId}`' }) }
 const PAYLOAD_TOO_LARGE = ErrorResponse(['payload_too_large'], 'The body is too large.')
 const UNSUPPORTED_MEDIA_TYPE = ErrorResponse(['unsupported_media_type'], 'The body is not application/json.')
 const KEY_IN_FLIGHT = '`idempotency_key_in_flight`: an earlier request with the same Idempotency-Key is still being processed (retry later; nothing was changed)'
@@ -145,7 +145,7 @@ export const orderRoutes: FastifyPluginAsyncTypebox<OrderRouteOptions> = async (
     try {
       const written = await placeOrder(store, { petId: BigInt(petId), quantity, shipDate: shipDate ?? null, reference: reference ?? null },
         actorOf(request), holds, clock, keyOf(request))
-      reply.code(201).header('Location', `/v1/store/orders/${written.order.id}`)
+      reply.code(201).header('Location', `orders/${written.order.id}`)
       return await answer(reply, written)
     } catch (error) {
       return answerShortage(reply, error)
