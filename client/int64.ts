@@ -10,12 +10,25 @@ export const INT64_PATHS: Readonly<Record<string, Readonly<Record<string, readon
   adjustInventory: {
     '200': [['petId']]
   },
+  approveOrder: {
+    '200': [['id'], ['petId']]
+  },
   batchUpdateInventory: {
     '200': [['entries', '[]', 'petId']],
     '409': [['failures', '[]', 'petId']]
   },
+  cancelOrder: {
+    '200': [['id'], ['petId']]
+  },
+  deliverOrder: {
+    '200': [['id'], ['petId']],
+    '409': [['shortages', '[]', 'petId']]
+  },
   getInventoryItem: {
     '200': [['petId']]
+  },
+  getOrderById: {
+    '200': [['id'], ['petId']]
   },
   getPetById: {
     '200': [['id'], ['category', 'id'], ['tags', '[]', 'id']]
@@ -31,6 +44,10 @@ export const INT64_PATHS: Readonly<Record<string, Readonly<Record<string, readon
   },
   listWebhookDeliveries: {
     '200': [['[]', 'id'], ['[]', 'changeId']]
+  },
+  placeOrder: {
+    '201': [['id'], ['petId']],
+    '409': [['shortages', '[]', 'petId']]
   },
   retryWebhookDelivery: {
     '202': [['id'], ['changeId']]

@@ -245,11 +245,95 @@ export interface paths {
         };
         /**
          * List store orders
-         * @description Orders ordered by id, one page at a time. While more remain, the response carries `Link: <...>; rel="next"`; follow it unchanged to get the next page.
+         * @description Orders ordered by id, one page at a time. While more remain, the response carries `Link: <...>; rel="next"`; follow it unchanged to get the next page. Orders placed through the API are listed too, in the same shape, except cancelled ones (the classic Petstore deleted a cancelled order): GET /v1/store/orders/{orderId} shows every order with its state.
          */
         get: operations["listOrders"];
         put?: never;
+        /**
+         * Place an order: its units are held until it is delivered or cancelled
+         * @description Places an order for `quantity` units of one pet. Its units are held at once (a hold that does not expire, whose id is `holdId`), granted only if that many are available (on hand less what active holds keep), decided in one transaction: two orders for the last unit never both succeed. The hold counts against the key's caps of active holds and held units. Answers 201 with the order (`placed`) and its address in `Location`. Beta: an addition to the specification. Requires an Idempotency-Key (400 without one): a retry with the same key and request is answered what the first request was (same status and body) with `Idempotent-Replayed: true`, and does nothing again; the key with another request is 422 `idempotency_key_reused`.
+         */
+        post: operations["placeOrder"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/store/orders/{orderId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get one store order
+         * @description One order, imported or placed through the API, with its state (cancelled ones too) and what the API adds: `source`, `reference`, `holdId`, `createdAt`, `updatedAt`. Beta: an addition to the specification.
+         */
+        get: operations["getOrderById"];
+        put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/store/orders/{orderId}/approve": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Approve an order
+         * @description Moves a `placed` order to `approved`. Its units stay held. Any other move is 409 `order_state_conflict`, naming the order's state and the moves it allows; imported orders are never moved. Takes no body (or `{}`). Beta: an addition to the specification. Requires an Idempotency-Key (400 without one): a retry with the same key and request is answered what the first request was (same status and body) with `Idempotent-Replayed: true`, and does nothing again; the key with another request is 422 `idempotency_key_reused`.
+         */
+        post: operations["approveOrder"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/store/orders/{orderId}/deliver": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Deliver an order: the sale
+         * @description Moves a `placed` or `approved` order to `delivered` and sets `complete`: its hold is confirmed, and its units leave the stock as a sale (one stock ledger change with reason `sale` and the order's reference), which GET /v1/inventory shows as soon as this answer is sent. When the pet has fewer units on hand than the order (its stock was set below what was held since), 409 `insufficient_stock` with `shortages`, and nothing changes. Any other move is 409 `order_state_conflict`, naming the order's state and the moves it allows; imported orders are never moved. Takes no body (or `{}`). Beta: an addition to the specification. Requires an Idempotency-Key (400 without one): a retry with the same key and request is answered what the first request was (same status and body) with `Idempotent-Replayed: true`, and does nothing again; the key with another request is 422 `idempotency_key_reused`.
+         */
+        post: operations["deliverOrder"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/store/orders/{orderId}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Cancel an order
+         * @description Moves a `placed` or `approved` order to `cancelled`: its hold is released, and its units are available again at once. The classic listing leaves cancelled orders out, as the classic Petstore deleted them; they stay readable here. Any other move is 409 `order_state_conflict`, naming the order's state and the moves it allows; imported orders are never moved. Takes no body (or `{}`). Beta: an addition to the specification. Requires an Idempotency-Key (400 without one): a retry with the same key and request is answered what the first request was (same status and body) with `Idempotent-Replayed: true`, and does nothing again; the key with another request is 422 `idempotency_key_reused`.
+         */
+        post: operations["cancelOrder"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1059,7 +1143,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The API key's scope does not include this operation (a read-only key calling a write); it was counted like any request. Error codes: `insufficient_scope`. */
+            /** @description The API key's scope does not include this operation, which needs `inventory:write`; it was counted like any request. Error codes: `insufficient_scope`. */
             403: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -1599,7 +1683,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The API key's scope does not include this operation (a read-only key calling a write); it was counted like any request. Error codes: `insufficient_scope`. */
+            /** @description The API key's scope does not include this operation, which needs `inventory:write`; it was counted like any request. Error codes: `insufficient_scope`. */
             403: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -2152,7 +2236,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The API key's scope does not include this operation (a read-only key calling a write); it was counted like any request. Error codes: `insufficient_scope`. */
+            /** @description The API key's scope does not include this operation, which needs `inventory:write`; it was counted like any request. Error codes: `insufficient_scope`. */
             403: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -3209,7 +3293,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The API key's scope does not include this operation (a read-only key calling a write); it was counted like any request. Error codes: `insufficient_scope`. */
+            /** @description The API key's scope does not include this operation, which needs `inventory:write`; it was counted like any request. Error codes: `insufficient_scope`. */
             403: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -3526,7 +3610,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The API key's scope does not include this operation (a read-only key calling a write); it was counted like any request. Error codes: `insufficient_scope`. */
+            /** @description The API key's scope does not include this operation, which needs `inventory:write`; it was counted like any request. Error codes: `insufficient_scope`. */
             403: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -3823,7 +3907,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The API key's scope does not include this operation (a read-only key calling a write); it was counted like any request. Error codes: `insufficient_scope`. */
+            /** @description The API key's scope does not include this operation, which needs `inventory:write`; it was counted like any request. Error codes: `insufficient_scope`. */
             403: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -4102,7 +4186,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The API key's scope does not include this operation (a read-only key calling a write); it was counted like any request. Error codes: `insufficient_scope`. */
+            /** @description The API key's scope does not include this operation, which needs `inventory:write`; it was counted like any request. Error codes: `insufficient_scope`. */
             403: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -4452,7 +4536,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The API key's scope does not include this operation (a read-only key calling a write); it was counted like any request. Error codes: `insufficient_scope`. */
+            /** @description The API key's scope does not include this operation, which needs `inventory:write`; it was counted like any request. Error codes: `insufficient_scope`. */
             403: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -4751,7 +4835,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The API key's scope does not include this operation (a read-only key calling a write); it was counted like any request. Error codes: `insufficient_scope`. */
+            /** @description The API key's scope does not include this operation, which needs `inventory:write`; it was counted like any request. Error codes: `insufficient_scope`. */
             403: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -5111,7 +5195,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The API key's scope does not include this operation (a read-only key calling a write); it was counted like any request. Error codes: `insufficient_scope`. */
+            /** @description The API key's scope does not include this operation, which needs `inventory:write`; it was counted like any request. Error codes: `insufficient_scope`. */
             403: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -5435,7 +5519,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The API key's scope does not include this operation (a read-only key calling a write); it was counted like any request. Error codes: `insufficient_scope`. */
+            /** @description The API key's scope does not include this operation, which needs `inventory:write`; it was counted like any request. Error codes: `insufficient_scope`. */
             403: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -5912,6 +5996,2313 @@ export interface operations {
             };
         };
     };
+    placeOrder: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Required on every hold and order write (400 `invalid_request` without it). A key the client makes for this write, 1 to 255 printable ASCII characters (a UUID v4 is a good one), sent bare or as a quoted string. A retry with the same key and the same request is answered what the first one was, with Idempotent-Replayed: true, and applies nothing again. */
+                "idempotency-key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * Format: int64
+                     * @description The pet ordered; it must have a stock entry
+                     */
+                    petId: bigint;
+                    /** @description Units ordered, 1 to 1,000,000,000; held until the order is delivered or cancelled */
+                    quantity: number;
+                    /**
+                     * Format: date-time
+                     * @description When the order ships (RFC 3339); the instant it is placed when not given
+                     */
+                    shipDate?: string;
+                    /**
+                     * @description What the order is in your own terms (your shop's order number): kept with the order, and recorded with its hold's events and its sale in the stock ledger (1 to 128 characters; no control characters, line separators or bidirectional formatting characters, and no unpaired surrogates)
+                     * @example web-10482
+                     */
+                    reference?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The order, placed */
+            201: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Sent when this answer replays an earlier request with the same Idempotency-Key (same status and body): nothing was applied now */
+                    "Idempotent-Replayed"?: "true";
+                    /** @description The order's address: /v1/store/orders/{id} */
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** Format: int64 */
+                        id: bigint;
+                        /** Format: int64 */
+                        petId: bigint;
+                        quantity: number;
+                        /** Format: date-time */
+                        shipDate: string;
+                        /**
+                         * @description The order's state: `placed` (its units are held), `approved`, `delivered` (sold: the units left the stock), or `cancelled` (the hold released; the classic listing leaves cancelled orders out)
+                         * @enum {string}
+                         */
+                        status: "placed" | "approved" | "delivered" | "cancelled";
+                        complete: boolean;
+                        /**
+                         * @description `api`: placed through POST /v1/store/orders; `import`: written by `petstore import` (never moved by the API)
+                         * @enum {string}
+                         */
+                        source: "api" | "import";
+                        /** @description What the caller named the order by; null when none was sent (and for imported orders) */
+                        reference: string | null;
+                        /** @description The hold that keeps the order's units (it cannot be moved through /v1/holds: 409 `hold_of_order`); null for imported orders */
+                        holdId: string | null;
+                        /** @description When the order was placed; null for imported orders */
+                        createdAt: string | null;
+                        /** @description When the order last moved; null for imported orders */
+                        updatedAt: string | null;
+                    };
+                };
+            };
+            /** @description The request has invalid parameters or body. Error codes: `invalid_request`. */
+            400: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "invalid_request";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 400
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Missing, malformed, unknown, revoked or expired API key. Error codes: `unauthorized`. */
+            401: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Bearer challenge (RFC 6750), e.g. Bearer realm="petstore", error="invalid_token" */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "unauthorized";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 401
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The API key's scope does not include this operation, which needs `inventory:sell`; it was counted like any request. Error codes: `insufficient_scope`. */
+            403: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description RFC 6750 section 3.1: Bearer realm="petstore", error="insufficient_scope", scope="inventory:sell" */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "insufficient_scope";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 403
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The pet has no stock entry; nothing was held. Error codes: `not_found`. */
+            404: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "not_found";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 404
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Nothing was held: fewer units are available than ordered (`insufficient_stock`, with `shortages` saying how many are), the key's quota holds as many holds or units as it may (`hold_limit_reached`), or `idempotency_key_in_flight`: an earlier request with the same Idempotency-Key is still being processed (retry later; nothing was changed). Error codes: `insufficient_stock`, `hold_limit_reached`, `idempotency_key_in_flight`. */
+            409: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "insufficient_stock" | "hold_limit_reached" | "idempotency_key_in_flight";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 409
+                         */
+                        status: number;
+                        /** @description With insufficient_stock: every line that asked for more units than there were */
+                        shortages?: {
+                            /**
+                             * Format: int64
+                             * @description The pet of the short line
+                             */
+                            petId: bigint;
+                            /** @description The units the line asked for */
+                            requested: number;
+                            /** @description The units available when the request was decided (for a confirmation or delivery: on hand) */
+                            available: number;
+                        }[];
+                    };
+                };
+            };
+            /** @description The body is too large. Error codes: `payload_too_large`. */
+            413: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "payload_too_large";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 413
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The request URL (path and query) is longer than 2048 characters. Error codes: `uri_too_long`. */
+            414: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "uri_too_long";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 414
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The body is not application/json. Error codes: `unsupported_media_type`. */
+            415: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "unsupported_media_type";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 415
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The Idempotency-Key was used for a different request (operation, target or body) within its retention; nothing was changed. Error codes: `idempotency_key_reused`. */
+            422: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "idempotency_key_reused";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 422
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Rate limit exceeded (the X-RateLimit-* fields describe the violated window), or the key is temporarily banned for sending requests after 429. Error codes: `rate_limited`, `key_banned`. */
+            429: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Seconds until the violated window admits again, or until the ban ends */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "rate_limited" | "key_banned";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 429
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Unexpected server error; the body never carries internals. Error codes: `internal_error`. */
+            500: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "internal_error";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 500
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The store cannot be reached right now. Error codes: `service_unavailable`. */
+            503: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "service_unavailable";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 503
+                         */
+                        status: number;
+                    };
+                };
+            };
+        };
+    };
+    getOrderById: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The order; any int64, exact also above 2^53
+                 * @example 12
+                 */
+                orderId: bigint;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The order */
+            200: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** Format: int64 */
+                        id: bigint;
+                        /** Format: int64 */
+                        petId: bigint;
+                        quantity: number;
+                        /** Format: date-time */
+                        shipDate: string;
+                        /**
+                         * @description The order's state: `placed` (its units are held), `approved`, `delivered` (sold: the units left the stock), or `cancelled` (the hold released; the classic listing leaves cancelled orders out)
+                         * @enum {string}
+                         */
+                        status: "placed" | "approved" | "delivered" | "cancelled";
+                        complete: boolean;
+                        /**
+                         * @description `api`: placed through POST /v1/store/orders; `import`: written by `petstore import` (never moved by the API)
+                         * @enum {string}
+                         */
+                        source: "api" | "import";
+                        /** @description What the caller named the order by; null when none was sent (and for imported orders) */
+                        reference: string | null;
+                        /** @description The hold that keeps the order's units (it cannot be moved through /v1/holds: 409 `hold_of_order`); null for imported orders */
+                        holdId: string | null;
+                        /** @description When the order was placed; null for imported orders */
+                        createdAt: string | null;
+                        /** @description When the order last moved; null for imported orders */
+                        updatedAt: string | null;
+                    };
+                };
+            };
+            /** @description The request has invalid parameters or body. Error codes: `invalid_request`. */
+            400: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "invalid_request";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 400
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Missing, malformed, unknown, revoked or expired API key. Error codes: `unauthorized`. */
+            401: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Bearer challenge (RFC 6750), e.g. Bearer realm="petstore", error="invalid_token" */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "unauthorized";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 401
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The requested resource could not be found. Error codes: `not_found`. */
+            404: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "not_found";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 404
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The request URL (path and query) is longer than 2048 characters. Error codes: `uri_too_long`. */
+            414: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "uri_too_long";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 414
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Rate limit exceeded (the X-RateLimit-* fields describe the violated window), or the key is temporarily banned for sending requests after 429. Error codes: `rate_limited`, `key_banned`. */
+            429: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Seconds until the violated window admits again, or until the ban ends */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "rate_limited" | "key_banned";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 429
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Unexpected server error; the body never carries internals. Error codes: `internal_error`. */
+            500: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "internal_error";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 500
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The store cannot be reached right now. Error codes: `service_unavailable`. */
+            503: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "service_unavailable";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 503
+                         */
+                        status: number;
+                    };
+                };
+            };
+        };
+    };
+    approveOrder: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Required on every hold and order write (400 `invalid_request` without it). A key the client makes for this write, 1 to 255 printable ASCII characters (a UUID v4 is a good one), sent bare or as a quoted string. A retry with the same key and the same request is answered what the first one was, with Idempotent-Replayed: true, and applies nothing again. */
+                "idempotency-key"?: string;
+            };
+            path: {
+                /**
+                 * @description The order; any int64, exact also above 2^53
+                 * @example 12
+                 */
+                orderId: bigint;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
+        responses: {
+            /** @description The order, approved */
+            200: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Sent when this answer replays an earlier request with the same Idempotency-Key (same status and body): nothing was applied now */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** Format: int64 */
+                        id: bigint;
+                        /** Format: int64 */
+                        petId: bigint;
+                        quantity: number;
+                        /** Format: date-time */
+                        shipDate: string;
+                        /**
+                         * @description The order's state: `placed` (its units are held), `approved`, `delivered` (sold: the units left the stock), or `cancelled` (the hold released; the classic listing leaves cancelled orders out)
+                         * @enum {string}
+                         */
+                        status: "placed" | "approved" | "delivered" | "cancelled";
+                        complete: boolean;
+                        /**
+                         * @description `api`: placed through POST /v1/store/orders; `import`: written by `petstore import` (never moved by the API)
+                         * @enum {string}
+                         */
+                        source: "api" | "import";
+                        /** @description What the caller named the order by; null when none was sent (and for imported orders) */
+                        reference: string | null;
+                        /** @description The hold that keeps the order's units (it cannot be moved through /v1/holds: 409 `hold_of_order`); null for imported orders */
+                        holdId: string | null;
+                        /** @description When the order was placed; null for imported orders */
+                        createdAt: string | null;
+                        /** @description When the order last moved; null for imported orders */
+                        updatedAt: string | null;
+                    };
+                };
+            };
+            /** @description The request has invalid parameters or body. Error codes: `invalid_request`. */
+            400: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "invalid_request";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 400
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Missing, malformed, unknown, revoked or expired API key. Error codes: `unauthorized`. */
+            401: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Bearer challenge (RFC 6750), e.g. Bearer realm="petstore", error="invalid_token" */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "unauthorized";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 401
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The API key's scope does not include this operation, which needs `inventory:sell`; it was counted like any request. Error codes: `insufficient_scope`. */
+            403: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description RFC 6750 section 3.1: Bearer realm="petstore", error="insufficient_scope", scope="inventory:sell" */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "insufficient_scope";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 403
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The requested resource could not be found. Error codes: `not_found`. */
+            404: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "not_found";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 404
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Nothing was changed: the order is not `placed` (or was imported: the API moves only the orders it placed), or `idempotency_key_in_flight`: an earlier request with the same Idempotency-Key is still being processed (retry later; nothing was changed). Error codes: `order_state_conflict`, `idempotency_key_in_flight`. */
+            409: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "order_state_conflict" | "idempotency_key_in_flight";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 409
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The body is too large. Error codes: `payload_too_large`. */
+            413: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "payload_too_large";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 413
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The request URL (path and query) is longer than 2048 characters. Error codes: `uri_too_long`. */
+            414: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "uri_too_long";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 414
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The body is not application/json. Error codes: `unsupported_media_type`. */
+            415: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "unsupported_media_type";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 415
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The Idempotency-Key was used for a different request (operation, target or body) within its retention; nothing was changed. Error codes: `idempotency_key_reused`. */
+            422: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "idempotency_key_reused";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 422
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Rate limit exceeded (the X-RateLimit-* fields describe the violated window), or the key is temporarily banned for sending requests after 429. Error codes: `rate_limited`, `key_banned`. */
+            429: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Seconds until the violated window admits again, or until the ban ends */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "rate_limited" | "key_banned";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 429
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Unexpected server error; the body never carries internals. Error codes: `internal_error`. */
+            500: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "internal_error";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 500
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The store cannot be reached right now. Error codes: `service_unavailable`. */
+            503: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "service_unavailable";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 503
+                         */
+                        status: number;
+                    };
+                };
+            };
+        };
+    };
+    deliverOrder: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Required on every hold and order write (400 `invalid_request` without it). A key the client makes for this write, 1 to 255 printable ASCII characters (a UUID v4 is a good one), sent bare or as a quoted string. A retry with the same key and the same request is answered what the first one was, with Idempotent-Replayed: true, and applies nothing again. */
+                "idempotency-key"?: string;
+            };
+            path: {
+                /**
+                 * @description The order; any int64, exact also above 2^53
+                 * @example 12
+                 */
+                orderId: bigint;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
+        responses: {
+            /** @description The order, delivered */
+            200: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Sent when this answer replays an earlier request with the same Idempotency-Key (same status and body): nothing was applied now */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** Format: int64 */
+                        id: bigint;
+                        /** Format: int64 */
+                        petId: bigint;
+                        quantity: number;
+                        /** Format: date-time */
+                        shipDate: string;
+                        /**
+                         * @description The order's state: `placed` (its units are held), `approved`, `delivered` (sold: the units left the stock), or `cancelled` (the hold released; the classic listing leaves cancelled orders out)
+                         * @enum {string}
+                         */
+                        status: "placed" | "approved" | "delivered" | "cancelled";
+                        complete: boolean;
+                        /**
+                         * @description `api`: placed through POST /v1/store/orders; `import`: written by `petstore import` (never moved by the API)
+                         * @enum {string}
+                         */
+                        source: "api" | "import";
+                        /** @description What the caller named the order by; null when none was sent (and for imported orders) */
+                        reference: string | null;
+                        /** @description The hold that keeps the order's units (it cannot be moved through /v1/holds: 409 `hold_of_order`); null for imported orders */
+                        holdId: string | null;
+                        /** @description When the order was placed; null for imported orders */
+                        createdAt: string | null;
+                        /** @description When the order last moved; null for imported orders */
+                        updatedAt: string | null;
+                    };
+                };
+            };
+            /** @description The request has invalid parameters or body. Error codes: `invalid_request`. */
+            400: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "invalid_request";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 400
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Missing, malformed, unknown, revoked or expired API key. Error codes: `unauthorized`. */
+            401: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Bearer challenge (RFC 6750), e.g. Bearer realm="petstore", error="invalid_token" */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "unauthorized";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 401
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The API key's scope does not include this operation, which needs `inventory:sell`; it was counted like any request. Error codes: `insufficient_scope`. */
+            403: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description RFC 6750 section 3.1: Bearer realm="petstore", error="insufficient_scope", scope="inventory:sell" */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "insufficient_scope";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 403
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The requested resource could not be found. Error codes: `not_found`. */
+            404: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "not_found";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 404
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Nothing was changed: the order is `delivered` or `cancelled` (or was imported), or the pet has fewer units on hand than the order (with `shortages`), or `idempotency_key_in_flight`: an earlier request with the same Idempotency-Key is still being processed (retry later; nothing was changed). Error codes: `order_state_conflict`, `insufficient_stock`, `idempotency_key_in_flight`. */
+            409: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "order_state_conflict" | "insufficient_stock" | "idempotency_key_in_flight";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 409
+                         */
+                        status: number;
+                        /** @description With insufficient_stock: every line that asked for more units than there were */
+                        shortages?: {
+                            /**
+                             * Format: int64
+                             * @description The pet of the short line
+                             */
+                            petId: bigint;
+                            /** @description The units the line asked for */
+                            requested: number;
+                            /** @description The units available when the request was decided (for a confirmation or delivery: on hand) */
+                            available: number;
+                        }[];
+                    };
+                };
+            };
+            /** @description The body is too large. Error codes: `payload_too_large`. */
+            413: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "payload_too_large";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 413
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The request URL (path and query) is longer than 2048 characters. Error codes: `uri_too_long`. */
+            414: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "uri_too_long";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 414
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The body is not application/json. Error codes: `unsupported_media_type`. */
+            415: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "unsupported_media_type";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 415
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The Idempotency-Key was used for a different request (operation, target or body) within its retention; nothing was changed. Error codes: `idempotency_key_reused`. */
+            422: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "idempotency_key_reused";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 422
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Rate limit exceeded (the X-RateLimit-* fields describe the violated window), or the key is temporarily banned for sending requests after 429. Error codes: `rate_limited`, `key_banned`. */
+            429: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Seconds until the violated window admits again, or until the ban ends */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "rate_limited" | "key_banned";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 429
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Unexpected server error; the body never carries internals. Error codes: `internal_error`. */
+            500: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "internal_error";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 500
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The store cannot be reached right now. Error codes: `service_unavailable`. */
+            503: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "service_unavailable";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 503
+                         */
+                        status: number;
+                    };
+                };
+            };
+        };
+    };
+    cancelOrder: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Required on every hold and order write (400 `invalid_request` without it). A key the client makes for this write, 1 to 255 printable ASCII characters (a UUID v4 is a good one), sent bare or as a quoted string. A retry with the same key and the same request is answered what the first one was, with Idempotent-Replayed: true, and applies nothing again. */
+                "idempotency-key"?: string;
+            };
+            path: {
+                /**
+                 * @description The order; any int64, exact also above 2^53
+                 * @example 12
+                 */
+                orderId: bigint;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
+        responses: {
+            /** @description The order, cancelled */
+            200: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Sent when this answer replays an earlier request with the same Idempotency-Key (same status and body): nothing was applied now */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** Format: int64 */
+                        id: bigint;
+                        /** Format: int64 */
+                        petId: bigint;
+                        quantity: number;
+                        /** Format: date-time */
+                        shipDate: string;
+                        /**
+                         * @description The order's state: `placed` (its units are held), `approved`, `delivered` (sold: the units left the stock), or `cancelled` (the hold released; the classic listing leaves cancelled orders out)
+                         * @enum {string}
+                         */
+                        status: "placed" | "approved" | "delivered" | "cancelled";
+                        complete: boolean;
+                        /**
+                         * @description `api`: placed through POST /v1/store/orders; `import`: written by `petstore import` (never moved by the API)
+                         * @enum {string}
+                         */
+                        source: "api" | "import";
+                        /** @description What the caller named the order by; null when none was sent (and for imported orders) */
+                        reference: string | null;
+                        /** @description The hold that keeps the order's units (it cannot be moved through /v1/holds: 409 `hold_of_order`); null for imported orders */
+                        holdId: string | null;
+                        /** @description When the order was placed; null for imported orders */
+                        createdAt: string | null;
+                        /** @description When the order last moved; null for imported orders */
+                        updatedAt: string | null;
+                    };
+                };
+            };
+            /** @description The request has invalid parameters or body. Error codes: `invalid_request`. */
+            400: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "invalid_request";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 400
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Missing, malformed, unknown, revoked or expired API key. Error codes: `unauthorized`. */
+            401: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Bearer challenge (RFC 6750), e.g. Bearer realm="petstore", error="invalid_token" */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "unauthorized";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 401
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The API key's scope does not include this operation, which needs `inventory:sell`; it was counted like any request. Error codes: `insufficient_scope`. */
+            403: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description RFC 6750 section 3.1: Bearer realm="petstore", error="insufficient_scope", scope="inventory:sell" */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "insufficient_scope";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 403
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The requested resource could not be found. Error codes: `not_found`. */
+            404: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "not_found";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 404
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Nothing was changed: the order is `delivered` or `cancelled` (or was imported), or `idempotency_key_in_flight`: an earlier request with the same Idempotency-Key is still being processed (retry later; nothing was changed). Error codes: `order_state_conflict`, `idempotency_key_in_flight`. */
+            409: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "order_state_conflict" | "idempotency_key_in_flight";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 409
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The body is too large. Error codes: `payload_too_large`. */
+            413: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "payload_too_large";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 413
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The request URL (path and query) is longer than 2048 characters. Error codes: `uri_too_long`. */
+            414: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "uri_too_long";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 414
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The body is not application/json. Error codes: `unsupported_media_type`. */
+            415: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "unsupported_media_type";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 415
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The Idempotency-Key was used for a different request (operation, target or body) within its retention; nothing was changed. Error codes: `idempotency_key_reused`. */
+            422: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "idempotency_key_reused";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 422
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Rate limit exceeded (the X-RateLimit-* fields describe the violated window), or the key is temporarily banned for sending requests after 429. Error codes: `rate_limited`, `key_banned`. */
+            429: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Seconds until the violated window admits again, or until the ban ends */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "rate_limited" | "key_banned";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 429
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Unexpected server error; the body never carries internals. Error codes: `internal_error`. */
+            500: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "internal_error";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 500
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The store cannot be reached right now. Error codes: `service_unavailable`. */
+            503: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "service_unavailable";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 503
+                         */
+                        status: number;
+                    };
+                };
+            };
+        };
+    };
     getRateLimit: {
         parameters: {
             query?: never;
@@ -5942,7 +8333,7 @@ export interface operations {
                     "application/json": {
                         /** @description The key's plan: free, pro, business or enterprise */
                         plan: string;
-                        /** @description What the key may call: inventory:read, and inventory:write for write keys */
+                        /** @description What the key may call: inventory:read; inventory:sell too for storefront and write keys; inventory:write too for write keys */
                         scopes: string[];
                         minute: {
                             /** @description Requests allowed per minute */

@@ -195,7 +195,7 @@ for (const [limiterName, makeLimiter] of limiters) {
       assert.equal(res.statusCode, 200)
       const body = res.json()
       assert.equal(body.bannedUntil, until.toISOString())
-      assert.deepEqual(body.scopes, ['inventory:read', 'inventory:write'])
+      assert.deepEqual(body.scopes, ['inventory:read', 'inventory:sell', 'inventory:write'])
       assert.equal(body.plan, 'pro')
       assert.equal(body.minute.remaining, 0)
       assert.equal(body.minute.reset, until.getTime() / 1000)
@@ -272,6 +272,11 @@ describe('keys over HTTP: last use and the document', () => {
       listInventoryChanges: ['inventory:read'],
       streamInventoryChanges: ['inventory:read'],
       listOrders: ['inventory:read'],
+      placeOrder: ['inventory:sell'],
+      getOrderById: ['inventory:read'],
+      approveOrder: ['inventory:sell'],
+      deliverOrder: ['inventory:sell'],
+      cancelOrder: ['inventory:sell'],
       getRateLimit: ['inventory:read'],
       getPetById: ['inventory:read'],
       createWebhook: ['inventory:write'],
@@ -283,8 +288,8 @@ describe('keys over HTTP: last use and the document', () => {
       listWebhookDeliveries: ['inventory:write'],
       retryWebhookDelivery: ['inventory:write']
     })
-    assert.deepEqual(forbidden.sort(), ['adjustInventory', 'batchUpdateInventory', 'createWebhook', 'deleteWebhook', 'getWebhook', 'listWebhookDeliveries',
-      'listWebhooks', 'retryWebhookDelivery', 'rotateWebhookSecret', 'updateInventory', 'updateWebhook'])
+    assert.deepEqual(forbidden.sort(), ['adjustInventory', 'approveOrder', 'batchUpdateInventory', 'cancelOrder', 'createWebhook', 'deleteWebhook', 'deliverOrder',
+      'getWebhook', 'listWebhookDeliveries', 'listWebhooks', 'placeOrder', 'retryWebhookDelivery', 'rotateWebhookSecret', 'updateInventory', 'updateWebhook'])
   })
 })
 

@@ -37,13 +37,17 @@ describe('GET /v1/openapi.json', () => {
   test('when read, then it lists the four operations of the spec, the entry lookup, adjustments, batches, the change feed, the key\'s rate limit, and nothing internal', async (t) => {
     const doc = await document(t)
     assert.deepEqual(Object.keys(doc.paths).sort(),
-      ['/inventory', '/inventory/batch', '/inventory/changes', '/inventory/changes/stream', '/inventory/{petId}', '/inventory/{petId}/adjustments', '/pets/{petId}', '/rate_limit',
-        '/store/orders', '/webhooks', '/webhooks/{webhookId}', '/webhooks/{webhookId}/deliveries', '/webhooks/{webhookId}/deliveries/{deliveryId}/retry',
+      ['/holds', '/holds/{holdId}', '/holds/{holdId}/confirm', '/holds/{holdId}/extend', '/holds/{holdId}/release',
+        '/inventory', '/inventory/batch', '/inventory/changes', '/inventory/changes/stream', '/inventory/{petId}', '/inventory/{petId}/adjustments', '/pets/{petId}', '/rate_limit',
+        '/store/orders', '/store/orders/{orderId}', '/store/orders/{orderId}/approve', '/store/orders/{orderId}/cancel', '/store/orders/{orderId}/deliver',
+        '/webhooks', '/webhooks/{webhookId}', '/webhooks/{webhookId}/deliveries', '/webhooks/{webhookId}/deliveries/{deliveryId}/retry',
         '/webhooks/{webhookId}/secret'])
     const webhookOperations = [['/webhooks', 'post', 'createWebhook'], ['/webhooks', 'get', 'listWebhooks'], ['/webhooks/{webhookId}', 'get', 'getWebhook'],
       ['/webhooks/{webhookId}', 'patch', 'updateWebhook'], ['/webhooks/{webhookId}', 'delete', 'deleteWebhook'], ['/webhooks/{webhookId}/secret', 'post', 'rotateWebhookSecret'],
       ['/webhooks/{webhookId}/deliveries', 'get', 'listWebhookDeliveries'], ['/webhooks/{webhookId}/deliveries/{deliveryId}/retry', 'post', 'retryWebhookDelivery']] as const
-    for (const [path, method, operationId] of webhookOperations) {
+    const holdOperations = [['/holds', 'post', 'placeHold'], ['/holds', 'get', 'listHolds'], ['/holds/{holdId}', 'get', 'getHold'],
+      ['/holds/{holdId}/extend', 'post', 'extendHold'], ['/holds/{holdId}/confirm', 'post', 'confirmHold'], ['/holds/{holdId}/release', 'post', 'releaseHold']] as const
+    for (const [path, method, operationId] of [...webhookOperations, ...holdOperations]) {
       const operation = (doc.paths[path] as Record<string, { operationId?: string, 'x-stability'?: string } | undefined> | undefined)?.[method]
       assert.deepEqual([operation?.operationId, operation?.['x-stability']], [operationId, 'beta'], `${method} ${path}`)
     }
@@ -97,7 +101,7 @@ describe('GET /v1/openapi.json', () => {
     assert.deepEqual(doc.components.securitySchemes.bearerAuth, {
       type: 'http',
       scheme: 'bearer',
-      description: 'An API key (psk_live_... or psk_test_...). Each operation names the scope it needs: inventory:read (any key) or inventory:write (keys of scope write).'
+      description: 'An API key (psk_live_... or psk_test_...). Each operation names the scope it needs: inventory:read (any key), inventory:sell (keys of scope storefront or write: holds and orders) or inventory:write (keys of scope write: stock and webhooks).'
     })
     assert.deepEqual(doc.security, [{ bearerAuth: [] }])
     for (const operations of Object.values(doc.paths as Record<string, Record<string, { security?: unknown }>>)) {

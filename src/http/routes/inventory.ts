@@ -169,28 +169,60 @@ function sendListing (reply: FastifyReply, view: InventoryView): void {
   reply.header('ETag', view.etag).header('Content-Length', view.length).send(listingBody(view) as never)
 }
 
+/**
+ * The listing GET /v1/inventory serves from memory, and what every write that changes stock tells before it answers:
+ * the listing itself, this instance's pushers, and every instance (the change signal). One per app, shared by the
+ * routes that change stock (the stock writes here, a hold's confirmation, an order's delivery), so a GET that starts
+ * after any of their answers, on any instance, sees the change.
+ */
+export interface InventoryListing {
+  readonly cache: InventoryCache
+  /** Tells of entries a write changed (with the version and feed place the store told, where it told them). */
+  written (entries: readonly StockEntry[], made: { version?: bigint | undefined, feed?: FeedPlace | undefined }): Promise<void>
+  close (): void
+}
+
+export interface InventoryListingOptions {
+  store: { readonly stock: StockStore }
+  /** Tells every instance of an acknowledged change, and what this one has seen of theirs (signal freshness); absent without one. */
+  changes?: ChangeSignal
+  /** Tells this instance's pushers (webhooks, streams) that a change committed here, so they need not wait for their poll. */
+  committed?: () => void
+}
+
+/** The app's inventory listing (see InventoryListing). */
+export function inventoryListing ({ store, changes, committed }: InventoryListingOptions): InventoryListing {
+  // The same schema as the 200 response, compiled once: the cached bytes are what Fastify would have sent.
+  const serialize = fastJson(InventoryList)
+  const cache = new InventoryCache({ store, serialize: (items) => serialize(items), ...(changes === undefined ? {} : { watch: changes.watch }) })
+  return {
+    cache,
+    async written (entries, made) {
+      cache.applied(entries, made.version, made.feed)
+      committed?.()
+      await changes?.announce()
+    },
+    close: () => { cache.close() }
+  }
+}
+
 export interface InventoryRouteOptions {
   store: { readonly stock: StockStore }
   clock: () => number
   /** The idempotency keys of stock writes (their records live in the store). */
   idempotency: IdempotencyKeys
-  /** Tells every instance of an acknowledged change, and what this one has seen of theirs (signal freshness); absent without one. */
-  changes?: ChangeSignal
-  /** Tells this instance's pushers (webhooks, streams) that a change committed here, so they need not wait for their poll. */
-  committed?: () => void
+  /** The listing the app serves and its writes tell (its owner closes it). */
+  listing: InventoryListing
   /** Charges the caller for what an operation is worth beyond one request (src/http/plugins/access.ts chargeMore). */
   chargeMore: (request: FastifyRequest, reply: FastifyReply, extra: number, what: string) => Promise<void>
 }
 
-export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> = async (app, { store, clock, idempotency, changes, committed, chargeMore }) => {
+export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> = async (app, { store, clock, idempotency, listing, chargeMore }) => {
   const keyedWrites = ` With an Idempotency-Key a retry is safe: the same key with the same request within ${retention(idempotency.ttlSeconds)} ` +
     'is answered what the first request was, with `Idempotent-Replayed: true`, and applies nothing again (a replay counts ' +
     'against the rate limit); the key with another request is 422 `idempotency_key_reused`, and while the first request ' +
     'is still processed, 409 `idempotency_key_in_flight`. Only a change that applied is recorded.'
-  // The same schema as the 200 response, compiled once: the cached bytes are what Fastify would have sent.
-  const serialize = fastJson(InventoryList)
-  const cache = new InventoryCache({ store, serialize: (items) => serialize(items), ...(changes === undefined ? {} : { watch: changes.watch }) })
-  app.addHook('onClose', async () => { cache.close() })
+  const { cache } = listing
   const paged = (query: unknown): boolean => {
     const q = query as { limit?: unknown, cursor?: unknown } | undefined
     return q?.limit !== undefined || q?.cursor !== undefined
@@ -427,8 +459,6 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
       reply.header('Idempotent-Replayed', 'true')
       return
     }
-    cache.applied(entries, made.version, made.feed)
-    committed?.()
-    await changes?.announce()
+    await listing.written(entries, made)
   }
 }

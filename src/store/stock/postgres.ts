@@ -246,9 +246,10 @@ export class PostgresStock implements StockStore {
     return rows.map((row) => ({ ...toLedgerEntry(row), position: { order: row.position, id: row.id }, epoch: row.epoch }))
   }
 
+  /** Stock changes only: the rows of events (holds placed, ended; low stock) change no count and are left out. */
   async stockHistory (petId: bigint, limit: number): Promise<LedgerEntry[]> {
     const { rows } = await this.#db.query<LedgerRow>(
-      `SELECT * FROM (SELECT ${LEDGER_COLUMNS} FROM stock_ledger l WHERE l.pet_id = $1 ORDER BY l.id DESC LIMIT $2) newest ORDER BY id`, [petId, limit])
+      `SELECT * FROM (SELECT ${LEDGER_COLUMNS} FROM stock_ledger l WHERE l.pet_id = $1 AND l.event IS NULL ORDER BY l.id DESC LIMIT $2) newest ORDER BY id`, [petId, limit])
     return rows.map(toLedgerEntry)
   }
 
