@@ -20,9 +20,20 @@ export const INT64_PATHS: Readonly<Record<string, Readonly<Record<string, readon
   cancelOrder: {
     '200': [['id'], ['petId']]
   },
+  confirmHold: {
+    '200': [['lines', '[]', 'petId'], ['orderId']],
+    '409': [['shortages', '[]', 'petId']]
+  },
   deliverOrder: {
     '200': [['id'], ['petId']],
     '409': [['shortages', '[]', 'petId']]
+  },
+  extendHold: {
+    '200': [['lines', '[]', 'petId'], ['orderId']],
+    '409': [['shortages', '[]', 'petId']]
+  },
+  getHold: {
+    '200': [['lines', '[]', 'petId'], ['orderId']]
   },
   getInventoryItem: {
     '200': [['petId']]
@@ -32,6 +43,9 @@ export const INT64_PATHS: Readonly<Record<string, Readonly<Record<string, readon
   },
   getPetById: {
     '200': [['id'], ['category', 'id'], ['tags', '[]', 'id']]
+  },
+  listHolds: {
+    '200': [['[]', 'lines', '[]', 'petId'], ['[]', 'orderId']]
   },
   listInventory: {
     '200': [['[]', 'petId']]
@@ -45,8 +59,16 @@ export const INT64_PATHS: Readonly<Record<string, Readonly<Record<string, readon
   listWebhookDeliveries: {
     '200': [['[]', 'id'], ['[]', 'changeId']]
   },
+  placeHold: {
+    '201': [['lines', '[]', 'petId'], ['orderId']],
+    '409': [['shortages', '[]', 'petId']]
+  },
   placeOrder: {
     '201': [['id'], ['petId']],
+    '409': [['shortages', '[]', 'petId']]
+  },
+  releaseHold: {
+    '200': [['lines', '[]', 'petId'], ['orderId']],
     '409': [['shortages', '[]', 'petId']]
   },
   retryWebhookDelivery: {

@@ -8,8 +8,9 @@ import { decodeCursor, encodeCursor } from '../../domain/cursor.js'
 import {
   adjustQuantity, applyBatch, requireDistinctPets, type AppliedChange, BatchRefusedError, type BatchChangeRequest, DEFAULT_INVENTORY_LIMIT, type IdempotentRequest, getStockEntry, INVENTORY_CURSOR_PREFIX, MAX_INVENTORY_LIMIT, StaleEntryError, updateQuantity
 } from '../../domain/inventory.js'
-import { MAX_QUANTITY_TEXT, type InventoryItem as Item, type StockEntry } from '../../model.js'
+import { MAX_QUANTITY, MAX_QUANTITY_TEXT, type InventoryItem as Item, type StockEntry } from '../../model.js'
 import { parseInt64 } from '../../int64.js'
+import type { Availability, SellingReads } from '../../store/selling/types.js'
 import type { FeedPlace, StockStore } from '../../store/stock/types.js'
 import { InventoryCache, type InventoryView } from '../inventory-cache.js'
 import type { ChangeSignal } from '../../changes/types.js'
@@ -28,11 +29,37 @@ const ENTRY_ETAG_HEADER = {
   ETag: Type.String({ description: 'Strong validator of this stock entry (e.g. "r7"); send it in If-Match to update only an unchanged entry, or in If-None-Match to revalidate' })
 }
 
-const InventoryList = Type.Array(InventoryItem, {
+/** The parameter that opts in to availability: without it every answer is exactly what it was before holds. */
+const INCLUDE_AVAILABILITY = 'availability'
+const Include = Type.Optional(Type.Enum([INCLUDE_AVAILABILITY], {
+  type: 'string',
+  description: '`availability` adds `onHand`, `held` and `available` to each entry, as they stand at the instant of the answer ' +
+    '(beta). Such an answer is always read fresh from the store: it carries no ETag and no Changes-Cursor, and If-None-Match ' +
+    'is ignored (what is held changes without the entry changing, and expiries change it without any write).'
+}))
+
+/** The fields `include=availability` adds to an entry. */
+const AvailabilityFields = {
+  onHand: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_QUANTITY, description: 'With include=availability: the units in stock (= quantity)' })),
+  held: Type.Optional(Type.Integer({ minimum: 0, description: 'With include=availability: the units of active, unexpired holds (checkouts and orders) on the pet' })),
+  available: Type.Optional(Type.Integer({
+    minimum: 0,
+    maximum: MAX_QUANTITY,
+    description: 'With include=availability: what a new hold can take, onHand - held, never below 0 (on hand may be set below what is held: a count is the physical truth; the holds stay)'
+  }))
+}
+
+/** An entry as the inventory answers it: the spec's three fields, and availability when asked for. */
+const InventoryEntry = Type.Object({ ...InventoryItem.properties, ...AvailabilityFields }, { additionalProperties: false, description: 'The stock entry of one pet' })
+
+/** The listing the cache serializes: the spec's fields only, so its bytes are exactly those of before availability. */
+const CachedList = Type.Array(InventoryItem)
+
+const InventoryList = Type.Array(InventoryEntry, {
   description: 'All stock entries, ordered by petId; with `limit` or `cursor`, one page of them',
   headers: {
     ...RESPONSE_HEADERS,
-    ETag: Type.String({ description: 'Strong validator of the whole inventory (not sent with a page); send it back in If-None-Match' }),
+    ETag: Type.String({ description: 'Strong validator of the whole inventory (not sent with a page, nor with include=availability); send it back in If-None-Match' }),
     Link: Type.String({ description: 'With `limit` or `cursor`: rel="next" link while more entries remain.' + NEXT_LINK_FORM }),
     'Changes-Cursor': Type.String({
       description: 'The change feed\'s cursor this listing reflects: every change up to it is in the listing, none after it. ' +
@@ -52,11 +79,12 @@ const InventoryQuery = Type.Object({
     maximum: MAX_INVENTORY_LIMIT,
     description: `Page size (default ${DEFAULT_INVENTORY_LIMIT} once paging). Without limit and cursor the whole listing is answered.`
   })),
-  cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'Opaque cursor from a rel="next" link' }))
+  cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'Opaque cursor from a rel="next" link' })),
+  include: Include
 })
 
 const Entry = (description: string) =>
-  Type.Object(InventoryItem.properties, { additionalProperties: false, description, headers: { ...RESPONSE_HEADERS, ...ENTRY_ETAG_HEADER } })
+  Type.Object(InventoryEntry.properties, { additionalProperties: false, description, headers: { ...RESPONSE_HEADERS, ...ENTRY_ETAG_HEADER } })
 
 const PetIdParams = Type.Object({ petId: Int64Text('The pet whose stock entry is meant') })
 
@@ -192,8 +220,8 @@ export interface InventoryListingOptions {
 
 /** The app's inventory listing (see InventoryListing). */
 export function inventoryListing ({ store, changes, committed }: InventoryListingOptions): InventoryListing {
-  // The same schema as the 200 response, compiled once: the cached bytes are what Fastify would have sent.
-  const serialize = fastJson(InventoryList)
+  // The 200 response's entries without the opt-in fields, compiled once: the cached bytes are what Fastify would have sent.
+  const serialize = fastJson(CachedList)
   const cache = new InventoryCache({ store, serialize: (items) => serialize(items), ...(changes === undefined ? {} : { watch: changes.watch }) })
   return {
     cache,
@@ -207,7 +235,7 @@ export function inventoryListing ({ store, changes, committed }: InventoryListin
 }
 
 export interface InventoryRouteOptions {
-  store: { readonly stock: StockStore }
+  store: { readonly stock: StockStore, readonly selling: Pick<SellingReads, 'availability' | 'availabilityAll'> }
   clock: () => number
   /** The idempotency keys of stock writes (their records live in the store). */
   idempotency: IdempotencyKeys
@@ -227,18 +255,22 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
     const q = query as { limit?: unknown, cursor?: unknown } | undefined
     return q?.limit !== undefined || q?.cursor !== undefined
   }
+  // Read from the raw query by the rate-limit hook too (before validation): any include answers fresh, never 304.
+  const included = (query: unknown): boolean => (query as { include?: unknown } | undefined)?.include !== undefined
 
   app.get('/inventory', {
     // Lets the rate-limit hook answer a matching If-None-Match with 304 before anything is counted.
     // A page carries no ETag: only the whole listing is revalidated.
-    config: { scope: 'read', currentETag: async (request) => paged(request.query) ? null : await cache.etag() },
+    config: { scope: 'read', currentETag: async (request) => paged(request.query) || included(request.query) ? null : await cache.etag() },
     schema: {
       operationId: 'listInventory',
       summary: 'List the stock entries of all pets',
       description: 'Returns current stock levels for all pets in the store, ordered by petId. The response carries a ' +
         'strong ETag; a request with a matching If-None-Match gets 304 without a body, and (as on GitHub) a 304 does ' +
         'not count against the rate limit. With `limit` or `cursor` (an addition to the specification, beta) the answer is ' +
-        'one page, ordered by petId, with `Link: <...>; rel="next"` while more remain; pages carry no ETag.',
+        'one page, ordered by petId, with `Link: <...>; rel="next"` while more remain; pages carry no ETag. With ' +
+        '`include=availability` (beta) each entry also has `onHand`, `held` and `available` at the instant of the answer, read ' +
+        'fresh from the store (no ETag, no Changes-Cursor, no 304); without it the answer is exactly the specification\'s.',
       tags: ['inventory'],
       querystring: InventoryQuery,
       headers: Type.Object({
@@ -252,7 +284,8 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
     }
   }, (request, reply) => {
     reply.type('application/json; charset=utf-8')
-    const { limit, cursor } = request.query
+    const { limit, cursor, include } = request.query
+    if (include === INCLUDE_AVAILABILITY) return sendAvailability(request.query, reply)
     if (limit === undefined && cursor === undefined) {
       // Not an async handler: a listing that needs no store check is sent without a promise.
       const view = cache.currentNow()
@@ -289,10 +322,40 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
     await reply
   }
 
+  /**
+   * The listing with availability: on hand, held and available of every pet at one instant, with each pet's status
+   * (the listing's, as the store has it). Read from the store each time, paged like the listing from memory.
+   */
+  async function sendAvailability ({ limit, cursor }: { limit?: number, cursor?: string }, reply: FastifyReply): Promise<Array<Item & Omit<Availability, 'petId'>>> {
+    let after: bigint | null
+    try {
+      after = cursor === undefined ? null : decodeCursor(INVENTORY_CURSOR_PREFIX, cursor)
+    } catch (error) {
+      cursorRefused(error)
+    }
+    const [counts, entries] = await Promise.all([store.selling.availabilityAll(new Date(clock())), store.stock.listInventory()])
+    const statuses = new Map(entries.map((entry) => [entry.petId, entry.status]))
+    const all = counts.flatMap(({ petId, onHand, held, available }) => {
+      const status = statuses.get(petId)
+      // A pet whose entry was made between the two reads is left for the next answer.
+      return status === undefined ? [] : [{ petId, quantity: onHand, status, onHand, held, available }]
+    })
+    if (limit === undefined && cursor === undefined) return all
+    const size = limit ?? DEFAULT_INVENTORY_LIMIT
+    const rest = after === null ? all : all.filter((entry) => entry.petId > after)
+    const page = rest.slice(0, size)
+    const last = page.at(-1)
+    if (rest.length > size && last !== undefined) {
+      linkNext(reply, { limit: String(size), cursor: encodeCursor(INVENTORY_CURSOR_PREFIX, last.petId), include: INCLUDE_AVAILABILITY })
+    }
+    return page
+  }
+
   app.get('/inventory/:petId', {
     config: {
       scope: 'read',
       currentETag: async (request) => {
+        if (included(request.query)) return null
         const petId = parseInt64((request.params as { petId?: string }).petId ?? '')
         const entry = petId === null ? null : await store.stock.getStockEntry(petId)
         return entry === null ? null : entryTag(entry)
@@ -303,15 +366,17 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
       summary: 'Get the stock entry of one pet',
       description: 'Returns one stock entry with its strong ETag, for a later PATCH with If-Match (optimistic concurrency). ' +
         'A request with a matching If-None-Match gets 304 without a body and, like the listing, costs no quota. ' +
-        'Beta: an addition to the specification\'s two inventory operations.',
+        'With `include=availability` the entry also has `onHand`, `held` and `available` at the instant of the answer, read ' +
+        'fresh (no ETag, no 304). Beta: an addition to the specification\'s two inventory operations.',
       tags: ['inventory'],
       'x-stability': 'beta',
       params: PetIdParams,
+      querystring: Type.Object({ include: Include }, { additionalProperties: false }),
       headers: Type.Object({
         'if-none-match': Type.Optional(Type.String({ description: 'ETag of a representation the client holds' }))
       }),
       response: {
-        200: Entry('The stock entry'),
+        200: Entry('The stock entry (its ETag is not sent with include=availability)'),
         304: Type.Null({ description: 'Not Modified: the entry is unchanged since the ETag sent; no body.', headers: { ...RESPONSE_HEADERS, ...ENTRY_ETAG_HEADER } }),
         400: INVALID_REQUEST,
         404: NOT_FOUND,
@@ -319,7 +384,14 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
       }
     }
   }, async (request, reply) => {
-    const entry = await getStockEntry(store, BigInt(request.params.petId))
+    const petId = BigInt(request.params.petId)
+    if (request.query.include === INCLUDE_AVAILABILITY) {
+      const [entry, [counts]] = await Promise.all([getStockEntry(store, petId), store.selling.availability([petId], new Date(clock()))])
+      if (counts === undefined) throw new AppError('not_found', `No inventory entry exists for pet ${petId}.`)
+      const { onHand, held, available } = counts
+      return { petId, quantity: onHand, status: entry.status, onHand, held, available }
+    }
+    const entry = await getStockEntry(store, petId)
     reply.header('ETag', entryTag(entry))
     return item(entry)
   })
