@@ -106,6 +106,9 @@ const GIVE_UP_MS = 30_000
 
 const random = (below: number): number => Math.floor(Math.random() * below)
 
+/** How a checkout's holds end, by weight: confirmed (paid), released (the customer left), abandoned to their expiry. */
+export interface CheckoutMix { confirm: number, release: number, abandon: number }
+
 /** A client of the service: its key, the instances in the order it tries them, the book it writes into. */
 export class Shopper {
   #home: number
@@ -147,7 +150,13 @@ export class Shopper {
       }
       if (answer.status === 409 && answer.body.includes('idempotency_key_in_flight')) {
         this.book.count('409 idempotency_key_in_flight, sent again')
-        await sleep(20 + random(30))
+        await sleep(50 + random(50))
+        continue
+      }
+      if (answer.status === 503) {
+        // The store was busy or away (its pool's wait ran out): nothing was done, and the same key is safe to resend.
+        this.book.count('503, sent again')
+        await sleep(100 + random(200))
         continue
       }
       if (answer.status === 429) {
@@ -193,13 +202,15 @@ export class Shopper {
   }
 
   /**
-   * One checkout: a hold of 1-3 units of `petId`, then its confirmation, its release or its expiry. `expiresIn`: the
-   * expiry of a hold left to expire (seconds); the others get `keepFor`, long enough to be ended first.
+   * One checkout: a hold of 1-3 units of `petId`, then, as `mix` weighs them, its confirmation, its release or its
+   * expiry. `expiresIn`: the expiry of a hold left to expire (seconds); the others get `keepFor`, long enough to be
+   * ended first.
    */
-  async checkout (petId: number, options: { expiresIn: number, keepFor: number, thinkMs: number, copies: number, tag: string }): Promise<void> {
+  async checkout (petId: number, options: { expiresIn: number, keepFor: number, thinkMs: number, copies: number, tag: string, mix: CheckoutMix }): Promise<void> {
     const quantity = 1 + random(3)
-    const roll = random(100)
-    const plan = roll < 55 ? 'confirm' : roll < 75 ? 'release' : 'abandon'
+    const { confirm, release, abandon } = options.mix
+    const roll = Math.random() * (confirm + release + abandon)
+    const plan = roll < confirm ? 'confirm' : roll < confirm + release ? 'release' : 'abandon'
     const reference = `${options.tag}-h-${randomBytes(6).toString('hex')}`
     const expiresIn = plan === 'abandon' ? options.expiresIn : options.keepFor
     this.book.references.add(reference)
@@ -244,8 +255,8 @@ export class Shopper {
     if (record.seen !== 'active') this.book.count(`holds ${record.seen}`)
   }
 
-  /** One order of 1-3 units of `petId`: placed, sometimes approved, then delivered (the sale) or cancelled. */
-  async order (petId: number, options: { thinkMs: number, copies: number, tag: string }): Promise<void> {
+  /** One order of 1-3 units of `petId`: placed, sometimes approved, then delivered (the sale; `deliver` of them) or cancelled. */
+  async order (petId: number, options: { thinkMs: number, copies: number, tag: string, deliver: number }): Promise<void> {
     const quantity = 1 + random(3)
     const reference = `${options.tag}-o-${randomBytes(6).toString('hex')}`
     this.book.references.add(reference)
@@ -267,7 +278,7 @@ export class Shopper {
     this.book.count('orders placed')
     const record: OrderedRecord = { id: order.id, petId, quantity, reference, seen: 'placed', acknowledgedBy: first.base }
     this.book.orders.push(record)
-    const moves: Array<'approve' | 'deliver' | 'cancel'> = [...(random(2) === 0 ? ['approve' as const] : []), random(100) < 60 ? 'deliver' : 'cancel']
+    const moves: Array<'approve' | 'deliver' | 'cancel'> = [...(random(2) === 0 ? ['approve' as const] : []), Math.random() < options.deliver ? 'deliver' : 'cancel']
     for (const move of moves) {
       await sleep(random(options.thinkMs))
       const to = ({ approve: 'approved', deliver: 'delivered', cancel: 'cancelled' } as const)[move]

@@ -22,6 +22,8 @@ export interface CheckoutVerdict {
 export const CHECKOUT_STOCK = 200
 const ARRIVAL = 100
 const LOW = 20
+/** Most checkouts are paid; some customers leave, some just go away. */
+const MOSTLY_PAID = { confirm: 60, release: 20, abandon: 20 }
 
 /** Sends through the run's Traffic (counted, 5xx recorded); a request without an answer throws, so shoppers resend it. */
 function through (traffic: Traffic): Transport {
@@ -68,8 +70,8 @@ export class Checkout {
           const copies = Math.random() < 0.25 ? 2 : 1
           // Checkouts overlap, as a storefront's customers do: the next one does not wait for this one's payment.
           running.push(Math.random() < 0.75
-            ? shopper.checkout(petId, { expiresIn: 2 + Math.floor(Math.random() * 3), keepFor: 60, thinkMs: 1000, copies, tag })
-            : shopper.order(petId, { thinkMs: 500, copies, tag }))
+            ? shopper.checkout(petId, { expiresIn: 2 + Math.floor(Math.random() * 3), keepFor: 60, thinkMs: 1000, copies, tag, mix: MOSTLY_PAID })
+            : shopper.order(petId, { thinkMs: 500, copies, tag, deliver: 0.6 }))
         }
         await Promise.all(running)
       }),

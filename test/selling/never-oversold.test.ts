@@ -24,6 +24,7 @@ const CLIENTS = 200
 const SPREAD_MS = 2500
 /** Storefront keys the clients share (each its own quota). */
 const KEYS = 4
+const EVEN = { confirm: 1, release: 1, abandon: 1 }
 
 interface Instance { base: string, server: Started }
 
@@ -53,8 +54,9 @@ async function sell (instances: Instance[], keys: string[], database: StockDatab
     await sleep(Math.random() * SPREAD_MS)
     const shopper = new Shopper(book, fetchTransport, bases, keys[i % KEYS] as string, i)
     const copies = Math.random() < 0.25 ? 2 + Math.floor(Math.random() * 2) : 1
-    if (Math.random() < 0.7) await shopper.checkout(PET, { expiresIn: 1 + Math.floor(Math.random() * 2), keepFor: 60, thinkMs: 400, copies, tag: 'never-oversold' })
-    else await shopper.order(PET, { thinkMs: 300, copies, tag: 'never-oversold' })
+    // Each ending as often as the others: units sold stay sold, units released or expired are held again by later clients.
+    if (Math.random() < 0.7) await shopper.checkout(PET, { expiresIn: 1 + Math.floor(Math.random() * 2), keepFor: 60, thinkMs: 400, copies, tag: 'never-oversold', mix: EVEN })
+    else await shopper.order(PET, { thinkMs: 300, copies, tag: 'never-oversold', deliver: 0.5 })
   })
   await Promise.all([...clients, during(book)])
   // Every hold left to expire has expired: what was held of them is free again.
@@ -63,8 +65,10 @@ async function sell (instances: Instance[], keys: string[], database: StockDatab
 }
 
 /** What every run asserts, after the clients are done. */
-async function assertNeverOversold (book: Book, watched: { samples: number, maxHeld: number, violations: string[] }, database: StockDatabase,
+async function assertNeverOversold (t: TestContext, book: Book, watched: { samples: number, maxHeld: number, violations: string[] }, database: StockDatabase,
   bases: string[], key: string): Promise<void> {
+  t.diagnostic(`${book.summary()}; ${book.failovers} requests sent again to another instance; sold ${book.sold(PET)} of ${STOCK}; ` +
+    `${watched.samples} samples, at most ${watched.maxHeld} units held`)
   assert.deepEqual(watched.violations, [], 'a sample held and sold more than was stocked')
   assert.ok(watched.samples >= 20, `only ${watched.samples} samples of the stock were taken`)
   assert.ok(watched.maxHeld > 0, 'no sample saw a unit held')
@@ -97,7 +101,7 @@ describe('never oversold', () => {
       const { book, watched } = await sell([a, b], keys, database, async (running) => {
         // In the middle: once instance A has acknowledged a few holds and while clients still start, kill it without
         // a goodbye. Its clients send what was unanswered again, with the same key, to B.
-        await waitFor('instance A to acknowledge 10 holds', () => running.holds.filter((h) => h.acknowledgedBy === a.base).length >= 10)
+        await waitFor('instance A to acknowledge 3 holds', () => running.holds.filter((h) => h.acknowledgedBy === a.base).length >= 3)
         a.server.child.kill('SIGKILL')
         await within(EXIT_TIMEOUT_MS, a.server.exited, 'instance A to die')
         acknowledgedByA = running.holds.filter((h) => h.acknowledgedBy === a.base).map((h) => h.id)
@@ -107,9 +111,9 @@ describe('never oversold', () => {
           assert.equal(answer.status, 200, `hold ${id}, acknowledged by the killed instance, reads ${answer.status} on the other`)
         }
       })
-      assert.ok(acknowledgedByA.length >= 10)
+      assert.ok(acknowledgedByA.length >= 3)
       assert.ok(book.failovers > 0, 'no client lost its instance: the kill came too late to test anything')
-      await assertNeverOversold(book, watched, database, [b.base], keys[0] as string)
+      await assertNeverOversold(t, book, watched, database, [b.base], keys[0] as string)
       b.server.child.kill('SIGTERM')
       assert.equal((await within(EXIT_TIMEOUT_MS, b.server.exited, 'instance B to stop')).code, 0)
     })
@@ -123,7 +127,7 @@ describe('never oversold', () => {
     const database = sqliteStock(cli.db)
     t.after(() => database.close())
     const { book, watched } = await sell([instance], keys, database)
-    await assertNeverOversold(book, watched, database, [instance.base], keys[0] as string)
+    await assertNeverOversold(t, book, watched, database, [instance.base], keys[0] as string)
     instance.server.child.kill('SIGTERM')
     assert.equal((await within(EXIT_TIMEOUT_MS, instance.server.exited, 'the instance to stop')).code, 0)
   })
