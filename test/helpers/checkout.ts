@@ -3,8 +3,8 @@
  * oversold: shared by test/selling/never-oversold.test.ts (200 clients at once, an instance killed) and the load
  * run's checkout mix (test/load/run.ts, clients for a whole run).
  *
- * A shopper places a hold (or an order), sometimes sending the same request several times at once under one
- * Idempotency-Key, then confirms, releases or abandons it to its expiry (delivers or cancels an order). Every request
+ * A shopper places a hold (or an order), sometimes sending the same request again under the same Idempotency-Key
+ * before its first answer came, then confirms, releases or abandons it to its expiry (delivers or cancels an order). Every request
  * it has no answer to (a connection refused or reset: its instance died) is sent again, with the same key, to the next
  * instance, until it is answered. The Book keeps what every client was told; the checks compare it with what the
  * database holds, sampled while the clients run and read again at the end.
@@ -150,7 +150,7 @@ export class Shopper {
       }
       if (answer.status === 409 && answer.body.includes('idempotency_key_in_flight')) {
         this.book.count('409 idempotency_key_in_flight, sent again')
-        await sleep(50 + random(50))
+        await sleep(100 + random(100))
         continue
       }
       if (answer.status === 503) {
@@ -179,10 +179,16 @@ export class Shopper {
     return null
   }
 
-  /** Sends the same write `copies` times at once under one key, as a client retrying before its answer came. */
+  /**
+   * Sends the same write `copies` times under one key, each copy 50-150 ms after the one before, as a client that
+   * gave up waiting and sent it again before the first answer came.
+   */
   async #copies (path: string, body: unknown, copies: number): Promise<Array<{ answer: Answer, base: string }>> {
     const key = randomUUID()
-    const answers = await Promise.all(Array.from({ length: copies }, () => this.write(path, body, key)))
+    const answers = await Promise.all(Array.from({ length: copies }, async (_, i) => {
+      if (i > 0) await sleep(i * (50 + random(100)))
+      return await this.write(path, body, key)
+    }))
     return answers.filter((a): a is { answer: Answer, base: string } => a !== null)
   }
 

@@ -1,7 +1,8 @@
 /**
  * The load run's checkout mix: storefront keys selling pets of their own (apart from the writers') through holds and
  * orders for the whole run, as test/helpers/checkout.ts's shoppers do: most holds confirmed, some released, some
- * abandoned to a short expiry, a quarter of the requests sent twice at once under one Idempotency-Key. A stocker
+ * abandoned to a short expiry, a quarter of the requests sent again under the same Idempotency-Key before the first
+ * answer came. A stocker
  * (the admin key) brings in an arrival when a pet runs low, so that a long run keeps selling rather than refusing.
  * The database is sampled all along; at the end the checks of the never-oversold test are made.
  */
@@ -19,7 +20,7 @@ export interface CheckoutVerdict {
 }
 
 /** Units each checkout pet is imported with, and what an arrival brings when one runs low. */
-export const CHECKOUT_STOCK = 200
+export const CHECKOUT_STOCK = 100
 const ARRIVAL = 100
 const LOW = 20
 /** Most checkouts are paid; some customers leave, some just go away. */
@@ -59,7 +60,7 @@ export class Checkout {
   async run (shoppers: number, perSecond: number, until: number): Promise<CheckoutVerdict> {
     const watch = watchStock(this.database, this.pets, 50)
     const tag = randomUUID().slice(0, 8)
-    await Promise.all([
+    const settled = await Promise.allSettled([
       ...Array.from({ length: shoppers }, async (_, i) => {
         const shopper = new Shopper(this.book, this.#transport, this.bases, this.storefrontKeys[i % this.storefrontKeys.length] as string, i)
         const pace = new Pace(perSecond)
@@ -77,8 +78,11 @@ export class Checkout {
       }),
       this.#stocker(until)
     ])
-    await sleep(Math.max(0, this.book.lastExpiry() - Date.now()) + 200)
+    const failed = settled.find((r) => r.status === 'rejected')
+    if (failed === undefined) await sleep(Math.max(0, this.book.lastExpiry() - Date.now()) + 200)
+    // Stopped whatever happened: a sampler left running would keep the run's process alive.
     const watched = await watch.stop()
+    if (failed !== undefined) throw failed.reason
     const problems = [...this.book.problems, ...await endStateProblems(this.book, this.database, this.stocked, this.bases, this.adminKey, this.#transport)]
     const expected = new Map([...this.stocked].map(([petId, units]) => [petId, units - this.book.sold(petId)]))
     const b = this.book
