@@ -8,6 +8,8 @@
  *   the connections each, as get-10-pg-2x): the check "PostgreSQL pair", requests/s summed and its ratio against the
  *   same ceiling, the worse p99.
  * Autocannon in both, whatever BENCH_LOADGEN says (bench/load.ts: wrk cannot confirm the hold a connection placed).
+ * One key places every hold, as one storefront does: on PostgreSQL a quota's placements take turns (its caps are
+ * counted under one advisory lock, src/store/selling/postgres.ts), which this measures too.
  * `details`: per store, requests/s, holds placed and confirmed per second (half the requests), p50, p99, ratio and
  * non-2xx. Target: none (a reference for issue 34's figures); any non-2xx answer flags it.
  */
