@@ -26,9 +26,9 @@ import type { ClientOptions, PetstoreClient } from './types.js'
 
 export { InsufficientScopeError, InsufficientStockError, PetstoreError, type ApiErrorCode, type ClientErrorCode } from './errors.js'
 export type {
-  BatchEntry, BatchFailure, BatchResult, ChangePage, ClientOptions, Conditional, DeprecationInfo, Hold, HoldPage, HoldPlacement, HoldQuery,
-  Int64Input, InventoryAdjustment, InventoryBatch, InventoryChange, InventoryItem, InventoryListing, InventoryPage, InventoryPageQuery,
-  InventoryUpdate, Order, OrderDetails, OrderPage, OrderPlacement, OrderQuery, Pet, PetstoreClient, RateLimit, RateLimitedEvent,
+  BatchEntry, BatchFailure, BatchResult, ChangeEntry, ChangePage, ClientOptions, Conditional, DeprecationInfo, Hold, HoldPage, HoldPlacement,
+  HoldQuery, Int64Input, InventoryAdjustment, InventoryReadOptions, InventoryBatch, InventoryChange, InventoryItem, InventoryListing, InventoryPage,
+  InventoryPageQuery, InventoryUpdate, Order, OrderDetails, OrderPage, OrderPlacement, OrderQuery, Pet, PetstoreClient, RateLimit, RateLimitedEvent,
   RateLimitStatus, ResponseMeta, SellingOptions, SellingResult, Shortage, StockReason, StreamOptions, WriteOptions, WriteResult
 } from './types.js'
 

@@ -29,8 +29,7 @@ export const INT64_PATHS: Readonly<Record<string, Readonly<Record<string, readon
     '409': [['shortages', '[]', 'petId']]
   },
   extendHold: {
-    '200': [['lines', '[]', 'petId'], ['orderId']],
-    '409': [['shortages', '[]', 'petId']]
+    '200': [['lines', '[]', 'petId'], ['orderId']]
   },
   getHold: {
     '200': [['lines', '[]', 'petId'], ['orderId']]
@@ -68,8 +67,7 @@ export const INT64_PATHS: Readonly<Record<string, Readonly<Record<string, readon
     '409': [['shortages', '[]', 'petId']]
   },
   releaseHold: {
-    '200': [['lines', '[]', 'petId'], ['orderId']],
-    '409': [['shortages', '[]', 'petId']]
+    '200': [['lines', '[]', 'petId'], ['orderId']]
   },
   retryWebhookDelivery: {
     '202': [['id'], ['changeId']]

@@ -5,7 +5,7 @@
 import type { PetstoreError } from './errors.js'
 import type { Operation, InventoryItem, InventoryUpdate, InventoryAdjustment, InventoryBatch, BatchEntry, InventoryChange, Pet, Order, OrderQuery, RateLimitStatus, Int64Input, RateLimit, OrderDetails, OrderPlacement, Hold, HoldPlacement, HoldQuery } from './records.js'
 
-export type { JsonOf, ResponsesOf, Operation, InventoryItem, InventoryUpdate, InventoryAdjustment, InventoryBatch, BatchEntry, BatchFailure, InventoryChange, Pet, Order, OrderQuery, RateLimitStatus, Int64Input, RateLimit, StockReason, OrderDetails, OrderPlacement, Hold, HoldPlacement, HoldQuery, Shortage } from './records.js'
+export type { JsonOf, ResponsesOf, Operation, InventoryItem, InventoryUpdate, InventoryAdjustment, InventoryBatch, BatchEntry, BatchFailure, InventoryChange, ChangeEntry, Pet, Order, OrderQuery, RateLimitStatus, Int64Input, RateLimit, StockReason, OrderDetails, OrderPlacement, Hold, HoldPlacement, HoldQuery, Shortage } from './records.js'
 
 /** What every successful call returns besides its body. */
 export interface ResponseMeta {
@@ -41,6 +41,17 @@ export interface WriteResult extends ResponseMeta {
 export interface ChangePage extends ResponseMeta {
   data: InventoryChange[]
   nextCursor: string | null
+}
+
+/**
+ * Options of the inventory reads. `include: 'availability'` adds `onHand`, `held` and `available` to each entry, as they
+ * stand at the instant of the answer (read fresh: no ETag, no `changesCursor`, never `notModified`); without it the
+ * entries are exactly the specification's.
+ */
+export interface InventoryReadOptions {
+  /** An ETag held: the answer is `notModified` while it is current (not with `include`). */
+  ifNoneMatch?: string
+  include?: 'availability'
 }
 
 /** Options of streamChanges. */
@@ -188,12 +199,12 @@ export interface ClientOptions {
 export interface PetstoreClient {
   /**
    * All stock entries, ordered by petId, with the feed cursor they reflect; with `ifNoneMatch`, `notModified` when
-   * unchanged.
+   * unchanged; with `include: 'availability'`, each with what is on hand, held and available now.
    */
-  listInventory (options?: { ifNoneMatch?: string }): Promise<InventoryListing>
+  listInventory (options?: InventoryReadOptions): Promise<InventoryListing>
   /**
    * One page of the stock entries, ordered by petId (`limit` of them, 100 by default), and the cursor of the next page.
-   * Pages carry no ETag: use listInventory to revalidate the whole listing.
+   * Pages carry no ETag: use listInventory to revalidate the whole listing. `include: 'availability'` as listInventory.
    */
   listInventoryPage (query?: InventoryPageQuery): Promise<InventoryPage>
   /**
@@ -201,8 +212,11 @@ export interface PetstoreClient {
    * `rel="next"` links: for an inventory too large to hold in one answer.
    */
   allInventory (query?: Omit<InventoryPageQuery, 'cursor'>): AsyncGenerator<InventoryItem, void, undefined>
-  /** One stock entry with its ETag; with `ifNoneMatch`, `notModified` when unchanged. 404 `not_found` if none. */
-  getInventoryItem (petId: Int64Input, options?: { ifNoneMatch?: string }): Promise<Conditional<InventoryItem>>
+  /**
+   * One stock entry with its ETag; with `ifNoneMatch`, `notModified` when unchanged; with `include: 'availability'`,
+   * what is on hand, held and available now (no ETag). 404 `not_found` if none.
+   */
+  getInventoryItem (petId: Int64Input, options?: InventoryReadOptions): Promise<Conditional<InventoryItem>>
   /**
    * Sets one pet's stock to an absolute quantity. With `ifMatch` (an ETag from getInventoryItem or a previous
    * update) the update applies only if the entry is unchanged, else 412 `precondition_failed`.

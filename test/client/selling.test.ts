@@ -174,3 +174,24 @@ describe('client: holds', () => {
     assert.deepEqual([ended.status, ended.code], [409, 'hold_not_active'])
   })
 })
+
+describe('client: availability', () => {
+  test('when include is availability, then the entries show on hand, held and available now; without it, the specification\'s fields only', async (t) => {
+    const { baseUrl, seller } = await served(t, [pet(1, { quantity: 5 }), pet(BIG, { quantity: 2 })])
+    const { client, requests } = clientFor(baseUrl, seller)
+    await client.placeHold({ lines: [{ petId: 1, quantity: 2 }] })
+    await client.placeOrder({ petId: BIG, quantity: 2 })
+    const listing = await client.listInventory({ include: 'availability' })
+    assert.deepEqual(listing.data, [
+      { petId: 1n, quantity: 5, status: 'available', onHand: 5, held: 2, available: 3 },
+      { petId: BIG, quantity: 2, status: 'available', onHand: 2, held: 2, available: 0 }
+    ])
+    const entry = await client.getInventoryItem(BIG, { include: 'availability' })
+    assert.deepEqual(entry.data, { petId: BIG, quantity: 2, status: 'available', onHand: 2, held: 2, available: 0 })
+    const paged = []
+    for await (const item of client.allInventory({ limit: 1, include: 'availability' })) paged.push(item.available)
+    assert.deepEqual(paged, [3, 0])
+    assert.deepEqual((await client.listInventory()).data, [{ petId: 1n, quantity: 5, status: 'available' }, { petId: BIG, quantity: 2, status: 'available' }])
+    assert.match(requests.find((r) => r.call.includes(`/inventory/${BIG}`))?.call ?? '', /\?include=availability$/)
+  })
+})

@@ -277,6 +277,12 @@ describe('keys over HTTP: last use and the document', () => {
       approveOrder: ['inventory:sell'],
       deliverOrder: ['inventory:sell'],
       cancelOrder: ['inventory:sell'],
+      placeHold: ['inventory:sell'],
+      listHolds: ['inventory:read'],
+      getHold: ['inventory:read'],
+      extendHold: ['inventory:sell'],
+      confirmHold: ['inventory:sell'],
+      releaseHold: ['inventory:sell'],
       getRateLimit: ['inventory:read'],
       getPetById: ['inventory:read'],
       createWebhook: ['inventory:write'],
@@ -288,8 +294,9 @@ describe('keys over HTTP: last use and the document', () => {
       listWebhookDeliveries: ['inventory:write'],
       retryWebhookDelivery: ['inventory:write']
     })
-    assert.deepEqual(forbidden.sort(), ['adjustInventory', 'approveOrder', 'batchUpdateInventory', 'cancelOrder', 'createWebhook', 'deleteWebhook', 'deliverOrder',
-      'getWebhook', 'listWebhookDeliveries', 'listWebhooks', 'placeOrder', 'retryWebhookDelivery', 'rotateWebhookSecret', 'updateInventory', 'updateWebhook'])
+    assert.deepEqual(forbidden.sort(), ['adjustInventory', 'approveOrder', 'batchUpdateInventory', 'cancelOrder', 'confirmHold', 'createWebhook', 'deleteWebhook',
+      'deliverOrder', 'extendHold', 'getWebhook', 'listWebhookDeliveries', 'listWebhooks', 'placeHold', 'placeOrder', 'releaseHold', 'retryWebhookDelivery',
+      'rotateWebhookSecret', 'updateInventory', 'updateWebhook'])
   })
 })
 

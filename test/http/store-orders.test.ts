@@ -215,6 +215,18 @@ function suite (name: string, makeStore: (t: TestContext) => Promise<Store>): vo
     assert.equal((await shop.get(`/v1/store/orders/${dropped}`)).json().status, 'cancelled', 'a cancelled order stays readable')
   })
 
+  test(`${name}: when an order's hold is confirmed, released or extended through /v1/holds, then it is 409 hold_of_order and the order keeps its units`, async (t) => {
+    const shop = await shopOn(t, await makeStore(t))
+    const order = (await shop.sell('/v1/store/orders', { petId: 2, quantity: 2, reference: 'web-5' })).json<{ id: number, holdId: string }>()
+    for (const [move, payload] of [['confirm', {}], ['release', {}], ['extend', { expiresIn: 60 }]] as const) {
+      const res = await shop.sell(`/v1/holds/${order.holdId}/${move}`, payload)
+      assert.equal(res.statusCode, 409, move)
+      assert.equal(res.json().code, 'hold_of_order')
+    }
+    assert.equal((await shop.sell('/v1/store/orders', { petId: 2, quantity: 1 })).statusCode, 409, 'the units are still held')
+    assert.equal((await shop.get(`/v1/store/orders/${order.id}`)).json().status, 'placed')
+  })
+
   test(`${name}: when a read key places or moves an order, then it is refused 403 naming inventory:sell`, async (t) => {
     const shop = await shopOn(t, await makeStore(t))
     const id = (await shop.sell('/v1/store/orders', { petId: 1, quantity: 1 })).json<{ id: number }>().id

@@ -31,6 +31,11 @@ export interface Harness {
    * numbers or bigints depending on the driver; compare them through Number().
    */
   rows: (sql: string) => Promise<Array<Record<string, unknown>>>
+  /**
+   * Runs statements on the database directly, as another writer would (rows of another area, written here without
+   * it): SQL both stores read alike, values written into it.
+   */
+  run: (sql: string) => Promise<void>
 }
 
 export type Open = (t: TestContext) => Promise<Harness>
@@ -60,6 +65,15 @@ export const sqliteHarness: Open = async (t) => {
       const db = new Database(path, { readonly: true })
       try {
         return db.prepare(sql).all() as Array<Record<string, unknown>>
+      } finally {
+        db.close()
+      }
+    },
+    run: async (sql) => {
+      const db = new Database(path)
+      try {
+        db.pragma('busy_timeout = 5000')
+        db.exec(sql)
       } finally {
         db.close()
       }
@@ -95,6 +109,15 @@ export const postgresHarness: Open = async (t) => {
       await client.connect()
       try {
         return (await client.query<Record<string, unknown>>(sql)).rows
+      } finally {
+        await client.end()
+      }
+    },
+    run: async (sql) => {
+      const client = new pg.Client({ connectionString: POSTGRES_URL, options: `-c search_path=${schema}` })
+      await client.connect()
+      try {
+        await client.query(sql)
       } finally {
         await client.end()
       }

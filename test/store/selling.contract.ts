@@ -12,7 +12,7 @@ import { holdFromText, holdText, orderFromText, orderText } from '../../src/stor
 import type { EndHold, ExtendHold, NewHold, OrderTransition, PlaceHoldResult } from '../../src/store/selling/types.js'
 import type { Store } from '../../src/store/store.js'
 import type { Open } from './harness.js'
-import { ABOVE_2_53, INT64_MAX, order, pet, stockChange } from './helpers.js'
+import { ABOVE_2_53, INT64_MAX, INT64_MIN, order, pet, stockChange } from './helpers.js'
 
 /** The instant the tests' writes happen at, and instants around it. */
 export const AT = new Date('2026-11-27T12:00:00.000Z')
@@ -108,6 +108,18 @@ export function sellingContract (name: string, open: Open): void {
         ])
         assert.deepEqual(await store.selling.availabilityAll(AT), await store.selling.availability([2n, ABOVE_2_53], AT))
         assert.equal(await store.selling.getHold('hold_unknown'), null)
+      })
+
+      test('pets at the int64 edges are held and read back exactly', async (t) => {
+        const { store } = await open(t)
+        await stocked(store, [[INT64_MIN, 2], [INT64_MAX, 3]])
+        const hold = placed(await store.selling.placeHold(newHold([line(INT64_MAX, 1), line(INT64_MIN, 2)])))
+        assert.deepEqual(hold.lines, [line(INT64_MIN, 2), line(INT64_MAX, 1)])
+        assert.deepEqual(await store.selling.availability([INT64_MAX, INT64_MIN], AT), [
+          { petId: INT64_MIN, onHand: 2, held: 2, available: 0 },
+          { petId: INT64_MAX, onHand: 3, held: 1, available: 2 }
+        ])
+        assert.deepEqual((await store.selling.listHolds({ at: AT, after: null, limit: 10, petId: INT64_MIN })).map((listed) => listed.id), [hold.id])
       })
 
       test('a hold asking for more than is available is refused whole, with every short line and what is available of it', async (t) => {

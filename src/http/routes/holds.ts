@@ -12,6 +12,7 @@ import {
   type Seller
 } from '../../domain/holds.js'
 import type { IdempotencyKeys } from '../../domain/idempotency.js'
+import { AppError } from '../../errors.js'
 import { MAX_REFERENCE_LENGTH } from '../../domain/rules.js'
 import { HOLD_ID_PATTERN, type HoldSettings, type SellingKey } from '../../domain/selling.js'
 import { HOLD_STATES, MAX_QUANTITY, MAX_QUANTITY_TEXT, type Hold } from '../../model.js'
@@ -19,7 +20,7 @@ import { MAX_HOLD_LINES } from '../../store/selling/types.js'
 import { idempotencyKeyOf } from '../idempotency.js'
 import { BODY_LIMIT_BYTES } from '../limits.js'
 import { cursorRefused, linkNext, NEXT_LINK_FORM } from '../paging.js'
-import { COMMON_ERRORS, ErrorResponse, INVALID_REQUEST, RESPONSE_HEADERS } from '../schemas/common.js'
+import { COMMON_ERRORS, ErrorResponse, INVALID_REQUEST, Int64Text, RESPONSE_HEADERS } from '../schemas/common.js'
 import { answerShortage, KEY_REUSED, REPLAYED_HEADER, SellingConflict, SellingWriteHeaders } from '../schemas/selling.js'
 import type { InventoryListing } from './inventory.js'
 
@@ -153,11 +154,11 @@ export const holdRoutes: FastifyPluginAsyncTypebox<HoldRouteOptions> = async (ap
       tags: ['holds'],
       'x-stability': 'beta',
       querystring: Type.Object({
-        petId: Type.Optional(Type.Unsafe<string>({ type: 'integer', format: 'int64', description: 'Only holds with a line of this pet' })),
+        petId: Type.Optional(Int64Text('Only holds with a line of this pet')),
         reference: Type.Optional(Type.String({ minLength: 1, maxLength: MAX_REFERENCE_LENGTH, description: 'Only holds with this reference' })),
         state: Type.Optional(Type.Enum(HOLD_STATES, { type: 'string', description: 'Only holds in this state now' })),
         limit: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_HOLD_LIMIT, default: DEFAULT_HOLD_LIMIT, description: 'Page size' })),
-        cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 128, description: 'Opaque cursor from a rel="next" link' }))
+        cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'Opaque cursor from a rel="next" link' }))
       }, { additionalProperties: false }),
       response: {
         200: Type.Array(HoldSchema, {
@@ -201,7 +202,7 @@ export const holdRoutes: FastifyPluginAsyncTypebox<HoldRouteOptions> = async (ap
     }
   }, async (request) => holdJson(await getHold(context, request.params.holdId)))
 
-  const endConflict = (what: string) => SellingConflict(['hold_not_active', 'hold_of_order', 'idempotency_key_in_flight'],
+  const endConflict = (what: string) => ErrorResponse(['hold_not_active', 'hold_of_order', 'idempotency_key_in_flight'],
     `Conflict: the hold is no longer active (confirmed, released or expired), it keeps an order's stock (move the order), or ${KEY_IN_FLIGHT}; ${what}.`)
 
   app.post('/holds/:holdId/extend', {
@@ -241,7 +242,6 @@ export const holdRoutes: FastifyPluginAsyncTypebox<HoldRouteOptions> = async (ap
       'x-stability': 'beta',
       params: HoldParams,
       headers: SellingWriteHeaders,
-      body: Type.Optional(Type.Object({}, { additionalProperties: false })),
       response: {
         200: Answer('The hold, confirmed'),
         ...writeErrors,
@@ -250,6 +250,7 @@ export const holdRoutes: FastifyPluginAsyncTypebox<HoldRouteOptions> = async (ap
       }
     }
   }, async (request, reply) => {
+    emptyBody(request.body)
     try {
       const sale = await confirmHold(context, request.params.holdId, seller(request), keyOf(request))
       // What a stock write does before its answer: the listing and every instance learn of the sale.
@@ -271,14 +272,26 @@ export const holdRoutes: FastifyPluginAsyncTypebox<HoldRouteOptions> = async (ap
       'x-stability': 'beta',
       params: HoldParams,
       headers: SellingWriteHeaders,
-      body: Type.Optional(Type.Object({}, { additionalProperties: false })),
       response: {
         200: Answer('The hold, released'),
         ...writeErrors,
         409: endConflict('nothing was changed')
       }
     }
-  }, async (request, reply) => answer(reply, await releaseHold(context, request.params.holdId, seller(request), keyOf(request))))
+  }, async (request, reply) => {
+    emptyBody(request.body)
+    return answer(reply, await releaseHold(context, request.params.holdId, seller(request), keyOf(request)))
+  })
+
+  /**
+   * Confirm and release take no content: no body, or `{}` (what many clients send with a POST). Anything else is
+   * refused rather than ignored, so that a client that means something by it learns that nothing reads it.
+   */
+  function emptyBody (body: unknown): void {
+    if (body === undefined || body === null) return
+    if (typeof body === 'object' && !Array.isArray(body) && Object.keys(body).length === 0) return
+    throw new AppError('invalid_request', 'The body must be empty or {}: this operation takes no fields.')
+  }
 
   /** Who asks: every route here is behind the gate, so a key is known. */
   function seller (request: FastifyRequest): Seller {
