@@ -12,7 +12,7 @@ import { randomUUID } from 'node:crypto'
 import { describe, test, type TestContext } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { cliFor, EXIT_TIMEOUT_MS, startServe, within, type Cli, type Started } from '../cli/run.js'
-import { Book, endStateProblems, fetchTransport, postgresStock, Shopper, sqliteStock, watchStock, type StockDatabase } from '../helpers/checkout.js'
+import { Book, endStateProblems, fetchTransport, oversold, postgresStock, Shopper, sqliteStock, watchStock, type StockDatabase } from '../helpers/checkout.js'
 import { requirePostgres, tempPostgresDatabase } from '../helpers/postgres.js'
 import { waitFor } from '../helpers/wait.js'
 import { cleanRedis, REDIS_URL, requireRedis } from '../ratelimit/redis-env.js'
@@ -139,5 +139,23 @@ describe('never oversold', () => {
     await assertNeverOversold(t, book, watched, database, [instance.base], keys[0] as string)
     instance.server.child.kill('SIGTERM')
     assert.equal((await within(EXIT_TIMEOUT_MS, instance.server.exited, 'the instance to stop')).code, 0)
+  })
+})
+
+describe('the oversell check of a sample', () => {
+  const at = Date.parse('2026-11-27T12:00:00Z')
+  test('when active holds and sales together exceed what was stocked, then the sample is reported', () => {
+    const sample = { onHand: 40, sold: 10, stocked: 50, lines: [{ quantity: 30, expiresAt: at + 1000 }, { quantity: 11, expiresAt: null }] }
+    assert.equal(oversold(sample, at), 'held 41 + sold 10 > stocked 50 (on hand 40)')
+  })
+
+  test('when the holds beyond the stock have expired by the sample\'s instant, then it is not', () => {
+    const sample = { onHand: 40, sold: 10, stocked: 50, lines: [{ quantity: 30, expiresAt: at }, { quantity: 40, expiresAt: null }] }
+    assert.equal(oversold(sample, at), null)
+    assert.equal(oversold(sample, at - 1), 'held 70 + sold 10 > stocked 50 (on hand 40)')
+  })
+
+  test('when the on-hand count is not what the ledger stocked less what it sold, then the sample is reported', () => {
+    assert.equal(oversold({ onHand: 41, sold: 10, stocked: 50, lines: [] }, at), 'on hand 41 but stocked 50 - sold 10')
   })
 })
