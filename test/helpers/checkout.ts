@@ -125,8 +125,8 @@ export class Shopper {
 
   /**
    * Sends one keyed write until it is answered: again to the next instance when no answer came, again after a moment
-   * when the key is in flight (a copy of it still running on that instance) or the quota asks to wait. Returns the
-   * answer and the instance that gave it; null after GIVE_UP_MS (recorded as a problem).
+   * when the key is in flight (a copy of it still running on that instance), the store was busy (503) or the quota
+   * asks to wait. Returns the answer and the instance that gave it; null after GIVE_UP_MS (recorded as a problem).
    */
   async write (path: string, body: unknown, key: string): Promise<{ answer: Answer, base: string } | null> {
     const deadline = Date.now() + GIVE_UP_MS
