@@ -245,6 +245,26 @@ function suite (name: string, makeStore: (t: TestContext) => Promise<Store>): vo
     assert.equal('orderId' in (holds.find((one) => one.id === checkout.id) as object), false, 'a checkout\'s hold has no orderId')
   })
 
+  test(`${name}: when units are held, sold out through a hold and an order, and received again, then no pet's status changes (docs/adr/0038-pet-status-stays-the-catalogues.md)`, async (t) => {
+    const shop = await shopOn(t, await makeStore(t), { pets: [pet(1, { quantity: 2, status: 'available' }), pet(2, { quantity: 1, status: 'pending' })] })
+    const statuses = async (): Promise<Array<[number, string]>> =>
+      (await shop.get('/v1/inventory')).json<Array<{ petId: number, status: string }>>().map((item) => [item.petId, item.status])
+    const before = await statuses()
+    assert.deepEqual(before, [[1, 'available'], [2, 'pending']])
+    const hold = (await shop.sell('/v1/holds', { lines: [{ petId: 1, quantity: 2 }] })).json<{ id: string }>()
+    assert.deepEqual(await statuses(), before, 'every unit held')
+    assert.equal((await shop.sell(`/v1/holds/${hold.id}/confirm`)).statusCode, 200)
+    const order = (await shop.sell('/v1/store/orders', { petId: 2, quantity: 1 })).json<{ id: number }>()
+    assert.equal((await shop.sell(`/v1/store/orders/${order.id}/deliver`)).statusCode, 200)
+    const soldOut = (await shop.get('/v1/inventory')).json<Array<{ petId: number, quantity: number, status: string }>>()
+    assert.deepEqual(soldOut, [{ petId: 1, quantity: 0, status: 'available' }, { petId: 2, quantity: 0, status: 'pending' }], 'sold out, status as imported')
+    const admin = (await createKey(shop.store, 'production', { plan: 'enterprise', name: 'admin', perMinute: 1000, perDay: 10_000, scope: 'write', expiresAt: null })).key
+    const arrival = await shop.request({ method: 'POST', url: '/v1/inventory/1/adjustments', headers: { ...auth(admin), ...json }, payload: { delta: 3, reason: 'arrival' } })
+    assert.equal(arrival.statusCode, 200, arrival.body)
+    assert.deepEqual(arrival.json(), { petId: 1, quantity: 3, status: 'available' })
+    assert.deepEqual(await statuses(), before, 'received again')
+  })
+
   test(`${name}: when a read key places or moves an order, then it is refused 403 naming inventory:sell`, async (t) => {
     const shop = await shopOn(t, await makeStore(t))
     const id = (await shop.sell('/v1/store/orders', { petId: 1, quantity: 1 })).json<{ id: number }>().id
