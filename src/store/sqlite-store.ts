@@ -2,6 +2,7 @@
  * The embedded store: the areas on one SQLite file (./sqlite/database.ts), in the order of ./store.ts. Each area is its
  * own class beside its interface (src/store/<area>/sqlite.ts).
  */
+import { SqliteAlerts } from './alerts/sqlite.js'
 import { SqliteCatalog } from './catalog/sqlite.js'
 import { SqliteIdempotency } from './idempotency/sqlite.js'
 import { SqliteKeys } from './keys/sqlite.js'
@@ -22,6 +23,7 @@ export class SqliteStore implements Store {
   readonly webhooks: SqliteWebhooks
   readonly streams: SqliteStreams
   readonly catalog: SqliteCatalog
+  readonly alerts: SqliteAlerts
   readonly #db: SqliteDatabase
 
   constructor (path: string, options: SqliteOptions = {}) {
@@ -34,6 +36,7 @@ export class SqliteStore implements Store {
     this.webhooks = new SqliteWebhooks(db)
     this.streams = new SqliteStreams(db)
     this.catalog = new SqliteCatalog(db)
+    this.alerts = new SqliteAlerts(db)
   }
 
   async ping (): Promise<void> {
