@@ -22,6 +22,7 @@ import { inventoryRoutes } from './inventory.js'
 import { orderRoutes } from './orders.js'
 import { petRoutes } from './pets.js'
 import { rateLimitRoutes } from './rate-limit.js'
+import { reorderPointRoutes } from './reorder-points.js'
 import { streamRoutes } from './stream.js'
 import { webhookRoutes } from './webhooks.js'
 
@@ -77,6 +78,7 @@ export const apiRoutes: FastifyPluginAsyncTypebox<ApiRouteOptions> = async (v1, 
     committed: () => { for (const wake of commits) wake() },
     ...(options.changes === undefined ? {} : { changes: options.changes })
   })
+  await v1.register(reorderPointRoutes, { store, clock })
   await v1.register(changeRoutes, { store })
   await v1.register(streamRoutes, { store, config: config.streams, lifecycle, metrics, clock, commits, standing: (request) => keyStanding(access, request) })
   await v1.register(webhookRoutes, { webhooks: options.webhooks })

@@ -11,6 +11,8 @@ import {
 import { MAX_QUANTITY_TEXT, type InventoryItem as Item, type StockEntry } from '../../model.js'
 import { parseInt64 } from '../../int64.js'
 import type { FeedPlace, StockStore } from '../../store/stock/types.js'
+import type { AlertReads } from '../../store/alerts/types.js'
+import { listLowStock } from '../../domain/alerts.js'
 import { InventoryCache, type InventoryView } from '../inventory-cache.js'
 import type { ChangeSignal } from '../../changes/types.js'
 import { IDEMPOTENCY_KEY_DESCRIPTION, idempotencyKeyOf } from '../idempotency.js'
@@ -52,7 +54,13 @@ const InventoryQuery = Type.Object({
     maximum: MAX_INVENTORY_LIMIT,
     description: `Page size (default ${DEFAULT_INVENTORY_LIMIT} once paging). Without limit and cursor the whole listing is answered.`
   })),
-  cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'Opaque cursor from a rel="next" link' }))
+  cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'Opaque cursor from a rel="next" link' })),
+  lowStock: Type.Optional(Type.Enum(['true', 'false'], {
+    type: 'string',
+    description: 'With `true`, only the entries at or below their reorder point (`PUT /v1/inventory/{petId}/reorder-point`), in the ' +
+      'same shape and order, read from the store at the instant of the request; pages with `limit` and `cursor` as the whole ' +
+      'listing does. No ETag and no Changes-Cursor. `false` (or absent): the whole listing. Beta'
+  }))
 })
 
 const Entry = (description: string) =>
@@ -170,7 +178,7 @@ function sendListing (reply: FastifyReply, view: InventoryView): void {
 }
 
 export interface InventoryRouteOptions {
-  store: { readonly stock: StockStore }
+  store: { readonly stock: StockStore, readonly alerts: Pick<AlertReads, 'listLowStock'> }
   clock: () => number
   /** The idempotency keys of stock writes (their records live in the store). */
   idempotency: IdempotencyKeys
@@ -192,8 +200,8 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
   const cache = new InventoryCache({ store, serialize: (items) => serialize(items), ...(changes === undefined ? {} : { watch: changes.watch }) })
   app.addHook('onClose', async () => { cache.close() })
   const paged = (query: unknown): boolean => {
-    const q = query as { limit?: unknown, cursor?: unknown } | undefined
-    return q?.limit !== undefined || q?.cursor !== undefined
+    const q = query as { limit?: unknown, cursor?: unknown, lowStock?: unknown } | undefined
+    return q?.limit !== undefined || q?.cursor !== undefined || q?.lowStock === 'true'
   }
 
   app.get('/inventory', {
@@ -206,7 +214,8 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
       description: 'Returns current stock levels for all pets in the store, ordered by petId. The response carries a ' +
         'strong ETag; a request with a matching If-None-Match gets 304 without a body, and (as on GitHub) a 304 does ' +
         'not count against the rate limit. With `limit` or `cursor` (an addition to the specification, beta) the answer is ' +
-        'one page, ordered by petId, with `Link: <...>; rel="next"` while more remain; pages carry no ETag.',
+        'one page, ordered by petId, with `Link: <...>; rel="next"` while more remain; pages carry no ETag. With ' +
+        '`lowStock=true` (beta) only the entries at or below their reorder point are listed, as they stand in the store.',
       tags: ['inventory'],
       querystring: InventoryQuery,
       headers: Type.Object({
@@ -220,7 +229,8 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
     }
   }, (request, reply) => {
     reply.type('application/json; charset=utf-8')
-    const { limit, cursor } = request.query
+    const { limit, cursor, lowStock } = request.query
+    if (lowStock === 'true') return sendLowStock(request.query, reply)
     if (limit === undefined && cursor === undefined) {
       // Not an async handler: a listing that needs no store check is sent without a promise.
       const view = cache.currentNow()
@@ -255,6 +265,28 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
     reply.send(page.body as never)
     // Resolves once the answer is sent, so Fastify never takes the handler's end for an answer still to send.
     await reply
+  }
+
+  /**
+   * The entries at or below their reorder point, from the store (not the cached listing: the filter is rare, and the
+   * points are not part of what the listing's version covers). Whole, or in pages as the listing pages.
+   */
+  async function sendLowStock ({ limit, cursor }: { limit?: number, cursor?: string }, reply: FastifyReply): Promise<Item[]> {
+    if (limit === undefined && cursor === undefined) return await listLowStock(store, null, Number.MAX_SAFE_INTEGER)
+    const size = limit ?? DEFAULT_INVENTORY_LIMIT
+    let after: bigint | null
+    try {
+      after = cursor === undefined ? null : decodeCursor(INVENTORY_CURSOR_PREFIX, cursor)
+    } catch (error) {
+      cursorRefused(error)
+    }
+    const items = await listLowStock(store, after, size + 1)
+    const page = items.slice(0, size)
+    const last = page.at(-1)
+    if (items.length > size && last !== undefined) {
+      linkNext(reply, { lowStock: 'true', limit: String(size), cursor: encodeCursor(INVENTORY_CURSOR_PREFIX, last.petId) })
+    }
+    return page
   }
 
   app.get('/inventory/:petId', {
