@@ -103,6 +103,17 @@ function suite (name: string, makeStore: (t: TestContext) => Promise<Store>): vo
       assert.deepEqual(read.json(), { petId: 1, reorderPoint: 3, low: false })
     })
 
+    test('when stock crosses its point, then the change feed serves the stock change and not the event row as a change', async (t) => {
+      const { call } = await serve(t, makeStore)
+      await call('PUT', '/v1/inventory/1/reorder-point', { reorderPoint: 5 })
+      await call('PATCH', '/v1/inventory/1', { quantity: 3, reason: 'sale' })
+      await call('PATCH', '/v1/inventory/1', { quantity: 9, reason: 'arrival' })
+      const feed = await call('GET', '/v1/inventory/changes?limit=100')
+      assert.equal(feed.statusCode, 200, feed.body)
+      assert.deepEqual(feed.json<Array<{ petId: number, reason: string, quantity: number }>>().filter((change) => change.petId === 1)
+        .map((change) => [change.reason, change.quantity]), [['import', 10], ['sale', 3], ['arrival', 9]])
+    })
+
     test('when listed with lowStock=true, then only the entries at or below their point are answered, in the v1 shape', async (t) => {
       const { call } = await serve(t, makeStore)
       await call('PUT', '/v1/inventory/1/reorder-point', { reorderPoint: 5 })

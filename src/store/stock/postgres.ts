@@ -252,11 +252,14 @@ export class PostgresStock implements StockStore {
     return rows[0] === undefined ? null : toStockEntry(rows[0])
   }
 
-  /** In commit order: the position each writing transaction took as it committed (migration 7), then the row id. */
+  /**
+   * In commit order: the position each writing transaction took as it committed (migration 7), then the row id. Event
+   * rows (a low-stock crossing) are not stock changes: the feed of inventory.changed leaves them out.
+   */
   async listChanges (after: FeedPosition | null, limit: number): Promise<FeedChange[]> {
     const { rows } = await this.#db.query<LedgerRow & { position: bigint, epoch: string | null }>(
       `SELECT ${LEDGER_COLUMNS}, f.position, ${EPOCH_OF('f.position', 'l.id')} AS epoch FROM feed_positions f JOIN stock_ledger l ON l.txid = f.txid
-       WHERE $1::bigint IS NULL OR (f.position, l.id) > ($1::bigint, $2::bigint)
+       WHERE ($1::bigint IS NULL OR (f.position, l.id) > ($1::bigint, $2::bigint)) AND l.event IS NULL
        ORDER BY f.position, l.id LIMIT $3`, [after?.order ?? null, after?.id ?? null, limit])
     return rows.map((row) => ({ ...toLedgerEntry(row), position: { order: row.position, id: row.id }, epoch: row.epoch }))
   }

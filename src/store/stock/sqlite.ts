@@ -158,10 +158,14 @@ export class SqliteStock implements StockStore {
     return guard(() => (this.#db.prepare(HISTORY_SQL).all(petId, limit) as LedgerRow[]).map(toLedgerEntry))
   }
 
-  /** One writer at a time: ledger rows commit in id order, so the id alone is the feed's order. */
+  /**
+   * One writer at a time: ledger rows commit in id order, so the id alone is the feed's order. Event rows (a
+   * low-stock crossing) are not stock changes: the feed of inventory.changed leaves them out.
+   */
   async listChanges (after: FeedPosition | null, limit: number): Promise<FeedChange[]> {
     return guard(() => {
-      const rows = this.#db.prepare(`SELECT ${LEDGER_COLUMNS}, ${EPOCH_OF('0', 'l.id')} AS epoch FROM stock_ledger l WHERE l.id > ? ORDER BY l.id LIMIT ?`)
+      const rows = this.#db.prepare(`SELECT ${LEDGER_COLUMNS}, ${EPOCH_OF('0', 'l.id')} AS epoch FROM stock_ledger l WHERE l.id > ? AND l.event IS NULL
+        ORDER BY l.id LIMIT ?`)
         .all(after?.id ?? 0n, limit) as Array<LedgerRow & { epoch: string | null }>
       return rows.map((row) => ({ ...toLedgerEntry(row), position: { order: 0n, id: row.id }, epoch: row.epoch }))
     })

@@ -99,11 +99,11 @@ export class PostgresWebhooks implements WebhookStore {
         // the position moved past the last of them.
         const { rows: [row] } = await client.query<{ n: bigint }>(
           `WITH changes AS (
-             SELECT f.position, l.id FROM feed_positions f JOIN stock_ledger l ON l.txid = f.txid
+             SELECT f.position, l.id, l.event FROM feed_positions f JOIN stock_ledger l ON l.txid = f.txid
              WHERE (f.position, l.id) > ($2::bigint, $3::bigint) ORDER BY f.position, l.id LIMIT $4
            ), inserted AS (
              INSERT INTO webhook_deliveries (webhook_id, change_id, feed_order, state, next_attempt_at, give_up_at, created_at)
-             SELECT $1, id, position, 'pending', $5, $6, $5 FROM changes ORDER BY position, id
+             SELECT $1, id, position, 'pending', $5, $6, $5 FROM changes WHERE event IS NULL ORDER BY position, id
              ON CONFLICT (webhook_id, change_id) DO NOTHING RETURNING 1
            ), moved AS (
              UPDATE webhooks w SET feed_order = last.position, feed_id = last.id

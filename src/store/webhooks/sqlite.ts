@@ -108,11 +108,12 @@ export class SqliteWebhooks implements WebhookStore {
           .all(iso(at)) as Array<{ id: string, feed_id: bigint }>
         let count = 0
         for (const webhook of webhooks) {
-          const changes = this.#db.prepare('SELECT id FROM stock_ledger WHERE id > ? ORDER BY id LIMIT ?').all(webhook.feed_id, limit) as Array<{ id: bigint }>
+          // Every row moves the position; an event row (a low-stock crossing) is no inventory.changed delivery.
+          const changes = this.#db.prepare('SELECT id, event FROM stock_ledger WHERE id > ? ORDER BY id LIMIT ?').all(webhook.feed_id, limit) as Array<{ id: bigint, event: string | null }>
           if (changes.length === 0) continue
           const insert = this.#db.prepare(`INSERT INTO webhook_deliveries (webhook_id, change_id, feed_order, state, next_attempt_at, give_up_at, created_at)
             VALUES (?, ?, 0, 'pending', ?, ?, ?) ON CONFLICT (webhook_id, change_id) DO NOTHING`)
-          for (const change of changes) count += insert.run(webhook.id, change.id, iso(at), iso(giveUpAt), iso(at)).changes
+          for (const change of changes) if (change.event === null) count += insert.run(webhook.id, change.id, iso(at), iso(giveUpAt), iso(at)).changes
           this.#db.prepare('UPDATE webhooks SET feed_id = ? WHERE id = ?').run((changes.at(-1) as { id: bigint }).id, webhook.id)
         }
         return count
