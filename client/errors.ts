@@ -53,8 +53,9 @@ export class PetstoreError extends Error {
 }
 
 /**
- * 403 `insufficient_scope`: the key may not call this operation (a read-only key calling a write). Never retried: only
- * another key helps. `requiredScope` is the scope the server named (`inventory:write`).
+ * 403 `insufficient_scope`: the key's scope does not cover this operation (a read key placing an order, a storefront
+ * key setting stock). Never retried: only another key helps. `requiredScope` is the scope the server named
+ * (`inventory:sell` or `inventory:write`).
  */
 export class InsufficientScopeError extends PetstoreError {
   readonly requiredScope: string | null

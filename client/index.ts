@@ -24,7 +24,7 @@ import type { ClientOptions, PetstoreClient } from './types.js'
 
 export { InsufficientScopeError, PetstoreError, type ApiErrorCode, type ClientErrorCode } from './errors.js'
 export type {
-  BatchEntry, BatchFailure, BatchResult, ChangePage, ClientOptions, Conditional, DeprecationInfo, Int64Input, InventoryAdjustment,
+  BatchEntry, BatchFailure, BatchResult, ChangeEntry, ChangePage, ClientOptions, Conditional, DeprecationInfo, Int64Input, InventoryAdjustment,
   InventoryBatch, InventoryChange, InventoryItem, InventoryListing, InventoryPage, InventoryPageQuery, InventoryUpdate, Order,
   OrderPage, OrderQuery, Pet, PetstoreClient, RateLimit, RateLimitedEvent, RateLimitStatus, ResponseMeta, StockReason, StreamOptions,
   WriteOptions, WriteResult

@@ -23,8 +23,15 @@ export type InventoryBatch = JsonOf<NonNullable<Operation<'/inventory/batch', 'p
 export type BatchEntry = JsonOf<ResponsesOf<Operation<'/inventory/batch', 'post'>>[200]>['entries'][number]
 /** Why one change of a refused batch cannot apply (`PetstoreError.failures`). */
 export type BatchFailure = NonNullable<JsonOf<ResponsesOf<Operation<'/inventory/batch', 'post'>>[409]>['failures']>[number]
-/** One stock change from the feed; `cursor` is where the feed resumes after it. */
-export type InventoryChange = JsonOf<ResponsesOf<Operation<'/inventory/changes', 'get'>>[200]>[number]
+/** An entry of the feed, of any form: a stock change as served without `types`, or a typed entry. */
+type FeedEntry = JsonOf<ResponsesOf<Operation<'/inventory/changes', 'get'>>[200]>[number]
+/** One stock change from the feed (as it serves them without `types`); `cursor` is where the feed resumes after it. */
+export type InventoryChange = Exclude<FeedEntry, { type: string }>
+/**
+ * One entry of the feed asked for with `types`: a stock change or an event of availability (a hold's, a low-stock
+ * crossing), told apart by `type`.
+ */
+export type ChangeEntry = Extract<FeedEntry, { type: string }>
 /** A pet (deprecated operation); ids are exact int64. */
 export type Pet = JsonOf<ResponsesOf<Operation<'/pets/{petId}', 'get'>>[200]>
 /** A store order; `id` and `petId` are exact int64. */

@@ -93,7 +93,7 @@ export interface paths {
         };
         /**
          * List stock changes in commit order, to keep a copy in sync
-         * @description Every change to what the listing shows, from the stock ledger: quantities set through PATCH, adjustments and batches, and what the operator's imports change (a quantity, a pet's status, an entry added), one page at a time, in the order the changes were committed (those of one request in its order): a reader following it never misses or repeats a change, also while several instances write, and sees each pet's changes in the order they were made, so applying them in turn leaves a copy equal to the inventory. Each change carries a `cursor`; store the last one you processed and send it as `after` to resume. Every answer carries `Link: <...>; rel="next"`; an empty page means you are caught up: poll the same link later. `requestId` is shown only for changes made with your own key. To start a copy, take `GET /v1/inventory` and follow from its `Changes-Cursor`. A cursor stays good for the life of the deployment: a place past the feed's last change is refused (400), and one from a history the store no longer has after it (restored from a backup, failed over to a replica that lost commits, moved to another store since) is 410 `cursor_expired`, never taken for another change: start again from the listing and its `Changes-Cursor`. Beta: an addition to the specification.
+         * @description Every change to what the listing shows, from the stock ledger: quantities set through PATCH, adjustments and batches, and what the operator's imports change (a quantity, a pet's status, an entry added), one page at a time, in the order the changes were committed (those of one request in its order): a reader following it never misses or repeats a change, also while several instances write, and sees each pet's changes in the order they were made, so applying them in turn leaves a copy equal to the inventory. Each change carries a `cursor`; store the last one you processed and send it as `after` to resume. Every answer carries `Link: <...>; rel="next"`; an empty page means you are caught up: poll the same link later. `requestId` is shown only for changes made with your own key. To start a copy, take `GET /v1/inventory` and follow from its `Changes-Cursor`. A cursor stays good for the life of the deployment: a place past the feed's last change is refused (400), and one from a history the store no longer has after it (restored from a backup, failed over to a replica that lost commits, moved to another store since) is 410 `cursor_expired`, never taken for another change: start again from the listing and its `Changes-Cursor`. With `types`, the feed serves the events of availability too (holds placed, confirmed, released and expired, low stock), in the same commit order, each with `type`, so that a follower can mirror what is available, not only what is on hand. Beta: an addition to the specification.
          */
         get: operations["listInventoryChanges"];
         put?: never;
@@ -113,7 +113,7 @@ export interface paths {
         };
         /**
          * Follow stock changes live, as Server-Sent Events
-         * @description The change feed (`GET /v1/inventory/changes`) pushed as it grows, over one long-lived answer of type `text/event-stream` (Server-Sent Events; a browser's EventSource reads it). Each change is one event: `id: <cursor>`, `event: inventory.changed`, `data: <the change as JSON, as the feed shows it>`. It starts after the `Last-Event-ID` header or, without it, after `after`; with neither, from now (changes committed after the connect). What came after the place given is sent first, then each change as it is committed, on any instance, within about a second. A comment line (`: heartbeat`) keeps an idle stream open through proxies. The connect counts as one request. When the stream ends (the instance stops, or the connection drops), reconnect with the last `id` received as `Last-Event-ID`: no change is missed or repeated. A quota may keep a few streams open at once (429 `too_many_streams` beyond). A place past the feed's last change is refused (400); one from a history the store no longer has after it (restored, failed over or moved since) is 410 `cursor_expired`: start again from `GET /v1/inventory` and its `Changes-Cursor`. Beta: an addition to the specification.
+         * @description The change feed (`GET /v1/inventory/changes`) pushed as it grows, over one long-lived answer of type `text/event-stream` (Server-Sent Events; a browser's EventSource reads it). Each change is one event: `id: <cursor>`, `event: inventory.changed`, `data: <the change as JSON, as the feed shows it>`. It starts after the `Last-Event-ID` header or, without it, after `after`; with neither, from now (changes committed after the connect). What came after the place given is sent first, then each change as it is committed, on any instance, within about a second. A comment line (`: heartbeat`) keeps an idle stream open through proxies. The connect counts as one request. When the stream ends (the instance stops, or the connection drops), reconnect with the last `id` received as `Last-Event-ID`: no change is missed or repeated. A quota may keep a few streams open at once (429 `too_many_streams` beyond). A place past the feed's last change is refused (400); one from a history the store no longer has after it (restored, failed over or moved since) is 410 `cursor_expired`: start again from `GET /v1/inventory` and its `Changes-Cursor`. With `types` (as on the feed), the stream carries those types instead, each event named by its type (`event: hold.placed`, ...) and its `data` the entry as the feed with the same `types` shows it; a reconnect must send the same `types` (EventSource keeps the URL). Beta: an addition to the specification.
          */
         get: operations["streamInventoryChanges"];
         put?: never;
@@ -133,13 +133,13 @@ export interface paths {
         };
         /**
          * List the quota's webhook subscriptions
-         * @description Every subscription of the calling key's quota (at most 10), oldest first, without secrets. The event sent, its headers and retries: the `inventory.changed` webhook of this document. Beta: an addition to the specification.
+         * @description Every subscription of the calling key's quota (at most 10), oldest first, without secrets. The events sent, their headers and retries: the webhooks of this document (`inventory.changed`, and the events of availability: `hold.placed`, `hold.confirmed`, `hold.released`, `hold.expired`, `inventory.low_stock`). Beta: an addition to the specification.
          */
         get: operations["listWebhooks"];
         put?: never;
         /**
-         * Subscribe an endpoint to stock changes
-         * @description Creates a subscription of the calling key's quota (every key of the quota manages it; a rotated key keeps it). Its events are the changes committed from now on. The answer holds the signing `secret`, shown only here. Unknown event types are refused naming them; a URL that is not https, carries a user name or password, or resolves to a loopback, private, link-local or otherwise non-public address is refused; the refusal names the host, never what it resolved to. The event sent, its headers and retries: the `inventory.changed` webhook of this document. Beta: an addition to the specification.
+         * Subscribe an endpoint to stock changes and availability events
+         * @description Creates a subscription of the calling key's quota (every key of the quota manages it; a rotated key keeps it). Its events are the changes committed from now on. The answer holds the signing `secret`, shown only here. Unknown event types are refused naming them; a URL that is not https, carries a user name or password, or resolves to a loopback, private, link-local or otherwise non-public address is refused; the refusal names the host, never what it resolved to. The events sent, their headers and retries: the webhooks of this document (`inventory.changed`, and the events of availability: `hold.placed`, `hold.confirmed`, `hold.released`, `hold.expired`, `inventory.low_stock`). Beta: an addition to the specification.
          */
         post: operations["createWebhook"];
         delete?: never;
@@ -157,21 +157,21 @@ export interface paths {
         };
         /**
          * Get one webhook subscription
-         * @description A subscription of the calling key's quota; another quota's is not found. The event sent, its headers and retries: the `inventory.changed` webhook of this document. Beta: an addition to the specification.
+         * @description A subscription of the calling key's quota; another quota's is not found. The events sent, their headers and retries: the webhooks of this document (`inventory.changed`, and the events of availability: `hold.placed`, `hold.confirmed`, `hold.released`, `hold.expired`, `inventory.low_stock`). Beta: an addition to the specification.
          */
         get: operations["getWebhook"];
         put?: never;
         post?: never;
         /**
          * Delete a webhook subscription
-         * @description Deletes the subscription, its pending deliveries and its deliveries log. The event sent, its headers and retries: the `inventory.changed` webhook of this document. Beta: an addition to the specification.
+         * @description Deletes the subscription, its pending deliveries and its deliveries log. The events sent, their headers and retries: the webhooks of this document (`inventory.changed`, and the events of availability: `hold.placed`, `hold.confirmed`, `hold.released`, `hold.expired`, `inventory.low_stock`). Beta: an addition to the specification.
          */
         delete: operations["deleteWebhook"];
         options?: never;
         head?: never;
         /**
          * Change a webhook subscription
-         * @description Changes the fields sent; the others stay. `enabled: true` re-enables a disabled subscription: the events committed while it was disabled are then delivered too, and those undelivered when it was disabled unless they are more than 30 days old (a disabled subscription's undelivered events are purged after 30 days); its failure run starts over. `description: null` removes the description. The event sent, its headers and retries: the `inventory.changed` webhook of this document. Beta: an addition to the specification.
+         * @description Changes the fields sent; the others stay. `enabled: true` re-enables a disabled subscription: the events committed while it was disabled are then delivered too, and those undelivered when it was disabled unless they are more than 30 days old (a disabled subscription's undelivered events are purged after 30 days); its failure run starts over. `description: null` removes the description. The events sent, their headers and retries: the webhooks of this document (`inventory.changed`, and the events of availability: `hold.placed`, `hold.confirmed`, `hold.released`, `hold.expired`, `inventory.low_stock`). Beta: an addition to the specification.
          */
         patch: operations["updateWebhook"];
         trace?: never;
@@ -187,7 +187,7 @@ export interface paths {
         put?: never;
         /**
          * Rotate a subscription's signing secret
-         * @description Makes a new secret, shown only in this answer. For 24 hours the replaced secret keeps signing too: every delivery carries both signatures in `webhook-signature`, so a receiver can switch to the new secret without losing one. Rotating again within the 24 hours ends the oldest secret at once (at most two sign): the way to drop a leaked secret now. The event sent, its headers and retries: the `inventory.changed` webhook of this document. Beta: an addition to the specification.
+         * @description Makes a new secret, shown only in this answer. For 24 hours the replaced secret keeps signing too: every delivery carries both signatures in `webhook-signature`, so a receiver can switch to the new secret without losing one. Rotating again within the 24 hours ends the oldest secret at once (at most two sign): the way to drop a leaked secret now. The events sent, their headers and retries: the webhooks of this document (`inventory.changed`, and the events of availability: `hold.placed`, `hold.confirmed`, `hold.released`, `hold.expired`, `inventory.low_stock`). Beta: an addition to the specification.
          */
         post: operations["rotateWebhookSecret"];
         delete?: never;
@@ -205,7 +205,7 @@ export interface paths {
         };
         /**
          * The deliveries log of a subscription
-         * @description Its events, newest first, each with every attempt (time, HTTP status or error, duration) and the next one. While more remain the answer carries `Link: <...>; rel="next"`. Delivered and failed deliveries are kept 30 days, and so are the undelivered ones of a disabled subscription. Of an answer the log keeps its status, its duration and, from a public address, the first 256 bytes of its body, redacted. The event sent, its headers and retries: the `inventory.changed` webhook of this document. Beta: an addition to the specification.
+         * @description Its events, newest first, each with every attempt (time, HTTP status or error, duration) and the next one. While more remain the answer carries `Link: <...>; rel="next"`. Delivered and failed deliveries are kept 30 days, and so are the undelivered ones of a disabled subscription. Of an answer the log keeps its status, its duration and, from a public address, the first 256 bytes of its body, redacted. The events sent, their headers and retries: the webhooks of this document (`inventory.changed`, and the events of availability: `hold.placed`, `hold.confirmed`, `hold.released`, `hold.expired`, `inventory.low_stock`). Beta: an addition to the specification.
          */
         get: operations["listWebhookDeliveries"];
         put?: never;
@@ -227,7 +227,7 @@ export interface paths {
         put?: never;
         /**
          * Attempt a delivery again now
-         * @description Makes the delivery due now and retried for another 24 hours: a failed one is tried again, a delivered one sent again (with the same `webhook-id`). Answers 202; the attempt follows within a second while the subscription is enabled. The event sent, its headers and retries: the `inventory.changed` webhook of this document. Beta: an addition to the specification.
+         * @description Makes the delivery due now and retried for another 24 hours: a failed one is tried again, a delivered one sent again (with the same `webhook-id`). Answers 202; the attempt follows within a second while the subscription is enabled. The events sent, their headers and retries: the webhooks of this document (`inventory.changed`, and the events of availability: `hold.placed`, `hold.confirmed`, `hold.released`, `hold.expired`, `inventory.low_stock`). Beta: an addition to the specification.
          */
         post: operations["retryWebhookDelivery"];
         delete?: never;
@@ -310,9 +310,109 @@ export interface webhooks {
         put?: never;
         /**
          * A stock change, pushed
-         * @description Sent to every enabled subscription for each change of the feed committed after it was made (API writes, batches and imports), at least once. Headers (Standard Webhooks v1): `webhook-id` (the same for every attempt: deduplicate by it; `evt_<epoch>_<changeId>`, never the id of another change, also across restores and failovers of the store; changes made before the store had epochs keep `evt_<changeId>`), `webhook-timestamp` (Unix seconds of the attempt: refuse old ones), `webhook-signature` (`v1,` + base64 HMAC-SHA256 of `id.timestamp.body` with the secret; several, space-separated, during a rotation). Answer 2xx within 10 s; anything else is retried with exponential backoff for 24 hours; 410 disables the subscription. Events may arrive out of order: order them by `data.cursor`, or per pet by `data.changeId`.
+         * @description Sent to every enabled subscription of `inventory.changed` for each change of the feed committed after it was made (API writes, batches and imports), at least once. Headers (Standard Webhooks v1): `webhook-id` (the same for every attempt: deduplicate by it; `evt_<epoch>_<changeId>`, never the id of another change, also across restores and failovers of the store; changes made before the store had epochs keep `evt_<changeId>`), `webhook-timestamp` (Unix seconds of the attempt: refuse old ones), `webhook-signature` (`v1,` + base64 HMAC-SHA256 of `id.timestamp.body` with the secret; several, space-separated, during a rotation). Answer 2xx within 10 s; anything else is retried with exponential backoff for 24 hours; 410 disables the subscription. Events may arrive out of order: order them by `data.cursor`, or per pet by `data.changeId`.
          */
         post: operations["inventoryChangedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "hold.placed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A hold placed, pushed
+         * @description Sent to every enabled subscription of `hold.placed`, at least once, for each committed after it was made. One per pet of the hold: a hold was placed (or an order placed with it): its units of the pet are held from now on. `data` says what is on hand, held and available of the pet right after it, so that a follower can mirror what can be sold. Delivered as `inventory.changed` is: Headers (Standard Webhooks v1): `webhook-id` (the same for every attempt: deduplicate by it; `evt_<epoch>_<changeId>`, never the id of another change, also across restores and failovers of the store; changes made before the store had epochs keep `evt_<changeId>`), `webhook-timestamp` (Unix seconds of the attempt: refuse old ones), `webhook-signature` (`v1,` + base64 HMAC-SHA256 of `id.timestamp.body` with the secret; several, space-separated, during a rotation). Answer 2xx within 10 s; anything else is retried with exponential backoff for 24 hours; 410 disables the subscription. Events may arrive out of order: order them by `data.cursor`, or per pet by `data.changeId`.
+         */
+        post: operations["holdPlacedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "hold.confirmed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A hold confirmed, pushed
+         * @description Sent to every enabled subscription of `hold.confirmed`, at least once, for each committed after it was made. One per pet of the hold: a hold was confirmed (or its order delivered): its units were sold and left the stock (an `inventory.changed` with reason `sale` came just before). `data` says what is on hand, held and available of the pet right after it, so that a follower can mirror what can be sold. Delivered as `inventory.changed` is: Headers (Standard Webhooks v1): `webhook-id` (the same for every attempt: deduplicate by it; `evt_<epoch>_<changeId>`, never the id of another change, also across restores and failovers of the store; changes made before the store had epochs keep `evt_<changeId>`), `webhook-timestamp` (Unix seconds of the attempt: refuse old ones), `webhook-signature` (`v1,` + base64 HMAC-SHA256 of `id.timestamp.body` with the secret; several, space-separated, during a rotation). Answer 2xx within 10 s; anything else is retried with exponential backoff for 24 hours; 410 disables the subscription. Events may arrive out of order: order them by `data.cursor`, or per pet by `data.changeId`.
+         */
+        post: operations["holdConfirmedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "hold.released": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A hold released, pushed
+         * @description Sent to every enabled subscription of `hold.released`, at least once, for each committed after it was made. One per pet of the hold: a hold was released (or its order cancelled): its units are available again. `data` says what is on hand, held and available of the pet right after it, so that a follower can mirror what can be sold. Delivered as `inventory.changed` is: Headers (Standard Webhooks v1): `webhook-id` (the same for every attempt: deduplicate by it; `evt_<epoch>_<changeId>`, never the id of another change, also across restores and failovers of the store; changes made before the store had epochs keep `evt_<changeId>`), `webhook-timestamp` (Unix seconds of the attempt: refuse old ones), `webhook-signature` (`v1,` + base64 HMAC-SHA256 of `id.timestamp.body` with the secret; several, space-separated, during a rotation). Answer 2xx within 10 s; anything else is retried with exponential backoff for 24 hours; 410 disables the subscription. Events may arrive out of order: order them by `data.cursor`, or per pet by `data.changeId`.
+         */
+        post: operations["holdReleasedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "hold.expired": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A hold expired, pushed
+         * @description Sent to every enabled subscription of `hold.expired`, at least once, for each committed after it was made. One per pet of the hold: a hold expired: its units stopped counting at its expiry (the event is recorded by a sweeper, shortly after). `data` says what is on hand, held and available of the pet right after it, so that a follower can mirror what can be sold. Delivered as `inventory.changed` is: Headers (Standard Webhooks v1): `webhook-id` (the same for every attempt: deduplicate by it; `evt_<epoch>_<changeId>`, never the id of another change, also across restores and failovers of the store; changes made before the store had epochs keep `evt_<changeId>`), `webhook-timestamp` (Unix seconds of the attempt: refuse old ones), `webhook-signature` (`v1,` + base64 HMAC-SHA256 of `id.timestamp.body` with the secret; several, space-separated, during a rotation). Answer 2xx within 10 s; anything else is retried with exponential backoff for 24 hours; 410 disables the subscription. Events may arrive out of order: order them by `data.cursor`, or per pet by `data.changeId`.
+         */
+        post: operations["holdExpiredEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "inventory.low_stock": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A pet ran low, pushed
+         * @description Sent to every enabled subscription of `inventory.low_stock`, at least once, for each committed after it was made. A stock change left the pet's on-hand quantity at or below its reorder point, which it was above before: sent once per crossing (again only after the quantity has risen above the point). Delivered as `inventory.changed` is: Headers (Standard Webhooks v1): `webhook-id` (the same for every attempt: deduplicate by it; `evt_<epoch>_<changeId>`, never the id of another change, also across restores and failovers of the store; changes made before the store had epochs keep `evt_<changeId>`), `webhook-timestamp` (Unix seconds of the attempt: refuse old ones), `webhook-signature` (`v1,` + base64 HMAC-SHA256 of `id.timestamp.body` with the secret; several, space-separated, during a rotation). Answer 2xx within 10 s; anything else is retried with exponential backoff for 24 hours; 410 disables the subscription. Events may arrive out of order: order them by `data.cursor`, or per pet by `data.changeId`.
+         */
+        post: operations["inventoryLowStockEvent"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1059,7 +1159,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The API key's scope does not include this operation (a read-only key calling a write); it was counted like any request. Error codes: `insufficient_scope`. */
+            /** @description The API key's scope does not include this operation, which needs `inventory:write`; it was counted like any request. Error codes: `insufficient_scope`. */
             403: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -1599,7 +1699,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The API key's scope does not include this operation (a read-only key calling a write); it was counted like any request. Error codes: `insufficient_scope`. */
+            /** @description The API key's scope does not include this operation, which needs `inventory:write`; it was counted like any request. Error codes: `insufficient_scope`. */
             403: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -2152,7 +2252,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The API key's scope does not include this operation (a read-only key calling a write); it was counted like any request. Error codes: `insufficient_scope`. */
+            /** @description The API key's scope does not include this operation, which needs `inventory:write`; it was counted like any request. Error codes: `insufficient_scope`. */
             403: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -2491,6 +2591,11 @@ export interface operations {
                 after?: string;
                 /** @description Page size */
                 limit?: number;
+                /**
+                 * @description Comma-separated entry types to serve, in place of stock changes alone: `inventory.changed`, `hold.placed`, `hold.confirmed`, `hold.released`, `hold.expired`, `inventory.low_stock` (400 for any other). `inventory.changed`: a stock change; `hold.placed`: a hold was placed (or an order placed with it): its units of the pet are held from now on; `hold.confirmed`: a hold was confirmed (or its order delivered): its units were sold and left the stock (an `inventory.changed` with reason `sale` came just before); `hold.released`: a hold was released (or its order cancelled): its units are available again; `hold.expired`: a hold expired: its units stopped counting at its expiry (the event is recorded by a sweeper, shortly after); `inventory.low_stock`: a pet's on-hand quantity fell to or below its reorder point. With it, every entry carries `type`; without it, the feed serves stock changes exactly as before it had types. Name stock changes too (`inventory.changed,hold.placed,...`) to mirror what is available. Entries of types not named are skipped, never counted against `limit`: a cursor resumes after the last entry served.
+                 * @example inventory.changed,hold.placed,hold.confirmed,hold.released,hold.expired
+                 */
+                types?: string;
             };
             header?: never;
             path?: never;
@@ -2518,7 +2623,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
+                    "application/json": ({
                         /**
                          * Format: int64
                          * @description The change's id: unique, but on PostgreSQL not increasing in feed order; page with `cursor`
@@ -2557,7 +2662,111 @@ export interface operations {
                         requestId: string | null;
                         /** @description Where the feed resumes after this change: store it, and send it as `after` */
                         cursor: string;
-                    }[];
+                    } | {
+                        /**
+                         * @description The entry's type: a stock change
+                         * @enum {string}
+                         */
+                        type: "inventory.changed";
+                        /**
+                         * Format: int64
+                         * @description The change's id: unique, but on PostgreSQL not increasing in feed order; page with `cursor`
+                         */
+                        changeId: bigint;
+                        /**
+                         * Format: int64
+                         * @description The pet whose stock changed
+                         */
+                        petId: bigint;
+                        /** @description The quantity before; null when the change created the entry (an import) */
+                        previousQuantity: number | null;
+                        /** @description The quantity after */
+                        quantity: number;
+                        /**
+                         * @description Why, as recorded; `import` for the operator's imports. `arrival`: new stock came in (a delivery, a litter); `return`: a customer brought units back; `adjustment`: a manual correction with no better reason (the default); `sale`: units were sold; `loss`: units were lost to death, escape or damage; `recount`: a stock count found a different number and this corrects it. `sale` and `loss` normally take stock away, but no sign is enforced for any reason: a sale or loss undone is recorded with the same reason and the opposite sign.
+                         * @enum {string}
+                         */
+                        reason: "arrival" | "return" | "adjustment" | "sale" | "loss" | "recount" | "import";
+                        /** @description The note sent with the change */
+                        note: string | null;
+                        /** @description The reference sent with the change (an order, an invoice, a count sheet); null when none was sent */
+                        reference: string | null;
+                        /**
+                         * Format: date-time
+                         * @description When the change was asked for (a change that waited for a lock may carry an earlier time than the one before it)
+                         */
+                        at: string;
+                        /** @description Shared by the changes of one batch; null for a change made alone */
+                        batchId: string | null;
+                        /** @description The pet's status after the change, when the change set it: an import that changed the status (then `quantity` may equal `previousQuantity`) or created the entry. Null when the status stayed as it was (every change made through the API) */
+                        status: ("available" | "pending" | "sold") | null;
+                        /** @description The status before, when the change changed an existing entry's status; else null */
+                        previousStatus: ("available" | "pending" | "sold") | null;
+                        /** @description The X-Request-Id of the request that made it, for changes made with your own key; null for others' */
+                        requestId: string | null;
+                        /** @description Where the feed resumes after this change: store it, and send it as `after` */
+                        cursor: string;
+                    } | {
+                        /**
+                         * @description The entry's type: a hold placed, confirmed, released or expired
+                         * @enum {string}
+                         */
+                        type: "hold.placed" | "hold.confirmed" | "hold.released" | "hold.expired";
+                        /**
+                         * Format: int64
+                         * @description The entry's id: unique, but on PostgreSQL not increasing in feed order; page with `cursor`
+                         */
+                        changeId: bigint;
+                        /**
+                         * Format: int64
+                         * @description The pet whose availability changed
+                         */
+                        petId: bigint;
+                        /** @description The hold (`hold_...`) */
+                        holdId: string;
+                        /** @description The hold's reference (a cart, a checkout, an order); null when none was sent */
+                        reference: string | null;
+                        /** @description The pet's on-hand quantity as it stands after the event */
+                        quantity: number;
+                        /** @description The pet's units held by every hold that counts, after the event */
+                        held: number;
+                        /** @description What can be sold of the pet after the event: max(0, quantity - held) */
+                        available: number;
+                        /**
+                         * Format: date-time
+                         * @description When it happened (for hold.expired: when the sweeper recorded it, at or after the hold's expiry)
+                         */
+                        at: string;
+                        /** @description Where the feed resumes after this entry: store it, and send it as `after` */
+                        cursor: string;
+                    } | {
+                        /**
+                         * @description The entry's type: a reorder point crossed
+                         * @enum {string}
+                         */
+                        type: "inventory.low_stock";
+                        /**
+                         * Format: int64
+                         * @description The entry's id: unique, but on PostgreSQL not increasing in feed order; page with `cursor`
+                         */
+                        changeId: bigint;
+                        /**
+                         * Format: int64
+                         * @description The pet whose availability changed
+                         */
+                        petId: bigint;
+                        /** @description The pet's on-hand quantity after the change that crossed the point */
+                        quantity: number;
+                        /** @description The pet's reorder point: the quantity is at or below it */
+                        reorderPoint: number;
+                        /**
+                         * Format: date-time
+                         * @description When the change that crossed it was made
+                         */
+                        at: string;
+                        /** @description Where the feed resumes after this entry: store it, and send it as `after` */
+                        cursor: string;
+                    })[];
                 };
             };
             /** @description The request has invalid parameters or body. Error codes: `invalid_request`. */
@@ -2811,6 +3020,11 @@ export interface operations {
             query?: {
                 /** @description A change's cursor: the stream starts after it. Without it (and without Last-Event-ID), from now. */
                 after?: string;
+                /**
+                 * @description Comma-separated entry types to serve, in place of stock changes alone: `inventory.changed`, `hold.placed`, `hold.confirmed`, `hold.released`, `hold.expired`, `inventory.low_stock` (400 for any other). `inventory.changed`: a stock change; `hold.placed`: a hold was placed (or an order placed with it): its units of the pet are held from now on; `hold.confirmed`: a hold was confirmed (or its order delivered): its units were sold and left the stock (an `inventory.changed` with reason `sale` came just before); `hold.released`: a hold was released (or its order cancelled): its units are available again; `hold.expired`: a hold expired: its units stopped counting at its expiry (the event is recorded by a sweeper, shortly after); `inventory.low_stock`: a pet's on-hand quantity fell to or below its reorder point. With it, every entry carries `type`; without it, the feed serves stock changes exactly as before it had types. Name stock changes too (`inventory.changed,hold.placed,...`) to mirror what is available. Entries of types not named are skipped, never counted against `limit`: a cursor resumes after the last entry served.
+                 * @example inventory.changed,hold.placed,hold.confirmed,hold.released,hold.expired
+                 */
+                types?: string;
             };
             header?: {
                 /** @description The `id` of the last event received (a change's cursor): the stream resumes after it. Sent by EventSource on a reconnect; takes precedence over `after`. */
@@ -2821,7 +3035,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description A stream of Server-Sent Events: `retry: 1000` first, then one `inventory.changed` event per change, in feed order, whose `id` is the change's cursor and whose `data` is the change as JSON (the schema below), and `: heartbeat` comments while idle. It ends when the instance stops, or when the key stops working (revoked, expired or banned: the reconnect is then refused as any request with the key). */
+            /** @description A stream of Server-Sent Events: `retry: 1000` first, then one `inventory.changed` event per change (with `types`: one event of its type per entry), in feed order, whose `id` is the entry's cursor and whose `data` is the entry as JSON (the schema below), and `: heartbeat` comments while idle. It ends when the instance stops, or when the key stops working (revoked, expired or banned: the reconnect is then refused as any request with the key). */
             200: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -2877,6 +3091,110 @@ export interface operations {
                         /** @description The X-Request-Id of the request that made it, for changes made with your own key; null for others' */
                         requestId: string | null;
                         /** @description Where the feed resumes after this change: store it, and send it as `after` */
+                        cursor: string;
+                    } | {
+                        /**
+                         * @description The entry's type: a stock change
+                         * @enum {string}
+                         */
+                        type: "inventory.changed";
+                        /**
+                         * Format: int64
+                         * @description The change's id: unique, but on PostgreSQL not increasing in feed order; page with `cursor`
+                         */
+                        changeId: bigint;
+                        /**
+                         * Format: int64
+                         * @description The pet whose stock changed
+                         */
+                        petId: bigint;
+                        /** @description The quantity before; null when the change created the entry (an import) */
+                        previousQuantity: number | null;
+                        /** @description The quantity after */
+                        quantity: number;
+                        /**
+                         * @description Why, as recorded; `import` for the operator's imports. `arrival`: new stock came in (a delivery, a litter); `return`: a customer brought units back; `adjustment`: a manual correction with no better reason (the default); `sale`: units were sold; `loss`: units were lost to death, escape or damage; `recount`: a stock count found a different number and this corrects it. `sale` and `loss` normally take stock away, but no sign is enforced for any reason: a sale or loss undone is recorded with the same reason and the opposite sign.
+                         * @enum {string}
+                         */
+                        reason: "arrival" | "return" | "adjustment" | "sale" | "loss" | "recount" | "import";
+                        /** @description The note sent with the change */
+                        note: string | null;
+                        /** @description The reference sent with the change (an order, an invoice, a count sheet); null when none was sent */
+                        reference: string | null;
+                        /**
+                         * Format: date-time
+                         * @description When the change was asked for (a change that waited for a lock may carry an earlier time than the one before it)
+                         */
+                        at: string;
+                        /** @description Shared by the changes of one batch; null for a change made alone */
+                        batchId: string | null;
+                        /** @description The pet's status after the change, when the change set it: an import that changed the status (then `quantity` may equal `previousQuantity`) or created the entry. Null when the status stayed as it was (every change made through the API) */
+                        status: ("available" | "pending" | "sold") | null;
+                        /** @description The status before, when the change changed an existing entry's status; else null */
+                        previousStatus: ("available" | "pending" | "sold") | null;
+                        /** @description The X-Request-Id of the request that made it, for changes made with your own key; null for others' */
+                        requestId: string | null;
+                        /** @description Where the feed resumes after this change: store it, and send it as `after` */
+                        cursor: string;
+                    } | {
+                        /**
+                         * @description The entry's type: a hold placed, confirmed, released or expired
+                         * @enum {string}
+                         */
+                        type: "hold.placed" | "hold.confirmed" | "hold.released" | "hold.expired";
+                        /**
+                         * Format: int64
+                         * @description The entry's id: unique, but on PostgreSQL not increasing in feed order; page with `cursor`
+                         */
+                        changeId: bigint;
+                        /**
+                         * Format: int64
+                         * @description The pet whose availability changed
+                         */
+                        petId: bigint;
+                        /** @description The hold (`hold_...`) */
+                        holdId: string;
+                        /** @description The hold's reference (a cart, a checkout, an order); null when none was sent */
+                        reference: string | null;
+                        /** @description The pet's on-hand quantity as it stands after the event */
+                        quantity: number;
+                        /** @description The pet's units held by every hold that counts, after the event */
+                        held: number;
+                        /** @description What can be sold of the pet after the event: max(0, quantity - held) */
+                        available: number;
+                        /**
+                         * Format: date-time
+                         * @description When it happened (for hold.expired: when the sweeper recorded it, at or after the hold's expiry)
+                         */
+                        at: string;
+                        /** @description Where the feed resumes after this entry: store it, and send it as `after` */
+                        cursor: string;
+                    } | {
+                        /**
+                         * @description The entry's type: a reorder point crossed
+                         * @enum {string}
+                         */
+                        type: "inventory.low_stock";
+                        /**
+                         * Format: int64
+                         * @description The entry's id: unique, but on PostgreSQL not increasing in feed order; page with `cursor`
+                         */
+                        changeId: bigint;
+                        /**
+                         * Format: int64
+                         * @description The pet whose availability changed
+                         */
+                        petId: bigint;
+                        /** @description The pet's on-hand quantity after the change that crossed the point */
+                        quantity: number;
+                        /** @description The pet's reorder point: the quantity is at or below it */
+                        reorderPoint: number;
+                        /**
+                         * Format: date-time
+                         * @description When the change that crossed it was made
+                         */
+                        at: string;
+                        /** @description Where the feed resumes after this entry: store it, and send it as `after` */
                         cursor: string;
                     };
                 };
@@ -3209,7 +3527,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The API key's scope does not include this operation (a read-only key calling a write); it was counted like any request. Error codes: `insufficient_scope`. */
+            /** @description The API key's scope does not include this operation, which needs `inventory:write`; it was counted like any request. Error codes: `insufficient_scope`. */
             403: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -3403,7 +3721,7 @@ export interface operations {
                      */
                     url: string;
                     /**
-                     * @description The event types to send: `inventory.changed`
+                     * @description The event types to send: `inventory.changed`, `hold.placed`, `hold.confirmed`, `hold.released`, `hold.expired`, `inventory.low_stock`
                      * @example [
                      *       "inventory.changed"
                      *     ]
@@ -3526,7 +3844,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The API key's scope does not include this operation (a read-only key calling a write); it was counted like any request. Error codes: `insufficient_scope`. */
+            /** @description The API key's scope does not include this operation, which needs `inventory:write`; it was counted like any request. Error codes: `insufficient_scope`. */
             403: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -3823,7 +4141,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The API key's scope does not include this operation (a read-only key calling a write); it was counted like any request. Error codes: `insufficient_scope`. */
+            /** @description The API key's scope does not include this operation, which needs `inventory:write`; it was counted like any request. Error codes: `insufficient_scope`. */
             403: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -4102,7 +4420,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The API key's scope does not include this operation (a read-only key calling a write); it was counted like any request. Error codes: `insufficient_scope`. */
+            /** @description The API key's scope does not include this operation, which needs `inventory:write`; it was counted like any request. Error codes: `insufficient_scope`. */
             403: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -4333,7 +4651,7 @@ export interface operations {
                      */
                     url?: string;
                     /**
-                     * @description The event types to send: `inventory.changed`
+                     * @description The event types to send: `inventory.changed`, `hold.placed`, `hold.confirmed`, `hold.released`, `hold.expired`, `inventory.low_stock`
                      * @example [
                      *       "inventory.changed"
                      *     ]
@@ -4452,7 +4770,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The API key's scope does not include this operation (a read-only key calling a write); it was counted like any request. Error codes: `insufficient_scope`. */
+            /** @description The API key's scope does not include this operation, which needs `inventory:write`; it was counted like any request. Error codes: `insufficient_scope`. */
             403: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -4751,7 +5069,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The API key's scope does not include this operation (a read-only key calling a write); it was counted like any request. Error codes: `insufficient_scope`. */
+            /** @description The API key's scope does not include this operation, which needs `inventory:write`; it was counted like any request. Error codes: `insufficient_scope`. */
             403: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -5111,7 +5429,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The API key's scope does not include this operation (a read-only key calling a write); it was counted like any request. Error codes: `insufficient_scope`. */
+            /** @description The API key's scope does not include this operation, which needs `inventory:write`; it was counted like any request. Error codes: `insufficient_scope`. */
             403: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -5435,7 +5753,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The API key's scope does not include this operation (a read-only key calling a write); it was counted like any request. Error codes: `insufficient_scope`. */
+            /** @description The API key's scope does not include this operation, which needs `inventory:write`; it was counted like any request. Error codes: `insufficient_scope`. */
             403: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -5942,7 +6260,7 @@ export interface operations {
                     "application/json": {
                         /** @description The key's plan: free, pro, business or enterprise */
                         plan: string;
-                        /** @description What the key may call: inventory:read, and inventory:write for write keys */
+                        /** @description What the key may call: inventory:read; inventory:sell too for storefront and write keys; inventory:write too for write keys */
                         scopes: string[];
                         minute: {
                             /** @description Requests allowed per minute */
@@ -6562,6 +6880,405 @@ export interface operations {
                         /** @description The X-Request-Id of the request that made it, for changes made with your own key; null for others' */
                         requestId: string | null;
                         /** @description Where the feed resumes after this change: store it, and send it as `after` */
+                        cursor: string;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Gone: the subscription is disabled */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Received: the event is not sent again (unless you ask for a redelivery) */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Anything else (or no answer within 10 s): retried later */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    holdPlacedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                "webhook-id": string;
+                "webhook-timestamp": string;
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * @description The event type
+                     * @constant
+                     */
+                    type: "hold.placed";
+                    /**
+                     * Format: date-time
+                     * @description When it happened (the data's `at`)
+                     */
+                    timestamp: string;
+                    /** @description A hold's change of one pet's availability (one event per pet of the hold) */
+                    data: {
+                        /**
+                         * Format: int64
+                         * @description The entry's id: unique, but on PostgreSQL not increasing in feed order; page with `cursor`
+                         */
+                        changeId: bigint;
+                        /**
+                         * Format: int64
+                         * @description The pet whose availability changed
+                         */
+                        petId: bigint;
+                        /** @description The hold (`hold_...`) */
+                        holdId: string;
+                        /** @description The hold's reference (a cart, a checkout, an order); null when none was sent */
+                        reference: string | null;
+                        /** @description The pet's on-hand quantity as it stands after the event */
+                        quantity: number;
+                        /** @description The pet's units held by every hold that counts, after the event */
+                        held: number;
+                        /** @description What can be sold of the pet after the event: max(0, quantity - held) */
+                        available: number;
+                        /**
+                         * Format: date-time
+                         * @description When it happened (for hold.expired: when the sweeper recorded it, at or after the hold's expiry)
+                         */
+                        at: string;
+                        /** @description Where the feed resumes after this entry: store it, and send it as `after` */
+                        cursor: string;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Gone: the subscription is disabled */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Received: the event is not sent again (unless you ask for a redelivery) */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Anything else (or no answer within 10 s): retried later */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    holdConfirmedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                "webhook-id": string;
+                "webhook-timestamp": string;
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * @description The event type
+                     * @constant
+                     */
+                    type: "hold.confirmed";
+                    /**
+                     * Format: date-time
+                     * @description When it happened (the data's `at`)
+                     */
+                    timestamp: string;
+                    /** @description A hold's change of one pet's availability (one event per pet of the hold) */
+                    data: {
+                        /**
+                         * Format: int64
+                         * @description The entry's id: unique, but on PostgreSQL not increasing in feed order; page with `cursor`
+                         */
+                        changeId: bigint;
+                        /**
+                         * Format: int64
+                         * @description The pet whose availability changed
+                         */
+                        petId: bigint;
+                        /** @description The hold (`hold_...`) */
+                        holdId: string;
+                        /** @description The hold's reference (a cart, a checkout, an order); null when none was sent */
+                        reference: string | null;
+                        /** @description The pet's on-hand quantity as it stands after the event */
+                        quantity: number;
+                        /** @description The pet's units held by every hold that counts, after the event */
+                        held: number;
+                        /** @description What can be sold of the pet after the event: max(0, quantity - held) */
+                        available: number;
+                        /**
+                         * Format: date-time
+                         * @description When it happened (for hold.expired: when the sweeper recorded it, at or after the hold's expiry)
+                         */
+                        at: string;
+                        /** @description Where the feed resumes after this entry: store it, and send it as `after` */
+                        cursor: string;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Gone: the subscription is disabled */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Received: the event is not sent again (unless you ask for a redelivery) */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Anything else (or no answer within 10 s): retried later */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    holdReleasedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                "webhook-id": string;
+                "webhook-timestamp": string;
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * @description The event type
+                     * @constant
+                     */
+                    type: "hold.released";
+                    /**
+                     * Format: date-time
+                     * @description When it happened (the data's `at`)
+                     */
+                    timestamp: string;
+                    /** @description A hold's change of one pet's availability (one event per pet of the hold) */
+                    data: {
+                        /**
+                         * Format: int64
+                         * @description The entry's id: unique, but on PostgreSQL not increasing in feed order; page with `cursor`
+                         */
+                        changeId: bigint;
+                        /**
+                         * Format: int64
+                         * @description The pet whose availability changed
+                         */
+                        petId: bigint;
+                        /** @description The hold (`hold_...`) */
+                        holdId: string;
+                        /** @description The hold's reference (a cart, a checkout, an order); null when none was sent */
+                        reference: string | null;
+                        /** @description The pet's on-hand quantity as it stands after the event */
+                        quantity: number;
+                        /** @description The pet's units held by every hold that counts, after the event */
+                        held: number;
+                        /** @description What can be sold of the pet after the event: max(0, quantity - held) */
+                        available: number;
+                        /**
+                         * Format: date-time
+                         * @description When it happened (for hold.expired: when the sweeper recorded it, at or after the hold's expiry)
+                         */
+                        at: string;
+                        /** @description Where the feed resumes after this entry: store it, and send it as `after` */
+                        cursor: string;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Gone: the subscription is disabled */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Received: the event is not sent again (unless you ask for a redelivery) */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Anything else (or no answer within 10 s): retried later */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    holdExpiredEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                "webhook-id": string;
+                "webhook-timestamp": string;
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * @description The event type
+                     * @constant
+                     */
+                    type: "hold.expired";
+                    /**
+                     * Format: date-time
+                     * @description When it happened (the data's `at`)
+                     */
+                    timestamp: string;
+                    /** @description A hold's change of one pet's availability (one event per pet of the hold) */
+                    data: {
+                        /**
+                         * Format: int64
+                         * @description The entry's id: unique, but on PostgreSQL not increasing in feed order; page with `cursor`
+                         */
+                        changeId: bigint;
+                        /**
+                         * Format: int64
+                         * @description The pet whose availability changed
+                         */
+                        petId: bigint;
+                        /** @description The hold (`hold_...`) */
+                        holdId: string;
+                        /** @description The hold's reference (a cart, a checkout, an order); null when none was sent */
+                        reference: string | null;
+                        /** @description The pet's on-hand quantity as it stands after the event */
+                        quantity: number;
+                        /** @description The pet's units held by every hold that counts, after the event */
+                        held: number;
+                        /** @description What can be sold of the pet after the event: max(0, quantity - held) */
+                        available: number;
+                        /**
+                         * Format: date-time
+                         * @description When it happened (for hold.expired: when the sweeper recorded it, at or after the hold's expiry)
+                         */
+                        at: string;
+                        /** @description Where the feed resumes after this entry: store it, and send it as `after` */
+                        cursor: string;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Gone: the subscription is disabled */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Received: the event is not sent again (unless you ask for a redelivery) */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Anything else (or no answer within 10 s): retried later */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    inventoryLowStockEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                "webhook-id": string;
+                "webhook-timestamp": string;
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * @description The event type
+                     * @constant
+                     */
+                    type: "inventory.low_stock";
+                    /**
+                     * Format: date-time
+                     * @description When it happened (the data's `at`)
+                     */
+                    timestamp: string;
+                    /** @description A pet's on-hand quantity fell to or below its reorder point (once per crossing: again only after it rose above) */
+                    data: {
+                        /**
+                         * Format: int64
+                         * @description The entry's id: unique, but on PostgreSQL not increasing in feed order; page with `cursor`
+                         */
+                        changeId: bigint;
+                        /**
+                         * Format: int64
+                         * @description The pet whose availability changed
+                         */
+                        petId: bigint;
+                        /** @description The pet's on-hand quantity after the change that crossed the point */
+                        quantity: number;
+                        /** @description The pet's reorder point: the quantity is at or below it */
+                        reorderPoint: number;
+                        /**
+                         * Format: date-time
+                         * @description When the change that crossed it was made
+                         */
+                        at: string;
+                        /** @description Where the feed resumes after this entry: store it, and send it as `after` */
                         cursor: string;
                     };
                 };

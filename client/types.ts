@@ -5,7 +5,7 @@
 import type { PetstoreError } from './errors.js'
 import type { Operation, InventoryItem, InventoryUpdate, InventoryAdjustment, InventoryBatch, BatchEntry, InventoryChange, Pet, Order, OrderQuery, RateLimitStatus, Int64Input, RateLimit } from './records.js'
 
-export type { JsonOf, ResponsesOf, Operation, InventoryItem, InventoryUpdate, InventoryAdjustment, InventoryBatch, BatchEntry, BatchFailure, InventoryChange, Pet, Order, OrderQuery, RateLimitStatus, Int64Input, RateLimit, StockReason } from './records.js'
+export type { JsonOf, ResponsesOf, Operation, InventoryItem, InventoryUpdate, InventoryAdjustment, InventoryBatch, BatchEntry, BatchFailure, InventoryChange, ChangeEntry, Pet, Order, OrderQuery, RateLimitStatus, Int64Input, RateLimit, StockReason } from './records.js'
 
 /** What every successful call returns besides its body. */
 export interface ResponseMeta {

@@ -9,6 +9,7 @@ import type { Config } from './config.js'
 import { IdempotencyKeys } from './domain/idempotency.js'
 import type { Transport } from './domain/webhook-dispatch.js'
 import { purgeExpiredKeysEvery } from './http/idempotency-purge.js'
+import { sweepHoldsEvery } from './http/hold-sweeper.js'
 import { registerOpenApi } from './http/openapi.js'
 import { chargeErrorPath, decorateAdmission, type AccessOptions } from './http/plugins/access.js'
 import { logRequests } from './http/plugins/access-log.js'
@@ -104,8 +105,10 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
   decorateAdmission(app)
   bounds(app, lifecycle)
 
-  // Background work: expired idempotency records purged, and this instance's webhook deliveries.
+  // Background work: expired idempotency records purged, expired holds recorded and old ones purged, and this
+  // instance's webhook deliveries.
   purgeExpiredKeysEvery(app, store, clock)
+  sweepHoldsEvery(app, { store, clock, retentionDays: config.holds.retentionDays })
   // What a commit on this instance wakes: the webhook dispatcher and the change streams' watch.
   const commits = new Set<() => void>()
   if (config.webhooks.deliver) deliverWebhooks(app, config, { store: deps.store, transport: deps.webhookTransport, clock, metrics, commits })

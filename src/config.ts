@@ -8,6 +8,7 @@ import { isRfc3339DateTime } from './datetime.js'
 import { ConfigError } from './errors.js'
 import { ENVIRONMENTS, type Environment } from './model.js'
 import { DEFAULT_IDEMPOTENCY_TTL_SECONDS } from './domain/idempotency.js'
+import { HOLD_DEFAULTS, type HoldSettings } from './domain/selling.js'
 import { PLAN_LIMITS, type Limits, type PlanTable } from './domain/rules.js'
 import { DATABASE_DEFAULTS, DATABASE_POOLERS, isPostgresUrl, type DatabasePooler } from './store/postgres/options.js'
 
@@ -46,6 +47,8 @@ export interface Config {
   readonly authCacheTtlMs: number
   /** How long the record of a write's idempotency key is kept (a retry within it is replayed). */
   readonly idempotencyTtlSeconds: number
+  /** Holds on stock: their default and longest duration, a quota's caps, and how long ended ones are kept. */
+  readonly holds: HoldSettings
   /** Slow clients: time to send the headers, the whole request, and how long an idle keep-alive lasts. */
   readonly timeouts: { readonly headersMs: number, readonly requestMs: number, readonly keepAliveMs: number }
   /** Browser origins allowed to call the API (CORS); empty: CORS is off. */
@@ -188,6 +191,11 @@ export const DEFAULTS = {
   PETS_SUNSET: '2027-12-31T23:59:59Z',
   AUTH_CACHE_TTL_MS: '5000',
   IDEMPOTENCY_TTL_SECONDS: String(DEFAULT_IDEMPOTENCY_TTL_SECONDS),
+  HOLD_DEFAULT_TTL_SECONDS: String(HOLD_DEFAULTS.defaultTtlSeconds),
+  HOLD_MAX_TTL_SECONDS: String(HOLD_DEFAULTS.maxTtlSeconds),
+  HOLDS_MAX_ACTIVE_PER_QUOTA: String(HOLD_DEFAULTS.maxActivePerQuota),
+  HOLDS_MAX_UNITS_PER_QUOTA: String(HOLD_DEFAULTS.maxUnitsPerQuota),
+  HOLDS_RETENTION_DAYS: String(HOLD_DEFAULTS.retentionDays),
   HEADERS_TIMEOUT_MS: '10000',
   REQUEST_TIMEOUT_MS: '30000',
   KEEP_ALIVE_TIMEOUT_MS: '72000',
@@ -431,6 +439,22 @@ function trustedEventTriggers (env: Env, databaseUrl: string): readonly string[]
   return Object.freeze(names)
 }
 
+/** The settings of holds; a default duration longer than the maximum would refuse every hold sent without one. */
+function holds (env: Env): HoldSettings {
+  const maxTtlSeconds = integer(env, 'HOLD_MAX_TTL_SECONDS', 1, 30 * 86_400)
+  const defaultTtlSeconds = integer(env, 'HOLD_DEFAULT_TTL_SECONDS', 1, 30 * 86_400)
+  if (defaultTtlSeconds > maxTtlSeconds) {
+    throw new ConfigError(`HOLD_DEFAULT_TTL_SECONDS (${defaultTtlSeconds}) must not be greater than HOLD_MAX_TTL_SECONDS (${maxTtlSeconds})`)
+  }
+  return Object.freeze({
+    defaultTtlSeconds,
+    maxTtlSeconds,
+    maxActivePerQuota: integer(env, 'HOLDS_MAX_ACTIVE_PER_QUOTA', 1, 1_000_000),
+    maxUnitsPerQuota: integer(env, 'HOLDS_MAX_UNITS_PER_QUOTA', 1, 1_000_000_000_000),
+    retentionDays: integer(env, 'HOLDS_RETENTION_DAYS', 1, 3650)
+  })
+}
+
 /** Reads and validates the configuration; `cwd` resolves a relative SQLite path. */
 export function loadConfig (env: Env, cwd: string = process.cwd()): Config {
   const databaseUrl = read(env, 'DATABASE_URL')
@@ -462,6 +486,7 @@ export function loadConfig (env: Env, cwd: string = process.cwd()): Config {
     pets: Object.freeze(pets),
     authCacheTtlMs: integer(env, 'AUTH_CACHE_TTL_MS', 0, 60_000),
     idempotencyTtlSeconds: integer(env, 'IDEMPOTENCY_TTL_SECONDS', 60, 30 * 86_400),
+    holds: holds(env),
     timeouts: Object.freeze({
       headersMs: integer(env, 'HEADERS_TIMEOUT_MS', 100, 600_000),
       requestMs: integer(env, 'REQUEST_TIMEOUT_MS', 100, 600_000),

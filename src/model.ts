@@ -65,22 +65,44 @@ export interface StockEntry extends InventoryItem {
   revision: bigint
 }
 
-/** One recorded stock change. */
-export interface LedgerEntry {
-  /** Increases with every change: the order in which changes were committed. */
+/** The type of a stock change wherever the service names events (the change feed, the stream, webhooks). */
+export const STOCK_CHANGED = 'inventory.changed'
+/** The events of a hold: placed, and how it ended (docs/adr/0040-availability-events-opt-in.md: served only when asked for). */
+export const HOLD_EVENTS = ['hold.placed', 'hold.confirmed', 'hold.released', 'hold.expired'] as const
+export type HoldEvent = typeof HOLD_EVENTS[number]
+/** A pet's on-hand quantity fell to or below its reorder point (once per crossing). */
+export const LOW_STOCK = 'inventory.low_stock'
+/** The events the stock ledger records beside stock changes: what changes availability without changing a count. */
+export const LEDGER_EVENTS = [...HOLD_EVENTS, LOW_STOCK] as const
+export type LedgerEvent = typeof LEDGER_EVENTS[number]
+/** Every type of the change feed, stock changes first: what `types` and a webhook subscription's `events` name. */
+export const CHANGE_TYPES = [STOCK_CHANGED, ...LEDGER_EVENTS] as const
+export type ChangeType = typeof CHANGE_TYPES[number]
+
+/** What every row of the stock ledger has. */
+interface LedgerRecord {
+  /** Increases with every row: the order in which they were committed. */
   id: bigint
   petId: bigint
+  /** The quantity after a stock change; for an event, the pet's on-hand quantity as it stood. */
+  quantity: number
+  /** What the row was for, as the caller named it (an order, an invoice, a count sheet, a hold's); null when none was sent. */
+  reference: string | null
+  /** The API key that made the change (its public id); null for the operator CLI and the sweeper. */
+  keyId: string | null
+  /** The X-Request-Id of the API request that made the change; null for the operator CLI and the sweeper. */
+  requestId: string | null
+  at: Date
+}
+
+/** One recorded stock change: a quantity set, adjusted, imported or sold. */
+export interface StockChangeEntry extends LedgerRecord {
+  /** Null: a stock change, not an event (inventory.changed wherever events are named). */
+  event: null
   /** The quantity before the change; null when the change created the stock entry (an import). */
   previousQuantity: number | null
-  quantity: number
   reason: LedgerReason
   note: string | null
-  /** What the change was for, as the caller named it (an order, an invoice, a count sheet); null when none was sent. */
-  reference: string | null
-  /** The API key that made the change (its public id); null for the operator CLI. */
-  keyId: string | null
-  /** The X-Request-Id of the API request that made the change; null for the operator CLI. */
-  requestId: string | null
   /** The batch the change was part of (all its changes share it); null for a change made alone. */
   batchId: string | null
   /**
@@ -90,8 +112,45 @@ export interface LedgerEntry {
   status: PetStatus | null
   /** The status before, when the change changed an existing entry's status; else null. */
   previousStatus: PetStatus | null
-  at: Date
+  /** The hold whose confirmation sold the units (reason `sale`); null for every other change. */
+  holdId: string | null
+  held: null
+  reorderPoint: null
 }
+
+/** What an event row has none of: the fields of a stock change. */
+interface NoStockChange {
+  previousQuantity: null
+  reason: null
+  note: null
+  batchId: null
+  status: null
+  previousStatus: null
+}
+
+/** A hold placed, confirmed, released or expired, for one pet of it: what is held of the pet changed. */
+export interface HoldEventEntry extends LedgerRecord, NoStockChange {
+  event: HoldEvent
+  holdId: string
+  /** The units of the pet held (by every hold that counts) after the event. */
+  held: number
+  reorderPoint: null
+}
+
+/** A pet's on-hand quantity fell to or below its reorder point. */
+export interface LowStockEntry extends LedgerRecord, NoStockChange {
+  event: typeof LOW_STOCK
+  holdId: null
+  held: null
+  /** The point crossed. */
+  reorderPoint: number
+}
+
+/**
+ * One row of the stock ledger: a stock change (event null), or an event of availability that changes no count and joins
+ * no pet's chain of changes (src/store/selling/types.ts).
+ */
+export type LedgerEntry = StockChangeEntry | HoldEventEntry | LowStockEntry
 
 export interface Category { id: bigint, name: string }
 export interface Tag { id: bigint, name: string }

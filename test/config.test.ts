@@ -135,3 +135,24 @@ describe('loadConfig: DATABASE_POOLER', () => {
     })
   }
 })
+
+describe('loadConfig: holds', () => {
+  test('when nothing is set, then holds last 15 minutes, a day at most, with the documented caps and retention', () => {
+    assert.deepEqual(loadConfig({}).holds, { defaultTtlSeconds: 900, maxTtlSeconds: 86_400, maxActivePerQuota: 1000, maxUnitsPerQuota: 100_000, retentionDays: 30 })
+  })
+
+  test('when the settings are given, then they are kept', () => {
+    const config = loadConfig({
+      HOLD_DEFAULT_TTL_SECONDS: '60', HOLD_MAX_TTL_SECONDS: '600', HOLDS_MAX_ACTIVE_PER_QUOTA: '5', HOLDS_MAX_UNITS_PER_QUOTA: '50', HOLDS_RETENTION_DAYS: '7'
+    })
+    assert.deepEqual(config.holds, { defaultTtlSeconds: 60, maxTtlSeconds: 600, maxActivePerQuota: 5, maxUnitsPerQuota: 50, retentionDays: 7 })
+  })
+
+  test('when a setting is out of range, or the default outlasts the maximum, then loading fails naming the variable', () => {
+    assert.throws(() => loadConfig({ HOLD_MAX_TTL_SECONDS: '0' }), (error: unknown) => error instanceof ConfigError && /HOLD_MAX_TTL_SECONDS must be an integer from 1/.test(error.message))
+    assert.throws(() => loadConfig({ HOLDS_MAX_ACTIVE_PER_QUOTA: 'many' }), (error: unknown) => error instanceof ConfigError && /HOLDS_MAX_ACTIVE_PER_QUOTA/.test(error.message))
+    assert.throws(() => loadConfig({ HOLDS_RETENTION_DAYS: '0' }), (error: unknown) => error instanceof ConfigError && /HOLDS_RETENTION_DAYS/.test(error.message))
+    assert.throws(() => loadConfig({ HOLD_DEFAULT_TTL_SECONDS: '900', HOLD_MAX_TTL_SECONDS: '600' }),
+      (error: unknown) => error instanceof ConfigError && /HOLD_DEFAULT_TTL_SECONDS \(900\) must not be greater than HOLD_MAX_TTL_SECONDS \(600\)/.test(error.message))
+  })
+})

@@ -70,11 +70,12 @@ inventory.low_stock event is recorded when its stock falls there (or a
 point is set at or above it), none again until it has risen above it.`
   }],
   ['keys create', {
-    synopsis: `keys create --plan PLAN [--name TEXT] [--per-minute N --per-day N] [--scope read|write]
+    synopsis: `keys create --plan PLAN [--name TEXT] [--per-minute N --per-day N] [--scope read|storefront|write]
             [--expires-in DURATION | --expires-at TIME] [--json]`,
     text: `Create an API key; prints the key once. PLAN: ${PLANS.join(', ')}.
 Enterprise keys need --per-minute and --per-day. --scope read: read
-operations only; write (the default): every operation. DURATION: a
+operations only; storefront: reads, holds and orders, never a stock
+write or webhooks; write (the default): every operation. DURATION: a
 number and s, m, h or d (90d, 12h); TIME: RFC 3339 (2027-03-01T00:00:00Z).`
   }],
   ['keys rotate', {

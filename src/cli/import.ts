@@ -67,6 +67,10 @@ export async function importFile (
     const result = await withStore((store) => importData(store, data, { onProgress: (written, total) => progress.writing(written, total), at: new Date(clock()) }))
     progress.finish()
     io.stderr(`Imported ${result.pets} pet(s) and ${result.orders} order(s) from ${file}.\n`)
+    if (result.keptOrders !== undefined) {
+      // Not a failure: the order placed through the API (its hold, its sale) is what the store keeps.
+      io.stderr(`Left ${result.keptOrders.length} order(s) as they are, placed through the API with the same id: ${result.keptOrders.join(', ')}.\n`)
+    }
     return 0
   } catch (error) {
     progress.abort()

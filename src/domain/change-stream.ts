@@ -13,7 +13,8 @@
  *   only when its consumer asks for more, so a slow consumer holds the reading back instead of piling changes up.
  */
 import { randomUUID } from 'node:crypto'
-import { checkPlace, feedCursor, feedPlace, viewChange, type ChangeView } from './feed.js'
+import { checkPlace, DEFAULT_CHANGE_TYPES, feedCursor, feedPlace, viewEntry, type EntryView } from './feed.js'
+import type { ChangeType } from '../model.js'
 import type { FeedPlace, StockReads } from '../store/stock/types.js'
 import type { StreamStore } from '../store/streams/types.js'
 
@@ -156,6 +157,8 @@ export interface FollowOptions {
   epochs?: ReadonlyArray<string | null>
   /** The caller's key: its own changes show their request id. */
   keyId: string | null
+  /** The types of entries to follow (the feed's `types`); stock changes alone when absent. */
+  types?: readonly ChangeType[]
   /** Changes read per query. */
   pageSize: number
   /** Ends the iteration, also while it waits for a change. */
@@ -169,8 +172,9 @@ export interface FollowOptions {
  * place the store's history no longer holds (CursorExpiredError: an epoch began under the stream, and the place it
  * had reached was lost with the old primary; the reader's reconnect is then refused as expired, and it resyncs).
  */
-export async function * followChanges (store: { readonly stock: Pick<StockReads, 'listChanges' | 'feedHistory'> }, watch: FeedWatch, options: FollowOptions): AsyncGenerator<ChangeView[], void, undefined> {
+export async function * followChanges (store: { readonly stock: Pick<StockReads, 'listChanges' | 'feedHistory'> }, watch: FeedWatch, options: FollowOptions): AsyncGenerator<EntryView[], void, undefined> {
   const { keyId, pageSize, signal } = options
+  const types = options.types ?? DEFAULT_CHANGE_TYPES
   let place = options.after === null ? null : feedPlace(options.after)
   const known = new Set(options.epochs ?? (place === null ? [] : [place.epoch]))
   // An epoch not seen before: the place reached so far is checked against the history that has it.
@@ -203,13 +207,15 @@ export async function * followChanges (store: { readonly stock: Pick<StockReads,
       const head = watch.head
       if (head !== undefined && head !== null) await recheck(head.epoch)
       for (;;) {
-        const changes = await store.stock.listChanges(place, pageSize)
+        // Entries of other types are skipped by the store: the place moves to the last entry served, and a short page
+        // still means the end of what is committed.
+        const changes = await store.stock.listChanges(place, pageSize, types)
         if (signal.aborted) return
         for (const change of changes) await recheck(change.epoch)
         const last = changes.at(-1)
         if (last !== undefined) {
           place = { ...last.position, epoch: last.epoch }
-          yield changes.map((change) => viewChange(change, keyId !== null && change.keyId === keyId))
+          yield changes.map((change) => viewEntry(change, keyId !== null && change.keyId === keyId))
         }
         // A short page reached the end of what is committed; anything later comes with a notification.
         if (changes.length < pageSize || signal.aborted) break

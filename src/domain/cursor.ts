@@ -40,3 +40,20 @@ export function decodeCursor (prefix: string, cursor: string): bigint {
   }
   return id
 }
+
+/**
+ * A cursor of an instant and a text id (the holds' place: created at, then id), for listings ordered by when things
+ * were made; the id must not contain a dot.
+ */
+export function encodeStampCursor (prefix: string, at: Date, id: string): string {
+  return Buffer.from(`${prefix}${at.getTime()}.${id}`).toString('base64url')
+}
+
+/** The instant and id a cursor of this listing holds, the id checked by `idPattern`; throws InvalidCursorError otherwise. */
+export function decodeStampCursor (prefix: string, cursor: string, idPattern: RegExp): { at: Date, id: string } {
+  const text = Buffer.from(cursor, 'base64url').toString('utf8')
+  const [ms, id, ...rest] = text.startsWith(prefix) ? text.slice(prefix.length).split('.') : []
+  const at = ms !== undefined && /^[0-9]{1,15}$/.test(ms) ? new Date(Number(ms)) : null
+  if (at === null || id === undefined || !idPattern.test(id) || rest.length > 0 || encodeStampCursor(prefix, at, id) !== cursor) throw new InvalidCursorError()
+  return { at, id }
+}

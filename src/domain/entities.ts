@@ -5,7 +5,10 @@
  */
 import { Type, type Static } from 'typebox'
 import { MAX_NAME_LENGTH, MAX_NOTE_LENGTH, MAX_REFERENCE_LENGTH, MAX_URL_LENGTH } from './rules.js'
-import { MAX_ORDER_QUANTITY, MAX_QUANTITY, MAX_QUANTITY_TEXT, ORDER_STATUSES, PET_STATUSES, STOCK_REASONS } from '../model.js'
+import {
+  HOLD_EVENTS, LOW_STOCK, MAX_ORDER_QUANTITY, MAX_QUANTITY, MAX_QUANTITY_TEXT, ORDER_STATUSES, PET_STATUSES, STOCK_CHANGED, STOCK_REASONS,
+  type HoldEvent
+} from '../model.js'
 import { SAFE_TEXT_PATTERN, SAFE_TEXT_RULE } from './text.js'
 
 /**
@@ -178,7 +181,7 @@ export const Order = Type.Object({
 }, { additionalProperties: false, description: 'A store order' })
 
 /** The event of a stock change, as webhooks and the change stream name it. */
-export const INVENTORY_CHANGED = 'inventory.changed'
+export const INVENTORY_CHANGED = STOCK_CHANGED
 
 /** The body of an `inventory.changed` webhook delivery: the change exactly as the feed shows it. */
 export const InventoryChangedEvent = Type.Object({
@@ -186,3 +189,77 @@ export const InventoryChangedEvent = Type.Object({
   timestamp: Type.String({ format: 'date-time', description: 'When the change was made (the change\'s `at`)' }),
   data: InventoryChange
 }, { additionalProperties: false, description: 'A stock change, as GET /v1/inventory/changes shows it' })
+
+/** What each hold event means, in the words the schema descriptions use. */
+export const HOLD_EVENT_MEANINGS: Record<HoldEvent, string> = {
+  'hold.placed': 'a hold was placed (or an order placed with it): its units of the pet are held from now on',
+  'hold.confirmed': 'a hold was confirmed (or its order delivered): its units were sold and left the stock (an `inventory.changed` ' +
+    'with reason `sale` came just before)',
+  'hold.released': 'a hold was released (or its order cancelled): its units are available again',
+  'hold.expired': 'a hold expired: its units stopped counting at its expiry (the event is recorded by a sweeper, shortly after)'
+}
+
+/** The cursor and change id every entry of the feed carries, events too. */
+const placeFields = {
+  changeId: Type.Unsafe<bigint>({ ...Int64, description: 'The entry\'s id: unique, but on PostgreSQL not increasing in feed order; page with `cursor`' }),
+  petId: Type.Unsafe<bigint>({ ...Int64, description: 'The pet whose availability changed' })
+}
+const cursorField = { cursor: Type.String({ description: 'Where the feed resumes after this entry: store it, and send it as `after`' }) }
+
+/**
+ * One pet's part of a hold event, as the feed, the stream and webhooks show it: what is on hand, held and available of
+ * the pet right after the event, so that a follower can mirror what can be sold.
+ */
+export const HoldEventData = Type.Object({
+  ...placeFields,
+  holdId: Type.String({ description: 'The hold (`hold_...`)' }),
+  reference: Type.Union([Type.String(), Type.Null()], { description: 'The hold\'s reference (a cart, a checkout, an order); null when none was sent' }),
+  quantity: Type.Integer({ description: 'The pet\'s on-hand quantity as it stands after the event' }),
+  held: Type.Integer({ minimum: 0, description: 'The pet\'s units held by every hold that counts, after the event' }),
+  available: Type.Integer({ minimum: 0, description: 'What can be sold of the pet after the event: max(0, quantity - held)' }),
+  at: Type.String({ format: 'date-time', description: 'When it happened (for hold.expired: when the sweeper recorded it, at or after the hold\'s expiry)' }),
+  ...cursorField
+}, { additionalProperties: false, description: 'A hold\'s change of one pet\'s availability (one event per pet of the hold)' })
+
+/** A crossing of a pet's reorder point, as the feed, the stream and webhooks show it. */
+export const LowStockData = Type.Object({
+  ...placeFields,
+  quantity: Type.Integer({ description: 'The pet\'s on-hand quantity after the change that crossed the point' }),
+  reorderPoint: Type.Integer({ minimum: 0, description: 'The pet\'s reorder point: the quantity is at or below it' }),
+  at: Type.String({ format: 'date-time', description: 'When the change that crossed it was made' }),
+  ...cursorField
+}, { additionalProperties: false, description: 'A pet\'s on-hand quantity fell to or below its reorder point (once per crossing: again only after it rose above)' })
+
+const typeField = (types: readonly string[], what: string) => ({
+  type: types.length === 1
+    ? Type.Literal(types[0] as string, { description: `The entry's type: ${what}` })
+    : Type.Enum(types, { type: 'string', description: `The entry's type: ${what}` })
+})
+
+/** A stock change as the feed shows it when `types` is given: with its type. */
+export const TypedInventoryChange = Type.Object({ ...typeField([INVENTORY_CHANGED], 'a stock change'), ...InventoryChange.properties },
+  { additionalProperties: false, description: 'One stock change (with `types`)' })
+/** A hold event as the feed shows it (`types` names it). */
+export const HoldEventEntry = Type.Object({ ...typeField(HOLD_EVENTS, 'a hold placed, confirmed, released or expired'), ...HoldEventData.properties },
+  { additionalProperties: false, description: 'One hold event of one pet (with `types`)' })
+/** A low-stock crossing as the feed shows it (`types` names it). */
+export const LowStockEntry = Type.Object({ ...typeField([LOW_STOCK], 'a reorder point crossed'), ...LowStockData.properties },
+  { additionalProperties: false, description: 'One low-stock crossing (with `types`)' })
+
+/**
+ * An entry of the change feed: a stock change as it always was, or, when the request names `types`, an entry of one of
+ * them with its `type`.
+ */
+export const FeedEntry = Type.Union([InventoryChange, TypedInventoryChange, HoldEventEntry, LowStockEntry], {
+  description: 'Without `types`: a stock change, exactly as before `types` existed (no `type` field). With `types`: every ' +
+    'entry carries `type` (`inventory.changed`, a hold event, `inventory.low_stock`) and that type\'s fields'
+})
+
+/** The body of a webhook delivery of a hold event or a low-stock crossing: the entry's data, as the feed shows it, in an envelope. */
+export function EventEnvelope (type: string, data: typeof HoldEventData | typeof LowStockData, what: string) {
+  return Type.Object({
+    type: Type.Literal(type, { description: 'The event type' }),
+    timestamp: Type.String({ format: 'date-time', description: 'When it happened (the data\'s `at`)' }),
+    data
+  }, { additionalProperties: false, description: what })
+}

@@ -10,7 +10,7 @@
  */
 import { AppError } from '../errors.js'
 import { decodePairCursor, encodePairCursor, InvalidCursorError } from './cursor.js'
-import type { LedgerReason, PetStatus } from '../model.js'
+import { CHANGE_TYPES, LOW_STOCK, STOCK_CHANGED, type ChangeType, type HoldEvent, type LedgerReason, type PetStatus } from '../model.js'
 import type { FeedChange, FeedHistory, FeedPlace, FeedPosition, StockReads } from '../store/stock/types.js'
 
 export const DEFAULT_FEED_LIMIT = 100
@@ -59,20 +59,75 @@ export interface ChangeView {
   cursor: string
 }
 
+/** A stock change with its type: how the feed shows it when the request names `types`. */
+export type TypedChangeView = ChangeView & { type: typeof STOCK_CHANGED }
+
+/** One pet's part of a hold event, as the feed shows it: the pet's on-hand, held and available units right after it. */
+export interface HoldEventView {
+  type: HoldEvent
+  changeId: bigint
+  petId: bigint
+  holdId: string
+  reference: string | null
+  quantity: number
+  held: number
+  /** max(0, quantity - held). */
+  available: number
+  at: Date
+  cursor: string
+}
+
+/** A pet's on-hand quantity at or below its reorder point, as the feed shows it. */
+export interface LowStockView {
+  type: typeof LOW_STOCK
+  changeId: bigint
+  petId: bigint
+  quantity: number
+  reorderPoint: number
+  at: Date
+  cursor: string
+}
+
+/** An entry of the feed, of any type. */
+export type EntryView = TypedChangeView | HoldEventView | LowStockView
+
 export interface ChangePage {
-  changes: ChangeView[]
+  /** Entries of the types asked for, in feed order (stock changes only when none were named). */
+  changes: EntryView[]
   /** The cursor to ask for the next page with: after the last change, or the one given when there was none. */
   next: string | null
 }
 
+/** The types a reader follows when it names none: stock changes, as the feed served before it had other types. */
+export const DEFAULT_CHANGE_TYPES: readonly ChangeType[] = [STOCK_CHANGED]
+
 /**
- * One page of the feed after `cursor` (from the start when null), as `keyId` may see it. The cursor is checked against
- * the store's history first: InvalidCursorError, CursorAheadError or CursorExpiredError.
+ * The types a comma-separated list names (`types=inventory.changed,hold.placed`), each once, in the feed's own order.
+ * An unknown or empty item is refused naming its position, never quoting it (a message never repeats what a client
+ * sent: it may be anything, a key pasted into the wrong field included).
  */
-export async function listChanges (store: { readonly stock: Pick<StockReads, 'listChanges' | 'feedHistory'> }, query: { cursor: string | null, limit: number }, keyId: string | null): Promise<ChangePage> {
+export function changeTypes (list: string): ChangeType[] {
+  const items = list.split(',')
+  const unknown = items.flatMap((item, index) => (CHANGE_TYPES as readonly string[]).includes(item) ? [] : [index + 1])
+  if (unknown.length > 0) {
+    throw new AppError('invalid_request', `querystring.types: item ${unknown.join(', ')} ${unknown.length > 1 ? 'are not known types' : 'is not a known type'}; ` +
+      `known: ${CHANGE_TYPES.join(', ')}.`)
+  }
+  return CHANGE_TYPES.filter((type) => items.includes(type))
+}
+
+/**
+ * One page of the feed after `cursor` (from the start when null), as `keyId` may see it: entries of `types` only,
+ * filtered by the store, so that a page is full while more follow and its last entry is where the next begins. The
+ * cursor is checked against the store's history first: InvalidCursorError, CursorAheadError or CursorExpiredError.
+ */
+export async function listChanges (
+  store: { readonly stock: Pick<StockReads, 'listChanges' | 'feedHistory'> }, query: { cursor: string | null, limit: number, types?: readonly ChangeType[] },
+  keyId: string | null
+): Promise<ChangePage> {
   const place = query.cursor === null ? null : feedPlace(query.cursor)
   if (place !== null) checkPlace(await store.stock.feedHistory(), place)
-  const changes = (await store.stock.listChanges(place, query.limit)).map((change) => viewChange(change, keyId !== null && change.keyId === keyId))
+  const changes = (await store.stock.listChanges(place, query.limit, query.types ?? DEFAULT_CHANGE_TYPES)).map((change) => viewEntry(change, keyId !== null && change.keyId === keyId))
   return { changes, next: changes.at(-1)?.cursor ?? query.cursor }
 }
 
@@ -124,8 +179,35 @@ export function checkPlace (history: FeedHistory, place: FeedPlace): void {
   throw next === undefined ? new CursorAheadError() : new CursorExpiredError()
 }
 
-/** A change as the feed shows it; its request id only to whoever made it (`own`): others' request ids are theirs. */
-export function viewChange (change: FeedChange, own: boolean): ChangeView {
+/**
+ * An entry as the feed shows it: a stock change with its request id only to whoever made it (`own`: others' request ids
+ * are theirs), an event with what is available after it.
+ */
+export function viewEntry (change: FeedChange, own: boolean): EntryView {
+  const cursor = feedCursor({ ...change.position, epoch: change.epoch })
+  const place = { changeId: change.id, petId: change.petId }
+  switch (change.event) {
+    case null:
+      return { type: STOCK_CHANGED, ...viewChange(change, own) }
+    case LOW_STOCK:
+      return { type: change.event, ...place, quantity: change.quantity, reorderPoint: change.reorderPoint, at: change.at, cursor }
+    default:
+      return {
+        type: change.event,
+        ...place,
+        holdId: change.holdId,
+        reference: change.reference,
+        quantity: change.quantity,
+        held: change.held,
+        available: Math.max(0, change.quantity - change.held),
+        at: change.at,
+        cursor
+      }
+  }
+}
+
+/** A stock change as the feed shows it; its request id only to whoever made it (`own`): others' request ids are theirs. */
+export function viewChange (change: Extract<FeedChange, { event: null }>, own: boolean): ChangeView {
   return {
     changeId: change.id,
     petId: change.petId,

@@ -17,8 +17,11 @@ export const MAX_IDEMPOTENCY_KEY_LENGTH = 255
 /** How long a key's record is kept by default: 24 hours, as Stripe. */
 export const DEFAULT_IDEMPOTENCY_TTL_SECONDS = 86_400
 
-/** The replay of a write recorded under a key: the entries it left. */
-export interface Replayed { status: 'replayed', entries: StockEntry[] }
+/**
+ * The replay of a write recorded under a key: the entries a stock write left, and what a selling write answered (the
+ * hold or order as it left them, as the store wrote it: src/store/selling/rows.ts); null for a stock write.
+ */
+export interface Replayed { status: 'replayed', entries: StockEntry[], response: string | null }
 
 /** A store's answer to a write, where a key recorded by an earlier write became the replay of that write. */
 export type Keyed<R> = Exclude<R, { status: 'recorded' }> | Replayed
@@ -89,7 +92,7 @@ export class IdempotencyKeys {
       throw new AppError('idempotency_key_reused', `This Idempotency-Key was used for a different request (another operation, pet, body or ` +
         `If-Match) at ${record.createdAt.toISOString()}; a new request needs a new key. Nothing was changed.`)
     }
-    return { status: 'replayed', entries: record.entries }
+    return { status: 'replayed', entries: record.entries, response: record.response }
   }
 }
 

@@ -4,7 +4,7 @@ import type { ImportedCurrent, ImportedStockChange } from '../store/catalog/type
 import type { IdempotencyClaim } from '../store/idempotency/types.js'
 import type { BatchChange, FeedPlace, StockAdjustment, StockBatch, StockChange, StockReads, StockWrites } from '../store/stock/types.js'
 import type { IdempotencyKeys, Keyed, KeyedResult } from './idempotency.js'
-import { MAX_QUANTITY, type LedgerEntry, type PetImport, type StockEntry, type StockReason } from '../model.js'
+import { MAX_QUANTITY, type PetImport, type StockChangeEntry, type StockEntry, type StockReason } from '../model.js'
 
 /** What a stock update asks for; the quantity, note and reference are already validated at the edge. */
 export interface StockUpdate {
@@ -250,8 +250,11 @@ export function importedStockChange (pet: Pick<PetImport, 'quantity' | 'status'>
   }
 }
 
-/** The newest `limit` ledger entries of a pet, oldest first; null when the pet has neither stock nor history. */
-export async function stockHistory (store: { readonly stock: Pick<StockReads, 'stockHistory' | 'getStockEntry'> }, petId: bigint, limit: number): Promise<LedgerEntry[] | null> {
+/**
+ * The newest `limit` stock changes of a pet, oldest first (the events of its ledger, holds and low stock, are the
+ * feed's, not its history's); null when the pet has neither stock nor history.
+ */
+export async function stockHistory (store: { readonly stock: Pick<StockReads, 'stockHistory' | 'getStockEntry'> }, petId: bigint, limit: number): Promise<StockChangeEntry[] | null> {
   const entries = await store.stock.stockHistory(petId, limit)
   if (entries.length > 0) return entries
   // No recorded change: an entry that predates the ledger has an empty history; no entry at all is unknown.

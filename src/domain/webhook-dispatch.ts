@@ -12,10 +12,9 @@
  * (docs/webhooks.md). A stalled endpoint thus never holds back the events behind it, and never holds back other
  * subscriptions: each has at most `perSubscription` of the instance's `concurrency` slots.
  */
-import fastJson from 'fast-json-stringify'
 import { redactSecrets } from '../redact.js'
-import { INVENTORY_CHANGED, InventoryChangedEvent } from './entities.js'
-import { viewChange } from './feed.js'
+import { eventJson } from './entry-json.js'
+import { viewEntry } from './feed.js'
 import { deliveryHeaders, eventId } from './webhooks.js'
 import type { AttemptOutcome, ClaimedDelivery, DeliveryState, FailureRun, WebhookWrites } from '../store/webhooks/types.js'
 
@@ -85,12 +84,9 @@ const PURGE_LIMIT = 1000
 /** How long a stop lets attempts in flight finish before it abandons them (their leases are given back). */
 const STOP_GRACE_MS = 2000
 
-const serializeEvent = fastJson(InventoryChangedEvent as object)
-
-/** The body of an event: the change as the feed shows it to the subscription's quota. */
+/** The body of an event: the entry, of whatever type, as the feed shows it to the subscription's quota. */
 export function eventBody (delivery: Pick<ClaimedDelivery, 'change' | 'own'>): string {
-  const view = viewChange(delivery.change, delivery.own)
-  return serializeEvent({ type: INVENTORY_CHANGED, timestamp: view.at.toISOString(), data: { ...view, at: view.at.toISOString() } })
+  return eventJson(viewEntry(delivery.change, delivery.own))
 }
 
 /** The most of an answer's body the deliveries log keeps, in bytes of UTF-8 (docs/webhooks.md). */

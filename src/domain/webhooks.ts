@@ -7,10 +7,13 @@ import { createHmac, randomBytes } from 'node:crypto'
 import { AppError } from '../errors.js'
 import type { WebhookDelivery, WebhookRecord, WebhookStore, WebhookWrites } from '../store/webhooks/types.js'
 import { decodeCursor, encodeCursor, InvalidCursorError } from './cursor.js'
-import { INVENTORY_CHANGED } from './entities.js'
+import { CHANGE_TYPES } from '../model.js'
 
-/** The event types a subscription may ask for. */
-export const WEBHOOK_EVENTS = [INVENTORY_CHANGED] as const
+/**
+ * The event types a subscription may ask for: every type of the feed. A subscription is sent the entries of its types
+ * only (the store's fan-out skips the others).
+ */
+export const WEBHOOK_EVENTS = CHANGE_TYPES
 /** A rotated secret keeps signing this long, so that receivers can switch without losing a delivery. */
 export const SECRET_OVERLAP_MS = 24 * 3_600_000
 /** The deliveries log's cursors. */

@@ -16,8 +16,8 @@ export async function registerOpenApi (app: FastifyInstance, config: Config): Pr
         title: 'Petstore Inventory Service',
         version: '1.0.0',
         description: 'Tracks the stock of pets in a store. Every operation requires an API key sent as ' +
-          '`Authorization: Bearer <key>` and names the scope it needs (`inventory:read`, or `inventory:write` for ' +
-          'changes). Errors are `{code, message, status}`; every answer carries `X-Request-Id` and the key\'s rate-limit ' +
+          '`Authorization: Bearer <key>` and names the scope it needs: `inventory:read` to read, `inventory:sell` to ' +
+          'place and move holds and orders, `inventory:write` to change stock and webhooks (each includes the one before). Errors are `{code, message, status}`; every answer carries `X-Request-Id` and the key\'s rate-limit ' +
           'fields (`X-RateLimit-*`, `RateLimit-Policy`, `RateLimit`; 429 with `Retry-After` over the limit). Writes taking ' +
           '`Idempotency-Key` may be retried safely with the same key, and `If-Match` with an entry\'s `ETag` applies a ' +
           'change only if the entry is unchanged. Operations marked beta are additions to the specification.',
@@ -30,7 +30,7 @@ export async function registerOpenApi (app: FastifyInstance, config: Config): Pr
       ],
       components: {
         securitySchemes: {
-          bearerAuth: { type: 'http', scheme: 'bearer', description: 'An API key (psk_live_... or psk_test_...). Each operation names the scope it needs: inventory:read (any key) or inventory:write (keys of scope write).' }
+          bearerAuth: { type: 'http', scheme: 'bearer', description: 'An API key (psk_live_... or psk_test_...). Each operation names the scope it needs: inventory:read (any key), inventory:sell (keys of scope storefront or write: holds and orders) or inventory:write (keys of scope write: stock and webhooks).' }
         }
       },
       security: [{ bearerAuth: [] }],
@@ -38,6 +38,7 @@ export async function registerOpenApi (app: FastifyInstance, config: Config): Pr
         { name: 'inventory', description: 'Stock levels' },
         { name: 'pets', description: 'Pets (deprecated)' },
         { name: 'store', description: 'Store orders' },
+        { name: 'holds', description: 'Stock held for a checkout: confirmed on payment (sold), released on abandonment, or expired' },
         { name: 'keys', description: 'The calling API key' },
         { name: 'webhooks', description: 'Stock changes pushed to your endpoints: signed (Standard Webhooks), retried for 24 hours, at least once' }
       ],

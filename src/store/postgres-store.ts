@@ -7,6 +7,7 @@ import { PostgresCatalog } from './catalog/postgres.js'
 import { PostgresIdempotency } from './idempotency/postgres.js'
 import { PostgresKeys } from './keys/postgres.js'
 import { PostgresSchema } from './schema/postgres.js'
+import { PostgresSelling } from './selling/postgres.js'
 import { PostgresStock } from './stock/postgres.js'
 import type { PoolStats, Store } from './store.js'
 import { PostgresStreams } from './streams/postgres.js'
@@ -23,6 +24,7 @@ export class PostgresStore implements Store {
   readonly webhooks: PostgresWebhooks
   readonly streams: PostgresStreams
   readonly catalog: PostgresCatalog
+  readonly selling: PostgresSelling
   readonly alerts: PostgresAlerts
   readonly #db: PostgresDatabase
 
@@ -36,6 +38,7 @@ export class PostgresStore implements Store {
     this.webhooks = new PostgresWebhooks(db)
     this.streams = new PostgresStreams(db)
     this.catalog = new PostgresCatalog(db)
+    this.selling = new PostgresSelling(db)
     this.alerts = new PostgresAlerts(db)
   }
 

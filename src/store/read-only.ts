@@ -12,6 +12,7 @@ import { IDEMPOTENCY_WRITES } from './idempotency/types.js'
 import { KEY_WRITES } from './keys/types.js'
 import { aheadError, type SchemaStatus } from './migrations.js'
 import { SCHEMA_WRITES } from './schema/types.js'
+import { SELLING_WRITES } from './selling/types.js'
 import { STOCK_WRITES } from './stock/types.js'
 import type { Store } from './store.js'
 import { STREAM_WRITES } from './streams/types.js'
@@ -48,6 +49,7 @@ export function readOnly (store: Store, status: SchemaStatus): Store {
     webhooks: withoutWrites(store.webhooks, WEBHOOK_WRITES, reason),
     streams: withoutWrites(store.streams, STREAM_WRITES, reason),
     catalog: withoutWrites(store.catalog, CATALOG_WRITES, reason),
+    selling: withoutWrites(store.selling, SELLING_WRITES, reason),
     alerts: withoutWrites(store.alerts, ALERT_WRITES, reason),
     ping: () => store.ping(),
     close: () => store.close(),

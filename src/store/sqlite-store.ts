@@ -7,6 +7,7 @@ import { SqliteCatalog } from './catalog/sqlite.js'
 import { SqliteIdempotency } from './idempotency/sqlite.js'
 import { SqliteKeys } from './keys/sqlite.js'
 import { SqliteSchema } from './schema/sqlite.js'
+import { SqliteSelling } from './selling/sqlite.js'
 import { SqliteStock } from './stock/sqlite.js'
 import type { Store } from './store.js'
 import { SqliteStreams } from './streams/sqlite.js'
@@ -23,6 +24,7 @@ export class SqliteStore implements Store {
   readonly webhooks: SqliteWebhooks
   readonly streams: SqliteStreams
   readonly catalog: SqliteCatalog
+  readonly selling: SqliteSelling
   readonly alerts: SqliteAlerts
   readonly #db: SqliteDatabase
 
@@ -36,6 +38,7 @@ export class SqliteStore implements Store {
     this.webhooks = new SqliteWebhooks(db)
     this.streams = new SqliteStreams(db)
     this.catalog = new SqliteCatalog(db)
+    this.selling = new SqliteSelling(db)
     this.alerts = new SqliteAlerts(db)
   }
 

@@ -9,6 +9,7 @@ import type { CatalogStore } from './catalog/types.js'
 import type { IdempotencyStore } from './idempotency/types.js'
 import type { KeyStore } from './keys/types.js'
 import type { SchemaStore } from './schema/types.js'
+import type { SellingStore } from './selling/types.js'
 import type { StockStore } from './stock/types.js'
 import type { StreamStore } from './streams/types.js'
 import type { WebhookStore } from './webhooks/types.js'
@@ -41,6 +42,8 @@ export interface Store {
   readonly streams: StreamStore
   /** Pets and orders, and imports of them. */
   readonly catalog: CatalogStore
+  /** Holds on stock and the orders placed through the API. */
+  readonly selling: SellingStore
   /** Reorder points and the low-stock state they give pets. */
   readonly alerts: AlertStore
   /** Resolves when the database answers a trivial query. */

@@ -153,6 +153,28 @@ describe('petstore import', () => {
     })
   })
 
+  test('when an order of the file has the id of an order placed through the API, then that order is left as it is and the summary says so', async (t) => {
+    const cli = cliFor(t)
+    assert.equal((await cli.run(['import', cli.file('pets.json', `{ "pets": [${VALID_PET}] }`)])).code, 0)
+    const placed = await inspectStore(cli.db, async (store) => {
+      const result = await store.selling.placeHold({
+        id: 'hold_AAAAAAAAAAAAAAAAAAAA', lines: [{ petId: 1n, quantity: 2 }], reference: 'web', expiresAt: null, order: { shipDate: '2026-12-01T09:00:00Z' },
+        caps: { activeHolds: 10, heldUnits: 10 }, quotaId: 'key_a', keyId: 'key_a', requestId: null, at: new Date()
+      })
+      return result.status === 'placed' ? result.order : assert.fail(result.status)
+    })
+    const id = placed?.id ?? assert.fail('no order')
+    const res = await cli.run(['import', cli.file('orders.json', `{ "orders": [${VALID_ORDER.replace('"id": 1', `"id": ${id}`)},
+      ${VALID_ORDER.replace('"id": 1', `"id": ${id + 1n}`)}] }`)])
+    assert.equal(res.code, 0, res.stderr)
+    assert.match(res.stderr, /Imported 0 pet\(s\) and 1 order\(s\)/)
+    assert.match(res.stderr, new RegExp(`Left 1 order\\(s\\) as they are, placed through the API with the same id: ${id}\\.`))
+    await inspectStore(cli.db, async (store) => {
+      assert.deepEqual(await store.selling.getOrder(id), placed)
+      assert.equal((await store.selling.getOrder(id + 1n))?.source, 'import')
+    })
+  })
+
   test('when 100,000 pets are imported, then all are stored with exact int64 ids and stderr holds only the summary', async (t) => {
     const cli = cliFor(t)
     const file = cli.file('many.json', manyPets(MANY))

@@ -342,11 +342,24 @@ describe('petstore keys create: scope and expiry', () => {
     assert.equal(listed.get(reader.id), 'read')
   })
 
+  test('when --scope storefront is given, then the key has that scope, in the list and after a rotation', async (t) => {
+    const cli = cliFor(t)
+    const res = await cli.run(['keys', 'create', '--plan', 'pro', '--scope', 'storefront', '--name', 'shop', '--json'])
+    assert.equal(res.code, 0, res.stderr)
+    const shop = JSON.parse(res.stdout) as KeyJson
+    assert.equal(shop.scope, 'storefront')
+    assert.match(res.stderr, /\(pro, scope storefront\)/)
+    const rotated = await cli.run(['keys', 'rotate', shop.id, '--overlap', '0'])
+    assert.equal(rotated.code, 0, rotated.stderr)
+    const listed = JSON.parse((await cli.run(['keys', 'list', '--json'])).stdout) as KeyJson[]
+    assert.deepEqual(listed.map((k) => [k.name, k.scope]), [['shop', 'storefront'], ['shop', 'storefront']])
+  })
+
   test('when the scope is unknown, then it exits 2 naming the scopes and creates nothing', async (t) => {
     const cli = cliFor(t)
     const res = await cli.run(['keys', 'create', '--plan', 'free', '--scope', 'admin'])
     assert.equal(res.code, 2)
-    assert.match(res.stderr, /--scope must be one of read, write/)
+    assert.match(res.stderr, /--scope must be one of read, storefront, write/)
     assert.deepEqual(JSON.parse((await cli.run(['keys', 'list', '--json'])).stdout), [])
   })
 

@@ -719,7 +719,7 @@ describe('client: keys and quota', () => {
     const second = await client.rateLimit()
     assert.equal(first.status, 200)
     assert.equal(first.data.plan, 'free')
-    assert.deepEqual(first.data.scopes, ['inventory:read', 'inventory:write'])
+    assert.deepEqual(first.data.scopes, ['inventory:read', 'inventory:sell', 'inventory:write'])
     assert.deepEqual([first.data.minute.limit, first.data.minute.remaining, first.data.minute.used], [10, 9, 1])
     assert.deepEqual([second.data.day.limit, second.data.day.remaining], [100, 99], 'asking spent nothing')
     assert.equal(second.rateLimit?.remaining, 9)

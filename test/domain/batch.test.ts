@@ -22,7 +22,7 @@ function storeAnswering (answer: (batch: StockBatch) => StockBatchResult) {
   const asked: StockBatch[] = []
   const store = {
     stock: { applyBatch: async (batch: StockBatch) => { asked.push(batch); return answer(batch) } },
-    idempotency: { findIdempotencyRecord: async () => ({ fingerprint: 'other', entries: [], createdAt: new Date(NOW), expiresAt: new Date(NOW + 1000) }) }
+    idempotency: { findIdempotencyRecord: async () => ({ fingerprint: 'other', entries: [], response: null, createdAt: new Date(NOW), expiresAt: new Date(NOW + 1000) }) }
   } as unknown as Store
   return { store, asked }
 }

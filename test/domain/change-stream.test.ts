@@ -9,7 +9,7 @@ import { waitFor } from '../helpers/wait.js'
 import { describe, test, type TestContext } from 'node:test'
 import { FeedWatch, followChanges, REGISTRATION_PERIODS, StreamRegistry, streamStart } from '../../src/domain/change-stream.js'
 import { InvalidCursorError } from '../../src/domain/cursor.js'
-import { CursorExpiredError, feedCursor, type ChangeView } from '../../src/domain/feed.js'
+import { CursorExpiredError, feedCursor, type EntryView } from '../../src/domain/feed.js'
 import { importData } from '../../src/domain/import.js'
 import type { FeedChange, FeedHistory, FeedPlace, FeedPosition, StockReads, StoreEpoch } from '../../src/store/stock/types.js'
 import type { Store } from '../../src/store/store.js'
@@ -119,7 +119,7 @@ describe('followChanges', () => {
     t.after(() => { watch.close() })
     const stop = new AbortController()
     const follow = followChanges(store, watch, { after: feedCursor({ ...first.position, epoch: first.epoch }), keyId: null, pageSize: 2, signal: stop.signal })
-    const pages: ChangeView[][] = []
+    const pages: EntryView[][] = []
     const reading = (async () => {
       for await (const page of follow) pages.push(page)
     })()
@@ -180,7 +180,7 @@ const NEW = 'bbbbbbbbbbbbbbbb'
 const epoch = (id: string, afterId: bigint): StoreEpoch => ({ epoch: id, after: { order: 0n, id: afterId }, startedAt: new Date(0), reason: 'test' })
 const changeAt = (id: bigint, of: string, quantity = Number(id)): FeedChange => ({
   id, petId: 1n, previousQuantity: null, quantity, reason: 'adjustment', note: null, reference: null, keyId: null, requestId: null, at: new Date(0), batchId: null,
-  status: null, previousStatus: null, position: { order: 0n, id }, epoch: of
+  status: null, previousStatus: null, event: null, holdId: null, held: null, reorderPoint: null, position: { order: 0n, id }, epoch: of
 })
 
 describe('followChanges across a new epoch', () => {

@@ -29,7 +29,7 @@ function recordingStore () {
     applied.push(change)
     const entry = { ...ENTRY, quantity: 'delta' in change ? ENTRY.quantity + change.delta : change.quantity, revision: ENTRY.revision + 1n }
     if (claim !== undefined) {
-      records.set(`${claim.scope}\n${claim.key}`, { fingerprint: claim.fingerprint, entries: [entry], createdAt: change.at, expiresAt: claim.expiresAt, claim })
+      records.set(`${claim.scope}\n${claim.key}`, { fingerprint: claim.fingerprint, entries: [entry], response: null, createdAt: change.at, expiresAt: claim.expiresAt, claim })
     }
     return { status: 'updated' as const, entry }
   }

@@ -195,7 +195,7 @@ for (const [limiterName, makeLimiter] of limiters) {
       assert.equal(res.statusCode, 200)
       const body = res.json()
       assert.equal(body.bannedUntil, until.toISOString())
-      assert.deepEqual(body.scopes, ['inventory:read', 'inventory:write'])
+      assert.deepEqual(body.scopes, ['inventory:read', 'inventory:sell', 'inventory:write'])
       assert.equal(body.plan, 'pro')
       assert.equal(body.minute.remaining, 0)
       assert.equal(body.minute.reset, until.getTime() / 1000)

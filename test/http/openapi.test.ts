@@ -37,13 +37,16 @@ describe('GET /v1/openapi.json', () => {
   test('when read, then it lists the four operations of the spec, the entry lookup, adjustments, batches, the change feed, the key\'s rate limit, and nothing internal', async (t) => {
     const doc = await document(t)
     assert.deepEqual(Object.keys(doc.paths).sort(),
-      ['/inventory', '/inventory/batch', '/inventory/changes', '/inventory/changes/stream', '/inventory/{petId}', '/inventory/{petId}/adjustments', '/inventory/{petId}/reorder-point', '/pets/{petId}', '/rate_limit',
+      ['/holds', '/holds/{holdId}', '/holds/{holdId}/confirm', '/holds/{holdId}/extend', '/holds/{holdId}/release',
+        '/inventory', '/inventory/batch', '/inventory/changes', '/inventory/changes/stream', '/inventory/{petId}', '/inventory/{petId}/adjustments', '/inventory/{petId}/reorder-point', '/pets/{petId}', '/rate_limit',
         '/store/orders', '/webhooks', '/webhooks/{webhookId}', '/webhooks/{webhookId}/deliveries', '/webhooks/{webhookId}/deliveries/{deliveryId}/retry',
         '/webhooks/{webhookId}/secret'])
     const webhookOperations = [['/webhooks', 'post', 'createWebhook'], ['/webhooks', 'get', 'listWebhooks'], ['/webhooks/{webhookId}', 'get', 'getWebhook'],
       ['/webhooks/{webhookId}', 'patch', 'updateWebhook'], ['/webhooks/{webhookId}', 'delete', 'deleteWebhook'], ['/webhooks/{webhookId}/secret', 'post', 'rotateWebhookSecret'],
       ['/webhooks/{webhookId}/deliveries', 'get', 'listWebhookDeliveries'], ['/webhooks/{webhookId}/deliveries/{deliveryId}/retry', 'post', 'retryWebhookDelivery']] as const
-    for (const [path, method, operationId] of webhookOperations) {
+    const holdOperations = [['/holds', 'post', 'placeHold'], ['/holds', 'get', 'listHolds'], ['/holds/{holdId}', 'get', 'getHold'],
+      ['/holds/{holdId}/extend', 'post', 'extendHold'], ['/holds/{holdId}/confirm', 'post', 'confirmHold'], ['/holds/{holdId}/release', 'post', 'releaseHold']] as const
+    for (const [path, method, operationId] of [...webhookOperations, ...holdOperations]) {
       const operation = (doc.paths[path] as Record<string, { operationId?: string, 'x-stability'?: string } | undefined> | undefined)?.[method]
       assert.deepEqual([operation?.operationId, operation?.['x-stability']], [operationId, 'beta'], `${method} ${path}`)
     }
@@ -71,17 +74,42 @@ describe('GET /v1/openapi.json', () => {
     assert.ok('cursor' in (data.properties ?? {}) && 'changeId' in (data.properties ?? {}))
   })
 
+  test('when read, then the webhooks object lists every event type a subscription may name, each with its body\'s schema', async (t) => {
+    type Body = { properties?: { type?: { const?: string }, data?: { properties?: Record<string, unknown> } } }
+    const doc = await document(t) as unknown as { webhooks?: Record<string, { post?: { operationId?: string, parameters?: Array<{ name: string }>, requestBody?: { content?: Record<string, { schema?: Body }> } } }> }
+    const types = ['inventory.changed', 'hold.placed', 'hold.confirmed', 'hold.released', 'hold.expired', 'inventory.low_stock']
+    assert.deepEqual(Object.keys(doc.webhooks ?? {}), types)
+    const holdData = ['changeId', 'petId', 'holdId', 'reference', 'quantity', 'held', 'available', 'at', 'cursor']
+    for (const type of types) {
+      const post = doc.webhooks?.[type]?.post
+      assert.deepEqual(post?.parameters?.map((p) => p.name), ['webhook-id', 'webhook-timestamp', 'webhook-signature'], type)
+      const body = post?.requestBody?.content?.['application/json']?.schema
+      assert.equal(body?.properties?.type?.const, type, `${type}: the body names its type`)
+      const data = Object.keys(body?.properties?.data?.properties ?? {})
+      if (type.startsWith('hold.')) assert.deepEqual(data, holdData, type)
+      if (type === 'inventory.low_stock') assert.deepEqual(data, ['changeId', 'petId', 'quantity', 'reorderPoint', 'at', 'cursor'])
+    }
+    assert.equal(new Set(types.map((type) => doc.webhooks?.[type]?.post?.operationId)).size, types.length, 'operationIds are unique')
+    const events = (doc as unknown as { paths: Record<string, { post?: { requestBody?: { content?: Record<string, { schema?: { properties?: { events?: { description?: string } } } }> } } }> })
+      .paths['/webhooks']?.post?.requestBody?.content?.['application/json']?.schema?.properties?.events?.description ?? ''
+    for (const type of types) assert.ok(events.includes(`\`${type}\``), `createWebhook's events name ${type}`)
+  })
+
   test('when read, then the change stream is a beta operation answering text/event-stream, each event\'s data the feed\'s change', async (t) => {
     const doc = await document(t)
     const operation = doc.paths['/inventory/changes/stream']?.get
     assert.deepEqual([operation?.operationId, operation?.['x-stability']], ['streamInventoryChanges', 'beta'])
     assert.deepEqual(doc.paths['/inventory/changes/stream'] === undefined ? [] : Object.keys(doc.paths['/inventory/changes/stream']), ['get'], 'no HEAD')
-    assert.deepEqual(operation?.parameters?.map((p) => `${p.in} ${p.name}`).sort(), ['header last-event-id', 'query after'])
+    assert.deepEqual(operation?.parameters?.map((p) => `${p.in} ${p.name}`).sort(), ['header last-event-id', 'query after', 'query types'])
     const ok = operation?.responses['200']
     assert.deepEqual(Object.keys(ok?.content ?? {}), ['text/event-stream'])
-    const data = ok?.content?.['text/event-stream']?.schema.properties ?? {}
-    const change = doc.paths['/inventory/changes']?.get?.responses['200']?.content?.['application/json']?.schema as { items?: { properties?: Record<string, unknown> } } | undefined
-    assert.deepEqual(Object.keys(data), Object.keys(change?.items?.properties ?? {}))
+    type Members = { anyOf?: Array<{ properties?: Record<string, unknown> }> }
+    const data = (ok?.content?.['text/event-stream']?.schema as Members | undefined)?.anyOf ?? []
+    const change = doc.paths['/inventory/changes']?.get?.responses['200']?.content?.['application/json']?.schema as { items?: Members } | undefined
+    const fields = (members: Members['anyOf']) => (members ?? []).map((member) => Object.keys(member.properties ?? {}))
+    assert.deepEqual(fields(data), fields(change?.items?.anyOf), 'each event\'s data is an entry of the feed')
+    assert.ok(fields(data).length === 4 && fields(data)[0]?.includes('cursor') === true && fields(data)[0]?.includes('type') === false,
+      'the first member: a stock change as the feed always showed it, without `type`')
     assert.ok('X-RateLimit-Remaining' in ((ok as { headers?: Record<string, unknown> } | undefined)?.headers ?? {}))
   })
 
@@ -97,7 +125,7 @@ describe('GET /v1/openapi.json', () => {
     assert.deepEqual(doc.components.securitySchemes.bearerAuth, {
       type: 'http',
       scheme: 'bearer',
-      description: 'An API key (psk_live_... or psk_test_...). Each operation names the scope it needs: inventory:read (any key) or inventory:write (keys of scope write).'
+      description: 'An API key (psk_live_... or psk_test_...). Each operation names the scope it needs: inventory:read (any key), inventory:sell (keys of scope storefront or write: holds and orders) or inventory:write (keys of scope write: stock and webhooks).'
     })
     assert.deepEqual(doc.security, [{ bearerAuth: [] }])
     for (const operations of Object.values(doc.paths as Record<string, Record<string, { security?: unknown }>>)) {

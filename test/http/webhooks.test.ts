@@ -23,6 +23,9 @@ import { loggerOptions } from '../../src/logger.js'
 import { HttpSender } from '../../src/webhooks/sender.js'
 import type { Resolve } from '../../src/webhooks/destination.js'
 
+/** The event types a subscription may name, as the refusals list them. */
+const KNOWN_EVENTS = 'inventory.changed, hold.placed, hold.confirmed, hold.released, hold.expired, inventory.low_stock'
+
 const json = { 'content-type': 'application/json' }
 const FAST = { AUTH_CACHE_TTL_MS: '0', WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', WEBHOOK_POLL_MS: '20', WEBHOOK_RETRY_BASE_MS: '50', WEBHOOK_RETRY_MAX_DELAY_MS: '200', WEBHOOK_TIMEOUT_MS: '2000' }
 
@@ -94,7 +97,7 @@ describe('webhook subscriptions', () => {
     const { request } = await webhookApp(t)
     const unknown = await request('POST', '/v1/webhooks', { url: 'http://127.0.0.1:9/', events: ['inventory.changed', 'order.created', 'pets.*'] })
     assert.equal(unknown.statusCode, 400)
-    assert.equal(unknown.json<{ message: string }>().message, 'body.events[1], body.events[2] are not known event types; known: inventory.changed.')
+    assert.equal(unknown.json<{ message: string }>().message, `body.events[1], body.events[2] are not known event types; known: ${KNOWN_EVENTS}.`)
     for (let i = 0; i < 10; i++) assert.equal((await request('POST', '/v1/webhooks', { url: `http://127.0.0.1:9/${i}`, events: ['inventory.changed'] })).statusCode, 201)
     const eleventh = await request('POST', '/v1/webhooks', { url: 'http://127.0.0.1:9/x', events: ['inventory.changed'] })
     assert.equal(eleventh.statusCode, 409)
@@ -121,8 +124,8 @@ describe('webhook subscriptions', () => {
       'No webhook subscription with this id.',
       'No webhook subscription with this id.',
       'No webhook subscription with this id.',
-      'body.events[1] is not a known event type; known: inventory.changed.',
-      'body.events[0] is not a known event type; known: inventory.changed.',
+      `body.events[1] is not a known event type; known: ${KNOWN_EVENTS}.`,
+      `body.events[0] is not a known event type; known: ${KNOWN_EVENTS}.`,
       'body.psk_live_[redacted] is not a known field.'
     ])
     // An id this service could have made is quoted: it is no secret, and it says which one.

@@ -9,6 +9,7 @@ import { join } from 'node:path'
 import type { TestContext } from 'node:test'
 import pg from 'pg'
 import { PostgresStore } from '../../src/store/postgres-store.js'
+import type { PostgresOptions } from '../../src/store/postgres/options.js'
 import { SqliteStore } from '../../src/store/sqlite-store.js'
 import type { Store } from '../../src/store/store.js'
 import { tempDir } from '../helpers/app.js'
@@ -17,10 +18,24 @@ import { POSTGRES_URL, tempSchema } from '../helpers/postgres.js'
 /** One store under test, with what the tests need around it. */
 export interface Harness {
   store: Store
-  /** Another store on the same database: another instance. Closed after the test. */
-  peer: () => Promise<Store>
+  /**
+   * Another store on the same database: another instance, closed after the test. PostgreSQL takes the pool's
+   * options (a test that queues more writes than a pool has connections gives them time to wait); SQLite has none.
+   */
+  peer: (options?: PostgresOptions) => Promise<Store>
   /** How many rows a table holds: what a delete takes with it, which the interface does not show. */
   count: (table: string) => Promise<number>
+  /**
+   * The rows of a query (its values written into its text), read beside the store: what a table
+   * holds that the interface does not show (the ledger's event rows, an entry's chain head). Integers come back as
+   * numbers or bigints depending on the driver; compare them through Number().
+   */
+  rows: (sql: string) => Promise<Array<Record<string, unknown>>>
+  /**
+   * Runs statements on the database directly, as another writer would (rows of another area, written here without
+   * it): SQL both stores read alike, values written into it.
+   */
+  run: (sql: string) => Promise<void>
 }
 
 export type Open = (t: TestContext) => Promise<Harness>
@@ -45,6 +60,23 @@ export const sqliteHarness: Open = async (t) => {
       } finally {
         db.close()
       }
+    },
+    rows: async (sql) => {
+      const db = new Database(path, { readonly: true })
+      try {
+        return db.prepare(sql).all() as Array<Record<string, unknown>>
+      } finally {
+        db.close()
+      }
+    },
+    run: async (sql) => {
+      const db = new Database(path)
+      try {
+        db.pragma('busy_timeout = 5000')
+        db.exec(sql)
+      } finally {
+        db.close()
+      }
     }
   }
 }
@@ -57,8 +89,8 @@ export const postgresHarness: Open = async (t) => {
   await store.schema.migrate()
   return {
     store,
-    peer: async () => {
-      const other = new PostgresStore(POSTGRES_URL, { schema })
+    peer: async (options = {}) => {
+      const other = new PostgresStore(POSTGRES_URL, { ...options, schema })
       t.after(() => other.close())
       return other
     },
@@ -68,6 +100,24 @@ export const postgresHarness: Open = async (t) => {
       try {
         const { rows } = await client.query<{ n: string }>(`SELECT count(*)::text AS n FROM ${table}`)
         return Number(rows[0]?.n)
+      } finally {
+        await client.end()
+      }
+    },
+    rows: async (sql) => {
+      const client = new pg.Client({ connectionString: POSTGRES_URL, options: `-c search_path=${schema}` })
+      await client.connect()
+      try {
+        return (await client.query<Record<string, unknown>>(sql)).rows
+      } finally {
+        await client.end()
+      }
+    },
+    run: async (sql) => {
+      const client = new pg.Client({ connectionString: POSTGRES_URL, options: `-c search_path=${schema}` })
+      await client.connect()
+      try {
+        await client.query(sql)
       } finally {
         await client.end()
       }

@@ -24,7 +24,7 @@ export function idempotencyContract (name: string, open: (t: TestContext) => Pro
         assert.equal(first.status, 'updated')
         const entry = first.status === 'updated' ? first.entry : null
         assert.deepEqual(await store.idempotency.findIdempotencyRecord('key_a', 'k1', CHANGED_AT),
-          { fingerprint: 'fp-k1', entries: [entry], createdAt: CHANGED_AT, expiresAt: EXPIRES })
+          { fingerprint: 'fp-k1', entries: [entry], response: null, createdAt: CHANGED_AT, expiresAt: EXPIRES })
         const before = await snapshot(store, [ABOVE_2_53, 2n])
         assert.deepEqual(await store.stock.adjustQuantity(stockAdjustment(ABOVE_2_53, 3, { idempotency: claim('k1') })), { status: 'recorded' })
         // Whatever the second change asks, and however it would end, the recorded key stops it first.
@@ -65,7 +65,7 @@ export function idempotencyContract (name: string, open: (t: TestContext) => Pro
         const again = await store.stock.adjustQuantity(stockAdjustment(1n, 1, { at: later, idempotency: claim('k', { fingerprint: 'new', expiresAt: EXPIRES }) }))
         assert.equal(again.status, 'updated')
         assert.deepEqual(await store.idempotency.findIdempotencyRecord('key_a', 'k', later),
-          { fingerprint: 'new', entries: [again.status === 'updated' && again.entry], createdAt: later, expiresAt: EXPIRES })
+          { fingerprint: 'new', entries: [again.status === 'updated' && again.entry], response: null, createdAt: later, expiresAt: EXPIRES })
       })
 
       test('purging deletes expired records only, at most the number asked for', async (t) => {

@@ -10,10 +10,12 @@ import { ConfigError } from '../../src/errors.js'
 import { importData } from '../../src/domain/import.js'
 import { StoreUnavailableError } from '../../src/errors.js'
 import { PostgresStore } from '../../src/store/postgres-store.js'
+import type { PostgresOptions } from '../../src/store/postgres/options.js'
 import { MIGRATIONS } from '../../src/store/postgres/migrations.js'
 import { requirePgBouncer, startPgBouncer, type PgBouncer } from '../helpers/pgbouncer.js'
 import { adminQuery, requirePostgres, resettablePostgresDatabase, tempPostgresDatabase } from '../helpers/postgres.js'
 import { storeContract } from './contract.js'
+import { sellingContract } from './selling.contract.js'
 import { setStock } from './helpers.js'
 
 const WHAT = 'PostgreSQL store tests through PgBouncer'
@@ -47,6 +49,29 @@ async function throughPgBouncer (bouncer: PgBouncer): Promise<void> {
     const store = new PostgresStore(bouncer.url(await sharedDatabase(t)), { pooler: 'transaction' })
     t.after(() => store.close())
     return store
+  })
+
+  // Holds and orders: every write one transaction, no session state; two pools through the pooler for two instances.
+  sellingContract('PostgresStore through PgBouncer (transaction mode)', async (t) => {
+    const direct = await sharedDatabase(t)
+    const open = (options: PostgresOptions = {}): PostgresStore => {
+      const store = new PostgresStore(bouncer.url(direct), { ...options, pooler: 'transaction' })
+      t.after(() => store.close())
+      return store
+    }
+    const rows = async (sql: string): Promise<Array<Record<string, unknown>>> => {
+      const client = new pg.Client({ connectionString: direct })
+      await client.connect()
+      try {
+        return (await client.query<Record<string, unknown>>(sql)).rows
+      } finally {
+        await client.end()
+      }
+    }
+    return {
+      store: open(), peer: async (options) => open(options), rows, count: async (table) => Number((await rows(`SELECT count(*) AS n FROM ${table}`))[0]?.n),
+      run: async (sql) => { await rows(sql) }
+    }
   })
 
   describe('PostgresStore through PgBouncer', () => {

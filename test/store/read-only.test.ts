@@ -12,6 +12,7 @@ import { IDEMPOTENCY_WRITES } from '../../src/store/idempotency/types.js'
 import { KEY_WRITES } from '../../src/store/keys/types.js'
 import { readOnly } from '../../src/store/read-only.js'
 import { SCHEMA_WRITES } from '../../src/store/schema/types.js'
+import { SELLING_WRITES } from '../../src/store/selling/types.js'
 import { STOCK_WRITES } from '../../src/store/stock/types.js'
 import type { Store } from '../../src/store/store.js'
 import { STREAM_WRITES } from '../../src/store/streams/types.js'
@@ -21,7 +22,7 @@ import { pet, setStock } from './helpers.js'
 
 const DECLARED: ReadonlyArray<[keyof Store, Readonly<Record<string, 'refuse' | 'skip'>>]> = [
   ['schema', SCHEMA_WRITES], ['stock', STOCK_WRITES], ['idempotency', IDEMPOTENCY_WRITES], ['keys', KEY_WRITES],
-  ['webhooks', WEBHOOK_WRITES], ['streams', STREAM_WRITES], ['catalog', CATALOG_WRITES], ['alerts', ALERT_WRITES]
+  ['webhooks', WEBHOOK_WRITES], ['streams', STREAM_WRITES], ['catalog', CATALOG_WRITES], ['selling', SELLING_WRITES], ['alerts', ALERT_WRITES]
 ]
 
 test('when a store is ahead of this release, then every write an area declares is refused (a key\'s last use skipped), reads answer, and nothing changes', async (t) => {
@@ -48,6 +49,7 @@ test('when a store is ahead of this release, then every write an area declares i
   assert.equal(await ahead.alerts.getReorderPoint(1n), null)
   assert.deepEqual(await ahead.keys.listApiKeys(), [])
   assert.deepEqual(await ahead.webhooks.listWebhooks(null), [])
+  assert.deepEqual(await ahead.selling.availability([1n], new Date()), [{ petId: 1n, onHand: 4, held: 0, available: 4 }])
   assert.equal(ahead.kind, 'sqlite')
   assert.equal(ahead.poolStats(), null)
   await ahead.ping()

@@ -494,12 +494,12 @@ export function stockContract (name: string, open: (t: TestContext) => Promise<S
         assert.equal(history.length, 2)
         const [imported, arrival] = history
         assert.deepEqual({ ...imported, id: 0n }, {
-          id: 0n, petId: ABOVE_2_53, previousQuantity: null, quantity: 4, reason: 'import', note: null, reference: null, keyId: null, requestId: null, batchId: null,
-          status: 'pending', previousStatus: null, at: new Date('2026-11-22T11:00:00Z')
+          id: 0n, petId: ABOVE_2_53, event: null, previousQuantity: null, quantity: 4, reason: 'import', note: null, reference: null, keyId: null, requestId: null, batchId: null,
+          status: 'pending', previousStatus: null, holdId: null, held: null, reorderPoint: null, at: new Date('2026-11-22T11:00:00Z')
         })
         assert.deepEqual({ ...arrival, id: 0n }, {
-          id: 0n, petId: ABOVE_2_53, previousQuantity: 4, quantity: 15, reason: 'arrival', note: 'Truck 42 — 11 puppies', reference: null, keyId: 'key_a', requestId: 'req-1', batchId: null,
-          status: null, previousStatus: null, at: CHANGED_AT
+          id: 0n, petId: ABOVE_2_53, event: null, previousQuantity: 4, quantity: 15, reason: 'arrival', note: 'Truck 42 — 11 puppies', reference: null, keyId: 'key_a', requestId: 'req-1', batchId: null,
+          status: null, previousStatus: null, holdId: null, held: null, reorderPoint: null, at: CHANGED_AT
         })
         assert.ok((arrival?.id ?? 0n) > (imported?.id ?? 0n))
         assert.equal(typeof arrival?.petId, 'bigint')

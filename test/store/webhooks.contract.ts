@@ -7,11 +7,12 @@ import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { importData } from '../../src/domain/import.js'
-import { MAX_QUANTITY } from '../../src/model.js'
+import { CHANGE_TYPES, MAX_QUANTITY } from '../../src/model.js'
 import type { FeedChange, FeedPosition } from '../../src/store/stock/types.js'
 import type { NewApiKey } from '../../src/store/keys/types.js'
 import type { Store } from '../../src/store/store.js'
 import type { AttemptOutcome, ClaimedDelivery, ClaimRequest, FailureRun, NewWebhook, WebhookDelivery, WebhookRecord } from '../../src/store/webhooks/types.js'
+import { holdEventSql, lowStockSql } from '../helpers/ledger-events.js'
 import type { Open } from './harness.js'
 
 export const T0 = Date.parse('2026-11-22T12:00:00.000Z')
@@ -29,7 +30,7 @@ export function newWebhook (name: string, quotaId: string, overrides: Partial<Ne
     id: whId(name),
     quotaId,
     url: `https://hooks.example.com/${name}`,
-    events: ['stock.changed'],
+    events: ['inventory.changed'],
     description: null,
     secret: `whsec_${Buffer.from(`secret of ${name}`).toString('base64')}`,
     createdAt: at(0),
@@ -99,10 +100,10 @@ export function webhookContract (name: string, open: Open): void {
     describe('createWebhook', () => {
       test('when a subscription is created, then it is stored enabled, without a failure run or previous secret, and read back the same', async (t) => {
         const { store } = await open(t)
-        const webhook = newWebhook('created', 'key_a', { events: ['stock.changed', 'stock.low'], description: 'to the warehouse' })
+        const webhook = newWebhook('created', 'key_a', { events: ['inventory.changed', 'inventory.low_stock'], description: 'to the warehouse' })
         const created = await store.webhooks.createWebhook(webhook, MAX_PER_QUOTA)
         const expected: WebhookRecord = {
-          id: webhook.id, quotaId: 'key_a', url: webhook.url, events: ['stock.changed', 'stock.low'], description: 'to the warehouse', enabled: true,
+          id: webhook.id, quotaId: 'key_a', url: webhook.url, events: ['inventory.changed', 'inventory.low_stock'], description: 'to the warehouse', enabled: true,
           disabledReason: null, secret: webhook.secret, previousSecret: null, previousSecretUntil: null, failures: 0, failingSince: null,
           createdAt: webhook.createdAt, updatedAt: webhook.createdAt
         }
@@ -291,6 +292,50 @@ export function webhookContract (name: string, open: Open): void {
         assert.equal(await enqueue(store), 0)
         const deliveries = await deliveriesOf(store, webhook.id)
         assert.deepEqual(deliveryPlaces(deliveries), places(await feedAfter(store, null)).slice(-1))
+      })
+
+      test('when subscriptions name types, then each gets deliveries of its types only, in feed order, and passes the rest for good', async (t) => {
+        const { store, run } = await open(t)
+        await addKey(store, 'key_a')
+        await addPets(store, [1, 2])
+        const head = await store.stock.feedHead()
+        const stock = await subscribe(store, 'stock', 'key_a')
+        const holds = await subscribe(store, 'holds', 'key_a', { events: ['hold.placed', 'inventory.low_stock'] })
+        const all = await subscribe(store, 'all', 'key_a', { events: [...CHANGE_TYPES] })
+        await run(holdEventSql({ petId: 1, event: 'hold.placed', holdId: 'hold_AAAAAAAAAAAAAAAAAAAA', quantity: 10, held: 2, at: at(-1) }))
+        await setStock(store, 2, 3)
+        await run(lowStockSql({ petId: 2, quantity: 3, reorderPoint: 4, at: at(-1) }) + holdEventSql({ petId: 1, event: 'hold.released', holdId: 'hold_AAAAAAAAAAAAAAAAAAAA', quantity: 10, held: 0, at: at(-1) }))
+        await setStock(store, 1, 9)
+        const feed = await store.stock.listChanges(head, 100, CHANGE_TYPES)
+        assert.deepEqual(feed.map((c) => c.event ?? c.reason), ['hold.placed', 'adjustment', 'inventory.low_stock', 'hold.released', 'adjustment'])
+        assert.equal(await enqueue(store), 2 + 2 + 5)
+        assert.deepEqual(deliveryPlaces(await deliveriesOf(store, stock.id)), places(feed.filter((c) => c.event === null)), 'stock changes only')
+        assert.deepEqual(deliveryPlaces(await deliveriesOf(store, holds.id)), places(feed.filter((c) => c.event === 'hold.placed' || c.event === 'inventory.low_stock')))
+        assert.deepEqual(deliveryPlaces(await deliveriesOf(store, all.id)), places(feed))
+        const claimed = await claim(store, { limit: 100 })
+        assert.deepEqual(claimed.filter((c) => c.webhookId === holds.id).map((c) => [c.change.event, c.change.holdId, c.change.held, c.change.reorderPoint]),
+          [['hold.placed', 'hold_AAAAAAAAAAAAAAAAAAAA', 2, null], ['inventory.low_stock', null, null, 4]], 'a claim carries the event as the feed has it')
+        // Rows of types a subscription does not take are passed: they are never delivered to it later either.
+        await store.webhooks.updateWebhook(stock.id, { events: [...CHANGE_TYPES] }, at(2))
+        assert.equal(await enqueue(store, at(3)), 0, 'a subscription that widens its types gets what is committed from then on')
+        await run(holdEventSql({ petId: 2, event: 'hold.placed', holdId: 'hold_BBBBBBBBBBBBBBBBBBBB', quantity: 3, held: 1, at: at(4) }))
+        assert.equal(await enqueue(store, at(5)), 3, 'the new event, to each of the three subscriptions that take hold.placed now')
+        assert.equal((await deliveriesOf(store, holds.id)).length, 3)
+        assert.equal((await deliveriesOf(store, stock.id)).length, 3)
+        assert.equal((await deliveriesOf(store, all.id)).length, 6)
+      })
+
+      test('when only rows of other types were committed, then a subscription is not behind after one enqueue, and the next creates none', async (t) => {
+        const { store, run } = await open(t)
+        await addKey(store, 'key_a')
+        await addPets(store, [1])
+        const webhook = await subscribe(store, 'quiet', 'key_a')
+        for (let i = 0; i < 5; i++) await run(holdEventSql({ petId: 1, event: 'hold.placed', holdId: `hold_${String(i).repeat(20)}`, quantity: 10, held: i + 1, at: at(-1) }))
+        assert.equal(await enqueue(store, at(1), 2), 0)
+        assert.equal(await enqueue(store, at(2), 2), 0)
+        await setStock(store, 1, 4)
+        assert.equal(await enqueue(store, at(3), 2), 1, 'a stock change after them is delivered at once')
+        assert.deepEqual((await deliveriesOf(store, webhook.id)).map((d) => d.changeId), (await feedAfter(store, null)).slice(-1).map((c) => c.id))
       })
 
       test('when a batch and an import are enqueued, then each of their changes gets one delivery', async (t) => {

@@ -13,7 +13,7 @@ import type { ApiKeyRecord, KeyScope } from '../../model.js'
 import { AppError } from '../../errors.js'
 import { bindKeyId } from '../../logger.js'
 import { LimiterUnavailableError } from '../../ratelimit/types.js'
-import { INSUFFICIENT_SCOPE } from '../schemas/common.js'
+import { insufficientScope } from '../schemas/common.js'
 import { holdsOnlyTag, noneMatch } from '../preconditions.js'
 import { handleError, notFound } from './errors.js'
 
@@ -32,7 +32,8 @@ declare module 'fastify' {
     currentETag?: (request: FastifyRequest) => Promise<string | null>
     /**
      * The scope a key needs to call the route: every route behind the gate declares one (the app does not start
-     * otherwise). `read`: any key; `write`: keys of scope write.
+     * otherwise). `read`: any key; `storefront`: keys of scope storefront or write (holds and orders); `write`: keys
+     * of scope write.
      */
     scope?: KeyScope
     /** `status`: the route reports the key's quota without spending it (GET /v1/rate_limit). */
@@ -248,7 +249,7 @@ export function registerGate (scope: FastifyInstance, options: AccessOptions): v
     if (route.schema !== undefined) {
       route.schema.security = [{ bearerAuth: [SCOPE_NAMES[config.scope]] }]
       if (config.scope !== 'read' && route.schema.response !== undefined) {
-        route.schema.response = { ...(route.schema.response as object), 403: INSUFFICIENT_SCOPE }
+        route.schema.response = { ...(route.schema.response as object), 403: insufficientScope(SCOPE_NAMES[config.scope]) }
       }
     }
   })

@@ -1,10 +1,25 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
-import { InventoryChange } from '../../domain/entities.js'
-import { DEFAULT_FEED_LIMIT, listChanges, MAX_FEED_LIMIT } from '../../domain/feed.js'
+import { FeedEntry, HOLD_EVENT_MEANINGS } from '../../domain/entities.js'
+import { entriesJson } from '../../domain/entry-json.js'
+import { changeTypes, DEFAULT_FEED_LIMIT, listChanges, MAX_FEED_LIMIT } from '../../domain/feed.js'
+import { CHANGE_TYPES, HOLD_EVENTS } from '../../model.js'
 import type { StockReads } from '../../store/stock/types.js'
 import { CURSOR_EXPIRED, cursorRefused, feedCursorRefused, linkNext, NEXT_LINK_FORM } from '../paging.js'
 import { COMMON_ERRORS, INVALID_REQUEST, RESPONSE_HEADERS } from '../schemas/common.js'
+
+/** The `types` parameter of the feed and the stream: what it takes, and what each type is. */
+export const TYPES_PARAMETER = Type.String({
+  minLength: 1,
+  maxLength: 200,
+  description: 'Comma-separated entry types to serve, in place of stock changes alone: ' +
+    `${CHANGE_TYPES.map((type) => '`' + type + '`').join(', ')} (400 for any other). \`inventory.changed\`: a stock change; ` +
+    HOLD_EVENTS.map((type) => `\`${type}\`: ${HOLD_EVENT_MEANINGS[type]}`).join('; ') + '; `inventory.low_stock`: a pet\'s on-hand ' +
+    'quantity fell to or below its reorder point. With it, every entry carries `type`; without it, the feed serves stock ' +
+    'changes exactly as before it had types. Name stock changes too (`inventory.changed,hold.placed,...`) to mirror what is ' +
+    'available. Entries of types not named are skipped, never counted against `limit`: a cursor resumes after the last entry served.',
+  examples: ['inventory.changed,hold.placed,hold.confirmed,hold.released,hold.expired']
+})
 
 export const changeRoutes: FastifyPluginAsyncTypebox<{ store: { readonly stock: Pick<StockReads, 'listChanges' | 'feedHistory'> } }> = async (app, { store }) => {
   app.get('/inventory/changes', {
@@ -23,15 +38,18 @@ export const changeRoutes: FastifyPluginAsyncTypebox<{ store: { readonly stock: 
         'A cursor stays good for the life of the deployment: a place past the feed\'s last change is refused (400), and one ' +
         'from a history the store no longer has after it (restored from a backup, failed over to a replica that lost ' +
         'commits, moved to another store since) is 410 `cursor_expired`, never taken for another change: start again from ' +
-        'the listing and its `Changes-Cursor`. Beta: an addition to the specification.',
+        'the listing and its `Changes-Cursor`. With `types`, the feed serves the events of availability too (holds placed, ' +
+        'confirmed, released and expired, low stock), in the same commit order, each with `type`, so that a follower can ' +
+        'mirror what is available, not only what is on hand. Beta: an addition to the specification.',
       tags: ['inventory'],
       'x-stability': 'beta',
       querystring: Type.Object({
         after: Type.Optional(Type.String({ minLength: 1, maxLength: 128, description: 'A change\'s cursor: the page starts after it. Without it, from the first change.' })),
-        limit: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_FEED_LIMIT, default: DEFAULT_FEED_LIMIT, description: 'Page size' }))
+        limit: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_FEED_LIMIT, default: DEFAULT_FEED_LIMIT, description: 'Page size' })),
+        types: Type.Optional(TYPES_PARAMETER)
       }, { additionalProperties: false }),
       response: {
-        200: Type.Array(InventoryChange, {
+        200: Type.Array(FeedEntry, {
           description: 'One page of changes, in commit order',
           headers: { ...RESPONSE_HEADERS, Link: Type.String({ description: 'rel="next": the next page (after the last change, or the same place when none).' + NEXT_LINK_FORM }) }
         }),
@@ -41,9 +59,12 @@ export const changeRoutes: FastifyPluginAsyncTypebox<{ store: { readonly stock: 
       }
     }
   }, async (request, reply) => {
-    const { after, limit = DEFAULT_FEED_LIMIT } = request.query
-    const page = await listChanges(store, { cursor: after ?? null, limit }, request.apiKey?.id ?? null).catch(feedCursorRefused).catch(cursorRefused)
-    linkNext(reply, { limit: String(limit), ...(page.next === null ? {} : { after: page.next }) })
-    return page.changes.map((change) => ({ ...change, at: change.at.toISOString() }))
+    const { after, limit = DEFAULT_FEED_LIMIT, types } = request.query
+    const named = types === undefined ? undefined : changeTypes(types)
+    const page = await listChanges(store, { cursor: after ?? null, limit, ...(named === undefined ? {} : { types: named }) }, request.apiKey?.id ?? null)
+      .catch(feedCursorRefused).catch(cursorRefused)
+    linkNext(reply, { limit: String(limit), ...(named === undefined ? {} : { types: named.join(',') }), ...(page.next === null ? {} : { after: page.next }) })
+    // Serialized here, each entry by its type's schema (src/domain/entry-json.ts); a string is sent as it is.
+    return reply.type('application/json; charset=utf-8').send(entriesJson(page.changes, named !== undefined) as never)
   })
 }

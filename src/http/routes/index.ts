@@ -18,7 +18,8 @@ import { registerDocs } from '../plugins/docs.js'
 import { trackRoutesForMethodNotAllowed } from '../plugins/method-not-allowed.js'
 import { changeRoutes } from './changes.js'
 import { healthRoutes } from './health.js'
-import { inventoryRoutes } from './inventory.js'
+import { holdRoutes } from './holds.js'
+import { inventoryListing, inventoryRoutes } from './inventory.js'
 import { orderRoutes } from './orders.js'
 import { petRoutes } from './pets.js'
 import { rateLimitRoutes } from './rate-limit.js'
@@ -70,14 +71,20 @@ export const apiRoutes: FastifyPluginAsyncTypebox<ApiRouteOptions> = async (v1, 
   const { config, store, access, clock, lifecycle, metrics, commits } = options
   registerGate(v1, access)
   const claimOtherMethods = trackRoutesForMethodNotAllowed(v1, { claimOptions: options.claimOptions })
+  const listing = inventoryListing({
+    store,
+    committed: () => { for (const wake of commits) wake() },
+    ...(options.changes === undefined ? {} : { changes: options.changes })
+  })
+  v1.addHook('onClose', async () => { listing.close() })
   await v1.register(inventoryRoutes, {
     store,
     clock,
     idempotency: options.idempotency,
-    chargeMore: (request, reply, extra, what) => chargeMore(access, request, reply, extra, what),
-    committed: () => { for (const wake of commits) wake() },
-    ...(options.changes === undefined ? {} : { changes: options.changes })
+    listing,
+    chargeMore: (request, reply, extra, what) => chargeMore(access, request, reply, extra, what)
   })
+  await v1.register(holdRoutes, { store, clock, settings: config.holds, idempotency: options.idempotency, listing })
   await v1.register(reorderPointRoutes, { store, clock })
   await v1.register(changeRoutes, { store })
   await v1.register(streamRoutes, { store, config: config.streams, lifecycle, metrics, clock, commits, standing: (request) => keyStanding(access, request) })

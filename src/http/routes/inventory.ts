@@ -8,8 +8,9 @@ import { decodeCursor, encodeCursor } from '../../domain/cursor.js'
 import {
   adjustQuantity, applyBatch, requireDistinctPets, type AppliedChange, BatchRefusedError, type BatchChangeRequest, DEFAULT_INVENTORY_LIMIT, type IdempotentRequest, getStockEntry, INVENTORY_CURSOR_PREFIX, MAX_INVENTORY_LIMIT, StaleEntryError, updateQuantity
 } from '../../domain/inventory.js'
-import { MAX_QUANTITY_TEXT, type InventoryItem as Item, type StockEntry } from '../../model.js'
+import { MAX_QUANTITY, MAX_QUANTITY_TEXT, type InventoryItem as Item, type StockEntry } from '../../model.js'
 import { parseInt64 } from '../../int64.js'
+import type { Availability, SellingReads } from '../../store/selling/types.js'
 import type { FeedPlace, StockStore } from '../../store/stock/types.js'
 import type { AlertReads } from '../../store/alerts/types.js'
 import { listLowStock } from '../../domain/alerts.js'
@@ -30,11 +31,37 @@ const ENTRY_ETAG_HEADER = {
   ETag: Type.String({ description: 'Strong validator of this stock entry (e.g. "r7"); send it in If-Match to update only an unchanged entry, or in If-None-Match to revalidate' })
 }
 
-const InventoryList = Type.Array(InventoryItem, {
+/** The parameter that opts in to availability: without it every answer is exactly what it was before holds. */
+const INCLUDE_AVAILABILITY = 'availability'
+const Include = Type.Optional(Type.Enum([INCLUDE_AVAILABILITY], {
+  type: 'string',
+  description: '`availability` adds `onHand`, `held` and `available` to each entry, as they stand at the instant of the answer ' +
+    '(beta). Such an answer is always read fresh from the store: it carries no ETag and no Changes-Cursor, and If-None-Match ' +
+    'is ignored (what is held changes without the entry changing, and expiries change it without any write).'
+}))
+
+/** The fields `include=availability` adds to an entry. */
+const AvailabilityFields = {
+  onHand: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_QUANTITY, description: 'With include=availability: the units in stock (= quantity)' })),
+  held: Type.Optional(Type.Integer({ minimum: 0, description: 'With include=availability: the units of active, unexpired holds (checkouts and orders) on the pet' })),
+  available: Type.Optional(Type.Integer({
+    minimum: 0,
+    maximum: MAX_QUANTITY,
+    description: 'With include=availability: what a new hold can take, onHand - held, never below 0 (on hand may be set below what is held: a count is the physical truth; the holds stay)'
+  }))
+}
+
+/** An entry as the inventory answers it: the spec's three fields, and availability when asked for. */
+const InventoryEntry = Type.Object({ ...InventoryItem.properties, ...AvailabilityFields }, { additionalProperties: false, description: 'The stock entry of one pet' })
+
+/** The listing the cache serializes: the spec's fields only, so its bytes are exactly those of before availability. */
+const CachedList = Type.Array(InventoryItem)
+
+const InventoryList = Type.Array(InventoryEntry, {
   description: 'All stock entries, ordered by petId; with `limit` or `cursor`, one page of them',
   headers: {
     ...RESPONSE_HEADERS,
-    ETag: Type.String({ description: 'Strong validator of the whole inventory (not sent with a page); send it back in If-None-Match' }),
+    ETag: Type.String({ description: 'Strong validator of the whole inventory (not sent with a page, nor with include=availability); send it back in If-None-Match' }),
     Link: Type.String({ description: 'With `limit` or `cursor`: rel="next" link while more entries remain.' + NEXT_LINK_FORM }),
     'Changes-Cursor': Type.String({
       description: 'The change feed\'s cursor this listing reflects: every change up to it is in the listing, none after it. ' +
@@ -55,6 +82,7 @@ const InventoryQuery = Type.Object({
     description: `Page size (default ${DEFAULT_INVENTORY_LIMIT} once paging). Without limit and cursor the whole listing is answered.`
   })),
   cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'Opaque cursor from a rel="next" link' })),
+  include: Include,
   lowStock: Type.Optional(Type.Enum(['true', 'false'], {
     type: 'string',
     description: 'With `true`, only the entries at or below their reorder point (`PUT /v1/inventory/{petId}/reorder-point`), in the ' +
@@ -64,7 +92,7 @@ const InventoryQuery = Type.Object({
 })
 
 const Entry = (description: string) =>
-  Type.Object(InventoryItem.properties, { additionalProperties: false, description, headers: { ...RESPONSE_HEADERS, ...ENTRY_ETAG_HEADER } })
+  Type.Object(InventoryEntry.properties, { additionalProperties: false, description, headers: { ...RESPONSE_HEADERS, ...ENTRY_ETAG_HEADER } })
 
 const PetIdParams = Type.Object({ petId: Int64Text('The pet whose stock entry is meant') })
 
@@ -177,37 +205,71 @@ function sendListing (reply: FastifyReply, view: InventoryView): void {
   reply.header('ETag', view.etag).header('Content-Length', view.length).send(listingBody(view) as never)
 }
 
-export interface InventoryRouteOptions {
-  store: { readonly stock: StockStore, readonly alerts: Pick<AlertReads, 'listLowStock'> }
-  clock: () => number
-  /** The idempotency keys of stock writes (their records live in the store). */
-  idempotency: IdempotencyKeys
+/**
+ * The listing GET /v1/inventory serves from memory, and what every write that changes stock tells before it answers:
+ * the listing itself, this instance's pushers, and every instance (the change signal). One per app, shared by the
+ * routes that change stock (the stock writes here, a hold's confirmation, an order's delivery), so a GET that starts
+ * after any of their answers, on any instance, sees the change.
+ */
+export interface InventoryListing {
+  readonly cache: InventoryCache
+  /** Tells of entries a write changed (with the version and feed place the store told, where it told them). */
+  written (entries: readonly StockEntry[], made: { version?: bigint | undefined, feed?: FeedPlace | undefined }): Promise<void>
+  close (): void
+}
+
+export interface InventoryListingOptions {
+  store: { readonly stock: StockStore }
   /** Tells every instance of an acknowledged change, and what this one has seen of theirs (signal freshness); absent without one. */
   changes?: ChangeSignal
   /** Tells this instance's pushers (webhooks, streams) that a change committed here, so they need not wait for their poll. */
   committed?: () => void
+}
+
+/** The app's inventory listing (see InventoryListing). */
+export function inventoryListing ({ store, changes, committed }: InventoryListingOptions): InventoryListing {
+  // The 200 response's entries without the opt-in fields, compiled once: the cached bytes are what Fastify would have sent.
+  const serialize = fastJson(CachedList)
+  const cache = new InventoryCache({ store, serialize: (items) => serialize(items), ...(changes === undefined ? {} : { watch: changes.watch }) })
+  return {
+    cache,
+    async written (entries, made) {
+      cache.applied(entries, made.version, made.feed)
+      committed?.()
+      await changes?.announce()
+    },
+    close: () => { cache.close() }
+  }
+}
+
+export interface InventoryRouteOptions {
+  store: { readonly stock: StockStore, readonly selling: Pick<SellingReads, 'availability' | 'availabilityAll'>, readonly alerts: Pick<AlertReads, 'listLowStock'> }
+  clock: () => number
+  /** The idempotency keys of stock writes (their records live in the store). */
+  idempotency: IdempotencyKeys
+  /** The listing the app serves and its writes tell (its owner closes it). */
+  listing: InventoryListing
   /** Charges the caller for what an operation is worth beyond one request (src/http/plugins/access.ts chargeMore). */
   chargeMore: (request: FastifyRequest, reply: FastifyReply, extra: number, what: string) => Promise<void>
 }
 
-export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> = async (app, { store, clock, idempotency, changes, committed, chargeMore }) => {
+export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> = async (app, { store, clock, idempotency, listing, chargeMore }) => {
   const keyedWrites = ` With an Idempotency-Key a retry is safe: the same key with the same request within ${retention(idempotency.ttlSeconds)} ` +
     'is answered what the first request was, with `Idempotent-Replayed: true`, and applies nothing again (a replay counts ' +
     'against the rate limit); the key with another request is 422 `idempotency_key_reused`, and while the first request ' +
     'is still processed, 409 `idempotency_key_in_flight`. Only a change that applied is recorded.'
-  // The same schema as the 200 response, compiled once: the cached bytes are what Fastify would have sent.
-  const serialize = fastJson(InventoryList)
-  const cache = new InventoryCache({ store, serialize: (items) => serialize(items), ...(changes === undefined ? {} : { watch: changes.watch }) })
-  app.addHook('onClose', async () => { cache.close() })
+  const { cache } = listing
   const paged = (query: unknown): boolean => {
     const q = query as { limit?: unknown, cursor?: unknown, lowStock?: unknown } | undefined
     return q?.limit !== undefined || q?.cursor !== undefined || q?.lowStock === 'true'
   }
+  // Read from the raw query by the rate-limit hook too (before validation): any include answers fresh, never 304.
+  const included = (query: unknown): boolean => (query as { include?: unknown } | undefined)?.include !== undefined
 
   app.get('/inventory', {
     // Lets the rate-limit hook answer a matching If-None-Match with 304 before anything is counted.
     // A page carries no ETag: only the whole listing is revalidated.
-    config: { scope: 'read', currentETag: async (request) => paged(request.query) ? null : await cache.etag() },
+    config: { scope: 'read', currentETag: async (request) => paged(request.query) || included(request.query) ? null : await cache.etag() },
     schema: {
       operationId: 'listInventory',
       summary: 'List the stock entries of all pets',
@@ -215,7 +277,9 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
         'strong ETag; a request with a matching If-None-Match gets 304 without a body, and (as on GitHub) a 304 does ' +
         'not count against the rate limit. With `limit` or `cursor` (an addition to the specification, beta) the answer is ' +
         'one page, ordered by petId, with `Link: <...>; rel="next"` while more remain; pages carry no ETag. With ' +
-        '`lowStock=true` (beta) only the entries at or below their reorder point are listed, as they stand in the store.',
+        '`lowStock=true` (beta) only the entries at or below their reorder point are listed, as they stand in the store. With ' +
+        '`include=availability` (beta) each entry also has `onHand`, `held` and `available` at the instant of the answer, read ' +
+        'fresh from the store (no ETag, no Changes-Cursor, no 304); without it the answer is exactly the specification\'s.',
       tags: ['inventory'],
       querystring: InventoryQuery,
       headers: Type.Object({
@@ -229,8 +293,12 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
     }
   }, (request, reply) => {
     reply.type('application/json; charset=utf-8')
-    const { limit, cursor, lowStock } = request.query
-    if (lowStock === 'true') return sendLowStock(request.query, reply)
+    const { limit, cursor, include, lowStock } = request.query
+    if (lowStock === 'true') {
+      if (include === INCLUDE_AVAILABILITY) throw new AppError('invalid_request', 'lowStock=true does not combine with include=availability yet: ask for one of them.')
+      return sendLowStock(request.query, reply)
+    }
+    if (include === INCLUDE_AVAILABILITY) return sendAvailability(request.query, reply)
     if (limit === undefined && cursor === undefined) {
       // Not an async handler: a listing that needs no store check is sent without a promise.
       const view = cache.currentNow()
@@ -289,10 +357,40 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
     return page
   }
 
+  /**
+   * The listing with availability: on hand, held and available of every pet at one instant, with each pet's status
+   * (the listing's, as the store has it). Read from the store each time, paged like the listing from memory.
+   */
+  async function sendAvailability ({ limit, cursor }: { limit?: number, cursor?: string }, reply: FastifyReply): Promise<Array<Item & Omit<Availability, 'petId'>>> {
+    let after: bigint | null
+    try {
+      after = cursor === undefined ? null : decodeCursor(INVENTORY_CURSOR_PREFIX, cursor)
+    } catch (error) {
+      cursorRefused(error)
+    }
+    const [counts, entries] = await Promise.all([store.selling.availabilityAll(new Date(clock())), store.stock.listInventory()])
+    const statuses = new Map(entries.map((entry) => [entry.petId, entry.status]))
+    const all = counts.flatMap(({ petId, onHand, held, available }) => {
+      const status = statuses.get(petId)
+      // A pet whose entry was made between the two reads is left for the next answer.
+      return status === undefined ? [] : [{ petId, quantity: onHand, status, onHand, held, available }]
+    })
+    if (limit === undefined && cursor === undefined) return all
+    const size = limit ?? DEFAULT_INVENTORY_LIMIT
+    const rest = after === null ? all : all.filter((entry) => entry.petId > after)
+    const page = rest.slice(0, size)
+    const last = page.at(-1)
+    if (rest.length > size && last !== undefined) {
+      linkNext(reply, { limit: String(size), cursor: encodeCursor(INVENTORY_CURSOR_PREFIX, last.petId), include: INCLUDE_AVAILABILITY })
+    }
+    return page
+  }
+
   app.get('/inventory/:petId', {
     config: {
       scope: 'read',
       currentETag: async (request) => {
+        if (included(request.query)) return null
         const petId = parseInt64((request.params as { petId?: string }).petId ?? '')
         const entry = petId === null ? null : await store.stock.getStockEntry(petId)
         return entry === null ? null : entryTag(entry)
@@ -303,15 +401,18 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
       summary: 'Get the stock entry of one pet',
       description: 'Returns one stock entry with its strong ETag, for a later PATCH with If-Match (optimistic concurrency). ' +
         'A request with a matching If-None-Match gets 304 without a body and, like the listing, costs no quota. ' +
-        'Beta: an addition to the specification\'s two inventory operations.',
+        'With `include=availability` the entry also has `onHand`, `held` and `available` at the instant of the answer, read ' +
+        'fresh (no ETag, no 304). Beta: an addition to the specification\'s two inventory operations.',
       tags: ['inventory'],
       'x-stability': 'beta',
       params: PetIdParams,
+      // Open like before the parameter existed: a query this route never read must not start being refused.
+      querystring: Type.Object({ include: Include }),
       headers: Type.Object({
         'if-none-match': Type.Optional(Type.String({ description: 'ETag of a representation the client holds' }))
       }),
       response: {
-        200: Entry('The stock entry'),
+        200: Entry('The stock entry (its ETag is not sent with include=availability)'),
         304: Type.Null({ description: 'Not Modified: the entry is unchanged since the ETag sent; no body.', headers: { ...RESPONSE_HEADERS, ...ENTRY_ETAG_HEADER } }),
         400: INVALID_REQUEST,
         404: NOT_FOUND,
@@ -319,7 +420,14 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
       }
     }
   }, async (request, reply) => {
-    const entry = await getStockEntry(store, BigInt(request.params.petId))
+    const petId = BigInt(request.params.petId)
+    if (request.query.include === INCLUDE_AVAILABILITY) {
+      const [entry, [counts]] = await Promise.all([getStockEntry(store, petId), store.selling.availability([petId], new Date(clock()))])
+      if (counts === undefined) throw new AppError('not_found', `No inventory entry exists for pet ${petId}.`)
+      const { onHand, held, available } = counts
+      return { petId, quantity: onHand, status: entry.status, onHand, held, available }
+    }
+    const entry = await getStockEntry(store, petId)
     reply.header('ETag', entryTag(entry))
     return item(entry)
   })
@@ -459,8 +567,6 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
       reply.header('Idempotent-Replayed', 'true')
       return
     }
-    cache.applied(entries, made.version, made.feed)
-    committed?.()
-    await changes?.announce()
+    await listing.written(entries, made)
   }
 }

@@ -21,7 +21,7 @@ const Window = (name: string) => Type.Object({
 
 const RateLimitStatus = Type.Object({
   plan: Type.String({ description: 'The key\'s plan: free, pro, business or enterprise' }),
-  scopes: Type.Array(Type.String(), { description: 'What the key may call: inventory:read, and inventory:write for write keys' }),
+  scopes: Type.Array(Type.String(), { description: 'What the key may call: inventory:read; inventory:sell too for storefront and write keys; inventory:write too for write keys' }),
   minute: Window('minute'),
   day: Window('day'),
   bannedUntil: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], {

@@ -13,14 +13,17 @@ import { Type } from 'typebox'
 import type { Standing } from '../../access/admission.js'
 import type { StreamConfig } from '../../config.js'
 import { FeedWatch, followChanges, StreamRegistry, streamStart, type StreamStart } from '../../domain/change-stream.js'
-import { INVENTORY_CHANGED, InventoryChange } from '../../domain/entities.js'
-import { CursorExpiredError, DEFAULT_FEED_LIMIT, type ChangeView } from '../../domain/feed.js'
+import { FeedEntry, INVENTORY_CHANGED } from '../../domain/entities.js'
+import { entryJson } from '../../domain/entry-json.js'
+import { changeTypes, CursorExpiredError, DEFAULT_FEED_LIMIT, type EntryView } from '../../domain/feed.js'
 import { AppError } from '../../errors.js'
 import type { Lifecycle } from '../../lifecycle.js'
 import type { Metrics } from '../../metrics/index.js'
 import type { StockReads } from '../../store/stock/types.js'
 import type { StreamStore } from '../../store/streams/types.js'
 import { CURSOR_EXPIRED, cursorRefused, feedCursorRefused } from '../paging.js'
+import type { ChangeType } from '../../model.js'
+import { TYPES_PARAMETER } from './changes.js'
 import { COMMON_ERRORS, ErrorResponse, INVALID_REQUEST, RESPONSE_HEADERS } from '../schemas/common.js'
 
 /** The event type of a change, as webhooks name it too. */
@@ -142,8 +145,9 @@ function lastEventId (request: FastifyRequest): string | null {
   return typeof header === 'string' && header !== '' ? header : null
 }
 
-function changeEvent (change: ChangeView, serialize: (change: unknown) => string): string {
-  return `id: ${change.cursor}\nevent: ${CHANGE_EVENT}\ndata: ${serialize({ ...change, at: change.at.toISOString() })}\n\n`
+/** One entry as an event: its cursor, its type, and its data as the feed with the same `types` shows it (`typed`). */
+function changeEvent (entry: EntryView, typed: boolean): string {
+  return `id: ${entry.cursor}\nevent: ${entry.type}\ndata: ${entryJson(entry, typed)}\n\n`
 }
 
 const RETRY_AFTER = { 'Retry-After': Type.Integer({ description: 'Seconds to wait before retrying' }) }
@@ -194,9 +198,8 @@ export const streamRoutes: FastifyPluginAsyncTypebox<StreamRouteOptions> = async
   })
 
   /** Serves an admitted stream whose registration is `id`: replay, then live changes, until one side ends it. */
-  function serve (request: FastifyRequest, reply: FastifyReply, id: string, start: StreamStart): EventStreamBody {
+  function serve (request: FastifyRequest, reply: FastifyReply, id: string, start: StreamStart, types: readonly ChangeType[] | undefined): EventStreamBody {
     const body = new EventStreamBody()
-    const serialize = reply.getSerializationFunction('200', 'text/event-stream') as (change: unknown) => string
     // Skipped for a client that is behind: it is not idle, the data itself keeps the connection alive.
     const heartbeat = setInterval(() => { body.note(': heartbeat\n\n') }, config.heartbeatMs).unref()
     // The server keeps half-open connections (src/http/server.ts), where a client that leaves would show only when a
@@ -258,10 +261,13 @@ export const streamRoutes: FastifyPluginAsyncTypebox<StreamRouteOptions> = async
 
     const pump = async (): Promise<void> => {
       await body.write(`retry: ${RECONNECT_MS}\n\n`)
-      const follow = followChanges(store, watch, { after: start.after, epochs: start.epochs, keyId: request.apiKey?.id ?? null, pageSize: DEFAULT_FEED_LIMIT, signal: body.signal })
+      const follow = followChanges(store, watch, {
+        after: start.after, epochs: start.epochs, keyId: request.apiKey?.id ?? null, pageSize: DEFAULT_FEED_LIMIT, signal: body.signal,
+        ...(types === undefined ? {} : { types })
+      })
       for await (const changes of follow) {
         if (!await mayReceive('write')) return
-        for (const change of changes) await body.write(changeEvent(change, serialize))
+        for (const change of changes) await body.write(changeEvent(change, types !== undefined))
       }
     }
     open.add(stream)
@@ -310,7 +316,9 @@ export const streamRoutes: FastifyPluginAsyncTypebox<StreamRouteOptions> = async
         'last `id` received as `Last-Event-ID`: no change is missed or repeated. A quota may keep a few streams open at ' +
         'once (429 `too_many_streams` beyond). A place past the feed\'s last change is refused (400); one from a history the ' +
         'store no longer has after it (restored, failed over or moved since) is 410 `cursor_expired`: start again from ' +
-        '`GET /v1/inventory` and its `Changes-Cursor`. Beta: an addition to the specification.',
+        '`GET /v1/inventory` and its `Changes-Cursor`. With `types` (as on the feed), the stream carries those types ' +
+        'instead, each event named by its type (`event: hold.placed`, ...) and its `data` the entry as the feed with the same ' +
+        '`types` shows it; a reconnect must send the same `types` (EventSource keeps the URL). Beta: an addition to the specification.',
       tags: ['inventory'],
       'x-stability': 'beta',
       headers: Type.Object({
@@ -321,20 +329,21 @@ export const streamRoutes: FastifyPluginAsyncTypebox<StreamRouteOptions> = async
         }))
       }),
       querystring: Type.Object({
-        after: Type.Optional(Type.String({ minLength: 1, maxLength: 128, description: 'A change\'s cursor: the stream starts after it. Without it (and without Last-Event-ID), from now.' }))
+        after: Type.Optional(Type.String({ minLength: 1, maxLength: 128, description: 'A change\'s cursor: the stream starts after it. Without it (and without Last-Event-ID), from now.' })),
+        types: Type.Optional(TYPES_PARAMETER)
       }, { additionalProperties: false }),
       response: {
         200: {
           description: `A stream of Server-Sent Events: \`retry: ${RECONNECT_MS}\` first, then one \`${CHANGE_EVENT}\` event per ` +
-            'change, in feed order, whose `id` is the change\'s cursor and whose `data` is the change as JSON (the schema ' +
+            'change (with `types`: one event of its type per entry), in feed order, whose `id` is the entry\'s cursor and whose `data` is the entry as JSON (the schema ' +
             'below), and `: heartbeat` comments while idle. It ends when the instance stops, or when the key stops working ' +
             '(revoked, expired or banned: the reconnect is then refused as any request with the key).',
           headers: RESPONSE_HEADERS,
           content: {
             'text/event-stream': {
-              schema: Type.Object(InventoryChange.properties, {
-                additionalProperties: false,
-                description: `The \`data\` of each \`${CHANGE_EVENT}\` event: one stock change, exactly as the change feed shows it`
+              schema: Type.Union(FeedEntry.anyOf, {
+                description: `The \`data\` of each event: one stock change (\`${CHANGE_EVENT}\`) exactly as the change feed shows it, or ` +
+                  'with `types`, one entry of its type as the feed with the same `types` shows it'
               })
             }
           }
@@ -350,6 +359,7 @@ export const streamRoutes: FastifyPluginAsyncTypebox<StreamRouteOptions> = async
       }
     }
   }, async (request, reply) => {
+    const types = request.query.types === undefined ? undefined : changeTypes(request.query.types)
     const start = await streamStart(store, lastEventId(request) ?? request.query.after ?? null).catch(feedCursorRefused).catch(cursorRefused)
     if (closing) {
       throw new AppError('service_unavailable', 'This instance is stopping; reconnect (with Last-Event-ID) to continue.', { 'Retry-After': '1' })
@@ -368,7 +378,7 @@ export const streamRoutes: FastifyPluginAsyncTypebox<StreamRouteOptions> = async
       throw new AppError('service_unavailable', 'This instance serves as many change streams as it may; retry shortly.',
         { 'Retry-After': String(INSTANCE_FULL_RETRY_AFTER_SECONDS) })
     }
-    const body = serve(request, reply, opening.id, start)
+    const body = serve(request, reply, opening.id, start, types)
     // Proxies that buffer answers (nginx) would hold events back.
     reply.type('text/event-stream').header('X-Accel-Buffering', 'no')
     // Returned rather than sent (`return reply.send(body)`): the handler's promise would then follow the reply's own

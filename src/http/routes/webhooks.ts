@@ -1,10 +1,12 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyRequest } from 'fastify'
 import { Type, type Static } from 'typebox'
-import { INVENTORY_CHANGED, InventoryChangedEvent } from '../../domain/entities.js'
+import { HOLD_EVENT_MEANINGS, INVENTORY_CHANGED, InventoryChangedEvent } from '../../domain/entities.js'
+import { EVENT_BODIES } from '../../domain/entry-json.js'
 import { feedCursor } from '../../domain/feed.js'
 import { DEFAULT_DELIVERY_LIMIT, eventId, MAX_DELIVERY_LIMIT, WEBHOOK_EVENTS, type Webhooks, type WebhookView } from '../../domain/webhooks.js'
 import { SAFE_TEXT_PATTERN, SAFE_TEXT_RULE } from '../../domain/text.js'
+import { HOLD_EVENTS, LOW_STOCK, type LedgerEvent } from '../../model.js'
 import type { WebhookDelivery } from '../../store/webhooks/types.js'
 import { cursorRefused, linkNext, NEXT_LINK_FORM } from '../paging.js'
 import { COMMON_ERRORS, ErrorResponse, Int64Text, INVALID_REQUEST, NOT_FOUND, RESPONSE_HEADERS } from '../schemas/common.js'
@@ -77,8 +79,9 @@ const Delivery = Type.Object({
 const Params = Type.Object({ webhookId: WebhookId })
 const DeliveryParams = Type.Object({ webhookId: WebhookId, deliveryId: Int64Text('The delivery') })
 const LIMIT_REACHED = ErrorResponse(['webhook_limit_reached'], 'The quota has the most subscriptions it may have (10 by default).')
-/** Where the event and its delivery are described: the document's top-level `webhooks` (inventoryChangedEvent). */
-const DOCS = ' The event sent, its headers and retries: the `inventory.changed` webhook of this document. Beta: an addition to the specification.'
+/** Where the events and their delivery are described: the document's top-level `webhooks` (inventoryChangedEvent, ...). */
+const DOCS = ' The events sent, their headers and retries: the webhooks of this document (`inventory.changed`, and the events of ' +
+  'availability: `hold.placed`, `hold.confirmed`, `hold.released`, `hold.expired`, `inventory.low_stock`). Beta: an addition to the specification.'
 
 const iso = (at: Date | null): string | null => at === null ? null : at.toISOString()
 
@@ -100,33 +103,72 @@ function showDelivery (delivery: WebhookDelivery): Static<typeof Delivery> {
   }
 }
 
-/** The event as OpenAPI 3.1 describes what the service sends (the document's top-level `webhooks`). */
+/** The headers of every delivery (Standard Webhooks v1), as each webhook of the document lists them. */
+const DELIVERY_HEADERS = [
+  { name: 'webhook-id', in: 'header', required: true, schema: { type: 'string', examples: ['evt_7f3a9c21e4b8d605_1042'] } },
+  { name: 'webhook-timestamp', in: 'header', required: true, schema: { type: 'string', examples: ['1795600000'] } },
+  { name: 'webhook-signature', in: 'header', required: true, schema: { type: 'string' } }
+]
+const DELIVERY_RESPONSES = {
+  '2XX': { description: 'Received: the event is not sent again (unless you ask for a redelivery)' },
+  410: { description: 'Gone: the subscription is disabled' },
+  default: { description: 'Anything else (or no answer within 10 s): retried later' }
+}
+/** How every event is delivered, as the first webhook of the document says it in full. */
+const DELIVERY_TEXT = 'Headers (Standard Webhooks v1): `webhook-id` (the same for every attempt: ' +
+  'deduplicate by it; `evt_<epoch>_<changeId>`, never the id of another change, also across restores and failovers ' +
+  'of the store; changes made before the store had epochs keep `evt_<changeId>`), `webhook-timestamp` (Unix seconds of the attempt: refuse old ones), `webhook-signature` ' +
+  '(`v1,` + base64 HMAC-SHA256 of `id.timestamp.body` with the secret; several, space-separated, during a rotation). ' +
+  'Answer 2xx within 10 s; anything else is retried with exponential backoff for 24 hours; 410 disables the subscription. ' +
+  'Events may arrive out of order: order them by `data.cursor`, or per pet by `data.changeId`.'
+
+/** What each event beside stock changes is, for its webhook's description. */
+const EVENT_TEXT: Record<LedgerEvent, { operationId: string, summary: string, description: string }> = {
+  ...Object.fromEntries(HOLD_EVENTS.map((type) => {
+    const name = type.split('.')[1] as string
+    return [type, {
+      operationId: `hold${name.charAt(0).toUpperCase()}${name.slice(1)}Event`,
+      summary: `A hold ${name}, pushed`,
+      description: `One per pet of the hold: ${HOLD_EVENT_MEANINGS[type]}. \`data\` says what is on hand, held and available ` +
+        'of the pet right after it, so that a follower can mirror what can be sold.'
+    }]
+  })) as Record<typeof HOLD_EVENTS[number], { operationId: string, summary: string, description: string }>,
+  [LOW_STOCK]: {
+    operationId: 'inventoryLowStockEvent',
+    summary: 'A pet ran low, pushed',
+    description: 'A stock change left the pet\'s on-hand quantity at or below its reorder point, which it was above before: ' +
+      'sent once per crossing (again only after the quantity has risen above the point).'
+  }
+}
+
+/**
+ * The events as OpenAPI 3.1 describes what the service sends (the document's top-level `webhooks`): one entry per type a
+ * subscription may ask for, with its body's schema.
+ */
 export const WEBHOOKS_DOCUMENT = {
   [INVENTORY_CHANGED]: {
     post: {
       operationId: 'inventoryChangedEvent',
       summary: 'A stock change, pushed',
-      description: 'Sent to every enabled subscription for each change of the feed committed after it was made (API writes, ' +
-        'batches and imports), at least once. Headers (Standard Webhooks v1): `webhook-id` (the same for every attempt: ' +
-        'deduplicate by it; `evt_<epoch>_<changeId>`, never the id of another change, also across restores and failovers ' +
-        'of the store; changes made before the store had epochs keep `evt_<changeId>`), `webhook-timestamp` (Unix seconds of the attempt: refuse old ones), `webhook-signature` ' +
-        '(`v1,` + base64 HMAC-SHA256 of `id.timestamp.body` with the secret; several, space-separated, during a rotation). ' +
-        'Answer 2xx within 10 s; anything else is retried with exponential backoff for 24 hours; 410 disables the subscription. ' +
-        'Events may arrive out of order: order them by `data.cursor`, or per pet by `data.changeId`.',
+      description: 'Sent to every enabled subscription of `inventory.changed` for each change of the feed committed after it ' +
+        `was made (API writes, batches and imports), at least once. ${DELIVERY_TEXT}`,
       tags: ['webhooks'],
-      parameters: [
-        { name: 'webhook-id', in: 'header', required: true, schema: { type: 'string', examples: ['evt_7f3a9c21e4b8d605_1042'] } },
-        { name: 'webhook-timestamp', in: 'header', required: true, schema: { type: 'string', examples: ['1795600000'] } },
-        { name: 'webhook-signature', in: 'header', required: true, schema: { type: 'string' } }
-      ],
+      parameters: DELIVERY_HEADERS,
       requestBody: { required: true, content: { 'application/json': { schema: InventoryChangedEvent } } },
-      responses: {
-        '2XX': { description: 'Received: the event is not sent again (unless you ask for a redelivery)' },
-        410: { description: 'Gone: the subscription is disabled' },
-        default: { description: 'Anything else (or no answer within 10 s): retried later' }
-      }
+      responses: DELIVERY_RESPONSES
     }
-  }
+  },
+  ...Object.fromEntries((Object.keys(EVENT_TEXT) as LedgerEvent[]).map((type) => [type, {
+    post: {
+      ...EVENT_TEXT[type],
+      description: `Sent to every enabled subscription of \`${type}\`, at least once, for each committed after it was made. ` +
+        `${EVENT_TEXT[type].description} Delivered as \`inventory.changed\` is: ${DELIVERY_TEXT}`,
+      tags: ['webhooks'],
+      parameters: DELIVERY_HEADERS,
+      requestBody: { required: true, content: { 'application/json': { schema: EVENT_BODIES[type] } } },
+      responses: DELIVERY_RESPONSES
+    }
+  }]))
 }
 
 export const webhookRoutes: FastifyPluginAsyncTypebox<{ webhooks: Webhooks }> = async (app, { webhooks }) => {
@@ -137,7 +179,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{ webhooks: Webhooks }> = 
     config: { scope: 'write' },
     schema: {
       operationId: 'createWebhook',
-      summary: 'Subscribe an endpoint to stock changes',
+      summary: 'Subscribe an endpoint to stock changes and availability events',
       description: 'Creates a subscription of the calling key\'s quota (every key of the quota manages it; a rotated key ' +
         'keeps it). Its events are the changes committed from now on. The answer holds the signing `secret`, shown only ' +
         'here. Unknown event types are refused naming them; a URL that is not https, carries a user name or password, or ' +

@@ -61,11 +61,17 @@ export const COMMON_ERRORS = {
   503: ErrorResponse(['service_unavailable'], 'The store cannot be reached right now.', RETRY_AFTER)
 }
 
-/** The answer of a write operation to a read-only key (added to every write operation by the gate). */
-export const INSUFFICIENT_SCOPE = ErrorResponse(['insufficient_scope'],
-  'The API key\'s scope does not include this operation (a read-only key calling a write); it was counted like any request.', {
-    'WWW-Authenticate': Type.String({ description: 'RFC 6750 section 3.1: Bearer realm="petstore", error="insufficient_scope", scope="inventory:write"' })
-  })
+/**
+ * The answer of an operation to a key of a lesser scope than it needs (added by the gate to every operation that needs
+ * more than `read`), naming that scope as the API does (`inventory:sell`, `inventory:write`): the scopes are ordered,
+ * so a storefront key is refused stock writes and a read key every write.
+ */
+export function insufficientScope (scopeName: string) {
+  return ErrorResponse(['insufficient_scope'],
+    `The API key's scope does not include this operation, which needs \`${scopeName}\`; it was counted like any request.`, {
+      'WWW-Authenticate': Type.String({ description: `RFC 6750 section 3.1: Bearer realm="petstore", error="insufficient_scope", scope="${scopeName}"` })
+    })
+}
 
 export const INVALID_REQUEST = ErrorResponse(['invalid_request'], 'The request has invalid parameters or body.')
 export const NOT_FOUND = ErrorResponse(['not_found'], 'The requested resource could not be found.')

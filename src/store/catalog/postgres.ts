@@ -34,7 +34,7 @@ export class PostgresCatalog implements CatalogStore {
   async listOrders ({ afterId, limit, status }: { afterId: bigint | null, limit: number, status: OrderStatus | null }): Promise<OrderPage> {
     const { rows } = await this.#db.query<OrderRow>(
       `SELECT ${ORDER_COLUMNS} FROM orders
-       WHERE ($1::bigint IS NULL OR id > $1) AND ($2::text IS NULL OR status = $2)
+       WHERE ($1::bigint IS NULL OR id > $1) AND ($2::text IS NULL OR status = $2) AND status <> 'cancelled'
        ORDER BY id LIMIT $3`, [afterId, status, limit + 1])
     return { orders: rows.slice(0, limit).map(toOrder), hasMore: rows.length > limit }
   }
@@ -43,6 +43,7 @@ export class PostgresCatalog implements CatalogStore {
     const CHUNK = 5000
     const report = progressReporter(pets.length + orders.length, options.onProgress)
     const at = options.at ?? new Date()
+    const kept: bigint[] = []
     await this.#db.transaction(async (client) => {
       await client.query('SELECT pg_advisory_xact_lock($1)', [IMPORT_LOCK])
       // Every stock entry the import may write, locked before its first write. A chunk's writes take the inventory
@@ -70,17 +71,22 @@ export class PostgresCatalog implements CatalogStore {
       }
       for (let i = 0; i < orders.length; i += CHUNK) {
         const chunk = orders.slice(i, i + CHUNK)
-        await client.query(
+        // An order placed through the API with this id is left as it is (ImportResult.keptOrders): no row comes back for it.
+        const { rows: written } = await client.query<{ id: bigint }>(
           `INSERT INTO orders (id, pet_id, quantity, ship_date, status, complete)
            SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::integer[], $4::text[], $5::text[], $6::boolean[])
            ON CONFLICT (id) DO UPDATE SET pet_id = excluded.pet_id, quantity = excluded.quantity,
-             ship_date = excluded.ship_date, status = excluded.status, complete = excluded.complete`,
+             ship_date = excluded.ship_date, status = excluded.status, complete = excluded.complete
+           WHERE orders.source = 'import'
+           RETURNING id`,
           [chunk.map((o) => o.id), chunk.map((o) => o.petId), chunk.map((o) => o.quantity), chunk.map((o) => o.shipDate),
             chunk.map((o) => o.status), chunk.map((o) => o.complete)])
+        const ids = new Set(written.map((row) => row.id))
+        for (const o of chunk) if (!ids.has(o.id)) kept.push(o.id)
         report(chunk.length)
       }
     })
-    return { pets: pets.length, orders: orders.length }
+    return { pets: pets.length, orders: orders.length - kept.length, ...(kept.length === 0 ? {} : { keptOrders: kept }) }
   }
 
   /**

@@ -32,7 +32,7 @@ export class SqliteCatalog implements CatalogStore {
     return guard(() => {
       const rows = this.#db.prepare(
         `SELECT ${ORDER_COLUMNS} FROM orders
-         WHERE (? IS NULL OR id > ?) AND (? IS NULL OR status = ?)
+         WHERE (? IS NULL OR id > ?) AND (? IS NULL OR status = ?) AND status <> 'cancelled'
          ORDER BY id LIMIT ?`
       ).all(afterId, afterId, status, status, limit + 1) as OrderRow[]
       const hasMore = rows.length > limit
@@ -63,8 +63,10 @@ export class SqliteCatalog implements CatalogStore {
       const upsertOrder = db.prepare(
         `INSERT INTO orders (id, pet_id, quantity, ship_date, status, complete) VALUES (?, ?, ?, ?, ?, ?)
          ON CONFLICT (id) DO UPDATE SET pet_id = excluded.pet_id, quantity = excluded.quantity,
-           ship_date = excluded.ship_date, status = excluded.status, complete = excluded.complete`
+           ship_date = excluded.ship_date, status = excluded.status, complete = excluded.complete
+         WHERE orders.source = 'import'`
       )
+      const kept: bigint[] = []
       const total = pets.length + orders.length
       const report = progressReporter(total, options.onProgress)
       db.transaction(() => {
@@ -87,11 +89,12 @@ export class SqliteCatalog implements CatalogStore {
           report(1)
         }
         for (const order of orders) {
-          upsertOrder.run(order.id, order.petId, order.quantity, order.shipDate, order.status, order.complete ? 1 : 0)
+          // An order placed through the API with this id is left as it is (ImportResult.keptOrders).
+          if (upsertOrder.run(order.id, order.petId, order.quantity, order.shipDate, order.status, order.complete ? 1 : 0).changes === 0) kept.push(order.id)
           report(1)
         }
       }).immediate()
-      return { pets: pets.length, orders: orders.length }
+      return { pets: pets.length, orders: orders.length - kept.length, ...(kept.length === 0 ? {} : { keptOrders: kept }) }
     })
   }
 }

@@ -12,7 +12,13 @@ export interface OrderPage {
   hasMore: boolean
 }
 
-export interface ImportResult { pets: number, orders: number }
+/**
+ * What an import wrote: pets, and orders. An order of the file whose id is an order placed through the API is not
+ * written (the API's order, with its hold and its stock, is the truth; an import must not rewrite a sale): `orders`
+ * leaves it out, and `keptOrders` lists its id, present only when there is one, so a caller sees what was left alone
+ * without the import failing for it.
+ */
+export interface ImportResult { pets: number, orders: number, keptOrders?: bigint[] }
 
 /** A pet as the store holds it when an import reaches it: its entry's quantity (null: none) and status (null: no pet). */
 export interface ImportedCurrent { quantity: number | null, status: PetStatus | null }
@@ -46,6 +52,7 @@ export interface ImportOptions {
 export interface CatalogReads {
   getPet (id: bigint): Promise<Pet | null>
   countPets (): Promise<number>
+  /** The classic listing: imported and API orders, except cancelled ones (the classic Petstore deleted those). */
   listOrders (query: { afterId: bigint | null, limit: number, status: OrderStatus | null }): Promise<OrderPage>
 }
 

@@ -3,8 +3,8 @@ import type { PetStatus, StockEntry } from '../../model.js'
 import { time, type Time } from '../rows.js'
 import type { IdempotencyRecord } from './types.js'
 
-export interface IdempotencyRow { fingerprint: string, entries: string, created_at: Time, expires_at: Time }
-export const IDEMPOTENCY_COLUMNS = 'fingerprint, entries, created_at, expires_at'
+export interface IdempotencyRow { fingerprint: string, entries: string, response: string | null, created_at: Time, expires_at: Time }
+export const IDEMPOTENCY_COLUMNS = 'fingerprint, entries, response, created_at, expires_at'
 
 /**
  * The entries an idempotency record keeps, as JSON text with int64 values as decimal strings. The PostgreSQL store
@@ -17,6 +17,7 @@ export const toIdempotencyRecord = (row: IdempotencyRow): IdempotencyRecord => (
   fingerprint: row.fingerprint,
   entries: (JSON.parse(row.entries) as Array<{ petId: string, quantity: number, status: PetStatus, revision: string }>).map((entry) =>
     ({ petId: BigInt(entry.petId), quantity: entry.quantity, status: entry.status, revision: BigInt(entry.revision) })),
+  response: row.response,
   createdAt: time(row.created_at),
   expiresAt: time(row.expires_at)
 })

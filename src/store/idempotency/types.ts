@@ -21,6 +21,11 @@ export interface IdempotencyRecord {
   fingerprint: string
   /** The entries as the write left them: what a retry is answered. */
   entries: StockEntry[]
+  /**
+   * What a write of the selling area left, as text (../selling/rows.ts holdText or orderText): the hold or order a
+   * retry is answered; null for a stock write, whose entries are its answer.
+   */
+  response: string | null
   createdAt: Date
   expiresAt: Date
 }

@@ -1,6 +1,6 @@
 /** The stock area on PostgreSQL: entries, their writes (single statements or one transaction), the ledger and the feed. */
 import type pg from 'pg'
-import type { InventoryItem, LedgerEntry, PetStatus, StockEntry } from '../../model.js'
+import { STOCK_CHANGED, type ChangeType, type InventoryItem, type PetStatus, type StockChangeEntry, type StockEntry } from '../../model.js'
 import { entriesText } from '../idempotency/rows.js'
 import type { IdempotencyClaim } from '../idempotency/types.js'
 import { storeError, type PostgresDatabase } from '../postgres/database.js'
@@ -9,7 +9,7 @@ import { feedHead } from '../postgres/sql.js'
 import { LOW_STOCK_LITERAL, lowStockCte } from '../alerts/postgres.js'
 import { planBatch } from './batch.js'
 import {
-  ENTRY_COLUMNS, EPOCH_COLUMNS, headOf, INVENTORY_COLUMNS, LEDGER_COLUMNS, toEpoch, toInventoryItem, toLedgerEntry, toStockEntry,
+  ENTRY_COLUMNS, EPOCH_COLUMNS, headOf, INVENTORY_COLUMNS, LEDGER_COLUMNS, toEpoch, toInventoryItem, toLedgerEntry, toStockChange, toStockEntry,
   type EntryRow, type EpochRow, type InventoryRow, type LedgerRow
 } from './rows.js'
 import type {
@@ -253,22 +253,23 @@ export class PostgresStock implements StockStore {
   }
 
   /**
-   * In commit order: the position each writing transaction took as it committed (migration 7), then the row id. Event
-   * rows (a low-stock crossing) are not stock changes: the feed of inventory.changed leaves them out.
+   * In commit order: the position each writing transaction took as it committed (migration 7), then the row id. Rows
+   * of other types than `types` are skipped in the query (a stock change's type is inventory.changed: event null).
    */
-  async listChanges (after: FeedPosition | null, limit: number): Promise<FeedChange[]> {
+  async listChanges (after: FeedPosition | null, limit: number, types: readonly ChangeType[] = [STOCK_CHANGED]): Promise<FeedChange[]> {
     const { rows } = await this.#db.query<LedgerRow & { position: bigint, epoch: string | null }>(
       `SELECT ${LEDGER_COLUMNS}, f.position, ${EPOCH_OF('f.position', 'l.id')} AS epoch FROM feed_positions f JOIN stock_ledger l ON l.txid = f.txid
-       WHERE ($1::bigint IS NULL OR (f.position, l.id) > ($1::bigint, $2::bigint)) AND l.event IS NULL
-       ORDER BY f.position, l.id LIMIT $3`, [after?.order ?? null, after?.id ?? null, limit])
+       WHERE ($1::bigint IS NULL OR (f.position, l.id) > ($1::bigint, $2::bigint)) AND coalesce(l.event, '${STOCK_CHANGED}') = ANY ($4::text[])
+       ORDER BY f.position, l.id LIMIT $3`, [after?.order ?? null, after?.id ?? null, limit, types])
     return rows.map((row) => ({ ...toLedgerEntry(row), position: { order: row.position, id: row.id }, epoch: row.epoch }))
   }
 
-  /** The pet's changes only: an event row (a low-stock crossing, a hold's) changes no count, as SQLite's chain leaves it out. */
-  async stockHistory (petId: bigint, limit: number): Promise<LedgerEntry[]> {
+  /** The pet's stock changes only: its event rows (holds, low stock) are left out. */
+  async stockHistory (petId: bigint, limit: number): Promise<StockChangeEntry[]> {
     const { rows } = await this.#db.query<LedgerRow>(
-      `SELECT * FROM (SELECT ${LEDGER_COLUMNS} FROM stock_ledger l WHERE l.pet_id = $1 AND l.event IS NULL ORDER BY l.id DESC LIMIT $2) newest ORDER BY id`, [petId, limit])
-    return rows.map(toLedgerEntry)
+      `SELECT * FROM (SELECT ${LEDGER_COLUMNS} FROM stock_ledger l WHERE l.pet_id = $1 AND l.event IS NULL ORDER BY l.id DESC LIMIT $2) newest ORDER BY id`,
+      [petId, limit])
+    return rows.map(toStockChange)
   }
 
   async feedHead (): Promise<FeedPlace | null> {

@@ -1,6 +1,6 @@
 /** The stock area on SQLite: entries, their writes through the group commit, the ledger and the feed. */
 import Database from 'better-sqlite3'
-import type { InventoryItem, LedgerEntry, StockEntry } from '../../model.js'
+import { STOCK_CHANGED, type ChangeType, type InventoryItem, type StockChangeEntry, type StockEntry } from '../../model.js'
 import { entriesText } from '../idempotency/rows.js'
 import type { SqliteDatabase } from '../sqlite/database.js'
 import { guard, translate } from '../sqlite/errors.js'
@@ -9,7 +9,7 @@ import { feedHead, VERSION_SQL } from '../sqlite/sql.js'
 import { trackLowStock } from '../alerts/sqlite.js'
 import { planBatch } from './batch.js'
 import {
-  EPOCH_COLUMNS, headOf, INVENTORY_COLUMNS, LEDGER_COLUMNS, toEpoch, toInventoryItem, toLedgerEntry, toStockEntry,
+  EPOCH_COLUMNS, headOf, INVENTORY_COLUMNS, LEDGER_COLUMNS, toEpoch, toInventoryItem, toLedgerEntry, toStockChange, toStockEntry,
   type EntryRow, type EpochRow, type InventoryRow, type LedgerRow
 } from './rows.js'
 import type {
@@ -154,19 +154,24 @@ export class SqliteStock implements StockStore {
     })
   }
 
-  async stockHistory (petId: bigint, limit: number): Promise<LedgerEntry[]> {
-    return guard(() => (this.#db.prepare(HISTORY_SQL).all(petId, limit) as LedgerRow[]).map(toLedgerEntry))
+  /** The pet's chain holds its stock changes only: event rows join no chain. */
+  async stockHistory (petId: bigint, limit: number): Promise<StockChangeEntry[]> {
+    return guard(() => (this.#db.prepare(HISTORY_SQL).all(petId, limit) as LedgerRow[]).map(toStockChange))
   }
 
   /**
-   * One writer at a time: ledger rows commit in id order, so the id alone is the feed's order. Event rows (a
-   * low-stock crossing) are not stock changes: the feed of inventory.changed leaves them out.
+   * One writer at a time: ledger rows commit in id order, so the id alone is the feed's order. Stock changes alone take
+   * the primary key's range with `event IS NULL`; other types are matched against the list given.
    */
-  async listChanges (after: FeedPosition | null, limit: number): Promise<FeedChange[]> {
+  async listChanges (after: FeedPosition | null, limit: number, types: readonly ChangeType[] = [STOCK_CHANGED]): Promise<FeedChange[]> {
     return guard(() => {
-      const rows = this.#db.prepare(`SELECT ${LEDGER_COLUMNS}, ${EPOCH_OF('0', 'l.id')} AS epoch FROM stock_ledger l WHERE l.id > ? AND l.event IS NULL
-        ORDER BY l.id LIMIT ?`)
-        .all(after?.id ?? 0n, limit) as Array<LedgerRow & { epoch: string | null }>
+      const stockOnly = types.length === 1 && types[0] === STOCK_CHANGED
+      const rows = (stockOnly
+        ? this.#db.prepare(`SELECT ${LEDGER_COLUMNS}, ${EPOCH_OF('0', 'l.id')} AS epoch FROM stock_ledger l WHERE l.id > ? AND l.event IS NULL ORDER BY l.id LIMIT ?`)
+          .all(after?.id ?? 0n, limit)
+        : this.#db.prepare(`SELECT ${LEDGER_COLUMNS}, ${EPOCH_OF('0', 'l.id')} AS epoch FROM stock_ledger l
+            WHERE l.id > ? AND coalesce(l.event, '${STOCK_CHANGED}') IN (SELECT value FROM json_each(?)) ORDER BY l.id LIMIT ?`)
+          .all(after?.id ?? 0n, JSON.stringify(types), limit)) as Array<LedgerRow & { epoch: string | null }>
       return rows.map((row) => ({ ...toLedgerEntry(row), position: { order: 0n, id: row.id }, epoch: row.epoch }))
     })
   }

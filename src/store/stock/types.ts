@@ -2,7 +2,7 @@
  * Stock: the entries the listing shows, their writes, the ledger that records every change, and the change feed that
  * serves the ledger in commit order. Implemented by both stores; one contract suite (test/store/stock.contract.ts).
  */
-import type { InventoryItem, LedgerEntry, StockEntry, StockReason } from '../../model.js'
+import type { ChangeType, InventoryItem, LedgerEntry, StockChangeEntry, StockEntry, StockReason } from '../../model.js'
 import type { IdempotencyClaim } from '../idempotency/types.js'
 
 /** One stock change through the API: the new quantity and what the ledger records about it. */
@@ -135,7 +135,7 @@ export interface FeedHistory {
 }
 
 /** A ledger entry as the change feed serves it, with its place and the epoch it was made in (null: before epochs). */
-export interface FeedChange extends LedgerEntry {
+export type FeedChange = LedgerEntry & {
   position: FeedPosition
   epoch: string | null
 }
@@ -171,14 +171,16 @@ export interface StockReads {
   changedElsewhere?(): boolean
   /** One stock entry with its revision; null when there is no entry for petId. */
   getStockEntry (petId: bigint): Promise<StockEntry | null>
-  /** The newest `limit` ledger entries of a pet, oldest first. */
-  stockHistory (petId: bigint, limit: number): Promise<LedgerEntry[]>
+  /** The newest `limit` stock changes of a pet, oldest first (its ledger's events are not among them). */
+  stockHistory (petId: bigint, limit: number): Promise<StockChangeEntry[]>
   /**
    * The change feed: ledger entries after `after` (from the start when null), at most `limit`, in commit order (the
    * entries of one transaction in id order): no entry the feed has not served yet can ever come before one it has,
    * and each pet's changes come in the order they were made. Paging by the last position never skips or repeats one.
+   * Only rows of `types` (stock changes alone when omitted: inventory.changed) are read, filtered in the query: a page
+   * is full whenever that many of them follow, and the last one's position is where the next page starts.
    */
-  listChanges (after: FeedPosition | null, limit: number): Promise<FeedChange[]>
+  listChanges (after: FeedPosition | null, limit: number, types?: readonly ChangeType[]): Promise<FeedChange[]>
   /** The feed's last change now, with its epoch (null: the feed is empty): where a new subscription's or stream's events begin. */
   feedHead (): Promise<FeedPlace | null>
   /** The store's epochs and the feed's head, from one snapshot: what a cursor is checked against. */

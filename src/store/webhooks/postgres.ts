@@ -4,6 +4,7 @@
  * the same one and neither waits for the other.
  */
 import type pg from 'pg'
+import { STOCK_CHANGED } from '../../model.js'
 import type { PostgresDatabase } from '../postgres/database.js'
 import { feedHead, HEAD_SQL } from '../postgres/sql.js'
 import {
@@ -92,25 +93,32 @@ export class PostgresWebhooks implements WebhookStore {
     for (const { id, behind } of webhooks) {
       if (behind !== true) continue
       created += await this.#db.transaction(async (client) => {
-        const { rows: [webhook] } = await client.query<{ feed_order: bigint, feed_id: bigint }>(
-          `SELECT w.feed_order, w.feed_id FROM webhooks w WHERE w.id = $1 AND w.enabled AND ${QUOTA_ACTIVE('$2')} FOR UPDATE OF w SKIP LOCKED`, [id, at])
+        const { rows: [webhook] } = await client.query<{ feed_order: bigint, feed_id: bigint, events: string }>(
+          `SELECT w.feed_order, w.feed_id, w.events FROM webhooks w WHERE w.id = $1 AND w.enabled AND ${QUOTA_ACTIVE('$2')} FOR UPDATE OF w SKIP LOCKED`, [id, at])
         if (webhook === undefined) return 0
-        // The feed after the subscription's position (listChanges' order), its deliveries created in that order, and
-        // the position moved past the last of them.
+        // The feed's rows of the subscription's types after its position (listChanges' order), their deliveries created
+        // in that order, and the position moved past the last of them, or, when fewer than $4 were due, to the head the
+        // same statement saw (it saw every row up to there: positions are taken in commit order), so that rows of
+        // other types are never looked at again and a subscription that took all is no longer behind.
         const { rows: [row] } = await client.query<{ n: bigint }>(
           `WITH changes AS (
-             SELECT f.position, l.id, l.event FROM feed_positions f JOIN stock_ledger l ON l.txid = f.txid
-             WHERE (f.position, l.id) > ($2::bigint, $3::bigint) ORDER BY f.position, l.id LIMIT $4
+             SELECT f.position, l.id FROM feed_positions f JOIN stock_ledger l ON l.txid = f.txid
+             WHERE (f.position, l.id) > ($2::bigint, $3::bigint) AND coalesce(l.event, '${STOCK_CHANGED}') = ANY ($7::text[])
+             ORDER BY f.position, l.id LIMIT $4
            ), inserted AS (
              INSERT INTO webhook_deliveries (webhook_id, change_id, feed_order, state, next_attempt_at, give_up_at, created_at)
              SELECT $1, id, position, 'pending', $5, $6, $5 FROM changes WHERE event IS NULL ORDER BY position, id
              ON CONFLICT (webhook_id, change_id) DO NOTHING RETURNING 1
+           ), target AS (
+             SELECT position, id FROM changes WHERE (SELECT count(*) FROM changes) = $4 ORDER BY position DESC, id DESC LIMIT 1
            ), moved AS (
              UPDATE webhooks w SET feed_order = last.position, feed_id = last.id
-             FROM (SELECT position, id FROM changes ORDER BY position DESC, id DESC LIMIT 1) last WHERE w.id = $1
+             FROM (SELECT position, id FROM target UNION ALL SELECT h.position, h.id FROM (${HEAD_SQL}) h
+                   WHERE NOT EXISTS (SELECT 1 FROM target) AND h.id IS NOT NULL) last
+             WHERE w.id = $1 AND (last.position, last.id) > (w.feed_order, w.feed_id)
            )
            SELECT count(*) AS n FROM inserted`,
-          [id, webhook.feed_order, webhook.feed_id, limit, at, giveUpAt])
+          [id, webhook.feed_order, webhook.feed_id, limit, at, giveUpAt, JSON.parse(webhook.events) as string[]])
         return Number(row?.n ?? 0n)
       })
     }

@@ -3,6 +3,7 @@
  * transaction that nothing else interleaves with in this process; other processes on the file (the CLI, --workers)
  * wait for the write lock (busy_timeout).
  */
+import { STOCK_CHANGED } from '../../model.js'
 import type { SqliteDatabase } from '../sqlite/database.js'
 import { guard } from '../sqlite/errors.js'
 import { feedHead } from '../sqlite/sql.js'
@@ -104,17 +105,22 @@ export class SqliteWebhooks implements WebhookStore {
         WHERE w.enabled = 1 AND ${QUOTA_ACTIVE('?')}`).all(iso(at)) as Array<{ behind: bigint }>
       if (!active.some((row) => Number(row.behind) === 1)) return { subscriptions: active.length, created: 0 }
       const created = this.#db.connection.transaction((): number => {
-        const webhooks = this.#db.prepare(`SELECT w.id, w.feed_id FROM webhooks w WHERE w.enabled = 1 AND ${QUOTA_ACTIVE('?')}`)
-          .all(iso(at)) as Array<{ id: string, feed_id: bigint }>
+        const webhooks = this.#db.prepare(`SELECT w.id, w.feed_id, w.events FROM webhooks w WHERE w.enabled = 1 AND ${QUOTA_ACTIVE('?')}`)
+          .all(iso(at)) as Array<{ id: string, feed_id: bigint, events: string }>
+        // Under the write lock: no row commits meanwhile, so the head is where a subscription stands once it took all.
+        const head = (this.#db.prepare('SELECT coalesce(max(id), 0) AS id FROM stock_ledger').get() as { id: bigint }).id
         let count = 0
         for (const webhook of webhooks) {
-          // Every row moves the position; an event row (a low-stock crossing) is no inventory.changed delivery.
-          const changes = this.#db.prepare('SELECT id, event FROM stock_ledger WHERE id > ? ORDER BY id LIMIT ?').all(webhook.feed_id, limit) as Array<{ id: bigint, event: string | null }>
-          if (changes.length === 0) continue
+          // Only the rows of the subscription's types (a stock change's is inventory.changed: event null).
+          const changes = this.#db.prepare(`SELECT id FROM stock_ledger WHERE id > ? AND coalesce(event, '${STOCK_CHANGED}') IN (SELECT value FROM json_each(?))
+            ORDER BY id LIMIT ?`).all(webhook.feed_id, webhook.events, limit) as Array<{ id: bigint }>
           const insert = this.#db.prepare(`INSERT INTO webhook_deliveries (webhook_id, change_id, feed_order, state, next_attempt_at, give_up_at, created_at)
             VALUES (?, ?, 0, 'pending', ?, ?, ?) ON CONFLICT (webhook_id, change_id) DO NOTHING`)
-          for (const change of changes) if (change.event === null) count += insert.run(webhook.id, change.id, iso(at), iso(giveUpAt), iso(at)).changes
-          this.#db.prepare('UPDATE webhooks SET feed_id = ? WHERE id = ?').run((changes.at(-1) as { id: bigint }).id, webhook.id)
+          for (const change of changes) count += insert.run(webhook.id, change.id, iso(at), iso(giveUpAt), iso(at)).changes
+          // Past the last delivery made, or, when fewer than `limit` were due, past every row there is: rows of other
+          // types are never looked at again, and a subscription that took all is no longer behind.
+          const moved = changes.length === limit ? (changes.at(-1) as { id: bigint }).id : head
+          if (moved > webhook.feed_id) this.#db.prepare('UPDATE webhooks SET feed_id = ? WHERE id = ?').run(moved, webhook.id)
         }
         return count
       }).immediate()
