@@ -9,6 +9,7 @@ import { importData } from '../../src/domain/import.js'
 import type { StockBatch } from '../../src/store/stock/types.js'
 import type { Store } from '../../src/store/store.js'
 import { CHANGED_AT, pet, stockAdjustment, stockChange } from './helpers.js'
+import { newHold } from './selling.contract.js'
 
 /** A ledger row as the tests read it by SQL. */
 export interface LedgerRow {
@@ -44,8 +45,9 @@ async function set (store: Store, petId: bigint, quantity: number): Promise<void
   assert.equal((await store.stock.setQuantity(stockChange(petId, quantity))).status, 'updated')
 }
 
+/** The inventory.low_stock rows (a hold's rows are events of other types). */
 async function events (h: AlertsHarness): Promise<LedgerRow[]> {
-  return (await h.ledger()).filter((row) => row.event !== null)
+  return (await h.ledger()).filter((row) => row.event === LOW)
 }
 
 function batch (changes: StockBatch['changes']): StockBatch {
@@ -188,6 +190,24 @@ export function alertsContract (name: string, open: (t: TestContext) => Promise<
         { petId: 1n, quantity: 0, status: 'available' }, { petId: 3n, quantity: 1, status: 'sold' }, { petId: 4n, quantity: 5, status: 'available' }
       ])
       assert.deepEqual((await h.store.alerts.listLowStock({ afterId: 1n, limit: 1 })).map((item) => item.petId), [3n])
+    })
+
+    test('a sale through a hold\'s confirmation crosses the point like any stock write, once, after its rows', async (t) => {
+      const h = await open(t)
+      await importData(h.store, { pets: [pet(1n, { quantity: 10 }), pet(2n, { quantity: 10 })], orders: [] })
+      await point(h.store, 1n, 5)
+      await point(h.store, 2n, 5)
+      const placedHold = await h.store.selling.placeHold(newHold([{ petId: 1n, quantity: 6 }, { petId: 2n, quantity: 1 }]))
+      assert.equal(placedHold.status, 'placed')
+      if (placedHold.status !== 'placed') return
+      assert.deepEqual(await events(h), [], 'a hold sells nothing: no crossing')
+      const confirmed = await h.store.selling.endHold({ id: placedHold.hold.id, ending: 'confirmed', ofOrder: false, quotaId: 'quota_a', keyId: 'key_a',
+        requestId: 'req-confirm', at: placedHold.hold.createdAt })
+      assert.equal(confirmed.status, 'ended')
+      const ledger = await h.ledger()
+      assert.deepEqual(ledger.filter((row) => row.pet_id === 1n).slice(-3).map((row) => [row.event ?? row.reason, row.quantity]),
+        [['sale', 4], ['hold.confirmed', 4], [LOW, 4]])
+      assert.deepEqual((await events(h)).map((row) => [row.pet_id, row.request_id]), [[1n, 'req-confirm']])
     })
 
     test('concurrent writes of one pet record one crossing', async (t) => {
