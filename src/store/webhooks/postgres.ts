@@ -107,7 +107,7 @@ export class PostgresWebhooks implements WebhookStore {
              ORDER BY f.position, l.id LIMIT $4
            ), inserted AS (
              INSERT INTO webhook_deliveries (webhook_id, change_id, feed_order, state, next_attempt_at, give_up_at, created_at)
-             SELECT $1, id, position, 'pending', $5, $6, $5 FROM changes WHERE event IS NULL ORDER BY position, id
+             SELECT $1, id, position, 'pending', $5, $6, $5 FROM changes ORDER BY position, id
              ON CONFLICT (webhook_id, change_id) DO NOTHING RETURNING 1
            ), target AS (
              SELECT position, id FROM changes WHERE (SELECT count(*) FROM changes) = $4 ORDER BY position DESC, id DESC LIMIT 1
