@@ -49,10 +49,11 @@ async function wrk (spec: LoadSpec): Promise<LoadResult> {
 export async function measure (target: Target, seconds: number, extra: Partial<LoadSpec> = {}): Promise<LoadResult> {
   if (!target.proc.running()) throw new Error(`${target.name} is not running: ${describeExit(target.proc)}`)
   // wrk takes whole seconds.
-  const duration = settings.loadGenerator === 'wrk' ? Math.max(1, Math.round(seconds)) : seconds
+  const duration = settings.loadGenerator === 'wrk' && extra.holdPets === undefined ? Math.max(1, Math.round(seconds)) : seconds
   const spec: LoadSpec = { url: target.url, connections: settings.connections, duration, headers: target.headers, ...extra }
   const cpuBefore = cpuSeconds(target.proc.pid)
-  const result = settings.loadGenerator === 'wrk' ? await wrk(spec) : await autocannon(spec)
+  // Holds need a generator that reads each answer (see LoadSpec.holdPets).
+  const result = settings.loadGenerator === 'wrk' && spec.holdPets === undefined ? await wrk(spec) : await autocannon(spec)
   const cpuAfter = cpuSeconds(target.proc.pid)
   if (!target.proc.running()) throw new Error(`${target.name} died under load: ${describeExit(target.proc)}`)
   // Over the run's duration: the load generator's own start-up puts no load on the server.

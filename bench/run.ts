@@ -17,6 +17,7 @@ import { get10 } from './scenarios/get-10.js'
 import { get10k } from './scenarios/get-10k.js'
 import { get10Pg2x } from './scenarios/get-10-pg-2x.js'
 import { get10Redis } from './scenarios/get-10-redis.js'
+import { holds } from './scenarios/holds.js'
 import { latency } from './scenarios/latency.js'
 import { listing1m } from './scenarios/listing-1m.js'
 import { patch } from './scenarios/patch.js'
@@ -29,7 +30,8 @@ import { Cleanup, cleanupOnSignals, PINNING, ROOT } from './support.js'
 
 /** Every scenario, in the order they run: get-10 first, whose ceiling (and peer rounds) later ones use. */
 const SCENARIOS: Scenario[] = [
-  get10, get10k, get100kMemory, patch, peer, floorFastify, floorFields, floorGate, listing1m, get10Redis, get10Pg2x, costsPg2x, webhooks, tracing, latency
+  get10, get10k, get100kMemory, patch, holds, peer, floorFastify, floorFields, floorGate, listing1m, get10Redis, get10Pg2x, costsPg2x, webhooks, tracing,
+  latency
 ]
 
 const RESULTS = join(ROOT, 'bench/results')

@@ -3,7 +3,7 @@
  * without the scope an operation needs.
  */
 import type { paths } from './schema.js'
-import type { BatchFailure, RateLimit, ResponsesOf } from './records.js'
+import type { BatchFailure, RateLimit, ResponsesOf, Shortage } from './records.js'
 
 type AnyResponse = {
   [P in keyof paths]: { [M in keyof paths[P]]: ResponsesOf<paths[P][M]>[keyof ResponsesOf<paths[P][M]>] }[keyof paths[P]]
@@ -37,8 +37,13 @@ export class PetstoreError extends Error {
   readonly failures: BatchFailure[] | null
   /** The rate-limit window of the answer (`X-RateLimit-*`), when it had one: on a 429, the window that refused. */
   readonly rateLimit: RateLimit | null
+  /**
+   * On 409 `insufficient_stock` (placing a hold or an order, confirming a hold, delivering an order): every line that
+   * asked for more units than there were, with how many there were (`available`).
+   */
+  readonly shortages: Shortage[] | null
 
-  constructor (init: { status: number, code: ApiErrorCode | ClientErrorCode, message: string, requestId?: string | null, retryAfterSeconds?: number | undefined, attempts: number, etag?: string | null, failures?: BatchFailure[] | null, rateLimit?: RateLimit | null, cause?: unknown }) {
+  constructor (init: { status: number, code: ApiErrorCode | ClientErrorCode, message: string, requestId?: string | null, retryAfterSeconds?: number | undefined, attempts: number, etag?: string | null, failures?: BatchFailure[] | null, rateLimit?: RateLimit | null, shortages?: Shortage[] | null, cause?: unknown }) {
     super(init.message, init.cause === undefined ? undefined : { cause: init.cause })
     this.name = 'PetstoreError'
     this.status = init.status
@@ -49,6 +54,21 @@ export class PetstoreError extends Error {
     this.etag = init.etag ?? null
     this.failures = init.failures ?? null
     this.rateLimit = init.rateLimit ?? null
+    this.shortages = init.shortages ?? null
+  }
+}
+
+/**
+ * 409 `insufficient_stock`: fewer units were available (or, confirming or delivering, on hand) than a hold or order
+ * asked for, and nothing was held or sold; `shortages` lists every short line. Never retried: the answer would be the
+ * same until stock arrives or holds end; hold what is `available`, or tell the customer.
+ */
+export class InsufficientStockError extends PetstoreError {
+  declare readonly shortages: Shortage[]
+
+  constructor (init: ConstructorParameters<typeof PetstoreError>[0] & { shortages: Shortage[] }) {
+    super(init)
+    this.name = 'InsufficientStockError'
   }
 }
 

@@ -10,10 +10,12 @@
  * write never applies twice (a write whose first try is still running is retried after 409 `idempotency_key_in_flight`).
  *
  * The parts, by what they do: ./transport.ts sends a call by those rules; ./inventory.ts, ./changes.ts, ./stream.ts,
- * ./pets.ts, ./orders.ts and ./rate-limit.ts are the operations, as the service's routes are; ./paging.ts follows
+ * ./pets.ts, ./orders.ts, ./holds.ts and ./rate-limit.ts are the operations, as the service's routes are (./selling.ts
+ * what the hold and order writes share); ./paging.ts follows
  * `Link` headers; ./int64-values.ts keeps ids exact; ./errors.ts and ./types.ts are what a caller sees.
  */
 import { changeOperations } from './changes.js'
+import { holdOperations } from './holds.js'
 import { inventoryOperations } from './inventory.js'
 import { orderOperations } from './orders.js'
 import { petOperations } from './pets.js'
@@ -22,12 +24,12 @@ import { changeStream } from './stream.js'
 import { createTransport } from './transport.js'
 import type { ClientOptions, PetstoreClient } from './types.js'
 
-export { InsufficientScopeError, PetstoreError, type ApiErrorCode, type ClientErrorCode } from './errors.js'
+export { InsufficientScopeError, InsufficientStockError, PetstoreError, type ApiErrorCode, type ClientErrorCode } from './errors.js'
 export type {
-  BatchEntry, BatchFailure, BatchResult, ChangeEntry, ChangePage, ClientOptions, Conditional, DeprecationInfo, Int64Input, InventoryAdjustment,
-  InventoryBatch, InventoryChange, InventoryItem, InventoryListing, InventoryPage, InventoryPageQuery, InventoryUpdate, Order,
-  OrderPage, OrderQuery, Pet, PetstoreClient, RateLimit, RateLimitedEvent, RateLimitStatus, ResponseMeta, StockReason, StreamOptions,
-  WriteOptions, WriteResult
+  BatchEntry, BatchFailure, BatchResult, ChangeEntry, ChangePage, ClientOptions, Conditional, DeprecationInfo, Hold, HoldPage, HoldPlacement,
+  HoldQuery, Int64Input, InventoryAdjustment, InventoryReadOptions, InventoryBatch, InventoryChange, InventoryItem, InventoryListing, InventoryPage,
+  InventoryPageQuery, InventoryUpdate, Order, OrderDetails, OrderPage, OrderPlacement, OrderQuery, Pet, PetstoreClient, RateLimit, RateLimitedEvent,
+  RateLimitStatus, ResponseMeta, SellingOptions, SellingResult, Shortage, StockReason, StreamOptions, WriteOptions, WriteResult
 } from './types.js'
 
 /**
@@ -42,6 +44,7 @@ export function createClient (options: ClientOptions): PetstoreClient {
     streamChanges: changeStream(transport),
     ...petOperations(transport),
     ...orderOperations(transport),
+    ...holdOperations(transport),
     ...rateLimitOperations(transport)
   }
 }

@@ -10,15 +10,41 @@ export const INT64_PATHS: Readonly<Record<string, Readonly<Record<string, readon
   adjustInventory: {
     '200': [['petId']]
   },
+  approveOrder: {
+    '200': [['id'], ['petId']]
+  },
   batchUpdateInventory: {
     '200': [['entries', '[]', 'petId']],
     '409': [['failures', '[]', 'petId']]
   },
+  cancelOrder: {
+    '200': [['id'], ['petId']]
+  },
+  confirmHold: {
+    '200': [['lines', '[]', 'petId'], ['orderId']],
+    '409': [['shortages', '[]', 'petId']]
+  },
+  deliverOrder: {
+    '200': [['id'], ['petId']],
+    '409': [['shortages', '[]', 'petId']]
+  },
+  extendHold: {
+    '200': [['lines', '[]', 'petId'], ['orderId']]
+  },
+  getHold: {
+    '200': [['lines', '[]', 'petId'], ['orderId']]
+  },
   getInventoryItem: {
     '200': [['petId']]
   },
+  getOrderById: {
+    '200': [['id'], ['petId']]
+  },
   getPetById: {
     '200': [['id'], ['category', 'id'], ['tags', '[]', 'id']]
+  },
+  listHolds: {
+    '200': [['[]', 'lines', '[]', 'petId'], ['[]', 'orderId']]
   },
   listInventory: {
     '200': [['[]', 'petId']]
@@ -31,6 +57,17 @@ export const INT64_PATHS: Readonly<Record<string, Readonly<Record<string, readon
   },
   listWebhookDeliveries: {
     '200': [['[]', 'id'], ['[]', 'changeId']]
+  },
+  placeHold: {
+    '201': [['lines', '[]', 'petId'], ['orderId']],
+    '409': [['shortages', '[]', 'petId']]
+  },
+  placeOrder: {
+    '201': [['id'], ['petId']],
+    '409': [['shortages', '[]', 'petId']]
+  },
+  releaseHold: {
+    '200': [['lines', '[]', 'petId'], ['orderId']]
   },
   retryWebhookDelivery: {
     '202': [['id'], ['changeId']]

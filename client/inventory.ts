@@ -26,12 +26,12 @@ function written ({ meta, body }: Answer, idempotencyKey: string): WriteResult {
 
 export function inventoryOperations (transport: Transport): InventoryOperations {
   const { send, url, write } = transport
-  const inventoryPageUrl = ({ limit = INVENTORY_PAGE_SIZE, cursor }: InventoryPageQuery) => url('/inventory', { limit, cursor })
+  const inventoryPageUrl = ({ limit = INVENTORY_PAGE_SIZE, cursor, include }: InventoryPageQuery) => url('/inventory', { limit, cursor, include })
   const petPath = (petId: Int64Input) => `/inventory/${int64Text(petId, 'petId')}`
 
   return {
-    async listInventory ({ ifNoneMatch } = {}) {
-      const answer = await send({ operationId: 'listInventory', method: 'GET', url: url('/inventory'), headers: { 'if-none-match': ifNoneMatch } })
+    async listInventory ({ ifNoneMatch, include } = {}) {
+      const answer = await send({ operationId: 'listInventory', method: 'GET', url: url('/inventory', { include }), headers: { 'if-none-match': ifNoneMatch } })
       return { ...conditional<InventoryItem[]>(answer), changesCursor: answer.meta.headers.get('changes-cursor') }
     },
 
@@ -39,12 +39,12 @@ export function inventoryOperations (transport: Transport): InventoryOperations 
       return inventoryPage(await send({ operationId: 'listInventory', method: 'GET', url: inventoryPageUrl(query) }))
     },
 
-    allInventory ({ limit } = {}) {
-      return followNext<InventoryItem>(inventoryPageUrl({ limit }), (next) => send({ operationId: 'listInventory', method: 'GET', url: next }))
+    allInventory ({ limit, include } = {}) {
+      return followNext<InventoryItem>(inventoryPageUrl({ limit, include }), (next) => send({ operationId: 'listInventory', method: 'GET', url: next }))
     },
 
-    async getInventoryItem (petId, { ifNoneMatch } = {}) {
-      return conditional(await send({ operationId: 'getInventoryItem', method: 'GET', url: url(petPath(petId)), headers: { 'if-none-match': ifNoneMatch } }))
+    async getInventoryItem (petId, { ifNoneMatch, include } = {}) {
+      return conditional(await send({ operationId: 'getInventoryItem', method: 'GET', url: url(petPath(petId), { include }), headers: { 'if-none-match': ifNoneMatch } }))
     },
 
     async updateInventory (petId, update, options = {}) {

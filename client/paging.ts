@@ -3,7 +3,7 @@
  * against the URL that was requested and followed as given: its cursor is opaque, and the link keeps the query.
  */
 import type { Answer } from './transport.js'
-import type { ChangePage, InventoryChange, InventoryItem, InventoryPage, Order, OrderPage } from './types.js'
+import type { ChangePage, Hold, HoldPage, InventoryChange, InventoryItem, InventoryPage, Order, OrderPage } from './types.js'
 
 /** The targets of a `Link` header with the given relation (RFC 8288), resolved against the request URL. */
 export function linkTarget (header: string | null, rel: string, base: string): string | null {
@@ -39,6 +39,11 @@ export function inventoryPage (answer: Answer): InventoryPage {
 export function orderPage (answer: Answer): OrderPage {
   const nextUrl = nextLink(answer)
   return { ...answer.meta, data: answer.body as Order[], nextUrl, nextCursor: cursorOf(nextUrl, 'cursor') }
+}
+
+export function holdPage (answer: Answer): HoldPage {
+  const nextUrl = nextLink(answer)
+  return { ...answer.meta, data: answer.body as Hold[], nextUrl, nextCursor: cursorOf(nextUrl, 'cursor') }
 }
 
 export function changePage (answer: Answer): ChangePage {

@@ -38,11 +38,30 @@ export type Pet = JsonOf<ResponsesOf<Operation<'/pets/{petId}', 'get'>>[200]>
 export type Order = JsonOf<ResponsesOf<Operation<'/store/orders', 'get'>>[200]>[number]
 /** Query of listOrders: page size, cursor from the previous page, status filter. */
 export type OrderQuery = NonNullable<Operation<'/store/orders', 'get'>['parameters']['query']>
+/** An order with its state (`placed`, `approved`, `delivered`, `cancelled`) and what the API adds; ids are exact int64. */
+export type OrderDetails = JsonOf<ResponsesOf<Operation<'/store/orders/{orderId}', 'get'>>[200]>
+/**
+ * The body of placeOrder: one pet (any Int64Input), its units (held until the order is delivered or cancelled), a ship
+ * date and a reference.
+ */
+export type OrderPlacement = WithPetId<JsonOf<NonNullable<Operation<'/store/orders', 'post'>['requestBody']>>>
+/** A hold of units of one or more pets: its lines, state at the instant of the answer, expiry and reference. */
+export type Hold = JsonOf<ResponsesOf<Operation<'/holds/{holdId}', 'get'>>[200]>
+type HoldBody = JsonOf<NonNullable<Operation<'/holds', 'post'>['requestBody']>>
+/** The body of placeHold: 1 to 100 lines (a pet once each, any Int64Input), an optional duration in seconds and reference. */
+export type HoldPlacement = Omit<HoldBody, 'lines'> & { lines: Array<WithPetId<HoldBody['lines'][number]>> }
+/** Query of listHolds: by pet (any Int64Input), reference or state (at the instant of the answer), page size and cursor. */
+export type HoldQuery = Omit<NonNullable<Operation<'/holds', 'get'>['parameters']['query']>, 'petId'> & { petId?: Int64Input }
+/** A line that asked for more units than there were (`PetstoreError.shortages` on 409 `insufficient_stock`). */
+export type Shortage = NonNullable<JsonOf<ResponsesOf<Operation<'/holds', 'post'>>[409]>['shortages']>[number]
+
 /** The calling key's standing: plan, scopes, both windows (`limit`, `remaining`, `reset`, `used`), ban and expiry. */
 export type RateLimitStatus = JsonOf<ResponsesOf<Operation<'/rate_limit', 'get'>>[200]>
 
 /** An id as the client accepts it: a bigint, a safe integer, or the canonical decimal text of an int64. */
 export type Int64Input = bigint | number | string
+/** A body whose `petId` the client takes as any Int64Input (it sends the exact int64). */
+type WithPetId<B extends { petId: bigint }> = Omit<B, 'petId'> & { petId: Int64Input }
 
 /** The rate-limit window that binds the key right now (`X-RateLimit-*`); `reset` is Unix time in seconds. */
 export interface RateLimit {

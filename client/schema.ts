@@ -9,7 +9,7 @@ export interface paths {
         };
         /**
          * List the stock entries of all pets
-         * @description Returns current stock levels for all pets in the store, ordered by petId. The response carries a strong ETag; a request with a matching If-None-Match gets 304 without a body, and (as on GitHub) a 304 does not count against the rate limit. With `limit` or `cursor` (an addition to the specification, beta) the answer is one page, ordered by petId, with `Link: <...>; rel="next"` while more remain; pages carry no ETag.
+         * @description Returns current stock levels for all pets in the store, ordered by petId. The response carries a strong ETag; a request with a matching If-None-Match gets 304 without a body, and (as on GitHub) a 304 does not count against the rate limit. With `limit` or `cursor` (an addition to the specification, beta) the answer is one page, ordered by petId, with `Link: <...>; rel="next"` while more remain; pages carry no ETag. With `include=availability` (beta) each entry also has `onHand`, `held` and `available` at the instant of the answer, read fresh from the store (no ETag, no Changes-Cursor, no 304); without it the answer is exactly the specification's.
          */
         get: operations["listInventory"];
         put?: never;
@@ -29,7 +29,7 @@ export interface paths {
         };
         /**
          * Get the stock entry of one pet
-         * @description Returns one stock entry with its strong ETag, for a later PATCH with If-Match (optimistic concurrency). A request with a matching If-None-Match gets 304 without a body and, like the listing, costs no quota. Beta: an addition to the specification's two inventory operations.
+         * @description Returns one stock entry with its strong ETag, for a later PATCH with If-Match (optimistic concurrency). A request with a matching If-None-Match gets 304 without a body and, like the listing, costs no quota. With `include=availability` the entry also has `onHand`, `held` and `available` at the instant of the answer, read fresh (no ETag, no 304). Beta: an addition to the specification's two inventory operations.
          */
         get: operations["getInventoryItem"];
         put?: never;
@@ -78,6 +78,110 @@ export interface paths {
          * @description Applies 1 to 100 stock changes in one transaction: each sets a `quantity` (as PATCH) or adds a `delta` (as an adjustment) for one pet, optionally only if the entry still has the ETag in `ifMatch`. Either every change applies, or none: when any cannot (no entry, a stale `ifMatch`, a result outside 0 to 1,000,000,000), the answer is 409 `batch_refused` listing every failing change (`index`, `petId`, `code`, `message`, and the entry's current `etag` where it has one), and nothing is changed. A pet appears at most once per batch. The ledger rows of a batch share one batch id. A batch of N changes costs N requests of quota; when fewer remain it is refused whole with 429, and the rate-limit fields show what is left. Answers every resulting entry with its ETag, in the batch's order. Beta: an addition to the specification. With an Idempotency-Key a retry is safe: the same key with the same request within 24 hours is answered what the first request was, with `Idempotent-Replayed: true`, and applies nothing again (a replay counts against the rate limit); the key with another request is 422 `idempotency_key_reused`, and while the first request is still processed, 409 `idempotency_key_in_flight`. Only a change that applied is recorded.
          */
         post: operations["batchUpdateInventory"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/holds": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List holds
+         * @description The holds of every key, oldest first, one page at a time, filtered by pet, reference or state (the state at the instant of the answer: an active hold past its expiry is `expired`). While more remain, the response carries `Link: <...>; rel="next"`; follow it unchanged to get the next page. Ended holds are kept for a while and then deleted. Beta.
+         */
+        get: operations["listHolds"];
+        put?: never;
+        /**
+         * Hold units of one or more pets for a checkout
+         * @description Holds units of 1 to 100 pets, all of them or none: the hold is granted only if every line's units are available when it commits (available = on hand - units of active holds), decided in one transaction, so that two customers can never both hold the last unit, on any number of instances. While active the units are not available to anyone else; the hold expires after `expiresIn` seconds (default 900, at most 86400) and stops counting at that instant. Confirm it when the payment succeeds (the units are sold), release it when the checkout is abandoned. Refused with 409 `insufficient_stock` (with `shortages`: every line and how many units are available) or `hold_limit_reached` (a key's quota may have 1000 active holds of 100000 units at most); nothing is held then. Counts as one request against the rate limit. Requires an `Idempotency-Key` (400 `invalid_request` without one): a retry with the same key and request is answered what the first one was, status code included, with `Idempotent-Replayed: true`, and changes nothing again; the key with another request is 422 `idempotency_key_reused`. Beta.
+         */
+        post: operations["placeHold"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/holds/{holdId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get a hold
+         * @description One hold as it stands at the instant of the answer (an active hold past its expiry is `expired`). Beta.
+         */
+        get: operations["getHold"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/holds/{holdId}/extend": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Move a hold's expiry
+         * @description Sets an active hold to expire `expiresIn` seconds from now (sooner or later than before), at most 86400 seconds after it was placed: a later expiry is refused with 400 naming the latest allowed. Requires an `Idempotency-Key` (400 `invalid_request` without one): a retry with the same key and request is answered what the first one was, status code included, with `Idempotent-Replayed: true`, and changes nothing again; the key with another request is 422 `idempotency_key_reused`. Beta.
+         */
+        post: operations["extendHold"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/holds/{holdId}/confirm": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Sell the units of a hold
+         * @description Confirms an active hold when its checkout is paid: its units leave the stock as a sale, one stock change per pet with reason `sale` and the hold's reference, in one transaction, and the listing shows it to every request that starts after the answer. Refused with 409 `insufficient_stock` when a pet has fewer units on hand than its line (its stock was set below what was held since; `shortages` says what is on hand): nothing is sold and the hold stays active. Requires an `Idempotency-Key` (400 `invalid_request` without one): a retry with the same key and request is answered what the first one was, status code included, with `Idempotent-Replayed: true`, and changes nothing again; the key with another request is 422 `idempotency_key_reused`. The body is empty or `{}`. Beta.
+         */
+        post: operations["confirmHold"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/holds/{holdId}/release": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Give up a hold
+         * @description Releases an active hold when its checkout is abandoned: its units are available again at once. Requires an `Idempotency-Key` (400 `invalid_request` without one): a retry with the same key and request is answered what the first one was, status code included, with `Idempotent-Replayed: true`, and changes nothing again; the key with another request is 422 `idempotency_key_reused`. The body is empty or `{}`. Beta.
+         */
+        post: operations["releaseHold"];
         delete?: never;
         options?: never;
         head?: never;
@@ -245,11 +349,95 @@ export interface paths {
         };
         /**
          * List store orders
-         * @description Orders ordered by id, one page at a time. While more remain, the response carries `Link: <...>; rel="next"`; follow it unchanged to get the next page.
+         * @description Orders ordered by id, one page at a time. While more remain, the response carries `Link: <...>; rel="next"`; follow it unchanged to get the next page. Orders placed through the API are listed too, in the same shape, except cancelled ones (the classic Petstore deleted a cancelled order): GET /v1/store/orders/{orderId} shows every order with its state.
          */
         get: operations["listOrders"];
         put?: never;
+        /**
+         * Place an order: its units are held until it is delivered or cancelled
+         * @description Places an order for `quantity` units of one pet. Its units are held at once (a hold that does not expire, whose id is `holdId`), granted only if that many are available (on hand less what active holds keep), decided in one transaction: two orders for the last unit never both succeed. The hold counts against the key's caps of active holds and held units. Answers 201 with the order (`placed`) and its address in `Location`. Beta: an addition to the specification. Requires an Idempotency-Key (400 without one): a retry with the same key and request is answered what the first request was (same status and body) with `Idempotent-Replayed: true`, and does nothing again; the key with another request is 422 `idempotency_key_reused`.
+         */
+        post: operations["placeOrder"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/store/orders/{orderId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get one store order
+         * @description One order, imported or placed through the API, with its state (cancelled ones too) and what the API adds: `source`, `reference`, `holdId`, `createdAt`, `updatedAt`. Beta: an addition to the specification.
+         */
+        get: operations["getOrderById"];
+        put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/store/orders/{orderId}/approve": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Approve an order
+         * @description Moves a `placed` order to `approved`. Its units stay held. Any other move is 409 `order_state_conflict`, naming the order's state and the moves it allows; imported orders are never moved. Takes no body (or `{}`). Beta: an addition to the specification. Requires an Idempotency-Key (400 without one): a retry with the same key and request is answered what the first request was (same status and body) with `Idempotent-Replayed: true`, and does nothing again; the key with another request is 422 `idempotency_key_reused`.
+         */
+        post: operations["approveOrder"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/store/orders/{orderId}/deliver": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Deliver an order: the sale
+         * @description Moves a `placed` or `approved` order to `delivered` and sets `complete`: its hold is confirmed, and its units leave the stock as a sale (one stock ledger change with reason `sale` and the order's reference), which GET /v1/inventory shows as soon as this answer is sent. When the pet has fewer units on hand than the order (its stock was set below what was held since), 409 `insufficient_stock` with `shortages`, and nothing changes. Any other move is 409 `order_state_conflict`, naming the order's state and the moves it allows; imported orders are never moved. Takes no body (or `{}`). Beta: an addition to the specification. Requires an Idempotency-Key (400 without one): a retry with the same key and request is answered what the first request was (same status and body) with `Idempotent-Replayed: true`, and does nothing again; the key with another request is 422 `idempotency_key_reused`.
+         */
+        post: operations["deliverOrder"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/store/orders/{orderId}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Cancel an order
+         * @description Moves a `placed` or `approved` order to `cancelled`: its hold is released, and its units are available again at once. The classic listing leaves cancelled orders out, as the classic Petstore deleted them; they stay readable here. Any other move is 409 `order_state_conflict`, naming the order's state and the moves it allows; imported orders are never moved. Takes no body (or `{}`). Beta: an addition to the specification. Requires an Idempotency-Key (400 without one): a retry with the same key and request is answered what the first request was (same status and body) with `Idempotent-Replayed: true`, and does nothing again; the key with another request is 422 `idempotency_key_reused`.
+         */
+        post: operations["cancelOrder"];
         delete?: never;
         options?: never;
         head?: never;
@@ -437,6 +625,8 @@ export interface operations {
                 limit?: number;
                 /** @description Opaque cursor from a rel="next" link */
                 cursor?: string;
+                /** @description `availability` adds `onHand`, `held` and `available` to each entry, as they stand at the instant of the answer (beta). Such an answer is always read fresh from the store: it carries no ETag and no Changes-Cursor, and If-None-Match is ignored (what is held changes without the entry changing, and expiries change it without any write). */
+                include?: "availability";
             };
             header?: {
                 /** @description ETag of a representation the client holds */
@@ -462,7 +652,7 @@ export interface operations {
                     "RateLimit-Policy"?: string;
                     /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
                     RateLimit?: string;
-                    /** @description Strong validator of the whole inventory (not sent with a page); send it back in If-None-Match */
+                    /** @description Strong validator of the whole inventory (not sent with a page, nor with include=availability); send it back in If-None-Match */
                     ETag?: string;
                     /** @description With `limit` or `cursor`: rel="next" link while more entries remain. The target is relative, `<?query>`: resolve it against the URL requested (RFC 3986), so it also works behind a proxy that adds a path prefix. */
                     Link?: string;
@@ -484,6 +674,12 @@ export interface operations {
                          * @enum {string}
                          */
                         status: "available" | "pending" | "sold";
+                        /** @description With include=availability: the units in stock (= quantity) */
+                        onHand?: number;
+                        /** @description With include=availability: the units of active, unexpired holds (checkouts and orders) on the pet */
+                        held?: number;
+                        /** @description With include=availability: what a new hold can take, onHand - held, never below 0 (on hand may be set below what is held: a count is the physical truth; the holds stay) */
+                        available?: number;
                     }[];
                 };
             };
@@ -688,7 +884,10 @@ export interface operations {
     };
     getInventoryItem: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description `availability` adds `onHand`, `held` and `available` to each entry, as they stand at the instant of the answer (beta). Such an answer is always read fresh from the store: it carries no ETag and no Changes-Cursor, and If-None-Match is ignored (what is held changes without the entry changing, and expiries change it without any write). */
+                include?: "availability";
+            };
             header?: {
                 /** @description ETag of a representation the client holds */
                 "if-none-match"?: string;
@@ -704,7 +903,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The stock entry */
+            /** @description The stock entry (its ETag is not sent with include=availability) */
             200: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -737,6 +936,12 @@ export interface operations {
                          * @enum {string}
                          */
                         status: "available" | "pending" | "sold";
+                        /** @description With include=availability: the units in stock (= quantity) */
+                        onHand?: number;
+                        /** @description With include=availability: the units of active, unexpired holds (checkouts and orders) on the pet */
+                        held?: number;
+                        /** @description With include=availability: what a new hold can take, onHand - held, never below 0 (on hand may be set below what is held: a count is the physical truth; the holds stay) */
+                        available?: number;
                     };
                 };
             };
@@ -2443,6 +2648,2608 @@ export interface operations {
                 };
             };
             /** @description The Idempotency-Key was used for a different request (operation, pet, body or If-Match) within its retention; nothing was changed. Error codes: `idempotency_key_reused`. */
+            422: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "idempotency_key_reused";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 422
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Rate limit exceeded (the X-RateLimit-* fields describe the violated window), or the key is temporarily banned for sending requests after 429. Error codes: `rate_limited`, `key_banned`. */
+            429: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Seconds until the violated window admits again, or until the ban ends */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "rate_limited" | "key_banned";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 429
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Unexpected server error; the body never carries internals. Error codes: `internal_error`. */
+            500: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "internal_error";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 500
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The store cannot be reached right now. Error codes: `service_unavailable`. */
+            503: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "service_unavailable";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 503
+                         */
+                        status: number;
+                    };
+                };
+            };
+        };
+    };
+    listHolds: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Only holds with a line of this pet; any int64, exact also above 2^53
+                 * @example 12
+                 */
+                petId?: bigint;
+                /** @description Only holds with this reference */
+                reference?: string;
+                /** @description Only holds in this state now */
+                state?: "active" | "confirmed" | "released" | "expired";
+                /** @description Page size */
+                limit?: number;
+                /** @description Opaque cursor from a rel="next" link */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of holds, oldest first */
+            200: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description rel="next" link while more holds remain. The target is relative, `<?query>`: resolve it against the URL requested (RFC 3986), so it also works behind a proxy that adds a path prefix. */
+                    Link?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description The hold's id: `hold_` and 20 random characters
+                         * @example hold_3q2-7wEhR1bJ0cVn8xYz
+                         */
+                        id: string;
+                        /**
+                         * @description The state at the instant of the answer. `active`: its units count as held (not available to anyone else) until it expires; `confirmed`: its units were sold and left the stock; `released`: given up, its units available again; `expired`: its expiry passed before it was confirmed or released (it stopped counting at that instant, whether or not the service has recorded it yet).
+                         * @enum {string}
+                         */
+                        state: "active" | "confirmed" | "released" | "expired";
+                        /** @description One line per pet, ordered by petId */
+                        lines: {
+                            /**
+                             * Format: int64
+                             * @description The pet whose units are held
+                             */
+                            petId: bigint;
+                            /** @description Units held, 1 to 1,000,000,000 */
+                            quantity: number;
+                        }[];
+                        /** @description What the hold is for, as sent (a cart, a checkout); null when none was sent */
+                        reference: string | null;
+                        /**
+                         * Format: date-time
+                         * @description When it was placed
+                         */
+                        createdAt: string;
+                        /** @description When it stops counting unless confirmed or released first; null for the hold of an order (it lasts until the order is delivered or cancelled) */
+                        expiresAt: string | null;
+                        /** @description When it was confirmed, released or expired; null while active */
+                        endedAt: string | null;
+                        /**
+                         * Format: int64
+                         * @description The order whose stock it keeps (move the order, not the hold); left out for a checkout's hold
+                         */
+                        orderId?: bigint;
+                    }[];
+                };
+            };
+            /** @description The request has invalid parameters or body. Error codes: `invalid_request`. */
+            400: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "invalid_request";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 400
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Missing, malformed, unknown, revoked or expired API key. Error codes: `unauthorized`. */
+            401: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Bearer challenge (RFC 6750), e.g. Bearer realm="petstore", error="invalid_token" */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "unauthorized";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 401
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The request URL (path and query) is longer than 2048 characters. Error codes: `uri_too_long`. */
+            414: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "uri_too_long";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 414
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Rate limit exceeded (the X-RateLimit-* fields describe the violated window), or the key is temporarily banned for sending requests after 429. Error codes: `rate_limited`, `key_banned`. */
+            429: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Seconds until the violated window admits again, or until the ban ends */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "rate_limited" | "key_banned";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 429
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Unexpected server error; the body never carries internals. Error codes: `internal_error`. */
+            500: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "internal_error";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 500
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The store cannot be reached right now. Error codes: `service_unavailable`. */
+            503: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "service_unavailable";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 503
+                         */
+                        status: number;
+                    };
+                };
+            };
+        };
+    };
+    placeHold: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Required on every hold and order write (400 `invalid_request` without it). A key the client makes for this write, 1 to 255 printable ASCII characters (a UUID v4 is a good one), sent bare or as a quoted string. A retry with the same key and the same request is answered what the first one was, with Idempotent-Replayed: true, and applies nothing again. */
+                "idempotency-key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description What to hold */
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description 1 to 100 lines, one per pet (a pet appears once) */
+                    lines: {
+                        /**
+                         * Format: int64
+                         * @description The pet whose units are held
+                         */
+                        petId: bigint;
+                        /** @description Units held, 1 to 1,000,000,000 */
+                        quantity: number;
+                    }[];
+                    /** @description Seconds until the hold expires, 1 to 86400 (default 900) */
+                    expiresIn?: number;
+                    /**
+                     * @description What the hold is for, in your own terms (a cart, a checkout); recorded with the sale when confirmed
+                     * @example order-10482
+                     */
+                    reference?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The hold, granted (also on a replay) */
+            201: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Sent when this answer replays an earlier request with the same Idempotency-Key (same status and body): nothing was applied now */
+                    "Idempotent-Replayed"?: "true";
+                    /** @description The hold, relative to the request URL: `holds/{holdId}` */
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description The hold's id: `hold_` and 20 random characters
+                         * @example hold_3q2-7wEhR1bJ0cVn8xYz
+                         */
+                        id: string;
+                        /**
+                         * @description The state at the instant of the answer. `active`: its units count as held (not available to anyone else) until it expires; `confirmed`: its units were sold and left the stock; `released`: given up, its units available again; `expired`: its expiry passed before it was confirmed or released (it stopped counting at that instant, whether or not the service has recorded it yet).
+                         * @enum {string}
+                         */
+                        state: "active" | "confirmed" | "released" | "expired";
+                        /** @description One line per pet, ordered by petId */
+                        lines: {
+                            /**
+                             * Format: int64
+                             * @description The pet whose units are held
+                             */
+                            petId: bigint;
+                            /** @description Units held, 1 to 1,000,000,000 */
+                            quantity: number;
+                        }[];
+                        /** @description What the hold is for, as sent (a cart, a checkout); null when none was sent */
+                        reference: string | null;
+                        /**
+                         * Format: date-time
+                         * @description When it was placed
+                         */
+                        createdAt: string;
+                        /** @description When it stops counting unless confirmed or released first; null for the hold of an order (it lasts until the order is delivered or cancelled) */
+                        expiresAt: string | null;
+                        /** @description When it was confirmed, released or expired; null while active */
+                        endedAt: string | null;
+                        /**
+                         * Format: int64
+                         * @description The order whose stock it keeps (move the order, not the hold); left out for a checkout's hold
+                         */
+                        orderId?: bigint;
+                    };
+                };
+            };
+            /** @description The request has invalid parameters or body. Error codes: `invalid_request`. */
+            400: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "invalid_request";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 400
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Missing, malformed, unknown, revoked or expired API key. Error codes: `unauthorized`. */
+            401: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Bearer challenge (RFC 6750), e.g. Bearer realm="petstore", error="invalid_token" */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "unauthorized";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 401
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The API key's scope does not include this operation, which needs `inventory:sell`; it was counted like any request. Error codes: `insufficient_scope`. */
+            403: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description RFC 6750 section 3.1: Bearer realm="petstore", error="insufficient_scope", scope="inventory:sell" */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "insufficient_scope";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 403
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description A pet of the lines has no stock entry; nothing was held. Error codes: `not_found`. */
+            404: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "not_found";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 404
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Conflict: not enough units available (`shortages` lists every short line), the quota's caps reached, or an earlier request with the same Idempotency-Key is still being processed (retry later; nothing was changed); nothing was held. Error codes: `insufficient_stock`, `hold_limit_reached`, `idempotency_key_in_flight`. */
+            409: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "insufficient_stock" | "hold_limit_reached" | "idempotency_key_in_flight";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 409
+                         */
+                        status: number;
+                        /** @description With insufficient_stock: every line that asked for more units than there were */
+                        shortages?: {
+                            /**
+                             * Format: int64
+                             * @description The pet of the short line
+                             */
+                            petId: bigint;
+                            /** @description The units the line asked for */
+                            requested: number;
+                            /** @description The units available when the request was decided (for a confirmation or delivery: on hand) */
+                            available: number;
+                        }[];
+                    };
+                };
+            };
+            /** @description The body exceeds 16 KiB. Error codes: `payload_too_large`. */
+            413: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "payload_too_large";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 413
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The request URL (path and query) is longer than 2048 characters. Error codes: `uri_too_long`. */
+            414: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "uri_too_long";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 414
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The body is not application/json. Error codes: `unsupported_media_type`. */
+            415: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "unsupported_media_type";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 415
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The Idempotency-Key was used for a different request (operation, target or body) within its retention; nothing was changed. Error codes: `idempotency_key_reused`. */
+            422: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "idempotency_key_reused";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 422
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Rate limit exceeded (the X-RateLimit-* fields describe the violated window), or the key is temporarily banned for sending requests after 429. Error codes: `rate_limited`, `key_banned`. */
+            429: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Seconds until the violated window admits again, or until the ban ends */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "rate_limited" | "key_banned";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 429
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Unexpected server error; the body never carries internals. Error codes: `internal_error`. */
+            500: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "internal_error";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 500
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The store cannot be reached right now. Error codes: `service_unavailable`. */
+            503: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "service_unavailable";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 503
+                         */
+                        status: number;
+                    };
+                };
+            };
+        };
+    };
+    getHold: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The hold's id, as placing it answered (`hold_` and 20 characters) */
+                holdId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The hold */
+            200: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description The hold's id: `hold_` and 20 random characters
+                         * @example hold_3q2-7wEhR1bJ0cVn8xYz
+                         */
+                        id: string;
+                        /**
+                         * @description The state at the instant of the answer. `active`: its units count as held (not available to anyone else) until it expires; `confirmed`: its units were sold and left the stock; `released`: given up, its units available again; `expired`: its expiry passed before it was confirmed or released (it stopped counting at that instant, whether or not the service has recorded it yet).
+                         * @enum {string}
+                         */
+                        state: "active" | "confirmed" | "released" | "expired";
+                        /** @description One line per pet, ordered by petId */
+                        lines: {
+                            /**
+                             * Format: int64
+                             * @description The pet whose units are held
+                             */
+                            petId: bigint;
+                            /** @description Units held, 1 to 1,000,000,000 */
+                            quantity: number;
+                        }[];
+                        /** @description What the hold is for, as sent (a cart, a checkout); null when none was sent */
+                        reference: string | null;
+                        /**
+                         * Format: date-time
+                         * @description When it was placed
+                         */
+                        createdAt: string;
+                        /** @description When it stops counting unless confirmed or released first; null for the hold of an order (it lasts until the order is delivered or cancelled) */
+                        expiresAt: string | null;
+                        /** @description When it was confirmed, released or expired; null while active */
+                        endedAt: string | null;
+                        /**
+                         * Format: int64
+                         * @description The order whose stock it keeps (move the order, not the hold); left out for a checkout's hold
+                         */
+                        orderId?: bigint;
+                    };
+                };
+            };
+            /** @description Missing, malformed, unknown, revoked or expired API key. Error codes: `unauthorized`. */
+            401: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Bearer challenge (RFC 6750), e.g. Bearer realm="petstore", error="invalid_token" */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "unauthorized";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 401
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description No hold has this id. Error codes: `not_found`. */
+            404: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "not_found";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 404
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The request URL (path and query) is longer than 2048 characters. Error codes: `uri_too_long`. */
+            414: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "uri_too_long";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 414
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Rate limit exceeded (the X-RateLimit-* fields describe the violated window), or the key is temporarily banned for sending requests after 429. Error codes: `rate_limited`, `key_banned`. */
+            429: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Seconds until the violated window admits again, or until the ban ends */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "rate_limited" | "key_banned";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 429
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Unexpected server error; the body never carries internals. Error codes: `internal_error`. */
+            500: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "internal_error";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 500
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The store cannot be reached right now. Error codes: `service_unavailable`. */
+            503: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "service_unavailable";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 503
+                         */
+                        status: number;
+                    };
+                };
+            };
+        };
+    };
+    extendHold: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Required on every hold and order write (400 `invalid_request` without it). A key the client makes for this write, 1 to 255 printable ASCII characters (a UUID v4 is a good one), sent bare or as a quoted string. A retry with the same key and the same request is answered what the first one was, with Idempotent-Replayed: true, and applies nothing again. */
+                "idempotency-key"?: string;
+            };
+            path: {
+                /** @description The hold's id, as placing it answered (`hold_` and 20 characters) */
+                holdId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description Seconds from now until the hold expires */
+                    expiresIn: number;
+                };
+            };
+        };
+        responses: {
+            /** @description The hold with its new expiry */
+            200: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Sent when this answer replays an earlier request with the same Idempotency-Key (same status and body): nothing was applied now */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description The hold's id: `hold_` and 20 random characters
+                         * @example hold_3q2-7wEhR1bJ0cVn8xYz
+                         */
+                        id: string;
+                        /**
+                         * @description The state at the instant of the answer. `active`: its units count as held (not available to anyone else) until it expires; `confirmed`: its units were sold and left the stock; `released`: given up, its units available again; `expired`: its expiry passed before it was confirmed or released (it stopped counting at that instant, whether or not the service has recorded it yet).
+                         * @enum {string}
+                         */
+                        state: "active" | "confirmed" | "released" | "expired";
+                        /** @description One line per pet, ordered by petId */
+                        lines: {
+                            /**
+                             * Format: int64
+                             * @description The pet whose units are held
+                             */
+                            petId: bigint;
+                            /** @description Units held, 1 to 1,000,000,000 */
+                            quantity: number;
+                        }[];
+                        /** @description What the hold is for, as sent (a cart, a checkout); null when none was sent */
+                        reference: string | null;
+                        /**
+                         * Format: date-time
+                         * @description When it was placed
+                         */
+                        createdAt: string;
+                        /** @description When it stops counting unless confirmed or released first; null for the hold of an order (it lasts until the order is delivered or cancelled) */
+                        expiresAt: string | null;
+                        /** @description When it was confirmed, released or expired; null while active */
+                        endedAt: string | null;
+                        /**
+                         * Format: int64
+                         * @description The order whose stock it keeps (move the order, not the hold); left out for a checkout's hold
+                         */
+                        orderId?: bigint;
+                    };
+                };
+            };
+            /** @description The request has invalid parameters or body. Error codes: `invalid_request`. */
+            400: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "invalid_request";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 400
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Missing, malformed, unknown, revoked or expired API key. Error codes: `unauthorized`. */
+            401: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Bearer challenge (RFC 6750), e.g. Bearer realm="petstore", error="invalid_token" */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "unauthorized";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 401
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The API key's scope does not include this operation, which needs `inventory:sell`; it was counted like any request. Error codes: `insufficient_scope`. */
+            403: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description RFC 6750 section 3.1: Bearer realm="petstore", error="insufficient_scope", scope="inventory:sell" */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "insufficient_scope";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 403
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description No hold has this id. Error codes: `not_found`. */
+            404: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "not_found";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 404
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Conflict: the hold is no longer active (confirmed, released or expired), it keeps an order's stock (move the order), or an earlier request with the same Idempotency-Key is still being processed (retry later; nothing was changed); nothing was changed. Error codes: `hold_not_active`, `hold_of_order`, `idempotency_key_in_flight`. */
+            409: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "hold_not_active" | "hold_of_order" | "idempotency_key_in_flight";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 409
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The body exceeds 16 KiB. Error codes: `payload_too_large`. */
+            413: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "payload_too_large";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 413
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The request URL (path and query) is longer than 2048 characters. Error codes: `uri_too_long`. */
+            414: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "uri_too_long";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 414
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The body is not application/json. Error codes: `unsupported_media_type`. */
+            415: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "unsupported_media_type";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 415
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The Idempotency-Key was used for a different request (operation, target or body) within its retention; nothing was changed. Error codes: `idempotency_key_reused`. */
+            422: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "idempotency_key_reused";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 422
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Rate limit exceeded (the X-RateLimit-* fields describe the violated window), or the key is temporarily banned for sending requests after 429. Error codes: `rate_limited`, `key_banned`. */
+            429: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Seconds until the violated window admits again, or until the ban ends */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "rate_limited" | "key_banned";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 429
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Unexpected server error; the body never carries internals. Error codes: `internal_error`. */
+            500: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "internal_error";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 500
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The store cannot be reached right now. Error codes: `service_unavailable`. */
+            503: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "service_unavailable";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 503
+                         */
+                        status: number;
+                    };
+                };
+            };
+        };
+    };
+    confirmHold: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Required on every hold and order write (400 `invalid_request` without it). A key the client makes for this write, 1 to 255 printable ASCII characters (a UUID v4 is a good one), sent bare or as a quoted string. A retry with the same key and the same request is answered what the first one was, with Idempotent-Replayed: true, and applies nothing again. */
+                "idempotency-key"?: string;
+            };
+            path: {
+                /** @description The hold's id, as placing it answered (`hold_` and 20 characters) */
+                holdId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The hold, confirmed */
+            200: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Sent when this answer replays an earlier request with the same Idempotency-Key (same status and body): nothing was applied now */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description The hold's id: `hold_` and 20 random characters
+                         * @example hold_3q2-7wEhR1bJ0cVn8xYz
+                         */
+                        id: string;
+                        /**
+                         * @description The state at the instant of the answer. `active`: its units count as held (not available to anyone else) until it expires; `confirmed`: its units were sold and left the stock; `released`: given up, its units available again; `expired`: its expiry passed before it was confirmed or released (it stopped counting at that instant, whether or not the service has recorded it yet).
+                         * @enum {string}
+                         */
+                        state: "active" | "confirmed" | "released" | "expired";
+                        /** @description One line per pet, ordered by petId */
+                        lines: {
+                            /**
+                             * Format: int64
+                             * @description The pet whose units are held
+                             */
+                            petId: bigint;
+                            /** @description Units held, 1 to 1,000,000,000 */
+                            quantity: number;
+                        }[];
+                        /** @description What the hold is for, as sent (a cart, a checkout); null when none was sent */
+                        reference: string | null;
+                        /**
+                         * Format: date-time
+                         * @description When it was placed
+                         */
+                        createdAt: string;
+                        /** @description When it stops counting unless confirmed or released first; null for the hold of an order (it lasts until the order is delivered or cancelled) */
+                        expiresAt: string | null;
+                        /** @description When it was confirmed, released or expired; null while active */
+                        endedAt: string | null;
+                        /**
+                         * Format: int64
+                         * @description The order whose stock it keeps (move the order, not the hold); left out for a checkout's hold
+                         */
+                        orderId?: bigint;
+                    };
+                };
+            };
+            /** @description The request has invalid parameters or body. Error codes: `invalid_request`. */
+            400: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "invalid_request";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 400
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Missing, malformed, unknown, revoked or expired API key. Error codes: `unauthorized`. */
+            401: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Bearer challenge (RFC 6750), e.g. Bearer realm="petstore", error="invalid_token" */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "unauthorized";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 401
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The API key's scope does not include this operation, which needs `inventory:sell`; it was counted like any request. Error codes: `insufficient_scope`. */
+            403: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description RFC 6750 section 3.1: Bearer realm="petstore", error="insufficient_scope", scope="inventory:sell" */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "insufficient_scope";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 403
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description No hold has this id. Error codes: `not_found`. */
+            404: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "not_found";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 404
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Conflict: the hold is no longer active, keeps an order's stock, a pet has fewer units on hand than its line (`shortages`), or an earlier request with the same Idempotency-Key is still being processed (retry later; nothing was changed); nothing was sold. Error codes: `hold_not_active`, `hold_of_order`, `insufficient_stock`, `idempotency_key_in_flight`. */
+            409: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "hold_not_active" | "hold_of_order" | "insufficient_stock" | "idempotency_key_in_flight";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 409
+                         */
+                        status: number;
+                        /** @description With insufficient_stock: every line that asked for more units than there were */
+                        shortages?: {
+                            /**
+                             * Format: int64
+                             * @description The pet of the short line
+                             */
+                            petId: bigint;
+                            /** @description The units the line asked for */
+                            requested: number;
+                            /** @description The units available when the request was decided (for a confirmation or delivery: on hand) */
+                            available: number;
+                        }[];
+                    };
+                };
+            };
+            /** @description The body exceeds 16 KiB. Error codes: `payload_too_large`. */
+            413: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "payload_too_large";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 413
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The request URL (path and query) is longer than 2048 characters. Error codes: `uri_too_long`. */
+            414: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "uri_too_long";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 414
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The body is not application/json. Error codes: `unsupported_media_type`. */
+            415: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "unsupported_media_type";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 415
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The Idempotency-Key was used for a different request (operation, target or body) within its retention; nothing was changed. Error codes: `idempotency_key_reused`. */
+            422: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "idempotency_key_reused";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 422
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Rate limit exceeded (the X-RateLimit-* fields describe the violated window), or the key is temporarily banned for sending requests after 429. Error codes: `rate_limited`, `key_banned`. */
+            429: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Seconds until the violated window admits again, or until the ban ends */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "rate_limited" | "key_banned";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 429
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Unexpected server error; the body never carries internals. Error codes: `internal_error`. */
+            500: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "internal_error";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 500
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The store cannot be reached right now. Error codes: `service_unavailable`. */
+            503: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "service_unavailable";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 503
+                         */
+                        status: number;
+                    };
+                };
+            };
+        };
+    };
+    releaseHold: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Required on every hold and order write (400 `invalid_request` without it). A key the client makes for this write, 1 to 255 printable ASCII characters (a UUID v4 is a good one), sent bare or as a quoted string. A retry with the same key and the same request is answered what the first one was, with Idempotent-Replayed: true, and applies nothing again. */
+                "idempotency-key"?: string;
+            };
+            path: {
+                /** @description The hold's id, as placing it answered (`hold_` and 20 characters) */
+                holdId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The hold, released */
+            200: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Sent when this answer replays an earlier request with the same Idempotency-Key (same status and body): nothing was applied now */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description The hold's id: `hold_` and 20 random characters
+                         * @example hold_3q2-7wEhR1bJ0cVn8xYz
+                         */
+                        id: string;
+                        /**
+                         * @description The state at the instant of the answer. `active`: its units count as held (not available to anyone else) until it expires; `confirmed`: its units were sold and left the stock; `released`: given up, its units available again; `expired`: its expiry passed before it was confirmed or released (it stopped counting at that instant, whether or not the service has recorded it yet).
+                         * @enum {string}
+                         */
+                        state: "active" | "confirmed" | "released" | "expired";
+                        /** @description One line per pet, ordered by petId */
+                        lines: {
+                            /**
+                             * Format: int64
+                             * @description The pet whose units are held
+                             */
+                            petId: bigint;
+                            /** @description Units held, 1 to 1,000,000,000 */
+                            quantity: number;
+                        }[];
+                        /** @description What the hold is for, as sent (a cart, a checkout); null when none was sent */
+                        reference: string | null;
+                        /**
+                         * Format: date-time
+                         * @description When it was placed
+                         */
+                        createdAt: string;
+                        /** @description When it stops counting unless confirmed or released first; null for the hold of an order (it lasts until the order is delivered or cancelled) */
+                        expiresAt: string | null;
+                        /** @description When it was confirmed, released or expired; null while active */
+                        endedAt: string | null;
+                        /**
+                         * Format: int64
+                         * @description The order whose stock it keeps (move the order, not the hold); left out for a checkout's hold
+                         */
+                        orderId?: bigint;
+                    };
+                };
+            };
+            /** @description The request has invalid parameters or body. Error codes: `invalid_request`. */
+            400: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "invalid_request";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 400
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Missing, malformed, unknown, revoked or expired API key. Error codes: `unauthorized`. */
+            401: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Bearer challenge (RFC 6750), e.g. Bearer realm="petstore", error="invalid_token" */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "unauthorized";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 401
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The API key's scope does not include this operation, which needs `inventory:sell`; it was counted like any request. Error codes: `insufficient_scope`. */
+            403: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description RFC 6750 section 3.1: Bearer realm="petstore", error="insufficient_scope", scope="inventory:sell" */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "insufficient_scope";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 403
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description No hold has this id. Error codes: `not_found`. */
+            404: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "not_found";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 404
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Conflict: the hold is no longer active (confirmed, released or expired), it keeps an order's stock (move the order), or an earlier request with the same Idempotency-Key is still being processed (retry later; nothing was changed); nothing was changed. Error codes: `hold_not_active`, `hold_of_order`, `idempotency_key_in_flight`. */
+            409: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "hold_not_active" | "hold_of_order" | "idempotency_key_in_flight";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 409
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The body exceeds 16 KiB. Error codes: `payload_too_large`. */
+            413: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "payload_too_large";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 413
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The request URL (path and query) is longer than 2048 characters. Error codes: `uri_too_long`. */
+            414: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "uri_too_long";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 414
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The body is not application/json. Error codes: `unsupported_media_type`. */
+            415: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "unsupported_media_type";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 415
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The Idempotency-Key was used for a different request (operation, target or body) within its retention; nothing was changed. Error codes: `idempotency_key_reused`. */
             422: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -6117,6 +8924,2313 @@ export interface operations {
                         /**
                          * @description The HTTP status code
                          * @example 414
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Rate limit exceeded (the X-RateLimit-* fields describe the violated window), or the key is temporarily banned for sending requests after 429. Error codes: `rate_limited`, `key_banned`. */
+            429: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Seconds until the violated window admits again, or until the ban ends */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "rate_limited" | "key_banned";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 429
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Unexpected server error; the body never carries internals. Error codes: `internal_error`. */
+            500: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "internal_error";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 500
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The store cannot be reached right now. Error codes: `service_unavailable`. */
+            503: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "service_unavailable";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 503
+                         */
+                        status: number;
+                    };
+                };
+            };
+        };
+    };
+    placeOrder: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Required on every hold and order write (400 `invalid_request` without it). A key the client makes for this write, 1 to 255 printable ASCII characters (a UUID v4 is a good one), sent bare or as a quoted string. A retry with the same key and the same request is answered what the first one was, with Idempotent-Replayed: true, and applies nothing again. */
+                "idempotency-key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * Format: int64
+                     * @description The pet ordered; it must have a stock entry
+                     */
+                    petId: bigint;
+                    /** @description Units ordered, 1 to 1,000,000,000; held until the order is delivered or cancelled */
+                    quantity: number;
+                    /**
+                     * Format: date-time
+                     * @description When the order ships (RFC 3339); the instant it is placed when not given
+                     */
+                    shipDate?: string;
+                    /**
+                     * @description What the order is in your own terms (your shop's order number): kept with the order, and recorded with its hold's events and its sale in the stock ledger (1 to 128 characters; no control characters, line separators or bidirectional formatting characters, and no unpaired surrogates)
+                     * @example web-10482
+                     */
+                    reference?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The order, placed */
+            201: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Sent when this answer replays an earlier request with the same Idempotency-Key (same status and body): nothing was applied now */
+                    "Idempotent-Replayed"?: "true";
+                    /** @description The order, relative to the request URL: `orders/{orderId}` */
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** Format: int64 */
+                        id: bigint;
+                        /** Format: int64 */
+                        petId: bigint;
+                        quantity: number;
+                        /** Format: date-time */
+                        shipDate: string;
+                        /**
+                         * @description The order's state: `placed` (its units are held), `approved`, `delivered` (sold: the units left the stock), or `cancelled` (the hold released; the classic listing leaves cancelled orders out)
+                         * @enum {string}
+                         */
+                        status: "placed" | "approved" | "delivered" | "cancelled";
+                        complete: boolean;
+                        /**
+                         * @description `api`: placed through POST /v1/store/orders; `import`: written by `petstore import` (never moved by the API)
+                         * @enum {string}
+                         */
+                        source: "api" | "import";
+                        /** @description What the caller named the order by; null when none was sent (and for imported orders) */
+                        reference: string | null;
+                        /** @description The hold that keeps the order's units (it cannot be moved through /v1/holds: 409 `hold_of_order`); null for imported orders */
+                        holdId: string | null;
+                        /** @description When the order was placed; null for imported orders */
+                        createdAt: string | null;
+                        /** @description When the order last moved; null for imported orders */
+                        updatedAt: string | null;
+                    };
+                };
+            };
+            /** @description The request has invalid parameters or body. Error codes: `invalid_request`. */
+            400: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "invalid_request";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 400
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Missing, malformed, unknown, revoked or expired API key. Error codes: `unauthorized`. */
+            401: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Bearer challenge (RFC 6750), e.g. Bearer realm="petstore", error="invalid_token" */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "unauthorized";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 401
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The API key's scope does not include this operation, which needs `inventory:sell`; it was counted like any request. Error codes: `insufficient_scope`. */
+            403: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description RFC 6750 section 3.1: Bearer realm="petstore", error="insufficient_scope", scope="inventory:sell" */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "insufficient_scope";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 403
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The pet has no stock entry; nothing was held. Error codes: `not_found`. */
+            404: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "not_found";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 404
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Nothing was held: fewer units are available than ordered (`insufficient_stock`, with `shortages` saying how many are), the key's quota holds as many holds or units as it may (`hold_limit_reached`), or `idempotency_key_in_flight`: an earlier request with the same Idempotency-Key is still being processed (retry later; nothing was changed). Error codes: `insufficient_stock`, `hold_limit_reached`, `idempotency_key_in_flight`. */
+            409: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "insufficient_stock" | "hold_limit_reached" | "idempotency_key_in_flight";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 409
+                         */
+                        status: number;
+                        /** @description With insufficient_stock: every line that asked for more units than there were */
+                        shortages?: {
+                            /**
+                             * Format: int64
+                             * @description The pet of the short line
+                             */
+                            petId: bigint;
+                            /** @description The units the line asked for */
+                            requested: number;
+                            /** @description The units available when the request was decided (for a confirmation or delivery: on hand) */
+                            available: number;
+                        }[];
+                    };
+                };
+            };
+            /** @description The body is too large. Error codes: `payload_too_large`. */
+            413: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "payload_too_large";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 413
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The request URL (path and query) is longer than 2048 characters. Error codes: `uri_too_long`. */
+            414: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "uri_too_long";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 414
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The body is not application/json. Error codes: `unsupported_media_type`. */
+            415: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "unsupported_media_type";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 415
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The Idempotency-Key was used for a different request (operation, target or body) within its retention; nothing was changed. Error codes: `idempotency_key_reused`. */
+            422: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "idempotency_key_reused";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 422
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Rate limit exceeded (the X-RateLimit-* fields describe the violated window), or the key is temporarily banned for sending requests after 429. Error codes: `rate_limited`, `key_banned`. */
+            429: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Seconds until the violated window admits again, or until the ban ends */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "rate_limited" | "key_banned";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 429
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Unexpected server error; the body never carries internals. Error codes: `internal_error`. */
+            500: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "internal_error";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 500
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The store cannot be reached right now. Error codes: `service_unavailable`. */
+            503: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "service_unavailable";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 503
+                         */
+                        status: number;
+                    };
+                };
+            };
+        };
+    };
+    getOrderById: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The order; any int64, exact also above 2^53
+                 * @example 12
+                 */
+                orderId: bigint;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The order */
+            200: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** Format: int64 */
+                        id: bigint;
+                        /** Format: int64 */
+                        petId: bigint;
+                        quantity: number;
+                        /** Format: date-time */
+                        shipDate: string;
+                        /**
+                         * @description The order's state: `placed` (its units are held), `approved`, `delivered` (sold: the units left the stock), or `cancelled` (the hold released; the classic listing leaves cancelled orders out)
+                         * @enum {string}
+                         */
+                        status: "placed" | "approved" | "delivered" | "cancelled";
+                        complete: boolean;
+                        /**
+                         * @description `api`: placed through POST /v1/store/orders; `import`: written by `petstore import` (never moved by the API)
+                         * @enum {string}
+                         */
+                        source: "api" | "import";
+                        /** @description What the caller named the order by; null when none was sent (and for imported orders) */
+                        reference: string | null;
+                        /** @description The hold that keeps the order's units (it cannot be moved through /v1/holds: 409 `hold_of_order`); null for imported orders */
+                        holdId: string | null;
+                        /** @description When the order was placed; null for imported orders */
+                        createdAt: string | null;
+                        /** @description When the order last moved; null for imported orders */
+                        updatedAt: string | null;
+                    };
+                };
+            };
+            /** @description The request has invalid parameters or body. Error codes: `invalid_request`. */
+            400: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "invalid_request";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 400
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Missing, malformed, unknown, revoked or expired API key. Error codes: `unauthorized`. */
+            401: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Bearer challenge (RFC 6750), e.g. Bearer realm="petstore", error="invalid_token" */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "unauthorized";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 401
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The requested resource could not be found. Error codes: `not_found`. */
+            404: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "not_found";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 404
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The request URL (path and query) is longer than 2048 characters. Error codes: `uri_too_long`. */
+            414: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "uri_too_long";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 414
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Rate limit exceeded (the X-RateLimit-* fields describe the violated window), or the key is temporarily banned for sending requests after 429. Error codes: `rate_limited`, `key_banned`. */
+            429: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Seconds until the violated window admits again, or until the ban ends */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "rate_limited" | "key_banned";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 429
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Unexpected server error; the body never carries internals. Error codes: `internal_error`. */
+            500: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "internal_error";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 500
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The store cannot be reached right now. Error codes: `service_unavailable`. */
+            503: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "service_unavailable";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 503
+                         */
+                        status: number;
+                    };
+                };
+            };
+        };
+    };
+    approveOrder: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Required on every hold and order write (400 `invalid_request` without it). A key the client makes for this write, 1 to 255 printable ASCII characters (a UUID v4 is a good one), sent bare or as a quoted string. A retry with the same key and the same request is answered what the first one was, with Idempotent-Replayed: true, and applies nothing again. */
+                "idempotency-key"?: string;
+            };
+            path: {
+                /**
+                 * @description The order; any int64, exact also above 2^53
+                 * @example 12
+                 */
+                orderId: bigint;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
+        responses: {
+            /** @description The order, approved */
+            200: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Sent when this answer replays an earlier request with the same Idempotency-Key (same status and body): nothing was applied now */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** Format: int64 */
+                        id: bigint;
+                        /** Format: int64 */
+                        petId: bigint;
+                        quantity: number;
+                        /** Format: date-time */
+                        shipDate: string;
+                        /**
+                         * @description The order's state: `placed` (its units are held), `approved`, `delivered` (sold: the units left the stock), or `cancelled` (the hold released; the classic listing leaves cancelled orders out)
+                         * @enum {string}
+                         */
+                        status: "placed" | "approved" | "delivered" | "cancelled";
+                        complete: boolean;
+                        /**
+                         * @description `api`: placed through POST /v1/store/orders; `import`: written by `petstore import` (never moved by the API)
+                         * @enum {string}
+                         */
+                        source: "api" | "import";
+                        /** @description What the caller named the order by; null when none was sent (and for imported orders) */
+                        reference: string | null;
+                        /** @description The hold that keeps the order's units (it cannot be moved through /v1/holds: 409 `hold_of_order`); null for imported orders */
+                        holdId: string | null;
+                        /** @description When the order was placed; null for imported orders */
+                        createdAt: string | null;
+                        /** @description When the order last moved; null for imported orders */
+                        updatedAt: string | null;
+                    };
+                };
+            };
+            /** @description The request has invalid parameters or body. Error codes: `invalid_request`. */
+            400: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "invalid_request";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 400
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Missing, malformed, unknown, revoked or expired API key. Error codes: `unauthorized`. */
+            401: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Bearer challenge (RFC 6750), e.g. Bearer realm="petstore", error="invalid_token" */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "unauthorized";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 401
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The API key's scope does not include this operation, which needs `inventory:sell`; it was counted like any request. Error codes: `insufficient_scope`. */
+            403: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description RFC 6750 section 3.1: Bearer realm="petstore", error="insufficient_scope", scope="inventory:sell" */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "insufficient_scope";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 403
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The requested resource could not be found. Error codes: `not_found`. */
+            404: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "not_found";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 404
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Nothing was changed: the order is not `placed` (or was imported: the API moves only the orders it placed), or `idempotency_key_in_flight`: an earlier request with the same Idempotency-Key is still being processed (retry later; nothing was changed). Error codes: `order_state_conflict`, `idempotency_key_in_flight`. */
+            409: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "order_state_conflict" | "idempotency_key_in_flight";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 409
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The body is too large. Error codes: `payload_too_large`. */
+            413: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "payload_too_large";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 413
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The request URL (path and query) is longer than 2048 characters. Error codes: `uri_too_long`. */
+            414: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "uri_too_long";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 414
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The body is not application/json. Error codes: `unsupported_media_type`. */
+            415: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "unsupported_media_type";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 415
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The Idempotency-Key was used for a different request (operation, target or body) within its retention; nothing was changed. Error codes: `idempotency_key_reused`. */
+            422: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "idempotency_key_reused";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 422
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Rate limit exceeded (the X-RateLimit-* fields describe the violated window), or the key is temporarily banned for sending requests after 429. Error codes: `rate_limited`, `key_banned`. */
+            429: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Seconds until the violated window admits again, or until the ban ends */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "rate_limited" | "key_banned";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 429
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Unexpected server error; the body never carries internals. Error codes: `internal_error`. */
+            500: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "internal_error";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 500
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The store cannot be reached right now. Error codes: `service_unavailable`. */
+            503: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "service_unavailable";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 503
+                         */
+                        status: number;
+                    };
+                };
+            };
+        };
+    };
+    deliverOrder: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Required on every hold and order write (400 `invalid_request` without it). A key the client makes for this write, 1 to 255 printable ASCII characters (a UUID v4 is a good one), sent bare or as a quoted string. A retry with the same key and the same request is answered what the first one was, with Idempotent-Replayed: true, and applies nothing again. */
+                "idempotency-key"?: string;
+            };
+            path: {
+                /**
+                 * @description The order; any int64, exact also above 2^53
+                 * @example 12
+                 */
+                orderId: bigint;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
+        responses: {
+            /** @description The order, delivered */
+            200: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Sent when this answer replays an earlier request with the same Idempotency-Key (same status and body): nothing was applied now */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** Format: int64 */
+                        id: bigint;
+                        /** Format: int64 */
+                        petId: bigint;
+                        quantity: number;
+                        /** Format: date-time */
+                        shipDate: string;
+                        /**
+                         * @description The order's state: `placed` (its units are held), `approved`, `delivered` (sold: the units left the stock), or `cancelled` (the hold released; the classic listing leaves cancelled orders out)
+                         * @enum {string}
+                         */
+                        status: "placed" | "approved" | "delivered" | "cancelled";
+                        complete: boolean;
+                        /**
+                         * @description `api`: placed through POST /v1/store/orders; `import`: written by `petstore import` (never moved by the API)
+                         * @enum {string}
+                         */
+                        source: "api" | "import";
+                        /** @description What the caller named the order by; null when none was sent (and for imported orders) */
+                        reference: string | null;
+                        /** @description The hold that keeps the order's units (it cannot be moved through /v1/holds: 409 `hold_of_order`); null for imported orders */
+                        holdId: string | null;
+                        /** @description When the order was placed; null for imported orders */
+                        createdAt: string | null;
+                        /** @description When the order last moved; null for imported orders */
+                        updatedAt: string | null;
+                    };
+                };
+            };
+            /** @description The request has invalid parameters or body. Error codes: `invalid_request`. */
+            400: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "invalid_request";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 400
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Missing, malformed, unknown, revoked or expired API key. Error codes: `unauthorized`. */
+            401: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Bearer challenge (RFC 6750), e.g. Bearer realm="petstore", error="invalid_token" */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "unauthorized";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 401
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The API key's scope does not include this operation, which needs `inventory:sell`; it was counted like any request. Error codes: `insufficient_scope`. */
+            403: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description RFC 6750 section 3.1: Bearer realm="petstore", error="insufficient_scope", scope="inventory:sell" */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "insufficient_scope";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 403
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The requested resource could not be found. Error codes: `not_found`. */
+            404: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "not_found";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 404
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Nothing was changed: the order is `delivered` or `cancelled` (or was imported), or the pet has fewer units on hand than the order (with `shortages`), or `idempotency_key_in_flight`: an earlier request with the same Idempotency-Key is still being processed (retry later; nothing was changed). Error codes: `order_state_conflict`, `insufficient_stock`, `idempotency_key_in_flight`. */
+            409: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "order_state_conflict" | "insufficient_stock" | "idempotency_key_in_flight";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 409
+                         */
+                        status: number;
+                        /** @description With insufficient_stock: every line that asked for more units than there were */
+                        shortages?: {
+                            /**
+                             * Format: int64
+                             * @description The pet of the short line
+                             */
+                            petId: bigint;
+                            /** @description The units the line asked for */
+                            requested: number;
+                            /** @description The units available when the request was decided (for a confirmation or delivery: on hand) */
+                            available: number;
+                        }[];
+                    };
+                };
+            };
+            /** @description The body is too large. Error codes: `payload_too_large`. */
+            413: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "payload_too_large";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 413
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The request URL (path and query) is longer than 2048 characters. Error codes: `uri_too_long`. */
+            414: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "uri_too_long";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 414
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The body is not application/json. Error codes: `unsupported_media_type`. */
+            415: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "unsupported_media_type";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 415
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The Idempotency-Key was used for a different request (operation, target or body) within its retention; nothing was changed. Error codes: `idempotency_key_reused`. */
+            422: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "idempotency_key_reused";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 422
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Rate limit exceeded (the X-RateLimit-* fields describe the violated window), or the key is temporarily banned for sending requests after 429. Error codes: `rate_limited`, `key_banned`. */
+            429: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Seconds until the violated window admits again, or until the ban ends */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "rate_limited" | "key_banned";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 429
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Unexpected server error; the body never carries internals. Error codes: `internal_error`. */
+            500: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "internal_error";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 500
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The store cannot be reached right now. Error codes: `service_unavailable`. */
+            503: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "service_unavailable";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 503
+                         */
+                        status: number;
+                    };
+                };
+            };
+        };
+    };
+    cancelOrder: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Required on every hold and order write (400 `invalid_request` without it). A key the client makes for this write, 1 to 255 printable ASCII characters (a UUID v4 is a good one), sent bare or as a quoted string. A retry with the same key and the same request is answered what the first one was, with Idempotent-Replayed: true, and applies nothing again. */
+                "idempotency-key"?: string;
+            };
+            path: {
+                /**
+                 * @description The order; any int64, exact also above 2^53
+                 * @example 12
+                 */
+                orderId: bigint;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
+        responses: {
+            /** @description The order, cancelled */
+            200: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Sent when this answer replays an earlier request with the same Idempotency-Key (same status and body): nothing was applied now */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** Format: int64 */
+                        id: bigint;
+                        /** Format: int64 */
+                        petId: bigint;
+                        quantity: number;
+                        /** Format: date-time */
+                        shipDate: string;
+                        /**
+                         * @description The order's state: `placed` (its units are held), `approved`, `delivered` (sold: the units left the stock), or `cancelled` (the hold released; the classic listing leaves cancelled orders out)
+                         * @enum {string}
+                         */
+                        status: "placed" | "approved" | "delivered" | "cancelled";
+                        complete: boolean;
+                        /**
+                         * @description `api`: placed through POST /v1/store/orders; `import`: written by `petstore import` (never moved by the API)
+                         * @enum {string}
+                         */
+                        source: "api" | "import";
+                        /** @description What the caller named the order by; null when none was sent (and for imported orders) */
+                        reference: string | null;
+                        /** @description The hold that keeps the order's units (it cannot be moved through /v1/holds: 409 `hold_of_order`); null for imported orders */
+                        holdId: string | null;
+                        /** @description When the order was placed; null for imported orders */
+                        createdAt: string | null;
+                        /** @description When the order last moved; null for imported orders */
+                        updatedAt: string | null;
+                    };
+                };
+            };
+            /** @description The request has invalid parameters or body. Error codes: `invalid_request`. */
+            400: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "invalid_request";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 400
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Missing, malformed, unknown, revoked or expired API key. Error codes: `unauthorized`. */
+            401: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description Bearer challenge (RFC 6750), e.g. Bearer realm="petstore", error="invalid_token" */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "unauthorized";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 401
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The API key's scope does not include this operation, which needs `inventory:sell`; it was counted like any request. Error codes: `insufficient_scope`. */
+            403: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    /** @description RFC 6750 section 3.1: Bearer realm="petstore", error="insufficient_scope", scope="inventory:sell" */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "insufficient_scope";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 403
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The requested resource could not be found. Error codes: `not_found`. */
+            404: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "not_found";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 404
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description Nothing was changed: the order is `delivered` or `cancelled` (or was imported), or `idempotency_key_in_flight`: an earlier request with the same Idempotency-Key is still being processed (retry later; nothing was changed). Error codes: `order_state_conflict`, `idempotency_key_in_flight`. */
+            409: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "order_state_conflict" | "idempotency_key_in_flight";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 409
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The body is too large. Error codes: `payload_too_large`. */
+            413: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "payload_too_large";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 413
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The request URL (path and query) is longer than 2048 characters. Error codes: `uri_too_long`. */
+            414: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "uri_too_long";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 414
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The body is not application/json. Error codes: `unsupported_media_type`. */
+            415: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "unsupported_media_type";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 415
+                         */
+                        status: number;
+                    };
+                };
+            };
+            /** @description The Idempotency-Key was used for a different request (operation, target or body) within its retention; nothing was changed. Error codes: `idempotency_key_reused`. */
+            422: {
+                headers: {
+                    /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
+                    "X-Request-Id"?: string;
+                    /** @description Quota of the binding window (the one with the fewest requests left) */
+                    "X-RateLimit-Limit"?: number;
+                    /** @description Requests left in that window */
+                    "X-RateLimit-Remaining"?: number;
+                    /** @description Unix time in seconds at which that window resets */
+                    "X-RateLimit-Reset"?: number;
+                    /** @description Both windows (draft-ietf-httpapi-ratelimit-headers): "minute";q=60;w=60, "day";q=1000;w=86400 */
+                    "RateLimit-Policy"?: string;
+                    /** @description Both windows' state: "minute";r=59;t=41, "day";r=999;t=30000 (r remaining, t seconds to reset) */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description Machine-readable error code
+                         * @enum {string}
+                         */
+                        code: "idempotency_key_reused";
+                        /** @description Human-readable description */
+                        message: string;
+                        /**
+                         * @description The HTTP status code
+                         * @example 422
                          */
                         status: number;
                     };

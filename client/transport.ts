@@ -5,10 +5,10 @@
  * backoff with full jitter; at most `maxAttempts` tries; never `key_banned` or another 4xx); a `key_banned` answer
  * remembered until its `Retry-After` has passed; and each write's Idempotency-Key, made once per call.
  */
-import { InsufficientScopeError, PetstoreError, challengedScope, type ApiErrorCode } from './errors.js'
+import { InsufficientScopeError, InsufficientStockError, PetstoreError, challengedScope, type ApiErrorCode } from './errors.js'
 import { requireExactJson, stringifyExact } from './exact-json.js'
 import { isRecord, parseBody } from './int64-values.js'
-import type { BatchFailure, ClientOptions, RateLimit, ResponseMeta, WriteOptions } from './types.js'
+import type { BatchFailure, ClientOptions, RateLimit, ResponseMeta, Shortage, WriteOptions } from './types.js'
 
 /** `Retry-After` as seconds: delay-seconds or an HTTP-date (RFC 9110). */
 function retryAfterSeconds (header: string | null, now: number): number | undefined {
@@ -162,9 +162,13 @@ export function createTransport (options: ClientOptions): Transport {
       failures: isRecord(body) && Array.isArray(body.failures) ? body.failures as BatchFailure[] : null,
       rateLimit: rateLimitOf(response.headers)
     }
-    return response.status === 403 && known.code === 'insufficient_scope'
-      ? new InsufficientScopeError({ ...init, requiredScope: challengedScope(response.headers.get('www-authenticate')) })
-      : new PetstoreError(init)
+    if (response.status === 403 && known.code === 'insufficient_scope') {
+      return new InsufficientScopeError({ ...init, requiredScope: challengedScope(response.headers.get('www-authenticate')) })
+    }
+    if (response.status === 409 && known.code === 'insufficient_stock' && isRecord(body) && Array.isArray(body.shortages)) {
+      return new InsufficientStockError({ ...init, shortages: body.shortages as Shortage[] })
+    }
+    return new PetstoreError(init)
   }
 
   async function mayWaitOut (operation: string, failure: PetstoreError, waitMs: number, attempt: number): Promise<void> {

@@ -3,9 +3,9 @@
  * PetstoreClient interface that createClient (./index.ts) implements.
  */
 import type { PetstoreError } from './errors.js'
-import type { Operation, InventoryItem, InventoryUpdate, InventoryAdjustment, InventoryBatch, BatchEntry, InventoryChange, Pet, Order, OrderQuery, RateLimitStatus, Int64Input, RateLimit } from './records.js'
+import type { Operation, InventoryItem, InventoryUpdate, InventoryAdjustment, InventoryBatch, BatchEntry, InventoryChange, Pet, Order, OrderQuery, RateLimitStatus, Int64Input, RateLimit, OrderDetails, OrderPlacement, Hold, HoldPlacement, HoldQuery } from './records.js'
 
-export type { JsonOf, ResponsesOf, Operation, InventoryItem, InventoryUpdate, InventoryAdjustment, InventoryBatch, BatchEntry, BatchFailure, InventoryChange, ChangeEntry, Pet, Order, OrderQuery, RateLimitStatus, Int64Input, RateLimit, StockReason } from './records.js'
+export type { JsonOf, ResponsesOf, Operation, InventoryItem, InventoryUpdate, InventoryAdjustment, InventoryBatch, BatchEntry, BatchFailure, InventoryChange, ChangeEntry, Pet, Order, OrderQuery, RateLimitStatus, Int64Input, RateLimit, StockReason, OrderDetails, OrderPlacement, Hold, HoldPlacement, HoldQuery, Shortage } from './records.js'
 
 /** What every successful call returns besides its body. */
 export interface ResponseMeta {
@@ -41,6 +41,17 @@ export interface WriteResult extends ResponseMeta {
 export interface ChangePage extends ResponseMeta {
   data: InventoryChange[]
   nextCursor: string | null
+}
+
+/**
+ * Options of the inventory reads. `include: 'availability'` adds `onHand`, `held` and `available` to each entry, as they
+ * stand at the instant of the answer (read fresh: no ETag, no `changesCursor`, never `notModified`); without it the
+ * entries are exactly the specification's.
+ */
+export interface InventoryReadOptions {
+  /** An ETag held: the answer is `notModified` while it is current (not with `include`). */
+  ifNoneMatch?: string
+  include?: 'availability'
 }
 
 /** Options of streamChanges. */
@@ -107,6 +118,29 @@ export interface OrderPage extends ResponseMeta {
   nextCursor: string | null
 }
 
+/**
+ * What a hold or order write returns: the hold or order as the write left it, and whether the answer replays an earlier
+ * try with the same key (the service did nothing again: it answered what the first try did).
+ */
+export interface SellingResult<T> extends ResponseMeta {
+  data: T
+  replayed: boolean
+  /** The Idempotency-Key the write was sent with: pass it again to retry the write later, across restarts. */
+  idempotencyKey: string
+}
+
+/** Options of a hold or order write: the service requires an Idempotency-Key, which the client makes unless given one. */
+export type SellingOptions = Pick<WriteOptions, 'idempotencyKey'>
+
+/** One page of holds and where the next one is (null on the last page). */
+export interface HoldPage extends ResponseMeta {
+  data: Hold[]
+  /** The absolute URL of the `rel="next"` link. */
+  nextUrl: string | null
+  /** The cursor of that link, for `listHolds({ cursor })`. */
+  nextCursor: string | null
+}
+
 /** What the client tells `onRateLimited` before it sleeps on a 429 and tries again. */
 export interface RateLimitedEvent {
   /** The operationId of the refused call: `listInventory`, `updateInventory`, `streamInventoryChanges`, ... */
@@ -165,12 +199,12 @@ export interface ClientOptions {
 export interface PetstoreClient {
   /**
    * All stock entries, ordered by petId, with the feed cursor they reflect; with `ifNoneMatch`, `notModified` when
-   * unchanged.
+   * unchanged; with `include: 'availability'`, each with what is on hand, held and available now.
    */
-  listInventory (options?: { ifNoneMatch?: string }): Promise<InventoryListing>
+  listInventory (options?: InventoryReadOptions): Promise<InventoryListing>
   /**
    * One page of the stock entries, ordered by petId (`limit` of them, 100 by default), and the cursor of the next page.
-   * Pages carry no ETag: use listInventory to revalidate the whole listing.
+   * Pages carry no ETag: use listInventory to revalidate the whole listing. `include: 'availability'` as listInventory.
    */
   listInventoryPage (query?: InventoryPageQuery): Promise<InventoryPage>
   /**
@@ -178,8 +212,11 @@ export interface PetstoreClient {
    * `rel="next"` links: for an inventory too large to hold in one answer.
    */
   allInventory (query?: Omit<InventoryPageQuery, 'cursor'>): AsyncGenerator<InventoryItem, void, undefined>
-  /** One stock entry with its ETag; with `ifNoneMatch`, `notModified` when unchanged. 404 `not_found` if none. */
-  getInventoryItem (petId: Int64Input, options?: { ifNoneMatch?: string }): Promise<Conditional<InventoryItem>>
+  /**
+   * One stock entry with its ETag; with `ifNoneMatch`, `notModified` when unchanged; with `include: 'availability'`,
+   * what is on hand, held and available now (no ETag). 404 `not_found` if none.
+   */
+  getInventoryItem (petId: Int64Input, options?: InventoryReadOptions): Promise<Conditional<InventoryItem>>
   /**
    * Sets one pet's stock to an absolute quantity. With `ifMatch` (an ETag from getInventoryItem or a previous
    * update) the update applies only if the entry is unchanged, else 412 `precondition_failed`.
@@ -219,6 +256,45 @@ export interface PetstoreClient {
   listOrders (query?: OrderQuery): Promise<OrderPage>
   /** Every order, page after page, following the `rel="next"` links. */
   allOrders (query?: Omit<OrderQuery, 'cursor'>): AsyncGenerator<Order, void, undefined>
+  /**
+   * Places an order: its units are held at once, until it is delivered or cancelled (201). Throws `insufficient_stock`
+   * (409, `shortages` saying how many are available) or `hold_limit_reached`, and nothing is held. Like every hold and
+   * order write it carries an Idempotency-Key (made here unless given) and is retried with it: a retry after a lost
+   * answer places nothing twice and is answered what the first try was (`replayed`).
+   */
+  placeOrder (order: OrderPlacement, options?: SellingOptions): Promise<SellingResult<OrderDetails>>
+  /** One order, imported or placed through the API, with its state (cancelled ones too); 404 `not_found` if none. */
+  getOrder (orderId: Int64Input): Promise<ResponseMeta & { data: OrderDetails }>
+  /** placed -> approved; any other move throws `order_state_conflict` (409). */
+  approveOrder (orderId: Int64Input, options?: SellingOptions): Promise<SellingResult<OrderDetails>>
+  /**
+   * placed or approved -> delivered: the units are sold (they leave the stock). Throws `order_state_conflict`, or
+   * `insufficient_stock` when the stock was set below the order since.
+   */
+  deliverOrder (orderId: Int64Input, options?: SellingOptions): Promise<SellingResult<OrderDetails>>
+  /** placed or approved -> cancelled: the units are released. Throws `order_state_conflict` from another state. */
+  cancelOrder (orderId: Int64Input, options?: SellingOptions): Promise<SellingResult<OrderDetails>>
+  /**
+   * Holds units of one or more pets, all or none, for `expiresIn` seconds (the service's default without it), 201.
+   * Throws `insufficient_stock` (409, with `shortages`) or `hold_limit_reached`, and nothing is held. Retried with its
+   * Idempotency-Key like every write.
+   */
+  placeHold (hold: HoldPlacement, options?: SellingOptions): Promise<SellingResult<Hold>>
+  /** One hold as it stands now (an active hold past its expiry is `expired`); 404 `not_found` if none. */
+  getHold (holdId: string): Promise<ResponseMeta & { data: Hold }>
+  /** One page of holds, oldest first, by pet, reference or state. */
+  listHolds (query?: HoldQuery): Promise<HoldPage>
+  /** Every hold matching the query, page after page, following the `rel="next"` links. */
+  allHolds (query?: Omit<HoldQuery, 'cursor'>): AsyncGenerator<Hold, void, undefined>
+  /** Moves an active hold's expiry to `expiresIn` seconds from now; `hold_not_active` (409) once it has ended. */
+  extendHold (holdId: string, expiresIn: number, options?: SellingOptions): Promise<SellingResult<Hold>>
+  /**
+   * Sells the held units (they leave the stock, reason `sale`). Throws `hold_not_active` (409: expired, released or
+   * already confirmed by another call), `hold_of_order` (move the order instead) or `insufficient_stock`.
+   */
+  confirmHold (holdId: string, options?: SellingOptions): Promise<SellingResult<Hold>>
+  /** Gives the held units back at once; `hold_not_active` or `hold_of_order` (409) otherwise. */
+  releaseHold (holdId: string, options?: SellingOptions): Promise<SellingResult<Hold>>
   /**
    * The calling key's plan, scopes, quota (both windows), ban and expiry. Spends none of the quota and works during a
    * ban; bounded by a small budget of its own (429 `rate_limited` beyond it, retried after Retry-After like any 429).

@@ -244,7 +244,10 @@ export interface ApiKeyRecord {
   revokedAt: Date | null
   /** The latest ban, if the key was ever banned; it is in force while `until` lies ahead. */
   ban: Ban | null
-  /** What the key may do: `read` calls read operations only; `write` calls every operation (write includes read). */
+  /**
+   * What the key may do: `read` calls read operations only; `storefront` also places and moves holds and orders, never a
+   * stock write; `write` calls every operation (each scope includes the ones before it, KEY_SCOPES).
+   */
   scope: KeyScope
   /** When the key stops working (null: never); rotation sets it on the key it replaces. */
   expiresAt: Date | null

@@ -6,9 +6,10 @@
 import { Type, type Static } from 'typebox'
 import { MAX_NAME_LENGTH, MAX_NOTE_LENGTH, MAX_REFERENCE_LENGTH, MAX_URL_LENGTH } from './rules.js'
 import {
-  HOLD_EVENTS, LOW_STOCK, MAX_ORDER_QUANTITY, MAX_QUANTITY, MAX_QUANTITY_TEXT, ORDER_STATUSES, PET_STATUSES, STOCK_CHANGED, STOCK_REASONS,
+  HOLD_EVENTS, LOW_STOCK, MAX_ORDER_QUANTITY, MAX_QUANTITY, MAX_QUANTITY_TEXT, ORDER_STATES, ORDER_STATUSES, PET_STATUSES, STOCK_CHANGED, STOCK_REASONS,
   type HoldEvent
 } from '../model.js'
+import { HOLD_ID_PATTERN } from './selling.js'
 import { SAFE_TEXT_PATTERN, SAFE_TEXT_RULE } from './text.js'
 
 /**
@@ -179,6 +180,48 @@ export const Order = Type.Object({
   status: OrderStatus,
   complete: Type.Boolean()
 }, { additionalProperties: false, description: 'A store order' })
+
+/** The states of an order placed through the API: the classic statuses, and cancelled. */
+export const OrderState = Type.Enum(ORDER_STATES, {
+  type: 'string',
+  description: 'The order\'s state: `placed` (its units are held), `approved`, `delivered` (sold: the units left the stock), ' +
+    'or `cancelled` (the hold released; the classic listing leaves cancelled orders out)'
+})
+
+/** What the caller names an order by: bounded and printable, as a stock change's reference. */
+const OrderReference = Type.String({
+  minLength: 1,
+  maxLength: MAX_REFERENCE_LENGTH,
+  pattern: SAFE_TEXT_PATTERN,
+  description: `What the order is in your own terms (your shop's order number): kept with the order, and recorded with its hold's ` +
+    `events and its sale in the stock ledger (1 to ${MAX_REFERENCE_LENGTH} characters; ${SAFE_TEXT_RULE})`,
+  examples: ['web-10482']
+})
+
+/** The body of POST /v1/store/orders. */
+export const OrderPlacement = Type.Object({
+  petId: Type.Unsafe<bigint>({ ...Int64, description: 'The pet ordered; it must have a stock entry' }),
+  quantity: Type.Integer({ minimum: 1, maximum: MAX_QUANTITY, description: `Units ordered, 1 to ${MAX_QUANTITY_TEXT}; held until the order is delivered or cancelled` }),
+  shipDate: Type.Optional(Type.String({ format: 'date-time', maxLength: 64, description: 'When the order ships (RFC 3339); the instant it is placed when not given' })),
+  reference: Type.Optional(OrderReference)
+}, { additionalProperties: false })
+export type OrderPlacement = Static<typeof OrderPlacement>
+
+/**
+ * An order as GET /v1/store/orders/{orderId} and the order writes show it: the classic Order's fields (status among
+ * the four states) and what the API adds. The classic listing keeps the classic Order above.
+ */
+export const OrderDetail = Type.Object({
+  ...Order.properties,
+  status: OrderState,
+  source: Type.Enum(['api', 'import'], { type: 'string', description: '`api`: placed through POST /v1/store/orders; `import`: written by `petstore import` (never moved by the API)' }),
+  reference: Type.Union([OrderReference, Type.Null()], { description: 'What the caller named the order by; null when none was sent (and for imported orders)' }),
+  holdId: Type.Union([Type.String({ pattern: HOLD_ID_PATTERN }), Type.Null()], {
+    description: 'The hold that keeps the order\'s units (it cannot be moved through /v1/holds: 409 `hold_of_order`); null for imported orders'
+  }),
+  createdAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], { description: 'When the order was placed; null for imported orders' }),
+  updatedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], { description: 'When the order last moved; null for imported orders' })
+}, { additionalProperties: false, description: 'A store order, with its state and what the API adds' })
 
 /** The event of a stock change, as webhooks and the change stream name it. */
 export const INVENTORY_CHANGED = STOCK_CHANGED

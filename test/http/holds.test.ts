@@ -50,7 +50,9 @@ describe('holds over HTTP', () => {
     assert.equal(res.statusCode, 201)
     const hold = res.json()
     assert.match(hold.id, /^hold_[A-Za-z0-9_-]{20}$/)
-    assert.equal(res.headers.location, `/v1/holds/${hold.id}`)
+    // Relative to the request URL, as every link of the API: /v1/holds/{id}.
+    assert.equal(res.headers.location, `holds/${hold.id}`)
+    assert.equal(new URL(res.headers.location, 'http://x/v1/holds').pathname, `/v1/holds/${hold.id}`)
     assert.equal(res.headers['idempotent-replayed'], undefined)
     assert.deepEqual(hold, {
       id: hold.id,
@@ -59,8 +61,7 @@ describe('holds over HTTP', () => {
       reference: 'cart-1',
       createdAt: '2026-11-22T12:00:00.000Z',
       expiresAt: '2026-11-22T12:10:00.000Z',
-      endedAt: null,
-      orderId: null
+      endedAt: null
     })
     const again = await read(`/v1/holds/${hold.id}`)
     assert.equal(again.statusCode, 200)

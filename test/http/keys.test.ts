@@ -272,6 +272,17 @@ describe('keys over HTTP: last use and the document', () => {
       listInventoryChanges: ['inventory:read'],
       streamInventoryChanges: ['inventory:read'],
       listOrders: ['inventory:read'],
+      placeOrder: ['inventory:sell'],
+      getOrderById: ['inventory:read'],
+      approveOrder: ['inventory:sell'],
+      deliverOrder: ['inventory:sell'],
+      cancelOrder: ['inventory:sell'],
+      placeHold: ['inventory:sell'],
+      listHolds: ['inventory:read'],
+      getHold: ['inventory:read'],
+      extendHold: ['inventory:sell'],
+      confirmHold: ['inventory:sell'],
+      releaseHold: ['inventory:sell'],
       getRateLimit: ['inventory:read'],
       getPetById: ['inventory:read'],
       createWebhook: ['inventory:write'],
@@ -283,8 +294,9 @@ describe('keys over HTTP: last use and the document', () => {
       listWebhookDeliveries: ['inventory:write'],
       retryWebhookDelivery: ['inventory:write']
     })
-    assert.deepEqual(forbidden.sort(), ['adjustInventory', 'batchUpdateInventory', 'createWebhook', 'deleteWebhook', 'getWebhook', 'listWebhookDeliveries',
-      'listWebhooks', 'retryWebhookDelivery', 'rotateWebhookSecret', 'updateInventory', 'updateWebhook'])
+    assert.deepEqual(forbidden.sort(), ['adjustInventory', 'approveOrder', 'batchUpdateInventory', 'cancelOrder', 'confirmHold', 'createWebhook', 'deleteWebhook',
+      'deliverOrder', 'extendHold', 'getWebhook', 'listWebhookDeliveries', 'listWebhooks', 'placeHold', 'placeOrder', 'releaseHold', 'retryWebhookDelivery',
+      'rotateWebhookSecret', 'updateInventory', 'updateWebhook'])
   })
 })
 

@@ -39,7 +39,8 @@ describe('GET /v1/openapi.json', () => {
     assert.deepEqual(Object.keys(doc.paths).sort(),
       ['/holds', '/holds/{holdId}', '/holds/{holdId}/confirm', '/holds/{holdId}/extend', '/holds/{holdId}/release',
         '/inventory', '/inventory/batch', '/inventory/changes', '/inventory/changes/stream', '/inventory/{petId}', '/inventory/{petId}/adjustments', '/inventory/{petId}/reorder-point', '/pets/{petId}', '/rate_limit',
-        '/store/orders', '/webhooks', '/webhooks/{webhookId}', '/webhooks/{webhookId}/deliveries', '/webhooks/{webhookId}/deliveries/{deliveryId}/retry',
+        '/store/orders', '/store/orders/{orderId}', '/store/orders/{orderId}/approve', '/store/orders/{orderId}/cancel', '/store/orders/{orderId}/deliver',
+        '/webhooks', '/webhooks/{webhookId}', '/webhooks/{webhookId}/deliveries', '/webhooks/{webhookId}/deliveries/{deliveryId}/retry',
         '/webhooks/{webhookId}/secret'])
     const webhookOperations = [['/webhooks', 'post', 'createWebhook'], ['/webhooks', 'get', 'listWebhooks'], ['/webhooks/{webhookId}', 'get', 'getWebhook'],
       ['/webhooks/{webhookId}', 'patch', 'updateWebhook'], ['/webhooks/{webhookId}', 'delete', 'deleteWebhook'], ['/webhooks/{webhookId}/secret', 'post', 'rotateWebhookSecret'],

@@ -4,6 +4,7 @@
  * is refused the selling writes naming inventory:sell. docs/adr/0039-storefront-scope.md
  */
 import assert from 'node:assert/strict'
+import { randomUUID } from 'node:crypto'
 import { describe, test, type TestContext } from 'node:test'
 import { createKey, rotateKey } from '../../src/access/keys.js'
 import type { KeyScope } from '../../src/model.js'
@@ -39,6 +40,34 @@ describe('the storefront scope', () => {
     }
     const quota = await request({ method: 'GET', url: '/v1/rate_limit', headers: auth(storefront.key) })
     assert.deepEqual(quota.json().scopes, ['inventory:read', 'inventory:sell'])
+  })
+
+  test('when a storefront key places holds and orders and reads them, then it is answered; a read key reads them but is refused the writes naming inventory:sell', async (t) => {
+    const { request, storefront, reader } = await shop(t)
+    const sell = (key: string, url: string, payload?: object) => request({
+      method: 'POST', url, headers: { ...auth(key), ...(payload === undefined ? {} : json), 'idempotency-key': randomUUID() }, ...(payload === undefined ? {} : { payload })
+    })
+    const hold = await sell(storefront.key, '/v1/holds', { lines: [{ petId: 1, quantity: 1 }] })
+    assert.equal(hold.statusCode, 201, hold.body)
+    const order = await sell(storefront.key, '/v1/store/orders', { petId: 2, quantity: 1 })
+    assert.equal(order.statusCode, 201, order.body)
+    const holdId = hold.json<{ id: string }>().id
+    const orderId = order.json<{ id: number }>().id
+    for (const url of ['/v1/holds?petId=1', `/v1/holds/${holdId}`, `/v1/store/orders/${orderId}`, '/v1/inventory?include=availability']) {
+      for (const key of [storefront.key, reader.key]) assert.equal((await request({ method: 'GET', url, headers: auth(key) })).statusCode, 200, url)
+    }
+    const writes: Array<[string, object | undefined]> = [
+      ['/v1/holds', { lines: [{ petId: 1, quantity: 1 }] }], [`/v1/holds/${holdId}/extend`, { expiresIn: 60 }], [`/v1/holds/${holdId}/confirm`, undefined],
+      [`/v1/holds/${holdId}/release`, undefined], ['/v1/store/orders', { petId: 1, quantity: 1 }], [`/v1/store/orders/${orderId}/approve`, undefined],
+      [`/v1/store/orders/${orderId}/deliver`, undefined], [`/v1/store/orders/${orderId}/cancel`, undefined]
+    ]
+    for (const [url, payload] of writes) {
+      const res = await sell(reader.key, url, payload)
+      assert.equal(res.statusCode, 403, url)
+      assert.equal(res.headers['www-authenticate'], 'Bearer realm="petstore", error="insufficient_scope", scope="inventory:sell"', url)
+    }
+    assert.equal((await sell(storefront.key, `/v1/holds/${holdId}/confirm`, {})).statusCode, 200, 'the storefront key sells')
+    assert.equal((await sell(storefront.key, `/v1/store/orders/${orderId}/cancel`)).statusCode, 200)
   })
 
   test('when a storefront key sets, adjusts or batches stock or manages webhooks, then it gets 403 naming inventory:write and nothing changes', async (t) => {

@@ -1,12 +1,14 @@
 /**
  * `npm run test:load`: a bounded run (LOAD_SECONDS, default 60 s) of mostly admitted traffic against one instance on
  * SQLite and two instances on PostgreSQL + Redis (LOAD_ONLY=sqlite or postgres runs one). Writers set, adjust and
- * batch the stock of their own pets with If-Match and Idempotency-Key and replay some writes; readers read the
- * listing; a follower mirrors the stock from the change feed; one key is rotated and one revoked during the run; a
- * minority of clients run out of quota, ignore 429 or send garbage. At the end it checks and prints: no 5xx and no
- * unexpected answer; at least 80 % of answers 2xx; the store, the writers' model and the follower's copy agree;
- * every acknowledged write is in the feed exactly once, every refused one not at all, every replay was one; no
- * quota beyond its limit in any window; the rotated and revoked keys refused; memory judged from its trend.
+ * batch the stock of their own pets with If-Match and Idempotency-Key and replay some writes; storefront keys sell
+ * pets of their own through holds and orders (./checkout.ts); readers read the listing; a follower mirrors the stock
+ * from the change feed; one key is rotated and one revoked during the run; a minority of clients run out of quota,
+ * ignore 429 or send garbage. At the end it checks and prints: no 5xx and no unexpected answer; at least 80 % of
+ * answers 2xx; the store, the writers' and storefronts' model and the follower's copy agree; every acknowledged write
+ * is in the feed exactly once, every refused one not at all, every replay was one; never more units held and sold
+ * than stocked, at any sample of the database, and the checkout pets' end state exactly what their clients were told;
+ * no quota beyond its limit in any window; the rotated and revoked keys refused; memory judged from its trend.
  * Not part of `npm test`; stops by itself and removes what it created.
  */
 import { randomBytes, randomUUID } from 'node:crypto'
@@ -17,7 +19,9 @@ import { pathToFileURL } from 'node:url'
 import { setTimeout as sleep } from 'node:timers/promises'
 import pg from 'pg'
 import { Cleanup, cleanupOnSignals, freePort, memoryMb, ROOT, runNode, startNode, stop, waitHttp, type Proc } from '../../bench/support.js'
+import { postgresStock, sqliteStock, type StockDatabase } from '../helpers/checkout.js'
 import { cleanRedis, redisReachable } from '../ratelimit/redis-env.js'
+import { Checkout, CHECKOUT_STOCK } from './checkout.js'
 import { Follower, garbage, reader, rude, WriteBook, Writer, type Holder } from './clients.js'
 import { Traffic } from './traffic.js'
 import { differences, judgeMemory, overLimit, type MemorySample } from './verdicts.js'
@@ -32,6 +36,11 @@ const COLLECT = pathToFileURL(join(ROOT, 'test/load/collect.js')).href
 const PETS = 400
 const WRITERS = 8
 const READERS = 4
+/** Pets sold by the storefronts (ids after the writers' pets), their keys, and the shoppers each starting checkouts. */
+const CHECKOUT_PETS = 4
+const STOREFRONTS = 2
+const SHOPPERS = 4
+const CHECKOUTS_PER_SECOND = 2
 /** The auth cache: how long a running server may still accept a key after its revocation. */
 const AUTH_CACHE_TTL_MS = 1000
 
@@ -80,12 +89,22 @@ async function sampleMemory (servers: Array<{ proc: Proc, base: string }>, start
   return samples
 }
 
-async function scenario (name: string, env: Record<string, string>, instances: number, cleanup: Cleanup): Promise<boolean> {
+/**
+ * One scenario; `database` opens the instances' database for direct reads (the checkout mix samples it), once it is
+ * migrated.
+ */
+async function scenario (name: string, env: Record<string, string>, instances: number, cleanup: Cleanup, database: () => Promise<StockDatabase>): Promise<boolean> {
   console.log(`\n== ${name}: ${instances} instance(s), ${SECONDS} s of traffic`)
   const dir = mkdtempSync(join(tmpdir(), 'petstore-load-'))
   cleanup.defer(() => rmSync(dir, { recursive: true, force: true }))
   const file = join(dir, 'pets.json')
-  writeFileSync(file, JSON.stringify({ pets: Array.from({ length: PETS }, (_, i) => ({ id: i + 1, name: `pet ${i + 1}`, status: 'available', quantity: 0 })) }))
+  const checkoutPets = Array.from({ length: CHECKOUT_PETS }, (_, i) => PETS + i + 1)
+  writeFileSync(file, JSON.stringify({
+    pets: [
+      ...Array.from({ length: PETS }, (_, i) => ({ id: i + 1, name: `pet ${i + 1}`, status: 'available', quantity: 0 })),
+      ...checkoutPets.map((id) => ({ id, name: `pet ${id}`, status: 'available', quantity: CHECKOUT_STOCK }))
+    ]
+  }))
   const base = { ...env, ...LIMITS, LOG_LEVEL: 'warn', AUTH_CACHE_TTL_MS: String(AUTH_CACHE_TTL_MS), SHUTDOWN_DRAIN_MS: '0' }
   await runNode([BIN, 'migrate'], base)
   await runNode([BIN, 'import', file], base)
@@ -105,6 +124,12 @@ async function scenario (name: string, env: Record<string, string>, instances: n
   const garbageKey = await issue('garbage', 'pro')
   const followerKey = await issue('follower', 'business')
   const admin = (await issue('admin', 'enterprise', '--per-minute', '1000000', '--per-day', '100000000')).key
+  const storefronts: string[] = []
+  for (let i = 0; i < STOREFRONTS; i++) {
+    storefronts.push((await issue(`storefront-${i}`, 'enterprise', '--per-minute', '1000000', '--per-day', '100000000', '--scope', 'storefront')).key)
+  }
+  const stock = await database()
+  cleanup.defer(() => stock.close())
 
   const servers: Array<{ proc: Proc, base: string }> = []
   for (let i = 0; i < instances; i++) {
@@ -126,6 +151,7 @@ async function scenario (name: string, env: Record<string, string>, instances: n
   const tag = randomBytes(3).toString('hex')
   const writers = writerKeys.map((key, w) =>
     new Writer(traffic, bases, key, Array.from({ length: PETS / WRITERS }, (_, i) => i * WRITERS + w + 1), book, `${tag}-w${w}`))
+  const checkout = new Checkout(traffic, bases, checkoutPets, storefronts, admin, stock)
 
   // A rotation a third of the way in, a revocation at two thirds: each key refused on every instance afterwards.
   const lifecycle: string[] = []
@@ -149,9 +175,10 @@ async function scenario (name: string, env: Record<string, string>, instances: n
     await refusedEverywhere(revoked.key, `${revoked.quota}'s key after its revocation`)
   })()
 
-  const [memory] = await Promise.all([
+  const [memory, , sold] = await Promise.all([
     sampleMemory(servers, start, until),
     events,
+    checkout.run(SHOPPERS, CHECKOUTS_PER_SECOND, until),
     follower.run(until),
     ...writers.map((writer) => writer.run(40, until)),
     ...readerKeys.map((key) => reader(traffic, bases, key, 30, until)),
@@ -160,8 +187,10 @@ async function scenario (name: string, env: Record<string, string>, instances: n
     garbage(traffic, bases, garbageKey, 5, until)
   ])
   await follower.drain()
+  // The storefronts' pets end as their clients were told: part of the model the store is compared with.
+  for (const [petId, quantity] of sold.expected) book.model.set(petId, quantity)
 
-  // The store on every instance, the writers' model and the follower's copy.
+  // The store on every instance, the writers' and storefronts' model and the follower's copy.
   const stockProblems: string[] = []
   for (const b of bases) {
     const listing = await (await fetch(`${b}/v1/inventory`, { headers: { authorization: `Bearer ${admin}` } })).json() as Array<{ petId: number, quantity: number }>
@@ -186,6 +215,7 @@ async function scenario (name: string, env: Record<string, string>, instances: n
   console.log(`unexpected answers: ${traffic.surprises.length}${traffic.surprises.length > 0 ? ' e.g. ' + traffic.surprises.slice(0, 3).join(' | ') : ''}`)
   console.log(`stock: ${PETS} pets on ${bases.length} instance(s) against the writers' model and the follower's copy (${follower.changes} changes read): ` +
     `${stockProblems.length} differ${stockProblems.length > 0 ? ' e.g. ' + stockProblems.slice(0, 3).join('; ') : ''}`)
+  for (const line of sold.lines) console.log(`checkout: ${line}`)
   console.log(`exactly once: ${book.applied.size} acknowledged writes each in the feed once, ${book.refused.size} refused in it never, ` +
     `${book.replaysChecked} replays answered the first answer: ${notTwice.length} exceptions${notTwice.length > 0 ? ' e.g. ' + notTwice.slice(0, 3).join('; ') : ''}`)
   const busiest = new Map<string, number>()
@@ -199,7 +229,7 @@ async function scenario (name: string, env: Record<string, string>, instances: n
   })
   const ok = traffic.failures.length === 0 && traffic.surprises.length === 0 && share >= 0.8 && stockProblems.length === 0 &&
     notTwice.length === 0 && book.applied.size > 0 && book.replaysChecked > 0 && over.length === 0 && lifecycle.length === 2 &&
-    lifecycle.every((line) => line.includes('refused (401)')) && verdicts.every((v) => v.ok)
+    lifecycle.every((line) => line.includes('refused (401)')) && verdicts.every((v) => v.ok) && sold.ok
   console.log(ok ? 'PASS' : 'FAIL')
   return ok
 }
@@ -207,7 +237,10 @@ async function scenario (name: string, env: Record<string, string>, instances: n
 cleanupOnSignals()
 const results: boolean[] = []
 if (ONLY === '' || ONLY === 'sqlite') {
-  results.push(await Cleanup.scope((cleanup) => scenario('SQLite', { DATABASE_URL: join(mkdtempSync(join(tmpdir(), 'petstore-load-db-')), 'load.db') }, 1, cleanup)))
+  results.push(await Cleanup.scope((cleanup) => {
+    const file = join(mkdtempSync(join(tmpdir(), 'petstore-load-db-')), 'load.db')
+    return scenario('SQLite', { DATABASE_URL: file }, 1, cleanup, async () => sqliteStock(file))
+  }))
 }
 if (ONLY === '' || ONLY === 'postgres') {
   const database = `petstore_load_${randomBytes(6).toString('hex')}`
@@ -220,7 +253,8 @@ if (ONLY === '' || ONLY === 'postgres') {
     results.push(await Cleanup.scope(async (cleanup) => {
       cleanup.defer(async () => { await admin.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`); await admin.end() })
       cleanup.defer(() => cleanRedis(prefix, REDIS_URL))
-      return await scenario('PostgreSQL + Redis', { DATABASE_URL: url.toString(), REDIS_URL, REDIS_KEY_PREFIX: prefix }, 2, cleanup)
+      return await scenario('PostgreSQL + Redis', { DATABASE_URL: url.toString(), REDIS_URL, REDIS_KEY_PREFIX: prefix }, 2, cleanup,
+        () => postgresStock(url.toString()))
     }))
   } else {
     console.log(`\nPostgreSQL (${POSTGRES_URL}) or Redis (${REDIS_URL}) not reachable: ${process.env.CI === 'true' ? 'FAIL (CI)' : 'skipping the two-instance scenario'}`)

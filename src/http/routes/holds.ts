@@ -44,7 +44,9 @@ const HoldSchema = Type.Object({
   createdAt: DateTime('When it was placed'),
   expiresAt: NullableDateTime('When it stops counting unless confirmed or released first; null for the hold of an order (it lasts until the order is delivered or cancelled)'),
   endedAt: NullableDateTime('When it was confirmed, released or expired; null while active'),
-  orderId: Type.Union([Int64, Type.Null()], { description: 'The order whose stock it keeps (move the order, not the hold); null for a checkout\'s hold' })
+  // Left out, not null, for a checkout's hold: fast-json-stringify writes an int64 (a bigint) only as a lone integer,
+  // never in a union with null, and the API leaves out a field a record lacks (a pet's tags, too).
+  orderId: Type.Optional(Type.Unsafe<bigint>({ ...Int64, description: 'The order whose stock it keeps (move the order, not the hold); left out for a checkout\'s hold' }))
 }, { additionalProperties: false, description: 'Units of pets held for a checkout or an order' })
 
 /** A hold on the wire: dates in RFC 3339, without who placed it (the quota and key are the caller's own). */
@@ -57,7 +59,7 @@ function holdJson (hold: Hold) {
     createdAt: hold.createdAt.toISOString(),
     expiresAt: hold.expiresAt?.toISOString() ?? null,
     endedAt: hold.endedAt?.toISOString() ?? null,
-    orderId: hold.orderId
+    ...(hold.orderId === null ? {} : { orderId: hold.orderId })
   }
 }
 
@@ -124,7 +126,7 @@ export const holdRoutes: FastifyPluginAsyncTypebox<HoldRouteOptions> = async (ap
       }, { additionalProperties: false, description: 'What to hold' }),
       response: {
         201: Answer('The hold, granted (also on a replay)', {
-          Location: Type.String({ description: 'The hold: /v1/holds/{holdId}' })
+          Location: Type.String({ description: 'The hold, relative to the request URL: `holds/{holdId}`' })
         }),
         ...writeErrors,
         404: ErrorResponse(['not_found'], 'A pet of the lines has no stock entry; nothing was held.'),
@@ -136,7 +138,7 @@ export const holdRoutes: FastifyPluginAsyncTypebox<HoldRouteOptions> = async (ap
     const { lines, expiresIn, reference } = request.body
     try {
       const placed = await placeHold(context, { lines, expiresIn, reference }, seller(request), keyOf(request))
-      reply.code(201).header('Location', `/v1/holds/${placed.hold.id}`)
+      reply.code(201).header('Location', `holds/${placed.hold.id}`)
       return answer(reply, placed)
     } catch (error) {
       return answerShortage(reply, error)

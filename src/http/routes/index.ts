@@ -89,7 +89,7 @@ export const apiRoutes: FastifyPluginAsyncTypebox<ApiRouteOptions> = async (v1, 
   await v1.register(changeRoutes, { store })
   await v1.register(streamRoutes, { store, config: config.streams, lifecycle, metrics, clock, commits, standing: (request) => keyStanding(access, request) })
   await v1.register(webhookRoutes, { webhooks: options.webhooks })
-  await v1.register(orderRoutes, { store })
+  await v1.register(orderRoutes, { store, clock, idempotency: options.idempotency, holds: config.holds, listing })
   await v1.register(rateLimitRoutes)
   await v1.register(petRoutes, {
     store,
