@@ -225,6 +225,11 @@ export interface PetImport extends Pet {
    * re-importing the catalogue never wipes stock that PATCH has changed since.
    */
   quantity?: number
+  /**
+   * The pet's reorder point (src/store/alerts/types.ts). Without it the pet's point is left as it is; with it, set in
+   * the import's transaction, and a crossing it makes is recorded like one made through the API.
+   */
+  reorderPoint?: number
 }
 
 export interface ApiKeyRecord {

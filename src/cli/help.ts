@@ -62,6 +62,13 @@ and new quantity, the status an import set, key id, request id,
 reference and note (newest N, default 100). Reasons: arrival, return,
 adjustment, sale, loss, recount, and import for imports.`
   }],
+  ['inventory reorder-point', {
+    synopsis: 'inventory reorder-point PETID [N | --clear] [--json]',
+    text: `Set the reorder point of one pet to N (0 to 1,000,000,000), remove it
+(--clear), or show it (neither). At or below its point a pet is low: one
+inventory.low_stock event is recorded when its stock falls there (or a
+point is set at or above it), none again until it has risen above it.`
+  }],
   ['keys create', {
     synopsis: `keys create --plan PLAN [--name TEXT] [--per-minute N --per-day N] [--scope read|storefront|write]
             [--expires-in DURATION | --expires-at TIME] [--json]`,

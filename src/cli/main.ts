@@ -24,6 +24,7 @@ import { historyJson, historyTable } from './history.js'
 import { importFile } from './import.js'
 import { defaultIo, type Clock, type Io } from './io.js'
 import { KEY_FLAGS, keysCommand } from './keys.js'
+import { reorderPointCommand } from './reorder-point.js'
 import { table } from './table.js'
 
 async function webhooksCommand (args: string[], config: Config, io: Io, clock: Clock): Promise<number> {
@@ -77,9 +78,10 @@ async function webhooksCommand (args: string[], config: Config, io: Io, clock: C
   }
 }
 
-async function inventory (args: string[], config: Config, io: Io): Promise<number> {
+async function inventory (args: string[], config: Config, io: Io, clock: Clock): Promise<number> {
   const [sub, ...rest] = args
-  if (sub !== 'history') throw new UsageError('inventory needs a subcommand: history')
+  if (sub === 'reorder-point') return await reorderPointCommand(rest, config, io, clock)
+  if (sub !== 'history') throw new UsageError('inventory needs a subcommand: history or reorder-point')
   const { values, positionals } = parse(rest, { json: { type: 'boolean' }, limit: { type: 'string' } }, 1)
   const petId = parseInt64(positionals[0] as string)
   if (petId === null) throw new UsageError('PETID must be an integer from -9223372036854775808 to 9223372036854775807')
@@ -195,7 +197,7 @@ async function run (argv: string[], io: Io, clock: Clock): Promise<number> {
     case 'keys':
       return await keysCommand(args, config, io, clock)
     case 'inventory':
-      return await inventory(args, config, io)
+      return await inventory(args, config, io, clock)
     case 'webhooks':
       return await webhooksCommand(args, config, io, clock)
     default:

@@ -142,10 +142,34 @@ export const Pet = Type.Object({
   photoUrls: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: MAX_URL_LENGTH, pattern: SAFE_TEXT_PATTERN })))
 }, { additionalProperties: false, description: 'A pet (classic Petstore fields)' })
 
-/** A pet as `petstore import` reads it: the pet and, optionally, its stock quantity. */
+/** A reorder point: the quantity at or below which a pet's stock is low (docs/adr/0036-low-stock-once-per-crossing.md). */
+export const ReorderPointValue = Type.Integer({
+  minimum: 0,
+  maximum: MAX_QUANTITY,
+  description: `The stock count at or below which the pet is low, 0 to ${MAX_QUANTITY_TEXT}`,
+  examples: [3]
+})
+
+/** The body of PUT /v1/inventory/{petId}/reorder-point. */
+export const ReorderPointUpdate = Type.Object({
+  reorderPoint: ReorderPointValue
+}, { additionalProperties: false, description: 'Sets the reorder point of one pet' })
+
+/** A pet's reorder point as the API answers it. */
+export const ReorderPoint = Type.Object({
+  petId: Type.Unsafe<bigint>({ ...Int64, description: 'The pet' }),
+  reorderPoint: ReorderPointValue,
+  low: Type.Boolean({
+    description: 'Whether the pet\'s stock is at or below its point since it last crossed it: true from the crossing (when the ' +
+      '`inventory.low_stock` event is recorded) until the quantity rises above the point again'
+  })
+}, { additionalProperties: false, description: 'The reorder point of one pet' })
+
+/** A pet as `petstore import` reads it: the pet and, optionally, its stock quantity and reorder point. */
 export const PetRecord = Type.Object({
   ...Pet.properties,
-  quantity: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_QUANTITY, description: 'The stock quantity' }))
+  quantity: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_QUANTITY, description: 'The stock quantity' })),
+  reorderPoint: Type.Optional(Type.Integer({ ...ReorderPointValue, description: 'The reorder point (absent: the pet\'s point is left as it is)' }))
 }, { additionalProperties: false })
 
 export const Order = Type.Object({

@@ -2,6 +2,7 @@
  * The shared store for scale-out: the areas on one PostgreSQL pool (./postgres/database.ts), in the order of
  * ./store.ts. Each area is its own class beside its interface (src/store/<area>/postgres.ts).
  */
+import { PostgresAlerts } from './alerts/postgres.js'
 import { PostgresCatalog } from './catalog/postgres.js'
 import { PostgresIdempotency } from './idempotency/postgres.js'
 import { PostgresKeys } from './keys/postgres.js'
@@ -24,6 +25,7 @@ export class PostgresStore implements Store {
   readonly streams: PostgresStreams
   readonly catalog: PostgresCatalog
   readonly selling: PostgresSelling
+  readonly alerts: PostgresAlerts
   readonly #db: PostgresDatabase
 
   constructor (connectionString: string, options: PostgresOptions = {}) {
@@ -37,6 +39,7 @@ export class PostgresStore implements Store {
     this.streams = new PostgresStreams(db)
     this.catalog = new PostgresCatalog(db)
     this.selling = new PostgresSelling(db)
+    this.alerts = new PostgresAlerts(db)
   }
 
   async ping (): Promise<void> {

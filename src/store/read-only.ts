@@ -6,6 +6,7 @@
  * is kept here.
  */
 import { StoreReadOnlyError } from '../errors.js'
+import { ALERT_WRITES } from './alerts/types.js'
 import { CATALOG_WRITES } from './catalog/types.js'
 import { IDEMPOTENCY_WRITES } from './idempotency/types.js'
 import { KEY_WRITES } from './keys/types.js'
@@ -49,6 +50,7 @@ export function readOnly (store: Store, status: SchemaStatus): Store {
     streams: withoutWrites(store.streams, STREAM_WRITES, reason),
     catalog: withoutWrites(store.catalog, CATALOG_WRITES, reason),
     selling: withoutWrites(store.selling, SELLING_WRITES, reason),
+    alerts: withoutWrites(store.alerts, ALERT_WRITES, reason),
     ping: () => store.ping(),
     close: () => store.close(),
     poolStats: () => store.poolStats()

@@ -2,6 +2,7 @@
  * The embedded store: the areas on one SQLite file (./sqlite/database.ts), in the order of ./store.ts. Each area is its
  * own class beside its interface (src/store/<area>/sqlite.ts).
  */
+import { SqliteAlerts } from './alerts/sqlite.js'
 import { SqliteCatalog } from './catalog/sqlite.js'
 import { SqliteIdempotency } from './idempotency/sqlite.js'
 import { SqliteKeys } from './keys/sqlite.js'
@@ -24,6 +25,7 @@ export class SqliteStore implements Store {
   readonly streams: SqliteStreams
   readonly catalog: SqliteCatalog
   readonly selling: SqliteSelling
+  readonly alerts: SqliteAlerts
   readonly #db: SqliteDatabase
 
   constructor (path: string, options: SqliteOptions = {}) {
@@ -37,6 +39,7 @@ export class SqliteStore implements Store {
     this.streams = new SqliteStreams(db)
     this.catalog = new SqliteCatalog(db)
     this.selling = new SqliteSelling(db)
+    this.alerts = new SqliteAlerts(db)
   }
 
   async ping (): Promise<void> {

@@ -4,6 +4,7 @@
  * the server, the CLI): the domain, the routes and the listing cache each take the areas, and the methods, they use.
  * Methods throw StoreUnavailableError when the database cannot be reached; every write is atomic.
  */
+import type { AlertStore } from './alerts/types.js'
 import type { CatalogStore } from './catalog/types.js'
 import type { IdempotencyStore } from './idempotency/types.js'
 import type { KeyStore } from './keys/types.js'
@@ -43,6 +44,8 @@ export interface Store {
   readonly catalog: CatalogStore
   /** Holds on stock and the orders placed through the API. */
   readonly selling: SellingStore
+  /** Reorder points and the low-stock state they give pets. */
+  readonly alerts: AlertStore
   /** Resolves when the database answers a trivial query. */
   ping (): Promise<void>
   close (): Promise<void>

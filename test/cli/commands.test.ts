@@ -151,7 +151,7 @@ describe('petstore (usage)', () => {
   test('when --help or -h follows any command or subcommand, then that command\'s usage is on stdout and it exits 0, whatever the configuration', async (t) => {
     // An invalid configuration (PORT=abc): help must not need a valid one.
     const cli = cliFor(t, { PORT: 'abc' })
-    const commands = ['serve', 'health', 'migrate', 'backup', 'restore', 'import', 'inventory history', 'keys create', 'keys rotate', 'keys list',
+    const commands = ['serve', 'health', 'migrate', 'backup', 'restore', 'import', 'inventory history', 'inventory reorder-point', 'keys create', 'keys rotate', 'keys list',
       'keys show', 'keys find', 'keys revoke', 'keys unban', 'webhooks list', 'webhooks disable', 'webhooks enable']
     for (const [i, command] of commands.entries()) {
       const res = await cli.run([...command.split(' '), i % 2 === 0 ? '--help' : '-h'])

@@ -38,7 +38,7 @@ describe('GET /v1/openapi.json', () => {
     const doc = await document(t)
     assert.deepEqual(Object.keys(doc.paths).sort(),
       ['/holds', '/holds/{holdId}', '/holds/{holdId}/confirm', '/holds/{holdId}/extend', '/holds/{holdId}/release',
-        '/inventory', '/inventory/batch', '/inventory/changes', '/inventory/changes/stream', '/inventory/{petId}', '/inventory/{petId}/adjustments', '/pets/{petId}', '/rate_limit',
+        '/inventory', '/inventory/batch', '/inventory/changes', '/inventory/changes/stream', '/inventory/{petId}', '/inventory/{petId}/adjustments', '/inventory/{petId}/reorder-point', '/pets/{petId}', '/rate_limit',
         '/store/orders', '/store/orders/{orderId}', '/store/orders/{orderId}/approve', '/store/orders/{orderId}/cancel', '/store/orders/{orderId}/deliver',
         '/webhooks', '/webhooks/{webhookId}', '/webhooks/{webhookId}/deliveries', '/webhooks/{webhookId}/deliveries/{deliveryId}/retry',
         '/webhooks/{webhookId}/secret'])

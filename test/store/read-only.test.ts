@@ -6,6 +6,7 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { importData } from '../../src/domain/import.js'
 import { StoreReadOnlyError } from '../../src/errors.js'
+import { ALERT_WRITES } from '../../src/store/alerts/types.js'
 import { CATALOG_WRITES } from '../../src/store/catalog/types.js'
 import { IDEMPOTENCY_WRITES } from '../../src/store/idempotency/types.js'
 import { KEY_WRITES } from '../../src/store/keys/types.js'
@@ -21,7 +22,7 @@ import { pet, setStock } from './helpers.js'
 
 const DECLARED: ReadonlyArray<[keyof Store, Readonly<Record<string, 'refuse' | 'skip'>>]> = [
   ['schema', SCHEMA_WRITES], ['stock', STOCK_WRITES], ['idempotency', IDEMPOTENCY_WRITES], ['keys', KEY_WRITES],
-  ['webhooks', WEBHOOK_WRITES], ['streams', STREAM_WRITES], ['catalog', CATALOG_WRITES], ['selling', SELLING_WRITES]
+  ['webhooks', WEBHOOK_WRITES], ['streams', STREAM_WRITES], ['catalog', CATALOG_WRITES], ['selling', SELLING_WRITES], ['alerts', ALERT_WRITES]
 ]
 
 test('when a store is ahead of this release, then every write an area declares is refused (a key\'s last use skipped), reads answer, and nothing changes', async (t) => {
@@ -45,6 +46,7 @@ test('when a store is ahead of this release, then every write an area declares i
   assert.deepEqual(await ahead.stock.listInventory(), [{ petId: 1n, quantity: 4, status: 'available' }])
   assert.deepEqual(await ahead.stock.getStockEntry(1n), await store.stock.getStockEntry(1n))
   assert.equal(await ahead.catalog.countPets(), 1)
+  assert.equal(await ahead.alerts.getReorderPoint(1n), null)
   assert.deepEqual(await ahead.keys.listApiKeys(), [])
   assert.deepEqual(await ahead.webhooks.listWebhooks(null), [])
   assert.deepEqual(await ahead.selling.availability([1n], new Date()), [{ petId: 1n, onHand: 4, held: 0, available: 4 }])

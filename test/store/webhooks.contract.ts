@@ -281,6 +281,19 @@ export function webhookContract (name: string, open: Open): void {
         assert.deepEqual([...deliveries].sort((a, b) => Number(a.id - b.id)).map((d) => d.id), deliveries.map((d) => d.id), 'ids in feed order')
       })
 
+      test('when a write records a low-stock event row, then its change gets a delivery and the event row none', async (t) => {
+        const { store } = await open(t)
+        await addKey(store, 'key_a')
+        await addPets(store, [1])
+        const webhook = await subscribe(store, 'low', 'key_a')
+        await store.alerts.setReorderPoint({ petId: 1n, reorderPoint: 5, keyId: null, requestId: null, at: at(-1) })
+        await setStock(store, 1, 3)
+        assert.equal(await enqueue(store), 1)
+        assert.equal(await enqueue(store), 0)
+        const deliveries = await deliveriesOf(store, webhook.id)
+        assert.deepEqual(deliveryPlaces(deliveries), places(await feedAfter(store, null)).slice(-1))
+      })
+
       test('when subscriptions name types, then each gets deliveries of its types only, in feed order, and passes the rest for good', async (t) => {
         const { store, run } = await open(t)
         await addKey(store, 'key_a')

@@ -23,6 +23,7 @@ import { inventoryListing, inventoryRoutes } from './inventory.js'
 import { orderRoutes } from './orders.js'
 import { petRoutes } from './pets.js'
 import { rateLimitRoutes } from './rate-limit.js'
+import { reorderPointRoutes } from './reorder-points.js'
 import { streamRoutes } from './stream.js'
 import { webhookRoutes } from './webhooks.js'
 
@@ -84,6 +85,7 @@ export const apiRoutes: FastifyPluginAsyncTypebox<ApiRouteOptions> = async (v1, 
     chargeMore: (request, reply, extra, what) => chargeMore(access, request, reply, extra, what)
   })
   await v1.register(holdRoutes, { store, clock, settings: config.holds, idempotency: options.idempotency, listing })
+  await v1.register(reorderPointRoutes, { store, clock })
   await v1.register(changeRoutes, { store })
   await v1.register(streamRoutes, { store, config: config.streams, lifecycle, metrics, clock, commits, standing: (request) => keyStanding(access, request) })
   await v1.register(webhookRoutes, { webhooks: options.webhooks })

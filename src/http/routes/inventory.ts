@@ -12,6 +12,8 @@ import { MAX_QUANTITY, MAX_QUANTITY_TEXT, type InventoryItem as Item, type Stock
 import { parseInt64 } from '../../int64.js'
 import type { Availability, SellingReads } from '../../store/selling/types.js'
 import type { FeedPlace, StockStore } from '../../store/stock/types.js'
+import type { AlertReads } from '../../store/alerts/types.js'
+import { listLowStock } from '../../domain/alerts.js'
 import { InventoryCache, type InventoryView } from '../inventory-cache.js'
 import type { ChangeSignal } from '../../changes/types.js'
 import { IDEMPOTENCY_KEY_DESCRIPTION, idempotencyKeyOf } from '../idempotency.js'
@@ -80,7 +82,13 @@ const InventoryQuery = Type.Object({
     description: `Page size (default ${DEFAULT_INVENTORY_LIMIT} once paging). Without limit and cursor the whole listing is answered.`
   })),
   cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'Opaque cursor from a rel="next" link' })),
-  include: Include
+  include: Include,
+  lowStock: Type.Optional(Type.Enum(['true', 'false'], {
+    type: 'string',
+    description: 'With `true`, only the entries at or below their reorder point (`PUT /v1/inventory/{petId}/reorder-point`), in the ' +
+      'same shape and order, read from the store at the instant of the request; pages with `limit` and `cursor` as the whole ' +
+      'listing does. No ETag and no Changes-Cursor. `false` (or absent): the whole listing. Beta'
+  }))
 })
 
 const Entry = (description: string) =>
@@ -235,7 +243,7 @@ export function inventoryListing ({ store, changes, committed }: InventoryListin
 }
 
 export interface InventoryRouteOptions {
-  store: { readonly stock: StockStore, readonly selling: Pick<SellingReads, 'availability' | 'availabilityAll'> }
+  store: { readonly stock: StockStore, readonly selling: Pick<SellingReads, 'availability' | 'availabilityAll'>, readonly alerts: Pick<AlertReads, 'listLowStock'> }
   clock: () => number
   /** The idempotency keys of stock writes (their records live in the store). */
   idempotency: IdempotencyKeys
@@ -252,8 +260,8 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
     'is still processed, 409 `idempotency_key_in_flight`. Only a change that applied is recorded.'
   const { cache } = listing
   const paged = (query: unknown): boolean => {
-    const q = query as { limit?: unknown, cursor?: unknown } | undefined
-    return q?.limit !== undefined || q?.cursor !== undefined
+    const q = query as { limit?: unknown, cursor?: unknown, lowStock?: unknown } | undefined
+    return q?.limit !== undefined || q?.cursor !== undefined || q?.lowStock === 'true'
   }
   // Read from the raw query by the rate-limit hook too (before validation): any include answers fresh, never 304.
   const included = (query: unknown): boolean => (query as { include?: unknown } | undefined)?.include !== undefined
@@ -269,6 +277,7 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
         'strong ETag; a request with a matching If-None-Match gets 304 without a body, and (as on GitHub) a 304 does ' +
         'not count against the rate limit. With `limit` or `cursor` (an addition to the specification, beta) the answer is ' +
         'one page, ordered by petId, with `Link: <...>; rel="next"` while more remain; pages carry no ETag. With ' +
+        '`lowStock=true` (beta) only the entries at or below their reorder point are listed, as they stand in the store. With ' +
         '`include=availability` (beta) each entry also has `onHand`, `held` and `available` at the instant of the answer, read ' +
         'fresh from the store (no ETag, no Changes-Cursor, no 304); without it the answer is exactly the specification\'s.',
       tags: ['inventory'],
@@ -284,7 +293,11 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
     }
   }, (request, reply) => {
     reply.type('application/json; charset=utf-8')
-    const { limit, cursor, include } = request.query
+    const { limit, cursor, include, lowStock } = request.query
+    if (lowStock === 'true') {
+      if (include === INCLUDE_AVAILABILITY) throw new AppError('invalid_request', 'lowStock=true does not combine with include=availability yet: ask for one of them.')
+      return sendLowStock(request.query, reply)
+    }
     if (include === INCLUDE_AVAILABILITY) return sendAvailability(request.query, reply)
     if (limit === undefined && cursor === undefined) {
       // Not an async handler: a listing that needs no store check is sent without a promise.
@@ -320,6 +333,28 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
     reply.send(page.body as never)
     // Resolves once the answer is sent, so Fastify never takes the handler's end for an answer still to send.
     await reply
+  }
+
+  /**
+   * The entries at or below their reorder point, from the store (not the cached listing: the filter is rare, and the
+   * points are not part of what the listing's version covers). Whole, or in pages as the listing pages.
+   */
+  async function sendLowStock ({ limit, cursor }: { limit?: number, cursor?: string }, reply: FastifyReply): Promise<Item[]> {
+    if (limit === undefined && cursor === undefined) return await listLowStock(store, null, Number.MAX_SAFE_INTEGER)
+    const size = limit ?? DEFAULT_INVENTORY_LIMIT
+    let after: bigint | null
+    try {
+      after = cursor === undefined ? null : decodeCursor(INVENTORY_CURSOR_PREFIX, cursor)
+    } catch (error) {
+      cursorRefused(error)
+    }
+    const items = await listLowStock(store, after, size + 1)
+    const page = items.slice(0, size)
+    const last = page.at(-1)
+    if (items.length > size && last !== undefined) {
+      linkNext(reply, { lowStock: 'true', limit: String(size), cursor: encodeCursor(INVENTORY_CURSOR_PREFIX, last.petId) })
+    }
+    return page
   }
 
   /**

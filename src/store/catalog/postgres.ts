@@ -2,6 +2,7 @@
 import type pg from 'pg'
 import type { Order, OrderStatus, Pet, PetImport, PetStatus } from '../../model.js'
 import type { PostgresDatabase } from '../postgres/database.js'
+import { setPoints, trackLowStockOf } from '../alerts/postgres.js'
 import { ORDER_COLUMNS, PET_COLUMNS, petColumns, progressReporter, toOrder, toPet, type OrderRow, type PetRow } from './rows.js'
 import type { CatalogStore, ImportedCurrent, ImportedStockRule, ImportOptions, ImportResult, OrderPage } from './types.js'
 
@@ -64,7 +65,8 @@ export class PostgresCatalog implements CatalogStore {
            ON CONFLICT (id) DO UPDATE SET name = excluded.name, status = excluded.status, category_id = excluded.category_id,
              category_name = excluded.category_name, photo_urls = excluded.photo_urls, tags = excluded.tags`,
           [0, 1, 2, 3, 4, 5, 6].map((c) => columns.map((row) => row[c] ?? null)))
-        await this.#importStock(client, chunk, current, options.stockChange, at)
+        const imported = await this.#importStock(client, chunk, current, options.stockChange, at)
+        await this.#importPoints(client, chunk, current, imported, at)
         report(chunk.length)
       }
       for (let i = 0; i < orders.length; i += CHUNK) {
@@ -103,13 +105,31 @@ export class PostgresCatalog implements CatalogStore {
     return current
   }
 
-  /** Writes what the imported pets change in the listing (the domain's rule decides), with a ledger row each. */
-  async #importStock (client: pg.PoolClient, pets: PetImport[], current: Map<bigint, ImportedCurrent>, stockChange: ImportedStockRule, at: Date): Promise<void> {
+  /**
+   * The imported pets' reorder points, then the crossing check of every pet whose point or stock the import set, with
+   * the quantity the import leaves (../alerts/postgres.ts): one statement each, per chunk.
+   */
+  async #importPoints (client: pg.PoolClient, pets: PetImport[], current: Map<bigint, ImportedCurrent>, changed: ReadonlyMap<bigint, number>,
+    at: Date): Promise<void> {
+    await setPoints(client, pets.flatMap((pet) => pet.reorderPoint === undefined ? [] : [{ petId: pet.id, reorderPoint: pet.reorderPoint }]))
+    const levels = pets.flatMap((pet) => {
+      const quantity = changed.get(pet.id) ?? current.get(pet.id)?.quantity ?? null
+      return quantity !== null && (changed.has(pet.id) || pet.reorderPoint !== undefined) ? [{ petId: pet.id, quantity }] : []
+    })
+    await trackLowStockOf(client, levels, at, null, null)
+  }
+
+  /**
+   * Writes what the imported pets change in the listing (the domain's rule decides), with a ledger row each; returns
+   * the quantity of each pet it changed.
+   */
+  async #importStock (client: pg.PoolClient, pets: PetImport[], current: Map<bigint, ImportedCurrent>, stockChange: ImportedStockRule,
+    at: Date): Promise<Map<bigint, number>> {
     const changed = pets.flatMap((pet) => {
       const change = stockChange(pet, current.get(pet.id) ?? { quantity: null, status: null })
       return change === null ? [] : [{ petId: pet.id, ...change }]
     })
-    if (changed.length === 0) return
+    if (changed.length === 0) return new Map()
     const ids = changed.map((change) => change.petId)
     const quantities = changed.map((change) => change.quantity)
     // One change grows the revision once: a changed status has grown it already (the pets trigger), so the entry's own
@@ -128,5 +148,6 @@ export class PostgresCatalog implements CatalogStore {
        FROM unnest($1::bigint[], $2::integer[], $3::integer[], $4::text[], $5::text[]) AS t (pet_id, previous, quantity, status, previous_status)`,
       [ids, changed.map((change) => change.previous), quantities, changed.map((change) => change.status),
         changed.map((change) => change.previousStatus), at])
+    return new Map(changed.map((change) => [change.petId, change.quantity]))
   }
 }

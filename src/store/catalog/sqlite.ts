@@ -2,6 +2,7 @@
 import type { Order, OrderStatus, Pet, PetImport, PetStatus } from '../../model.js'
 import type { SqliteDatabase } from '../sqlite/database.js'
 import { guard } from '../sqlite/errors.js'
+import { setPoint, trackLowStock } from '../alerts/sqlite.js'
 import { ORDER_COLUMNS, PET_COLUMNS, petColumns, progressReporter, toOrder, toPet, type OrderRow, type PetRow } from './rows.js'
 import type { CatalogStore, ImportOptions, ImportResult, OrderPage } from './types.js'
 
@@ -57,7 +58,8 @@ export class SqliteCatalog implements CatalogStore {
          ON CONFLICT (pet_id) DO UPDATE SET quantity = excluded.quantity, revision = revision + ?, ledger_head = excluded.ledger_head`
       )
       const record = db.prepare(IMPORT_LEDGER_SQL)
-      const at = (options.at ?? new Date()).toISOString()
+      const when = options.at ?? new Date()
+      const at = when.toISOString()
       const upsertOrder = db.prepare(
         `INSERT INTO orders (id, pet_id, quantity, ship_date, status, complete) VALUES (?, ?, ?, ?, ?, ?)
          ON CONFLICT (id) DO UPDATE SET pet_id = excluded.pet_id, quantity = excluded.quantity,
@@ -80,6 +82,10 @@ export class SqliteCatalog implements CatalogStore {
               change.previousStatus, at)
             upsertStock.run(pet.id, change.quantity, lastInsertRowid, change.previousStatus === null ? 1 : 0)
           }
+          // The pet's point, then the crossing check of its stock as the import leaves it (a new point, a new quantity).
+          if (pet.reorderPoint !== undefined) setPoint(this.#db, pet.id, pet.reorderPoint)
+          const quantity = change?.quantity ?? (before?.quantity === null || before === undefined ? null : Number(before.quantity))
+          if (quantity !== null && (change !== null || pet.reorderPoint !== undefined)) trackLowStock(this.#db, pet.id, quantity, when, null, null)
           report(1)
         }
         for (const order of orders) {

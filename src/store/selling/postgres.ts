@@ -11,6 +11,7 @@
 import type pg from 'pg'
 import type { Hold, OrderRecord, PetStatus, StockEntry } from '../../model.js'
 import { storeError, type PostgresDatabase } from '../postgres/database.js'
+import { trackLowStockOf } from '../alerts/postgres.js'
 import { capRefusal } from './caps.js'
 import {
   HOLD_COLUMNS, HOLD_LINE_COLUMNS, holdText, linesByHold, orderText, SELLING_ORDER_COLUMNS, toAvailability, toHold, toOrderRecord,
@@ -377,6 +378,9 @@ async function finish (client: Client, hold: Hold, entries: Locked, ending: 'con
     ORDER BY n`,
   [rows.map((r) => r.pet), rows.map((r) => r.previous), rows.map((r) => r.quantity), rows.map((r) => r.reason), rows.map((r) => r.event),
     rows.map((r) => r.held), hold.reference, actor.keyId, actor.requestId, actor.at, hold.id])
+  // A sale that takes a pet to or below its reorder point records the crossing after it, like any stock write (the
+  // entries are locked).
+  await trackLowStockOf(client, sold.map(({ entry, quantity }) => ({ petId: entry.pet_id, quantity })), actor.at, actor.keyId, actor.requestId)
   return {
     hold: ended,
     entries: sold.map(({ entry, quantity }) => ({ petId: entry.pet_id, quantity, status: entry.status, revision: entry.revision + 1n }))

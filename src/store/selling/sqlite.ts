@@ -6,6 +6,7 @@
 import type { Hold, HoldLine, OrderRecord, StockEntry } from '../../model.js'
 import type { SqliteDatabase } from '../sqlite/database.js'
 import { guard } from '../sqlite/errors.js'
+import { trackLowStock } from '../alerts/sqlite.js'
 import { VERSION_SQL } from '../sqlite/sql.js'
 import type { FeedPlace } from '../stock/types.js'
 import { capRefusal } from './caps.js'
@@ -297,7 +298,8 @@ export class SqliteSelling implements SellingStore {
       entries.push({ petId: line.petId, quantity, status: entry.status as StockEntry['status'], revision: entry.revision + 1n })
       const { lastInsertRowid: event } = this.#db.prepare(EVENT_SQL).run(line.petId, quantity, hold.reference, actor.keyId, actor.requestId, at,
         'hold.confirmed', hold.id, this.#held(line.petId, at))
-      last = BigInt(event)
+      // A sale that takes the pet to or below its reorder point records the crossing after it, like any stock write.
+      last = trackLowStock(this.#db, line.petId, quantity, actor.at, actor.keyId, actor.requestId) ?? BigInt(event)
     }
     return { hold: ended, entries, last }
   }

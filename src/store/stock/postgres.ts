@@ -6,6 +6,7 @@ import type { IdempotencyClaim } from '../idempotency/types.js'
 import { storeError, type PostgresDatabase } from '../postgres/database.js'
 import { EPOCH_OF } from '../rows.js'
 import { feedHead } from '../postgres/sql.js'
+import { LOW_STOCK_LITERAL, lowStockCte } from '../alerts/postgres.js'
 import { planBatch } from './batch.js'
 import {
   ENTRY_COLUMNS, EPOCH_COLUMNS, headOf, INVENTORY_COLUMNS, LEDGER_COLUMNS, toEpoch, toInventoryItem, toLedgerEntry, toStockChange, toStockEntry,
@@ -26,7 +27,8 @@ interface ChangeRow { pet_id: bigint, old_quantity: number, old_revision: bigint
  * With an idempotency key ($9 scope, $10 key, $11 fingerprint, $12 expiry), the entry is read only while no
  * unexpired record of the key exists, and the key's record is inserted from the updated row: a concurrent insert of
  * the same key (another instance) waits for this statement's commit and then fails, undoing its whole statement.
- * $13 is the ledger row's reference.
+ * $13 is the ledger row's reference. A crossing of the pet's reorder point (../alerts/postgres.ts) is checked in the
+ * same statement, and its inventory.low_stock row inserted after the change's by the same INSERT: no round trip more.
  */
 function changeSql (quantity: string, condition: string): string {
   return `
@@ -38,9 +40,14 @@ function changeSql (quantity: string, condition: string): string {
     UPDATE inventory i SET quantity = ${quantity}, revision = old.revision + 1 FROM old
     WHERE i.pet_id = old.pet_id AND ($3::bigint[] IS NULL OR old.revision = ANY ($3::bigint[]))${condition}
     RETURNING i.pet_id, i.quantity, i.revision, old.quantity AS previous
-  ), recorded AS (
-    INSERT INTO stock_ledger (pet_id, previous_quantity, quantity, reason, note, key_id, request_id, created_at, reference)
-    SELECT pet_id, previous, quantity, $4, $5, $6, $7, $8, $13::text FROM updated
+  ), ${lowStockCte('updated')}, recorded AS (
+    INSERT INTO stock_ledger (pet_id, previous_quantity, quantity, reason, note, key_id, request_id, created_at, reference, event, reorder_point)
+    SELECT pet_id, previous, quantity, reason, note, $6, $7, $8, reference, event, reorder_point FROM (
+      SELECT 0 AS k, pet_id, previous, quantity, $4::text AS reason, $5::text AS note, $13::text AS reference, NULL::text AS event,
+        NULL::integer AS reorder_point FROM updated
+      UNION ALL
+      SELECT 1, pet_id, NULL, quantity, NULL, NULL, NULL, ${LOW_STOCK_LITERAL}, reorder_point FROM alerted WHERE low
+    ) r ORDER BY k
   ), keyed AS (
     INSERT INTO idempotency_keys (scope, idempotency_key, fingerprint, entries, created_at, expires_at)
     SELECT $9, $10, $11::text, ${ENTRIES_JSON}, $8, $12::timestamptz FROM updated u WHERE $9::text IS NOT NULL
@@ -209,12 +216,20 @@ export class PostgresStock implements StockStore {
           `UPDATE inventory i SET quantity = v.quantity, revision = i.revision + 1
            FROM unnest($1::bigint[], $2::integer[]) AS v (pet_id, quantity) WHERE i.pet_id = v.pet_id`,
           [planned.map((p) => p.change.petId), planned.map((p) => p.quantity)])
+        // The ledger rows of the changes, each followed by the inventory.low_stock row of a crossing it makes (checked
+        // in the same statement: no round trip more).
         await client.query(
-          `INSERT INTO stock_ledger (pet_id, previous_quantity, quantity, reason, note, reference, key_id, request_id, batch_id, created_at)
-           SELECT pet_id, previous, quantity, reason, note, reference, $7, $8, $9, $10
-           FROM unnest($1::bigint[], $2::integer[], $3::integer[], $4::text[], $5::text[], $6::text[])
-             WITH ORDINALITY AS t (pet_id, previous, quantity, reason, note, reference, n)
-           ORDER BY n`,
+          `WITH t AS (
+             SELECT * FROM unnest($1::bigint[], $2::integer[], $3::integer[], $4::text[], $5::text[], $6::text[])
+               WITH ORDINALITY AS t (pet_id, previous, quantity, reason, note, reference, n)
+           ), ${lowStockCte('t')}
+           INSERT INTO stock_ledger (pet_id, previous_quantity, quantity, reason, note, reference, key_id, request_id, batch_id, created_at, event, reorder_point)
+           SELECT pet_id, previous, quantity, reason, note, reference, $7, $8, batch, $10, event, reorder_point FROM (
+             SELECT n, 0 AS k, pet_id, previous, quantity, reason, note, reference, $9::text AS batch, NULL::text AS event, NULL::integer AS reorder_point FROM t
+             UNION ALL
+             SELECT t.n, 1, a.pet_id, NULL, a.quantity, NULL, NULL, NULL, NULL, ${LOW_STOCK_LITERAL}, a.reorder_point
+             FROM alerted a JOIN t ON t.pet_id = a.pet_id WHERE a.low
+           ) r ORDER BY n, k`,
           [planned.map((p) => p.change.petId), planned.map((p) => p.current.quantity), planned.map((p) => p.quantity),
             planned.map((p) => p.change.reason), planned.map((p) => p.change.note), planned.map((p) => p.change.reference ?? null),
             batch.keyId, batch.requestId, batch.batchId, batch.at])

@@ -6,6 +6,7 @@ import type { SqliteDatabase } from '../sqlite/database.js'
 import { guard, translate } from '../sqlite/errors.js'
 import { EPOCH_OF } from '../rows.js'
 import { feedHead, VERSION_SQL } from '../sqlite/sql.js'
+import { trackLowStock } from '../alerts/sqlite.js'
 import { planBatch } from './batch.js'
 import {
   EPOCH_COLUMNS, headOf, INVENTORY_COLUMNS, LEDGER_COLUMNS, toEpoch, toInventoryItem, toLedgerEntry, toStockChange, toStockEntry,
@@ -256,7 +257,8 @@ export class SqliteStock implements StockStore {
       const { lastInsertRowid } = record.run(change.petId, heads.get(change.petId) ?? null, current.quantity, quantity, change.reason, change.note,
         change.reference ?? null, batch.keyId, batch.requestId, batch.batchId, at)
       update.run(quantity, lastInsertRowid, change.petId)
-      last = BigInt(lastInsertRowid)
+      // A crossing of the pet's reorder point writes its event row after the change, in this transaction.
+      last = trackLowStock(this.#db, change.petId, quantity, batch.at, batch.keyId, batch.requestId) ?? BigInt(lastInsertRowid)
       return { ...current, quantity, revision: current.revision + 1n }
     })
     const version = (readVersion.get() as { v: bigint }).v
