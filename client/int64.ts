@@ -43,6 +43,9 @@ export const INT64_PATHS: Readonly<Record<string, Readonly<Record<string, readon
   getPetById: {
     '200': [['id'], ['category', 'id'], ['tags', '[]', 'id']]
   },
+  getReorderPoint: {
+    '200': [['petId']]
+  },
   listHolds: {
     '200': [['[]', 'lines', '[]', 'petId'], ['[]', 'orderId']]
   },
@@ -71,6 +74,9 @@ export const INT64_PATHS: Readonly<Record<string, Readonly<Record<string, readon
   },
   retryWebhookDelivery: {
     '202': [['id'], ['changeId']]
+  },
+  setReorderPoint: {
+    '200': [['petId']]
   },
   streamInventoryChanges: {
     '200': [['changeId'], ['petId']]
