@@ -110,6 +110,24 @@ export function sellingContract (name: string, open: Open): void {
         assert.equal(await store.selling.getHold('hold_unknown'), null)
       })
 
+      test('the listing with availability is read a page at a time, with each pet\'s status, counting holds at the instant', async (t) => {
+        const { store } = await open(t)
+        await importData(store, {
+          pets: [pet(1n, { quantity: 4 }), pet(2n, { quantity: 1, status: 'pending' }), pet(ABOVE_2_53, { quantity: 6, status: 'sold' })], orders: []
+        }, { at: new Date(AT.getTime() - MINUTE) })
+        placed(await store.selling.placeHold(newHold([line(1n, 3), line(ABOVE_2_53, 2)], { expiresAt: later(MINUTE) })))
+        const all = [
+          { petId: 1n, status: 'available', onHand: 4, held: 3, available: 1 },
+          { petId: 2n, status: 'pending', onHand: 1, held: 0, available: 1 },
+          { petId: ABOVE_2_53, status: 'sold', onHand: 6, held: 2, available: 4 }
+        ]
+        assert.deepEqual(await store.selling.availableEntries(null, null, AT), all)
+        assert.deepEqual(await store.selling.availableEntries(null, 2, AT), all.slice(0, 2))
+        assert.deepEqual(await store.selling.availableEntries(2n, 2, AT), all.slice(2))
+        assert.deepEqual(await store.selling.availableEntries(ABOVE_2_53, 2, AT), [])
+        assert.deepEqual((await store.selling.availableEntries(null, null, later(MINUTE))).map((entry) => entry.held), [0, 0, 0], 'expired at the instant')
+      })
+
       test('pets at the int64 edges are held and read back exactly', async (t) => {
         const { store } = await open(t)
         await stocked(store, [[INT64_MIN, 2], [INT64_MAX, 3]])

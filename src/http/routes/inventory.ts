@@ -243,7 +243,7 @@ export function inventoryListing ({ store, changes, committed }: InventoryListin
 }
 
 export interface InventoryRouteOptions {
-  store: { readonly stock: StockStore, readonly selling: Pick<SellingReads, 'availability' | 'availabilityAll'>, readonly alerts: Pick<AlertReads, 'listLowStock'> }
+  store: { readonly stock: StockStore, readonly selling: Pick<SellingReads, 'availability' | 'availableEntries'>, readonly alerts: Pick<AlertReads, 'listLowStock'> }
   clock: () => number
   /** The idempotency keys of stock writes (their records live in the store). */
   idempotency: IdempotencyKeys
@@ -368,19 +368,15 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
     } catch (error) {
       cursorRefused(error)
     }
-    const [counts, entries] = await Promise.all([store.selling.availabilityAll(new Date(clock())), store.stock.listInventory()])
-    const statuses = new Map(entries.map((entry) => [entry.petId, entry.status]))
-    const all = counts.flatMap(({ petId, onHand, held, available }) => {
-      const status = statuses.get(petId)
-      // A pet whose entry was made between the two reads is left for the next answer.
-      return status === undefined ? [] : [{ petId, quantity: onHand, status, onHand, held, available }]
-    })
-    if (limit === undefined && cursor === undefined) return all
+    const whole = limit === undefined && cursor === undefined
     const size = limit ?? DEFAULT_INVENTORY_LIMIT
-    const rest = after === null ? all : all.filter((entry) => entry.petId > after)
-    const page = rest.slice(0, size)
+    // One more than the page: whether another page follows, without a second query.
+    const entries = (await store.selling.availableEntries(after, whole ? null : size + 1, new Date(clock())))
+      .map(({ petId, status, onHand, held, available }) => ({ petId, quantity: onHand, status, onHand, held, available }))
+    if (whole) return entries
+    const page = entries.slice(0, size)
     const last = page.at(-1)
-    if (rest.length > size && last !== undefined) {
+    if (entries.length > size && last !== undefined) {
       linkNext(reply, { limit: String(size), cursor: encodeCursor(INVENTORY_CURSOR_PREFIX, last.petId), include: INCLUDE_AVAILABILITY })
     }
     return page

@@ -14,11 +14,11 @@ import { storeError, type PostgresDatabase } from '../postgres/database.js'
 import { trackLowStockOf } from '../alerts/postgres.js'
 import { capRefusal } from './caps.js'
 import {
-  HOLD_COLUMNS, HOLD_LINE_COLUMNS, holdText, linesByHold, orderText, SELLING_ORDER_COLUMNS, toAvailability, toHold, toOrderRecord,
+  HOLD_COLUMNS, HOLD_LINE_COLUMNS, holdText, linesByHold, orderText, SELLING_ORDER_COLUMNS, toAvailability, toAvailableEntry, toHold, toOrderRecord,
   type HoldLineRow, type HoldRow, type SellingOrderRow
 } from './rows.js'
 import type {
-  Availability, EndHold, EndHoldResult, ExtendHold, ExtendHoldResult, HoldQuery, NewHold, OrderTransition, OrderTransitionResult,
+  Availability, AvailableEntry, EndHold, EndHoldResult, ExtendHold, ExtendHoldResult, HoldQuery, NewHold, OrderTransition, OrderTransitionResult,
   PlaceHoldResult, SellingActor, SellingClaim, SellingStore, Shortage
 } from './types.js'
 
@@ -111,6 +111,13 @@ export class PostgresSelling implements SellingStore {
   async availabilityAll (at: Date): Promise<Availability[]> {
     const { rows } = await this.#db.query<{ pet_id: bigint, quantity: number, held: bigint }>(`${AVAILABILITY_SQL} ORDER BY i.pet_id`, [at])
     return rows.map(toAvailability)
+  }
+
+  async availableEntries (after: bigint | null, limit: number | null, at: Date): Promise<AvailableEntry[]> {
+    const { rows } = await this.#db.query<{ pet_id: bigint, quantity: number, held: bigint, status: PetStatus }>(
+      `SELECT i.pet_id, i.quantity, ${held('i.pet_id')} AS held, p.status FROM inventory i JOIN pets p ON p.id = i.pet_id
+       WHERE $2::bigint IS NULL OR i.pet_id > $2 ORDER BY i.pet_id LIMIT $3`, [at, after, limit])
+    return rows.map(toAvailableEntry)
   }
 
   async getOrder (id: bigint): Promise<OrderRecord | null> {

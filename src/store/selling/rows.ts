@@ -2,8 +2,8 @@
  * Row codecs of the selling tables (holds, hold_lines, orders), shared by both stores (../rows.ts: how the drivers
  * differ), and the text an idempotency record keeps of a hold or an order (IdempotencyRecord.response).
  */
-import type { Hold, HoldLine, HoldState, OrderRecord, OrderState } from '../../model.js'
-import type { Availability } from './types.js'
+import type { Hold, HoldLine, HoldState, OrderRecord, OrderState, PetStatus } from '../../model.js'
+import type { Availability, AvailableEntry } from './types.js'
 import { num, time, timeOrNull, type Int, type Time } from '../rows.js'
 
 export interface HoldRow {
@@ -59,6 +59,10 @@ export const toAvailability = (row: { pet_id: bigint, quantity: Int, held: Int }
   const held = num(row.held)
   return { petId: row.pet_id, onHand, held, available: Math.max(0, onHand - held) }
 }
+
+/** An entry of the listing with its availability. */
+export const toAvailableEntry = (row: { pet_id: bigint, quantity: Int, held: Int, status: PetStatus }): AvailableEntry =>
+  ({ ...toAvailability(row), status: row.status })
 
 /** Groups lines by their hold's id. */
 export function linesByHold (lines: readonly HoldLineRow[]): Map<string, HoldLineRow[]> {

@@ -3,7 +3,7 @@
  * commit (../sqlite/group-commit.ts) like a stock write, so it reads what is on hand and held, decides, and writes, all
  * inside the one write transaction SQLite allows at a time: no hold is granted on units another write took meanwhile.
  */
-import type { Hold, HoldLine, OrderRecord, StockEntry } from '../../model.js'
+import type { Hold, HoldLine, OrderRecord, PetStatus, StockEntry } from '../../model.js'
 import type { SqliteDatabase } from '../sqlite/database.js'
 import { guard } from '../sqlite/errors.js'
 import { trackLowStock } from '../alerts/sqlite.js'
@@ -12,10 +12,10 @@ import type { FeedPlace } from '../stock/types.js'
 import { capRefusal } from './caps.js'
 import {
   HOLD_COLUMNS, HOLD_LINE_COLUMNS, holdText, linesByHold, orderText, SELLING_ORDER_COLUMNS, toHold, toOrderRecord,
-  toAvailability, type HoldLineRow, type HoldRow, type SellingOrderRow
+  toAvailability, toAvailableEntry, type HoldLineRow, type HoldRow, type SellingOrderRow
 } from './rows.js'
 import type {
-  Availability, EndHold, EndHoldResult, ExtendHold, ExtendHoldResult, HoldQuery, NewHold, OrderTransition, OrderTransitionResult,
+  Availability, AvailableEntry, EndHold, EndHoldResult, ExtendHold, ExtendHoldResult, HoldQuery, NewHold, OrderTransition, OrderTransitionResult,
   PlaceHoldResult, SellingActor, SellingClaim, SellingStore, Shortage
 } from './types.js'
 
@@ -107,6 +107,13 @@ export class SqliteSelling implements SellingStore {
   async availabilityAll (at: Date): Promise<Availability[]> {
     return guard(() => (this.#db.prepare(`${AVAILABILITY_SQL} ORDER BY i.pet_id`).all({ at: at.toISOString() }) as
       Array<{ pet_id: bigint, quantity: bigint, held: bigint }>).map(toAvailability))
+  }
+
+  async availableEntries (after: bigint | null, limit: number | null, at: Date): Promise<AvailableEntry[]> {
+    return guard(() => (this.#db.prepare(`${AVAILABILITY_SQL.replace('SELECT i.pet_id, i.quantity,', 'SELECT i.pet_id, i.quantity, p.status,')}
+      WHERE @after IS NULL OR i.pet_id > @after ORDER BY i.pet_id LIMIT @limit`)
+      // LIMIT -1: no limit.
+      .all({ at: at.toISOString(), after, limit: limit ?? -1 }) as Array<{ pet_id: bigint, quantity: bigint, held: bigint, status: PetStatus }>).map(toAvailableEntry))
   }
 
   async getOrder (id: bigint): Promise<OrderRecord | null> {

@@ -16,7 +16,7 @@
  * pet, the stock change itself: reason `sale`, the hold's reference and id, before its hold.confirmed row. Event rows
  * are not stock changes: they join no pet's ledger chain and move no entry's revision or the listing's version.
  */
-import type { Hold, HoldLine, HoldState, OrderRecord, StockEntry } from '../../model.js'
+import type { Hold, HoldLine, HoldState, OrderRecord, PetStatus, StockEntry } from '../../model.js'
 import type { IdempotencyClaim } from '../idempotency/types.js'
 import type { FeedPlace } from '../stock/types.js'
 
@@ -136,6 +136,11 @@ export interface HoldQuery {
   limit: number
 }
 
+/** A stock entry as the listing shows it, with its availability. */
+export interface AvailableEntry extends Availability {
+  status: PetStatus
+}
+
 /** The units of a pet on hand, held and available at an instant (available never below 0). */
 export interface Availability {
   petId: bigint
@@ -171,6 +176,12 @@ export interface SellingReads {
   availability (petIds: readonly bigint[], at: Date): Promise<Availability[]>
   /** What is on hand, held and available of every pet with a stock entry at `at`, by petId. */
   availabilityAll (at: Date): Promise<Availability[]>
+  /**
+   * The listing with availability: the stock entries after petId `after` (from the first when null), by petId, at
+   * most `limit` (all when null), each with its pet's status and what is on hand, held and available at `at`: one
+   * query, so a page costs its own rows, not the whole listing's.
+   */
+  availableEntries (after: bigint | null, limit: number | null, at: Date): Promise<AvailableEntry[]>
   /** One order, imported or placed through the API. */
   getOrder (id: bigint): Promise<OrderRecord | null>
 }
