@@ -316,14 +316,18 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
     return sendPage(request.query, reply)
   })
 
+  /** The pet id a listing's cursor continues after (null: from the first); a cursor that is not one is 400. */
+  function afterOf (cursor: string | undefined): bigint | null {
+    try {
+      return cursor === undefined ? null : decodeCursor(INVENTORY_CURSOR_PREFIX, cursor)
+    } catch (error) {
+      return cursorRefused(error)
+    }
+  }
+
   async function sendPage ({ limit, cursor }: { limit?: number, cursor?: string }, reply: FastifyReply): Promise<void> {
     const size = limit ?? DEFAULT_INVENTORY_LIMIT
-    let after: bigint | null
-    try {
-      after = cursor === undefined ? null : decodeCursor(INVENTORY_CURSOR_PREFIX, cursor)
-    } catch (error) {
-      cursorRefused(error)
-    }
+    const after = afterOf(cursor)
     const page = await cache.page(after, size)
     // The first page only: later pages may come from newer snapshots, and a follower must start from the oldest.
     if (page.feed !== null && after === null) reply.header('Changes-Cursor', page.feed)
@@ -342,12 +346,7 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
   async function sendLowStock ({ limit, cursor }: { limit?: number, cursor?: string }, reply: FastifyReply): Promise<Item[]> {
     if (limit === undefined && cursor === undefined) return await listLowStock(store, null, Number.MAX_SAFE_INTEGER)
     const size = limit ?? DEFAULT_INVENTORY_LIMIT
-    let after: bigint | null
-    try {
-      after = cursor === undefined ? null : decodeCursor(INVENTORY_CURSOR_PREFIX, cursor)
-    } catch (error) {
-      cursorRefused(error)
-    }
+    const after = afterOf(cursor)
     const items = await listLowStock(store, after, size + 1)
     const page = items.slice(0, size)
     const last = page.at(-1)
@@ -362,12 +361,7 @@ export const inventoryRoutes: FastifyPluginAsyncTypebox<InventoryRouteOptions> =
    * (the listing's, as the store has it). Read from the store each time, paged like the listing from memory.
    */
   async function sendAvailability ({ limit, cursor }: { limit?: number, cursor?: string }, reply: FastifyReply): Promise<Array<Item & Omit<Availability, 'petId'>>> {
-    let after: bigint | null
-    try {
-      after = cursor === undefined ? null : decodeCursor(INVENTORY_CURSOR_PREFIX, cursor)
-    } catch (error) {
-      cursorRefused(error)
-    }
+    const after = afterOf(cursor)
     const whole = limit === undefined && cursor === undefined
     const size = limit ?? DEFAULT_INVENTORY_LIMIT
     // One more than the page: whether another page follows, without a second query.

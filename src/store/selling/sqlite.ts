@@ -7,7 +7,7 @@ import type { Hold, HoldLine, OrderRecord, PetStatus, StockEntry } from '../../m
 import type { SqliteDatabase } from '../sqlite/database.js'
 import { guard } from '../sqlite/errors.js'
 import { trackLowStock } from '../alerts/sqlite.js'
-import { VERSION_SQL } from '../sqlite/sql.js'
+import { TransactionEpoch, VERSION_SQL } from '../sqlite/sql.js'
 import type { FeedPlace } from '../stock/types.js'
 import { capRefusal } from './caps.js'
 import {
@@ -55,10 +55,11 @@ const lapsed = (hold: Hold, at: Date): boolean => hold.state === 'active' && hol
 export class SqliteSelling implements SellingStore {
   readonly #db: SqliteDatabase
   /** The epoch new ledger rows are of, read once per transaction of the group commit (as the stock area does). */
-  #epoch: { transaction: number, epoch: string | undefined } | null = null
+  readonly #epoch: TransactionEpoch
 
   constructor (db: SqliteDatabase) {
     this.#db = db
+    this.#epoch = new TransactionEpoch(db)
   }
 
   async getHold (id: string): Promise<Hold | null> {
@@ -205,23 +206,10 @@ export class SqliteSelling implements SellingStore {
 
   /** The feed's place of the write's last ledger row, where the store has epochs (as a stock write tells it). */
   #feed (last: bigint): { feed?: FeedPlace } {
-    const epoch = this.#currentEpoch()
+    const epoch = this.#epoch.current()
     return epoch === undefined ? {} : { feed: { order: 0n, id: last, epoch } }
   }
 
-  #currentEpoch (): string | undefined {
-    const transaction = this.#db.writes.transaction
-    if (this.#epoch?.transaction !== transaction) {
-      let epoch: string | undefined
-      try {
-        epoch = this.#db.prepare('SELECT epoch FROM store_epochs ORDER BY seq DESC LIMIT 1').pluck().get() as string | undefined
-      } catch {
-        epoch = undefined
-      }
-      this.#epoch = { transaction, epoch }
-    }
-    return this.#epoch.epoch
-  }
 
   #place (hold: NewHold): PlaceHoldResult {
     if (this.#recorded(hold.idempotency, hold.at)) return { status: 'recorded' }

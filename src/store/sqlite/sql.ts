@@ -19,3 +19,31 @@ export function feedHead (prepare: (sql: string) => Database.Statement): { order
     .get() as { id: bigint | null, epoch: string | null }
   return id === null ? null : { order: 0n, id, epoch }
 }
+
+/**
+ * The epoch new ledger rows are of, read once per transaction of the group commit, inside it (under the write lock
+ * already held, a read of a page in the cache); undefined on a store from before epochs (not migrated yet). One per
+ * area that writes ledger rows (stock, selling).
+ */
+export class TransactionEpoch {
+  readonly #db: { readonly writes: { readonly transaction: number }, prepare: (sql: string) => Database.Statement }
+  #read: { transaction: number, epoch: string | undefined } | null = null
+
+  constructor (db: { readonly writes: { readonly transaction: number }, prepare: (sql: string) => Database.Statement }) {
+    this.#db = db
+  }
+
+  current (): string | undefined {
+    const transaction = this.#db.writes.transaction
+    if (this.#read?.transaction !== transaction) {
+      let epoch: string | undefined
+      try {
+        epoch = this.#db.prepare('SELECT epoch FROM store_epochs ORDER BY seq DESC LIMIT 1').pluck().get() as string | undefined
+      } catch {
+        epoch = undefined
+      }
+      this.#read = { transaction, epoch }
+    }
+    return this.#read.epoch
+  }
+}

@@ -5,7 +5,7 @@ import { entriesText } from '../idempotency/rows.js'
 import type { SqliteDatabase } from '../sqlite/database.js'
 import { guard, translate } from '../sqlite/errors.js'
 import { EPOCH_OF } from '../rows.js'
-import { feedHead, VERSION_SQL } from '../sqlite/sql.js'
+import { feedHead, TransactionEpoch, VERSION_SQL } from '../sqlite/sql.js'
 import { trackLowStock } from '../alerts/sqlite.js'
 import { planBatch } from './batch.js'
 import {
@@ -95,10 +95,11 @@ export class SqliteStock implements StockStore {
   #dataVersion = 0
   #writeStatements: WriteStatements | undefined
   /** The epoch new changes are of, as read in a transaction of the group commit (its number): once per transaction. */
-  #epoch: { transaction: number, epoch: string | undefined } | null = null
+  readonly #epoch: TransactionEpoch
 
   constructor (db: SqliteDatabase) {
     this.#db = db
+    this.#epoch = new TransactionEpoch(db)
   }
 
   async listInventory (): Promise<InventoryItem[]> {
@@ -264,25 +265,7 @@ export class SqliteStock implements StockStore {
     const version = (readVersion.get() as { v: bigint }).v
     if (claim !== undefined) recordKey.run(claim.scope, claim.key, claim.fingerprint, entriesText(entries), at, claim.expiresAt.toISOString())
     // The place of the write's last change: with the version, what the listing moves to when it patches the write in.
-    const epoch = this.#currentEpoch()
+    const epoch = this.#epoch.current()
     return { status: 'updated', entries, version, ...(epoch === undefined ? {} : { feed: { order: 0n, id: last, epoch } }) }
-  }
-
-  /**
-   * The epoch new changes are of, read once per transaction of the group commit, inside it (under the write lock
-   * already held, a read of a page in the cache); undefined on a store from before epochs (not migrated yet).
-   */
-  #currentEpoch (): string | undefined {
-    const transaction = this.#db.writes.transaction
-    if (this.#epoch?.transaction !== transaction) {
-      let epoch: string | undefined
-      try {
-        epoch = this.#db.prepare('SELECT epoch FROM store_epochs ORDER BY seq DESC LIMIT 1').pluck().get() as string | undefined
-      } catch {
-        epoch = undefined
-      }
-      this.#epoch = { transaction, epoch }
-    }
-    return this.#epoch.epoch
   }
 }
