@@ -1,5 +1,7 @@
 /**
- * The catalogue: pets and orders, written by imports only (the API reads them). An import also sets the stock the
+ * The catalogue: pets and orders, written by imports (orders placed through the API are the selling area's,
+ * ../selling/types.ts; an import leaves them as they are, and the classic listing here shows them but for cancelled
+ * ones). An import also sets the stock the
  * records bring, with ledger rows, in its one transaction. Implemented by both stores; one contract suite
  * (test/store/catalog.contract.ts).
  */
