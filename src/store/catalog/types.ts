@@ -1,9 +1,8 @@
 /**
  * The catalogue: pets and orders, written by imports (orders placed through the API are the selling area's,
  * ../selling/types.ts; an import leaves them as they are, and the classic listing here shows them but for cancelled
- * ones). An import also sets the stock the
- * records bring, with ledger rows, in its one transaction. Implemented by both stores; one contract suite
- * (test/store/catalog.contract.ts).
+ * ones). An import also sets the stock the records bring, with ledger rows, in its one transaction. Implemented by both
+ * stores; one contract suite (test/store/catalog.contract.ts).
  */
 import type { Order, OrderStatus, Pet, PetImport, PetStatus } from '../../model.js'
 
