@@ -24,7 +24,9 @@ describe('routing errors', () => {
       ['/v1/inventory/1', 'POST', 'GET, HEAD, PATCH'],
       ['/v1/inventory/1', 'PUT', 'GET, HEAD, PATCH'],
       ['/v1/pets/1', 'PATCH', 'GET, HEAD'],
-      ['/v1/store/orders', 'POST', 'GET, HEAD']
+      ['/v1/store/orders', 'DELETE', 'GET, HEAD, POST'],
+      ['/v1/holds', 'PUT', 'GET, HEAD, POST'],
+      ['/v1/inventory/1/reorder-point', 'POST', 'GET, HEAD, PUT, DELETE']
     ]
     for (const [url, method, allow] of cases) {
       const res = await request({ method, url, headers: auth(key) })

@@ -269,6 +269,9 @@ describe('keys over HTTP: last use and the document', () => {
       updateInventory: ['inventory:write'],
       adjustInventory: ['inventory:write'],
       batchUpdateInventory: ['inventory:write'],
+      getReorderPoint: ['inventory:read'],
+      setReorderPoint: ['inventory:write'],
+      clearReorderPoint: ['inventory:write'],
       listInventoryChanges: ['inventory:read'],
       streamInventoryChanges: ['inventory:read'],
       listOrders: ['inventory:read'],
@@ -294,9 +297,9 @@ describe('keys over HTTP: last use and the document', () => {
       listWebhookDeliveries: ['inventory:write'],
       retryWebhookDelivery: ['inventory:write']
     })
-    assert.deepEqual(forbidden.sort(), ['adjustInventory', 'approveOrder', 'batchUpdateInventory', 'cancelOrder', 'confirmHold', 'createWebhook', 'deleteWebhook',
-      'deliverOrder', 'extendHold', 'getWebhook', 'listWebhookDeliveries', 'listWebhooks', 'placeHold', 'placeOrder', 'releaseHold', 'retryWebhookDelivery',
-      'rotateWebhookSecret', 'updateInventory', 'updateWebhook'])
+    assert.deepEqual(forbidden.sort(), ['adjustInventory', 'approveOrder', 'batchUpdateInventory', 'cancelOrder', 'clearReorderPoint', 'confirmHold', 'createWebhook',
+      'deleteWebhook', 'deliverOrder', 'extendHold', 'getWebhook', 'listWebhookDeliveries', 'listWebhooks', 'placeHold', 'placeOrder', 'releaseHold',
+      'retryWebhookDelivery', 'rotateWebhookSecret', 'setReorderPoint', 'updateInventory', 'updateWebhook'])
   })
 })
 
