@@ -230,7 +230,7 @@ export class Shopper {
     if (first === undefined) return
     const hold = JSON.parse(first.answer.body) as { id: string, state: string, lines: Array<{ petId: number, quantity: number }>, reference: string | null, expiresAt: string | null }
     if (hold.state !== 'active' || hold.reference !== reference || hold.lines.length !== 1 || hold.lines[0]?.petId !== petId ||
-      hold.lines[0]?.quantity !== quantity || hold.expiresAt === null || first.answer.headers.get('location') !== `/v1/holds/${hold.id}`) {
+      hold.lines[0]?.quantity !== quantity || hold.expiresAt === null || first.answer.headers.get('location') !== `holds/${hold.id}`) {
       this.#unexpected('a hold not as asked', first.answer)
     }
     for (const other of granted) {

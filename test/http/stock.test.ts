@@ -36,6 +36,7 @@ describe('PATCH /v1/inventory/{petId}: the stock ledger', () => {
     assert.deepEqual({ ...last, id: 0n }, {
       id: 0n,
       petId: BIG,
+      event: null,
       previousQuantity: 2,
       quantity: 14,
       reason: 'arrival',
@@ -46,6 +47,9 @@ describe('PATCH /v1/inventory/{petId}: the stock ledger', () => {
       batchId: null,
       status: null,
       previousStatus: null,
+      holdId: null,
+      held: null,
+      reorderPoint: null,
       at: new Date(app.clock.now)
     })
   })
