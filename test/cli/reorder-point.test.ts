@@ -59,8 +59,10 @@ describe('petstore inventory reorder-point', () => {
     const cli = cliFor(t)
     const pets = cli.file('pets.json', JSON.stringify({ pets: [{ id: 7, name: 'Rex', status: 'available', quantity: 4 }] }))
     assert.equal((await cli.run(['import', pets])).code, 0)
-    for (const args of [['7', '1000000001'], ['7', '2.5'], ['7', 'five'], ['7', '3', '--clear'], ['x', '3'], ['7', '3', '4'], []]) {
-      const res = await cli.run(['inventory', 'reorder-point', ...args])
+    // At once: each is a process of its own, and none of them writes.
+    const cases = [['7', '1000000001'], ['7', '2.5'], ['7', 'five'], ['7', '3', '--clear'], ['x', '3'], ['7', '3', '4'], []]
+    const results = await Promise.all(cases.map(async (args) => [args, await cli.run(['inventory', 'reorder-point', ...args])] as const))
+    for (const [args, res] of results) {
       assert.equal(res.code, 2, `${args.join(' ')}: ${res.stderr}`)
       assert.match(res.stderr, /^petstore: .*\nRun ".*help" for usage\.\n$/)
     }
