@@ -426,6 +426,14 @@ export const MIGRATIONS: readonly Migration[] = [
 
       ALTER TABLE idempotency_keys ADD COLUMN response text;
     `
+  },
+  {
+    version: 13,
+    name: 'active holds by quota',
+    // See the SQLite migration.
+    sql: `
+      CREATE INDEX holds_quota_active ON holds (quota_id) WHERE state = 'active';
+    `
   }
 ]
 

@@ -422,6 +422,16 @@ export const MIGRATIONS: readonly Migration[] = [
 
       ALTER TABLE idempotency_keys ADD COLUMN response TEXT;
     `
+  },
+  {
+    version: 13,
+    name: 'active holds by quota',
+    // A placement counts its quota's active holds and units (the caps) in its transaction. Through holds_quota that
+    // read every hold the quota ever placed and has not purged (30 days of checkouts), each placement slower than the
+    // last; this index holds the active ones only, as many as the caps allow.
+    sql: `
+      CREATE INDEX holds_quota_active ON holds (quota_id) WHERE state = 'active';
+    `
   }
 ]
 
