@@ -13,9 +13,13 @@ import { holdFromText } from '../store/selling/rows.js'
 import { MAX_HOLD_LINES, type SellingReads, type SellingWrites } from '../store/selling/types.js'
 import type { FeedPlace } from '../store/stock/types.js'
 import { decodeStampCursor, encodeStampCursor } from './cursor.js'
+import { madeBy } from './inventory.js'
 import {
-  HOLD_ID_PATTERN, holdAt, holdCaps, holdLimitReached, holdStateAt, InsufficientStockError, newHoldId, onceForKey, type HoldSettings, type SellingKey
+  HOLD_ID_PATTERN, holdAt, holdCaps, holdStateAt, InsufficientStockError, newHoldId, onceForKey, placementRefused, type HoldSettings, type Seller,
+  type SellingKey
 } from './selling.js'
+
+export type { Seller } from './selling.js'
 
 /** Pages of the holds' listing: the sizes of the store orders' listing. */
 export const DEFAULT_HOLD_LIMIT = 100
@@ -32,13 +36,6 @@ export interface HoldsContext {
   }
   clock: () => number
   settings: HoldSettings
-}
-
-/** Who asks, as the ledger records it: the quota whose caps count, the key and the request. */
-export interface Seller {
-  quotaId: string
-  keyId: string | null
-  requestId: string | null
 }
 
 /** A hold to place, as the API validated it (lines 1 to MAX_HOLD_LINES, quantities in range). */
@@ -123,12 +120,8 @@ export async function placeHold (context: HoldsContext, request: HoldRequest, se
       return { hold: result.hold, replayed: false }
     case 'replayed':
       return { hold: holdFromText(result.response), replayed: true }
-    case 'not_found':
-      throw new AppError('not_found', `No inventory entry exists for pet ${result.petId}; nothing was held.`)
-    case 'insufficient':
-      throw new InsufficientStockError(result.shortages)
-    case 'limit_reached':
-      throw holdLimitReached(result.cap, result.current, result.max)
+    default:
+      throw placementRefused(result)
   }
 }
 
@@ -230,8 +223,7 @@ export async function confirmHold (context: HoldsContext, id: string, seller: Se
         hold: holdAt(result.hold, at),
         replayed: false,
         entries: result.entries,
-        ...(result.version === undefined ? {} : { version: result.version }),
-        ...(result.feed === undefined ? {} : { feed: result.feed })
+        ...madeBy(result)
       }
     case 'replayed':
       return { hold: holdFromText(result.response), replayed: true, entries: [] }

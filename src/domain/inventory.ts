@@ -42,7 +42,7 @@ export interface AppliedChange {
 }
 
 /** The version and feed place a store told of an applied write, where it told them. */
-function madeBy (result: { version?: bigint, feed?: FeedPlace }): { version?: bigint, feed?: FeedPlace } {
+export function madeBy (result: { version?: bigint, feed?: FeedPlace }): { version?: bigint, feed?: FeedPlace } {
   return { ...(result.version === undefined ? {} : { version: result.version }), ...(result.feed === undefined ? {} : { feed: result.feed }) }
 }
 

@@ -4,7 +4,8 @@
  * docs/adr/0037-orders-hold-their-stock.md
  */
 import { decodeCursor, encodeCursor } from './cursor.js'
-import { holdCaps, holdLimitReached, InsufficientStockError, newHoldId, onceForKey, type HoldSettings, type SellingKey } from './selling.js'
+import { madeBy } from './inventory.js'
+import { holdCaps, InsufficientStockError, newHoldId, onceForKey, placementRefused, type HoldSettings, type Seller, type SellingKey } from './selling.js'
 import { AppError } from '../errors.js'
 import type { CatalogReads } from '../store/catalog/types.js'
 import { orderFromText } from '../store/selling/rows.js'
@@ -36,13 +37,6 @@ export interface OrderRequest {
   /** RFC 3339; the instant the order is placed when not given. */
   shipDate: string | null
   reference: string | null
-}
-
-/** Who places or moves an order: the key's quota (whose caps the order's hold counts against), the key, the request. */
-export interface OrderActor {
-  quotaId: string
-  keyId: string | null
-  requestId: string | null
 }
 
 /** The moves of an order the API makes, by the name of their operation. */
@@ -82,7 +76,7 @@ export async function getOrder (store: { readonly selling: Pick<SellingReads, 'g
  * granted only if the units are available, and counted against the quota's caps like any hold
  * (docs/adr/0037-orders-hold-their-stock.md). Requires an idempotency key: a retry places nothing twice.
  */
-export async function placeOrder (store: { readonly selling: Pick<SellingWrites, 'placeHold'> }, request: OrderRequest, actor: OrderActor,
+export async function placeOrder (store: { readonly selling: Pick<SellingWrites, 'placeHold'> }, request: OrderRequest, actor: Seller,
   settings: HoldSettings, clock: () => number, key: SellingKey): Promise<OrderWritten> {
   const outcome = await onceForKey(key, 'placeOrder', null, request, async (claim) => {
     const at = new Date(clock())
@@ -105,12 +99,8 @@ export async function placeOrder (store: { readonly selling: Pick<SellingWrites,
       // A store that places an order's hold places the order with it: a hold without it is the store's fault.
       if (outcome.order === undefined) throw new Error(`The store placed hold ${outcome.hold.id} without its order`)
       return { order: outcome.order, replayed: false, entries: [] }
-    case 'not_found':
-      throw new AppError('not_found', `Pet ${outcome.petId} has no stock entry; nothing was held.`)
-    case 'insufficient':
-      throw new InsufficientStockError(outcome.shortages)
-    case 'limit_reached':
-      throw holdLimitReached(outcome.cap, outcome.current, outcome.max)
+    default:
+      throw placementRefused(outcome)
   }
 }
 
@@ -120,7 +110,7 @@ export async function placeOrder (store: { readonly selling: Pick<SellingWrites,
  * released). Any other move, and any move of an imported order, is 409 order_state_conflict naming the state and the
  * moves it allows. Requires an idempotency key: a retried delivery sells once and is answered as the first.
  */
-export async function moveOrder (store: { readonly selling: Pick<SellingWrites, 'moveOrder'> }, id: bigint, move: OrderMove, actor: OrderActor,
+export async function moveOrder (store: { readonly selling: Pick<SellingWrites, 'moveOrder'> }, id: bigint, move: OrderMove, actor: Seller,
   clock: () => number, key: SellingKey): Promise<OrderWritten> {
   const outcome = await onceForKey(key, `${move}Order`, id, null, async (claim) =>
     await store.selling.moveOrder({ ...actor, at: new Date(clock()), orderId: id, to: ORDER_MOVES[move], idempotency: claim }))
@@ -132,8 +122,7 @@ export async function moveOrder (store: { readonly selling: Pick<SellingWrites, 
         order: outcome.order,
         replayed: false,
         entries: outcome.entries,
-        ...(outcome.version === undefined ? {} : { version: outcome.version }),
-        ...(outcome.feed === undefined ? {} : { feed: outcome.feed })
+        ...madeBy(outcome)
       }
     case 'not_found':
       throw new AppError('not_found', `Order ${id} not found.`)

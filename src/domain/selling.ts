@@ -11,7 +11,7 @@
 import { randomBytes } from 'node:crypto'
 import { AppError } from '../errors.js'
 import type { Hold, HoldState } from '../model.js'
-import type { HoldCaps, SellingClaim, Shortage } from '../store/selling/types.js'
+import type { HoldCaps, PlaceHoldResult, SellingClaim, Shortage } from '../store/selling/types.js'
 import type { IdempotencyKeys, Keyed, Replayed } from './idempotency.js'
 
 /** The prefix of a hold's id, so that a hold's id is never taken for another resource's. */
@@ -44,6 +44,16 @@ export function holdAt (hold: Hold, at: Date): Hold {
   return { ...hold, state: 'expired', endedAt: hold.expiresAt }
 }
 
+/**
+ * Who places or moves a hold or an order: the key's quota (whose caps count it), the key and the request, as the
+ * ledger records them.
+ */
+export interface Seller {
+  quotaId: string
+  keyId: string | null
+  requestId: string | null
+}
+
 /** The settings of holds (HOLD_* and HOLDS_* in the configuration). */
 export interface HoldSettings {
   /** How long a hold placed without expiresIn lasts. */
@@ -69,6 +79,21 @@ export const HOLD_DEFAULTS: HoldSettings = Object.freeze({
 /** The caps a store checks when it places a hold, from the settings. */
 export function holdCaps (settings: HoldSettings): HoldCaps {
   return { activeHolds: settings.maxActivePerQuota, heldUnits: settings.maxUnitsPerQuota }
+}
+
+/**
+ * Why a placement (a checkout's hold, or an order's) held nothing, as its caller reads it: 404 for a pet without a stock
+ * entry, 409 insufficient_stock with every short line, or 409 hold_limit_reached.
+ */
+export function placementRefused (result: Extract<PlaceHoldResult, { status: 'not_found' | 'insufficient' | 'limit_reached' }>): AppError {
+  switch (result.status) {
+    case 'not_found':
+      return new AppError('not_found', `No inventory entry exists for pet ${result.petId}; nothing was held.`)
+    case 'insufficient':
+      return new InsufficientStockError(result.shortages)
+    case 'limit_reached':
+      return holdLimitReached(result.cap, result.current, result.max)
+  }
 }
 
 /** The cap a store says was reached, as its caller reads it. */
