@@ -10314,7 +10314,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Nothing was held: fewer units are available than ordered (`insufficient_stock`, with `shortages` saying how many are), the key's quota holds as many holds or units as it may (`hold_limit_reached`), or `idempotency_key_in_flight`: an earlier request with the same Idempotency-Key is still being processed (retry later; nothing was changed). Error codes: `insufficient_stock`, `hold_limit_reached`, `idempotency_key_in_flight`. */
+            /** @description Nothing was held: fewer units are available than ordered (`insufficient_stock`, with `shortages` saying how many are), the key's quota holds as many holds or units as it may (`hold_limit_reached`), or an earlier request with the same Idempotency-Key is still being processed (retry later; nothing was changed). Error codes: `insufficient_stock`, `hold_limit_reached`, `idempotency_key_in_flight`. */
             409: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -10360,7 +10360,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The body is too large. Error codes: `payload_too_large`. */
+            /** @description The body exceeds 16 KiB. Error codes: `payload_too_large`. */
             413: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -11125,7 +11125,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Nothing was changed: the order is not `placed` (or was imported: the API moves only the orders it placed), or `idempotency_key_in_flight`: an earlier request with the same Idempotency-Key is still being processed (retry later; nothing was changed). Error codes: `order_state_conflict`, `idempotency_key_in_flight`. */
+            /** @description Nothing was changed: the order is not `placed` (or was imported: the API moves only the orders it placed), or an earlier request with the same Idempotency-Key is still being processed (retry later; nothing was changed). Error codes: `order_state_conflict`, `idempotency_key_in_flight`. */
             409: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -11159,7 +11159,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The body is too large. Error codes: `payload_too_large`. */
+            /** @description The body exceeds 16 KiB. Error codes: `payload_too_large`. */
             413: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -11615,7 +11615,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Nothing was changed: the order is `delivered` or `cancelled` (or was imported), or the pet has fewer units on hand than the order (with `shortages`), or `idempotency_key_in_flight`: an earlier request with the same Idempotency-Key is still being processed (retry later; nothing was changed). Error codes: `order_state_conflict`, `insufficient_stock`, `idempotency_key_in_flight`. */
+            /** @description Nothing was changed: the order is `delivered` or `cancelled` (or was imported), or the pet has fewer units on hand than the order (with `shortages`), or an earlier request with the same Idempotency-Key is still being processed (retry later; nothing was changed). Error codes: `order_state_conflict`, `insufficient_stock`, `idempotency_key_in_flight`. */
             409: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -11661,7 +11661,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The body is too large. Error codes: `payload_too_large`. */
+            /** @description The body exceeds 16 KiB. Error codes: `payload_too_large`. */
             413: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -12117,7 +12117,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Nothing was changed: the order is `delivered` or `cancelled` (or was imported), or `idempotency_key_in_flight`: an earlier request with the same Idempotency-Key is still being processed (retry later; nothing was changed). Error codes: `order_state_conflict`, `idempotency_key_in_flight`. */
+            /** @description Nothing was changed: the order is `delivered` or `cancelled` (or was imported), or an earlier request with the same Idempotency-Key is still being processed (retry later; nothing was changed). Error codes: `order_state_conflict`, `idempotency_key_in_flight`. */
             409: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */
@@ -12151,7 +12151,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The body is too large. Error codes: `payload_too_large`. */
+            /** @description The body exceeds 16 KiB. Error codes: `payload_too_large`. */
             413: {
                 headers: {
                     /** @description Identifies the request in logs; echoes a well-formed client X-Request-Id. */

@@ -4,24 +4,21 @@
  * (src/domain/holds.ts) and the store decide; here are the wire shapes, the scopes and what a sale tells the listing.
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyReply } from 'fastify'
 import { Type } from 'typebox'
 import { Int64, StockReference } from '../../domain/entities.js'
 import {
-  confirmHold, DEFAULT_HOLD_LIMIT, extendHold, getHold, type HoldAnswer, type HoldsContext, listHolds, MAX_HOLD_LIMIT, placeHold, releaseHold,
-  type Seller
+  confirmHold, DEFAULT_HOLD_LIMIT, extendHold, getHold, type HoldAnswer, type HoldsContext, listHolds, MAX_HOLD_LIMIT, placeHold, releaseHold
 } from '../../domain/holds.js'
 import type { IdempotencyKeys } from '../../domain/idempotency.js'
 import { AppError } from '../../errors.js'
 import { MAX_REFERENCE_LENGTH } from '../../domain/rules.js'
-import { HOLD_ID_PATTERN, type HoldSettings, type SellingKey } from '../../domain/selling.js'
+import { HOLD_ID_PATTERN, type HoldSettings } from '../../domain/selling.js'
 import { HOLD_STATES, MAX_QUANTITY, MAX_QUANTITY_TEXT, type Hold } from '../../model.js'
 import { MAX_HOLD_LINES } from '../../store/selling/types.js'
-import { idempotencyKeyOf } from '../idempotency.js'
-import { BODY_LIMIT_BYTES } from '../limits.js'
 import { cursorRefused, linkNext, NEXT_LINK_FORM } from '../paging.js'
-import { COMMON_ERRORS, ErrorResponse, INVALID_REQUEST, Int64Text, RESPONSE_HEADERS } from '../schemas/common.js'
-import { answerShortage, KEY_REUSED, REPLAYED_HEADER, SellingConflict, SellingWriteHeaders } from '../schemas/selling.js'
+import { COMMON_ERRORS, ErrorResponse, Int64Text, INVALID_REQUEST, KEY_IN_FLIGHT, PAYLOAD_TOO_LARGE, RESPONSE_HEADERS, UNSUPPORTED_MEDIA_TYPE } from '../schemas/common.js'
+import { answerShortage, KEY_REUSED, REPLAYED_HEADER, SellingConflict, sellerOf, sellingKeyOf, SellingWriteHeaders } from '../schemas/selling.js'
 import type { InventoryListing } from './inventory.js'
 
 const DateTime = (description: string) => Type.String({ format: 'date-time', description })
@@ -70,10 +67,7 @@ const HoldParams = Type.Object({
   holdId: Type.String({ maxLength: 64, description: 'The hold\'s id, as placing it answered (`hold_` and 20 characters)' })
 })
 
-const PAYLOAD_TOO_LARGE = ErrorResponse(['payload_too_large'], `The body exceeds ${BODY_LIMIT_BYTES / 1024} KiB.`)
-const UNSUPPORTED_MEDIA_TYPE = ErrorResponse(['unsupported_media_type'], 'The body is not application/json.')
 const HOLD_NOT_FOUND = ErrorResponse(['not_found'], 'No hold has this id.')
-const KEY_IN_FLIGHT = 'an earlier request with the same Idempotency-Key is still being processed (retry later; nothing was changed)'
 
 export interface HoldRouteOptions {
   store: HoldsContext['store']
@@ -137,7 +131,7 @@ export const holdRoutes: FastifyPluginAsyncTypebox<HoldRouteOptions> = async (ap
   }, async (request, reply) => {
     const { lines, expiresIn, reference } = request.body
     try {
-      const placed = await placeHold(context, { lines, expiresIn, reference }, seller(request), keyOf(request))
+      const placed = await placeHold(context, { lines, expiresIn, reference }, sellerOf(request), sellingKeyOf(request, idempotency))
       reply.code(201).header('Location', `holds/${placed.hold.id}`)
       return answer(reply, placed)
     } catch (error) {
@@ -228,7 +222,7 @@ export const holdRoutes: FastifyPluginAsyncTypebox<HoldRouteOptions> = async (ap
         409: endConflict('nothing was changed')
       }
     }
-  }, async (request, reply) => answer(reply, await extendHold(context, request.params.holdId, request.body.expiresIn, seller(request), keyOf(request))))
+  }, async (request, reply) => answer(reply, await extendHold(context, request.params.holdId, request.body.expiresIn, sellerOf(request), sellingKeyOf(request, idempotency))))
 
   app.post('/holds/:holdId/confirm', {
     config: { scope: 'storefront' },
@@ -254,7 +248,7 @@ export const holdRoutes: FastifyPluginAsyncTypebox<HoldRouteOptions> = async (ap
   }, async (request, reply) => {
     emptyBody(request.body)
     try {
-      const sale = await confirmHold(context, request.params.holdId, seller(request), keyOf(request))
+      const sale = await confirmHold(context, request.params.holdId, sellerOf(request), sellingKeyOf(request, idempotency))
       // What a stock write does before its answer: the listing and every instance learn of the sale.
       if (!sale.replayed) await listing.written(sale.entries, { version: sale.version, feed: sale.feed })
       return answer(reply, sale)
@@ -282,7 +276,7 @@ export const holdRoutes: FastifyPluginAsyncTypebox<HoldRouteOptions> = async (ap
     }
   }, async (request, reply) => {
     emptyBody(request.body)
-    return answer(reply, await releaseHold(context, request.params.holdId, seller(request), keyOf(request)))
+    return answer(reply, await releaseHold(context, request.params.holdId, sellerOf(request), sellingKeyOf(request, idempotency)))
   })
 
   /**
@@ -295,16 +289,6 @@ export const holdRoutes: FastifyPluginAsyncTypebox<HoldRouteOptions> = async (ap
     throw new AppError('invalid_request', 'The body must be empty or {}: this operation takes no fields.')
   }
 
-  /** Who asks: every route here is behind the gate, so a key is known. */
-  function seller (request: FastifyRequest): Seller {
-    const key = request.apiKey
-    if (key === null) throw new Error('A selling write needs an API key')
-    return { quotaId: key.quotaId, keyId: key.id, requestId: request.id }
-  }
-
-  function keyOf (request: FastifyRequest): SellingKey {
-    return { keys: idempotency, key: idempotencyKeyOf(request.raw), owner: request.apiKey?.quotaId ?? null }
-  }
 
   /** The hold on the wire; a replay says so. */
   function answer (reply: FastifyReply, { hold, replayed }: HoldAnswer) {

@@ -17,11 +17,10 @@ import { listLowStock } from '../../domain/alerts.js'
 import { InventoryCache, type InventoryView } from '../inventory-cache.js'
 import type { ChangeSignal } from '../../changes/types.js'
 import { IDEMPOTENCY_KEY_DESCRIPTION, idempotencyKeyOf } from '../idempotency.js'
-import { BODY_LIMIT_BYTES } from '../limits.js'
 import { AppError, errorBody } from '../../errors.js'
 import { cursorRefused, linkNext, NEXT_LINK_FORM } from '../paging.js'
 import { entryTag, ifMatchTags, revisionOf } from '../preconditions.js'
-import { COMMON_ERRORS, ErrorResponse, INVALID_REQUEST, Int64Text, NOT_FOUND, RESPONSE_HEADERS } from '../schemas/common.js'
+import { COMMON_ERRORS, ErrorResponse, Int64Text, INVALID_REQUEST, KEY_IN_FLIGHT, NOT_FOUND, PAYLOAD_TOO_LARGE, RESPONSE_HEADERS, UNSUPPORTED_MEDIA_TYPE } from '../schemas/common.js'
 import {
   InventoryAdjustment, InventoryBatch, type InventoryBatchChange, InventoryItem, InventoryUpdate, MAX_BATCH_CHANGES
 } from '../../domain/entities.js'
@@ -116,9 +115,6 @@ const Written = (description: string) => Type.Object(InventoryItem.properties, {
 // The errors of the stock writes.
 const PRECONDITION_FAILED = ErrorResponse(['precondition_failed'], 'The entry has changed since the ETag sent in If-Match; nothing was changed. ' +
   'The ETag header carries the entry\'s current ETag.', ENTRY_ETAG_HEADER)
-const PAYLOAD_TOO_LARGE = ErrorResponse(['payload_too_large'], `The body exceeds ${BODY_LIMIT_BYTES / 1024} KiB.`)
-const UNSUPPORTED_MEDIA_TYPE = ErrorResponse(['unsupported_media_type'], 'The body is not application/json.')
-const KEY_IN_FLIGHT = 'an earlier request with the same Idempotency-Key is still being processed (retry later; nothing was changed)'
 const KEY_REUSED = ErrorResponse(['idempotency_key_reused'], 'The Idempotency-Key was used for a different request (operation, pet, body or ' +
   'If-Match) within its retention; nothing was changed.')
 

@@ -3,20 +3,19 @@
  * are placed until they are delivered (the sale) or cancelled (the release). docs/adr/0037-orders-hold-their-stock.md
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyReply } from 'fastify'
 import { Type } from 'typebox'
 import type { IdempotencyKeys } from '../../domain/idempotency.js'
 import {
-  DEFAULT_ORDER_LIMIT, getOrder, listOrders, MAX_ORDER_LIMIT, moveOrder, ORDER_MOVES, placeOrder, type OrderActor, type OrderMove, type OrderWritten
+  DEFAULT_ORDER_LIMIT, getOrder, listOrders, MAX_ORDER_LIMIT, moveOrder, ORDER_MOVES, placeOrder, type OrderMove, type OrderWritten
 } from '../../domain/orders.js'
-import type { HoldSettings, SellingKey } from '../../domain/selling.js'
+import type { HoldSettings } from '../../domain/selling.js'
 import type { OrderRecord } from '../../model.js'
 import type { CatalogReads } from '../../store/catalog/types.js'
 import type { SellingStore } from '../../store/selling/types.js'
-import { idempotencyKeyOf } from '../idempotency.js'
 import { cursorRefused, linkNext, NEXT_LINK_FORM } from '../paging.js'
-import { COMMON_ERRORS, ErrorResponse, INVALID_REQUEST, Int64Text, NOT_FOUND, RESPONSE_HEADERS } from '../schemas/common.js'
-import { answerShortage, KEY_REUSED, REPLAYED_HEADER, SellingConflict, SellingWriteHeaders } from '../schemas/selling.js'
+import { COMMON_ERRORS, ErrorResponse, Int64Text, INVALID_REQUEST, KEY_IN_FLIGHT, NOT_FOUND, PAYLOAD_TOO_LARGE, RESPONSE_HEADERS, UNSUPPORTED_MEDIA_TYPE } from '../schemas/common.js'
+import { answerShortage, KEY_REUSED, REPLAYED_HEADER, SellingConflict, sellerOf, sellingKeyOf, SellingWriteHeaders } from '../schemas/selling.js'
 import { Order, OrderDetail, OrderPlacement, OrderStatus } from '../../domain/entities.js'
 import type { InventoryListing } from './inventory.js'
 
@@ -38,9 +37,6 @@ const Written = (description: string, extra: Record<string, ReturnType<typeof Ty
   Type.Object(OrderDetail.properties, { additionalProperties: false, description, headers: { ...RESPONSE_HEADERS, ...REPLAYED_HEADER, ...extra } })
 
 const LOCATION = { Location: Type.String({ description: 'The order, relative to the request URL: `orders/{orderId}`' }) }
-const PAYLOAD_TOO_LARGE = ErrorResponse(['payload_too_large'], 'The body is too large.')
-const UNSUPPORTED_MEDIA_TYPE = ErrorResponse(['unsupported_media_type'], 'The body is not application/json.')
-const KEY_IN_FLIGHT = '`idempotency_key_in_flight`: an earlier request with the same Idempotency-Key is still being processed (retry later; nothing was changed)'
 const KEYED = ' Requires an Idempotency-Key (400 without one): a retry with the same key and request is answered what the first ' +
   'request was (same status and body) with `Idempotent-Replayed: true`, and does nothing again; the key with another ' +
   'request is 422 `idempotency_key_reused`.'
@@ -144,7 +140,7 @@ export const orderRoutes: FastifyPluginAsyncTypebox<OrderRouteOptions> = async (
     const { petId, quantity, shipDate, reference } = request.body
     try {
       const written = await placeOrder(store, { petId: BigInt(petId), quantity, shipDate: shipDate ?? null, reference: reference ?? null },
-        actorOf(request), holds, clock, keyOf(request))
+        sellerOf(request), holds, clock, sellingKeyOf(request, idempotency))
       reply.code(201).header('Location', `orders/${written.order.id}`)
       return await answer(reply, written)
     } catch (error) {
@@ -204,25 +200,13 @@ export const orderRoutes: FastifyPluginAsyncTypebox<OrderRouteOptions> = async (
       }
     }, async (request, reply) => {
       try {
-        return await answer(reply, await moveOrder(store, BigInt(request.params.orderId), move, actorOf(request), clock, keyOf(request)))
+        return await answer(reply, await moveOrder(store, BigInt(request.params.orderId), move, sellerOf(request), clock, sellingKeyOf(request, idempotency)))
       } catch (error) {
         return answerShortage(reply, error)
       }
     })
   }
 
-  /** The caller as an order's hold records it: its key's quota (whose caps count it), the key and the request. */
-  function actorOf (request: FastifyRequest): OrderActor {
-    const key = request.apiKey
-    // The gate admits no request to these routes without a key.
-    if (key === null) throw new Error('An order write needs the API key it belongs to')
-    return { quotaId: key.quotaId, keyId: key.id, requestId: request.id }
-  }
-
-  /** The request's idempotency key (required: the domain refuses a write without one), owned by the key's quota. */
-  function keyOf (request: FastifyRequest): SellingKey {
-    return { keys: idempotency, key: idempotencyKeyOf(request.raw), owner: request.apiKey?.quotaId ?? null }
-  }
 
   /**
    * The answer to an order write: after a delivery, the listing and every instance learn of the stock its sale took

@@ -7,8 +7,7 @@ import { Type } from 'typebox'
 import { clearReorderPoint, getReorderPoint, setReorderPoint } from '../../domain/alerts.js'
 import { ReorderPoint, ReorderPointUpdate } from '../../domain/entities.js'
 import type { AlertStore } from '../../store/alerts/types.js'
-import { BODY_LIMIT_BYTES } from '../limits.js'
-import { COMMON_ERRORS, ErrorResponse, INVALID_REQUEST, Int64Text, NOT_FOUND, RESPONSE_HEADERS } from '../schemas/common.js'
+import { COMMON_ERRORS, Int64Text, INVALID_REQUEST, NOT_FOUND, PAYLOAD_TOO_LARGE, RESPONSE_HEADERS, UNSUPPORTED_MEDIA_TYPE } from '../schemas/common.js'
 
 const PetIdParams = Type.Object({ petId: Int64Text('The pet whose reorder point is meant') })
 
@@ -37,8 +36,8 @@ export const reorderPointRoutes: FastifyPluginAsyncTypebox<{ store: { readonly a
         200: Answer,
         400: INVALID_REQUEST,
         404: NOT_FOUND,
-        413: ErrorResponse(['payload_too_large'], `The body exceeds ${BODY_LIMIT_BYTES / 1024} KiB.`),
-        415: ErrorResponse(['unsupported_media_type'], 'The body is not application/json.'),
+        413: PAYLOAD_TOO_LARGE,
+        415: UNSUPPORTED_MEDIA_TYPE,
         ...COMMON_ERRORS
       }
     }

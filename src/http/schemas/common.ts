@@ -1,6 +1,6 @@
 import { Type, type TSchema } from 'typebox'
 import { ERROR_CATALOGUE, type ErrorCode } from '../../errors.js'
-import { MAX_URL_LENGTH } from '../limits.js'
+import { BODY_LIMIT_BYTES, MAX_URL_LENGTH } from '../limits.js'
 
 /**
  * An int64 in a path or query: documented as integer/int64, validated from its decimal text (see
@@ -75,3 +75,8 @@ export function insufficientScope (scopeName: string) {
 
 export const INVALID_REQUEST = ErrorResponse(['invalid_request'], 'The request has invalid parameters or body.')
 export const NOT_FOUND = ErrorResponse(['not_found'], 'The requested resource could not be found.')
+/** The refusals of a body every write with one can meet. */
+export const PAYLOAD_TOO_LARGE = ErrorResponse(['payload_too_large'], `The body exceeds ${BODY_LIMIT_BYTES / 1024} KiB.`)
+export const UNSUPPORTED_MEDIA_TYPE = ErrorResponse(['unsupported_media_type'], 'The body is not application/json.')
+/** What a 409 idempotency_key_in_flight means, for the 409 descriptions of writes that take a key. */
+export const KEY_IN_FLIGHT = 'an earlier request with the same Idempotency-Key is still being processed (retry later; nothing was changed)'

@@ -2,12 +2,13 @@
  * What the selling operations (holds, orders placed through the API) share on the wire: the Idempotency-Key they
  * require, the header of a replay, and the 409 of a shortage, which carries every short line beside the Error body.
  */
-import type { FastifyReply } from 'fastify'
+import type { FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from 'typebox'
-import { InsufficientStockError } from '../../domain/selling.js'
+import type { IdempotencyKeys } from '../../domain/idempotency.js'
+import { InsufficientStockError, type Seller, type SellingKey } from '../../domain/selling.js'
 import { Int64 } from '../../domain/entities.js'
 import { errorBody, type ErrorCode } from '../../errors.js'
-import { IDEMPOTENCY_KEY_DESCRIPTION } from '../idempotency.js'
+import { IDEMPOTENCY_KEY_DESCRIPTION, idempotencyKeyOf } from '../idempotency.js'
 import { ErrorResponse, RESPONSE_HEADERS } from './common.js'
 
 /**
@@ -55,4 +56,16 @@ export function answerShortage (reply: FastifyReply, error: unknown): FastifyRep
   if (!(error instanceof InsufficientStockError)) throw error
   // The Error body, with the short lines: what a storefront needs to tell its customer, or to hold less.
   return reply.code(409).type('application/json; charset=utf-8').send({ ...errorBody('insufficient_stock', error.message), shortages: error.shortages })
+}
+
+/** Who places or moves a hold or an order: every selling route is behind the gate, so a key is known. */
+export function sellerOf (request: FastifyRequest): Seller {
+  const key = request.apiKey
+  if (key === null) throw new Error('A selling write needs an API key')
+  return { quotaId: key.quotaId, keyId: key.id, requestId: request.id }
+}
+
+/** The request's idempotency key (required: the domain refuses a write without one), owned by the key's quota. */
+export function sellingKeyOf (request: FastifyRequest, keys: IdempotencyKeys): SellingKey {
+  return { keys, key: idempotencyKeyOf(request.raw), owner: request.apiKey?.quotaId ?? null }
 }
