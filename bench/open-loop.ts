@@ -165,7 +165,9 @@ const READ_BUFFER = Buffer.alloc(256 * 1024)
 const HEAD_END = Buffer.from('\r\n\r\n')
 const CONTENT_LENGTH = Buffer.from('content-length')
 const TRANSFER_ENCODING = Buffer.from('transfer-encoding')
+const CONNECTION = Buffer.from('connection')
 const CHUNKED = Buffer.from('chunked')
+const CLOSE = Buffer.from('close')
 
 /** Whether `buf` at `at` holds `name` (lower case, letters and '-'), case-insensitively, then ':'. */
 function isField (buf: Buffer, at: number, end: number, name: Buffer): boolean {
@@ -174,11 +176,11 @@ function isField (buf: Buffer, at: number, end: number, name: Buffer): boolean {
   return true
 }
 
-/** Whether the field value in buf[from, to) ends with `chunked` (the last coding), case-insensitively. */
-function endsChunked (buf: Buffer, from: number, to: number): boolean {
+/** Whether the field value in buf[from, to) ends with `word` (lower case letters), case-insensitively. */
+function endsWith (buf: Buffer, from: number, to: number, word: Buffer): boolean {
   while (to > from && (buf[to - 1] === 0x20 || buf[to - 1] === 0x09)) to--
-  if (to - from < CHUNKED.length) return false
-  for (let k = 0; k < CHUNKED.length; k++) if (((buf[to - CHUNKED.length + k] as number) | 0x20) !== CHUNKED[k]) return false
+  if (to - from < word.length) return false
+  for (let k = 0; k < word.length; k++) if (((buf[to - word.length + k] as number) | 0x20) !== word[k]) return false
   return true
 }
 
@@ -215,6 +217,8 @@ interface Conn {
   status: number
   remaining: number
   lineLength: number
+  /** The answer said `Connection: close`, or bytes nobody asked for followed it: the connection is not reused. */
+  closing: boolean
 }
 
 export async function openLoop (spec: OpenLoopSpec, headers: Record<string, string>): Promise<OpenLoopResult> {
@@ -326,6 +330,12 @@ export async function openLoop (spec: OpenLoopSpec, headers: Record<string, stri
     }
   }
 
+  /** The answer is complete at `pos`: bytes after it were not asked for, so the connection is out of step. */
+  const done = (c: Conn, pos: number, limit: number): true => {
+    if (pos < limit) c.closing = true
+    return true
+  }
+
   /** Reads an answer's bytes, data[0, length); true when the request on `c` is complete. */
   const parse = (c: Conn, data: Buffer, length: number): boolean => {
     let buf = data
@@ -349,6 +359,7 @@ export async function openLoop (spec: OpenLoopSpec, headers: Record<string, stri
           }
           // "HTTP/1.1 200 ...": the status is at 9..11.
           c.status = ((buf[pos + 9] as number) - 48) * 100 + ((buf[pos + 10] as number) - 48) * 10 + ((buf[pos + 11] as number) - 48)
+          c.closing = false
           let length = -1
           let chunked = false
           let line = buf.indexOf(0x0a, pos) + 1
@@ -363,20 +374,22 @@ export async function openLoop (spec: OpenLoopSpec, headers: Record<string, stri
                 if (d >= 0 && d <= 9) length = length * 10 + d
               }
             } else if (isField(buf, line, valueEnd, TRANSFER_ENCODING)) {
-              chunked = endsChunked(buf, line + TRANSFER_ENCODING.length + 1, valueEnd)
+              chunked = endsWith(buf, line + TRANSFER_ENCODING.length + 1, valueEnd, CHUNKED)
+            } else if (isField(buf, line, valueEnd, CONNECTION)) {
+              c.closing = endsWith(buf, line + CONNECTION.length + 1, valueEnd, CLOSE)
             }
             line = eol + 1
           }
           pos = end + 4
           if (c.status < 200 || c.status === 204 || c.status === 304) {
             // 1xx (none is asked for) is skipped; 204 and 304 have no body.
-            if (c.status >= 200) return true
+            if (c.status >= 200) return done(c, pos, limit)
             c.state = HEAD
           } else if (chunked) {
             c.state = CHUNK_SIZE
             c.remaining = 0
           } else if (length >= 0) {
-            if (length === 0) return true
+            if (length === 0) return done(c, pos, limit)
             c.state = LENGTH
             c.remaining = length
           } else {
@@ -388,7 +401,7 @@ export async function openLoop (spec: OpenLoopSpec, headers: Record<string, stri
           const n = Math.min(c.remaining, limit - pos)
           c.remaining -= n
           pos += n
-          if (c.remaining === 0) { c.state = HEAD; return true }
+          if (c.remaining === 0) { c.state = HEAD; return done(c, pos, limit) }
           break
         }
         case CHUNK_SIZE: {
@@ -420,7 +433,7 @@ export async function openLoop (spec: OpenLoopSpec, headers: Record<string, stri
         case TRAILERS: {
           const b = buf[pos++] as number
           if (b === 0x0a) {
-            if (c.lineLength === 0) { c.state = HEAD; return true }
+            if (c.lineLength === 0) { c.state = HEAD; return done(c, pos, limit) }
             c.lineLength = 0
           } else if (b !== 0x0d) c.lineLength++
           break
@@ -445,7 +458,9 @@ export async function openLoop (spec: OpenLoopSpec, headers: Record<string, stri
     c.req = -1
     const end = performance.now()
     finish(c.origin, i, c.status, false, end)
-    release(c)
+    // A connection the server is closing takes no more requests; its end opens another for the queue.
+    if (c.closing) c.socket.destroy()
+    else release(c)
     // Each answer is also a chance to send what fell due meanwhile, sooner than the next timer.
     if (next < total && start + next * interval <= end) dispatchDue(end)
   }
@@ -456,7 +471,7 @@ export async function openLoop (spec: OpenLoopSpec, headers: Record<string, stri
     // Reads land in one buffer shared by every connection (onread): no Buffer and no 'data' event per read.
     const socket = connect({ port: address.port, host: address.host, noDelay: true, onread: { buffer: READ_BUFFER, callback: (n) => { onRead(c, n); return true } } })
     const c: Conn = {
-      origin: o, socket, connected: false, req: i, written: Infinity, idleSince: 0, state: HEAD, partial: null, status: 0, remaining: 0, lineLength: 0
+      origin: o, socket, connected: false, req: i, written: Infinity, idleSince: 0, state: HEAD, partial: null, status: 0, remaining: 0, lineLength: 0, closing: false
     }
     o.conns.push(c)
     connectionsOpened++
