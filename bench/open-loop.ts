@@ -106,8 +106,12 @@ export const MAX_LAG_P99_MS = 2
 
 /** Distinct PATCH requests encoded before the run, per origin. */
 const PATCH_SET = 4096
-/** An idle connection unused this long is closed rather than reused: Node's servers close theirs after 5 s idle. */
-const IDLE_CLOSE_MS = 3000
+/**
+ * An idle connection unused this long is closed rather than reused, before the server closes it: a second less than
+ * the server's `Keep-Alive: timeout=N` hint (at least half of it), or 4 s without one (undici's defaults).
+ */
+const IDLE_CLOSE_MS = 4000
+const IDLE_CLOSE_MARGIN_MS = 1000
 
 /** Values above this (µs) are recorded as this: an hour, well past any timeout. */
 const HIGHEST_US = 3_600_000_000
@@ -166,6 +170,8 @@ const HEAD_END = Buffer.from('\r\n\r\n')
 const CONTENT_LENGTH = Buffer.from('content-length')
 const TRANSFER_ENCODING = Buffer.from('transfer-encoding')
 const CONNECTION = Buffer.from('connection')
+const KEEP_ALIVE = Buffer.from('keep-alive')
+const TIMEOUT_EQ = Buffer.from('timeout=')
 const CHUNKED = Buffer.from('chunked')
 const CLOSE = Buffer.from('close')
 
@@ -217,6 +223,8 @@ interface Conn {
   status: number
   remaining: number
   lineLength: number
+  /** How long it may stay idle and still be reused (ms). */
+  idleMs: number
   /** The answer said `Connection: close`, or bytes nobody asked for followed it: the connection is not reused. */
   closing: boolean
 }
@@ -377,6 +385,13 @@ export async function openLoop (spec: OpenLoopSpec, headers: Record<string, stri
               chunked = endsWith(buf, line + TRANSFER_ENCODING.length + 1, valueEnd, CHUNKED)
             } else if (isField(buf, line, valueEnd, CONNECTION)) {
               c.closing = endsWith(buf, line + CONNECTION.length + 1, valueEnd, CLOSE)
+            } else if (isField(buf, line, valueEnd, KEEP_ALIVE)) {
+              const at = buf.indexOf(TIMEOUT_EQ, line + KEEP_ALIVE.length + 1)
+              if (at >= 0 && at < valueEnd) {
+                let seconds = 0
+                for (let k = at + TIMEOUT_EQ.length; k < valueEnd && (buf[k] as number) >= 0x30 && (buf[k] as number) <= 0x39; k++) seconds = seconds * 10 + (buf[k] as number) - 0x30
+                c.idleMs = Math.max(seconds * 1000 - IDLE_CLOSE_MARGIN_MS, seconds * 500)
+              }
             }
             line = eol + 1
           }
@@ -471,7 +486,7 @@ export async function openLoop (spec: OpenLoopSpec, headers: Record<string, stri
     // Reads land in one buffer shared by every connection (onread): no Buffer and no 'data' event per read.
     const socket = connect({ port: address.port, host: address.host, noDelay: true, onread: { buffer: READ_BUFFER, callback: (n) => { onRead(c, n); return true } } })
     const c: Conn = {
-      origin: o, socket, connected: false, req: i, written: Infinity, idleSince: 0, state: HEAD, partial: null, status: 0, remaining: 0, lineLength: 0, closing: false
+      origin: o, socket, connected: false, req: i, written: Infinity, idleSince: 0, state: HEAD, partial: null, status: 0, remaining: 0, lineLength: 0, closing: false, idleMs: IDLE_CLOSE_MS
     }
     o.conns.push(c)
     connectionsOpened++
@@ -501,7 +516,7 @@ export async function openLoop (spec: OpenLoopSpec, headers: Record<string, stri
     o.inFlight++
     if (inFlight > maxInFlight) maxInFlight = inFlight
     for (let c = o.idle.pop(); c !== undefined; c = o.idle.pop()) {
-      if (now - c.idleSince < IDLE_CLOSE_MS) {
+      if (now - c.idleSince < c.idleMs) {
         write(c, i)
         return
       }
