@@ -26,6 +26,8 @@ import { createRequire } from 'node:module'
 import { isMainThread, threadId } from 'node:worker_threads'
 import { monitorEventLoopDelay, performance, PerformanceObserver } from 'node:perf_hooks'
 import { setInterval } from 'node:timers'
+import { Buffer } from 'node:buffer'
+import { URL } from 'node:url'
 
 const out = process.env.SQLITE_PROBE_OUT
 if (out !== undefined && out !== '') install(out)
@@ -59,6 +61,8 @@ function install (out) {
     const checkpoint = /^\s*wal_checkpoint/i.test(source)
     const start = now()
     const result = pragma.call(this, source, options)
+    // The application turns the auto-checkpoint off itself (a checkpointer elsewhere): nothing to take over.
+    if (/^\s*wal_autocheckpoint\s*=\s*0/i.test(source)) emulated.delete(this)
     if (checkpoint) {
       const end = now()
       const row = Array.isArray(result) ? result[0] : undefined
