@@ -6,6 +6,7 @@
  * attributed to the cause that overlaps most of each (a cause owns a stall when it covers half of it or more).
  *
  *   npm run build && node --import tsx bench/sqlite-tail.ts 2300,4600      # rates per second
+ *   node --import tsx bench/sqlite-tail.ts capacity                        # PATCH capacity, closed loop, to pick them
  *
  * BENCH_LATENCY_WARMUP / BENCH_LATENCY_DURATION as for `latency`; a fresh store per rate. Writes the raw probe
  * records and the summary under the run's work folder and prints where. Never part of `npm run bench`.
@@ -13,6 +14,7 @@
 import { readFileSync, readdirSync } from 'node:fs'
 import { join } from 'node:path'
 import type { OpenLoopResult, OpenLoopSpec } from './open-loop.js'
+import { measure } from './measure.js'
 import { openWorkDir, prepareStore, scenarioDir, startService } from './servers.js'
 import { settings } from './settings.js'
 import { Cleanup, cleanupOnSignals, ROOT, runNode, runQueueSeconds, cpuSeconds } from './support.js'
@@ -153,9 +155,21 @@ async function oneRate (rate: number): Promise<void> {
   })
 }
 
+/** Closed loop at saturation on a fresh store, as the latency scenario measures capacity: requests/s. */
+async function capacity (): Promise<void> {
+  await Cleanup.scope(async (cleanup) => {
+    const dir = scenarioDir('sqlite-tail-capacity')
+    const env = { LOG_LEVEL: 'warn', DATABASE_URL: join(dir, 'petstore.db') }
+    const service = await startService('service', env, await prepareStore(env, PETS), cleanup)
+    await measure(service, settings.warmup, { patchPets: PETS })
+    const run = await measure(service, settings.duration, { patchPets: PETS })
+    console.log(JSON.stringify({ capacity: run.rps, p99: run.p99, serverCpuPct: run.serverCpuPct }))
+  })
+}
+
 cleanupOnSignals()
-const rates = (process.argv[2] ?? '2300,4600').split(',').map(Number)
 await Cleanup.scope(async (cleanup) => {
   openWorkDir(cleanup)
-  for (const rate of rates) await oneRate(rate)
+  if (process.argv[2] === 'capacity') await capacity()
+  else for (const rate of (process.argv[2] ?? '2300,4600').split(',').map(Number)) await oneRate(rate)
 })

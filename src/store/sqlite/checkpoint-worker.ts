@@ -47,11 +47,11 @@ const WAL_INDEX_VERSION = 3007000
 
 const settings = workerData as CheckpointerSettings
 const db = new Database(settings.path, { fileMustExist: true })
+// RESTART waits for the writer and the readers through this; PASSIVE never waits.
+db.pragma(`busy_timeout = ${settings.busyTimeoutMs}`)
 db.pragma('journal_mode = WAL')
 db.pragma('synchronous = FULL')
 db.pragma('wal_autocheckpoint = 0')
-// RESTART waits for the writer and the readers through this; PASSIVE never waits.
-db.pragma(`busy_timeout = ${settings.busyTimeoutMs}`)
 
 let shm: number | null = null
 const header = Buffer.alloc(N_BACKFILL_OFFSET + 4)

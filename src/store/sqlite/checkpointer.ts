@@ -19,13 +19,17 @@ export interface CheckpointerOptions {
   onCheckpoint?: (report: CheckpointReport) => void
 }
 
+/** What the serving connection does if the thread fails or ends before stop(): checkpoint by itself again. */
+export type CheckpointerFailed = (error: unknown) => void
+
 export const CHECKPOINT_DEFAULTS = { pollMs: 5, thresholdFrames: 1000, limitFrames: 16_000 } as const
 
 export class Checkpointer {
   readonly #worker: Worker
   readonly #exited: Promise<void>
+  #stopping = false
 
-  constructor (path: string, busyTimeoutMs: number, options: CheckpointerOptions = {}) {
+  constructor (path: string, busyTimeoutMs: number, failed: CheckpointerFailed, options: CheckpointerOptions = {}) {
     const settings: CheckpointerSettings = {
       path,
       pollMs: options.pollMs ?? CHECKPOINT_DEFAULTS.pollMs,
@@ -38,10 +42,16 @@ export class Checkpointer {
     this.#worker.on('message', (message: CheckpointReport | { error: string }) => {
       if (onCheckpoint !== undefined && !('error' in message)) onCheckpoint(message)
     })
-    // A failed thread (its connection could not open) leaves the WAL to grow until the store closes: the serving
-    // connection then checkpoints as it closes. Nothing is lost; the error is the thread's to report.
-    this.#worker.on('error', () => {})
-    this.#exited = new Promise((resolve) => { this.#worker.once('exit', () => { resolve() }) })
+    // A thread that fails (its connection could not open) or ends would leave the WAL to grow: the serving
+    // connection is told, and checkpoints by itself again.
+    let error: unknown = null
+    this.#worker.on('error', (thrown) => { error = thrown })
+    this.#exited = new Promise((resolve) => {
+      this.#worker.once('exit', (code) => {
+        if (!this.#stopping) failed(error ?? new Error(`the checkpointer thread ended (exit code ${code})`))
+        resolve()
+      })
+    })
     // The thread never keeps the process alive by itself.
     this.#worker.unref()
   }
@@ -49,6 +59,7 @@ export class Checkpointer {
   /** Stops the thread after the checkpoint it is running, if any, and closes its connection. */
   async stop (): Promise<void> {
     // Kept alive until it has closed its connection.
+    this.#stopping = true
     this.#worker.ref()
     this.#worker.postMessage('stop')
     await this.#exited

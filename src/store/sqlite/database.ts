@@ -22,6 +22,9 @@ export interface SqliteOptions {
   backgroundCheckpoints?: boolean | CheckpointerOptions
 }
 
+/** SQLite's default auto-checkpoint threshold, in WAL frames. */
+const SQLITE_AUTOCHECKPOINT = 1000
+
 export class SqliteDatabase {
   /** The file (or ':memory:'). */
   readonly path: string
@@ -52,7 +55,9 @@ export class SqliteDatabase {
     if (background !== undefined && background !== false && path !== ':memory:') {
       // This connection never checkpoints while it serves: the thread does (docs/adr/0042).
       db.pragma('wal_autocheckpoint = 0')
-      this.#checkpointer = new Checkpointer(path, busyTimeoutMs, background === true ? {} : background)
+      // Should the thread fail, this connection checkpoints by itself again, as SQLite does by default.
+      const fallBack = (): void => { if (db.open) db.pragma(`wal_autocheckpoint = ${SQLITE_AUTOCHECKPOINT}`) }
+      this.#checkpointer = new Checkpointer(path, busyTimeoutMs, fallBack, background === true ? {} : background)
     }
     this.writes = new GroupCommit(db, options.commitObserver)
   }
