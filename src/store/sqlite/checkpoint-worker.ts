@@ -8,9 +8,12 @@
  * While the WAL holds `thresholdFrames` or more and some are not copied, it checkpoints PASSIVE: it copies what the
  * WAL holds without waiting for, or blocking, the writer or readers. Once every frame is copied, the serving
  * connection's next write starts the WAL again from its beginning (SQLite's rule), so the WAL stays near the threshold.
- * Should the writer never leave such a gap and the WAL reach `limitFrames`, it checkpoints RESTART instead: that waits
- * for the writer, holds the write lock while it copies the last frames and makes the next write start the WAL again
- * (the one place a request may wait for a checkpoint, as it waited for each one before).
+ * Should the writer never leave such a gap and the WAL reach `limitFrames` with every frame copied, it checkpoints
+ * RESTART: that takes the write lock, copies the frames of the last few commits and makes the next write start the WAL
+ * again, waiting at most RESTART_WAIT_MS for the writer and the readers (the one place a write may wait for a
+ * checkpoint, briefly). While a reader keeps old frames (a backup's snapshot), PASSIVE cannot copy them and RESTART
+ * is not tried, since it would hold the write lock while it waited for that reader: the WAL grows until the reader is
+ * done, as it did when SQLite checkpointed in the COMMIT.
  *
  * Durability is SQLite's own: a checkpoint copies frames that are already durable (each COMMIT synced the WAL),
  * syncs the WAL before and the database file after copying (synchronous=FULL), and a frame is overwritten only
@@ -45,13 +48,18 @@ const MX_FRAME_OFFSET = 16
 const N_BACKFILL_OFFSET = 96
 const WAL_INDEX_VERSION = 3007000
 
+/** How long RESTART may wait for the writer and the readers (holding the write lock once it has it), ms. */
+const RESTART_WAIT_MS = 100
+
 const settings = workerData as CheckpointerSettings
 const db = new Database(settings.path, { fileMustExist: true })
-// RESTART waits for the writer and the readers through this; PASSIVE never waits.
+// Opening beside a busy writer waits as the store's connection does.
 db.pragma(`busy_timeout = ${settings.busyTimeoutMs}`)
 db.pragma('journal_mode = WAL')
 db.pragma('synchronous = FULL')
 db.pragma('wal_autocheckpoint = 0')
+// From now on only RESTART waits (PASSIVE never does): briefly.
+db.pragma(`busy_timeout = ${RESTART_WAIT_MS}`)
 
 let shm: number | null = null
 const header = Buffer.alloc(N_BACKFILL_OFFSET + 4)
@@ -68,11 +76,12 @@ function walState (): { frames: number, copied: number } | null {
   return { frames: header.readUInt32LE(MX_FRAME_OFFSET), copied: header.readUInt32LE(N_BACKFILL_OFFSET) }
 }
 
-function checkpoint (mode: 'PASSIVE' | 'RESTART'): void {
+function checkpoint (mode: 'PASSIVE' | 'RESTART'): CheckpointReport {
   const start = performance.now()
   const row = (db.pragma(`wal_checkpoint(${mode})`) as Array<{ busy: number, log: number, checkpointed: number }>)[0]
   const report: CheckpointReport = { mode, log: Number(row?.log ?? -1), checkpointed: Number(row?.checkpointed ?? -1), ms: performance.now() - start }
   parentPort?.postMessage(report)
+  return report
 }
 
 let stopped = false
@@ -90,7 +99,8 @@ function poll (): void {
       // Not readable (not created yet, or a format this code does not know): checkpoint on a timer instead.
       if (++blind >= BLIND_EVERY) { blind = 0; checkpoint('PASSIVE') }
     } else if (wal.frames >= settings.limitFrames) {
-      checkpoint('RESTART')
+      const passive = checkpoint('PASSIVE')
+      if (passive.log > 0 && passive.checkpointed === passive.log) checkpoint('RESTART')
     } else if (wal.frames >= settings.thresholdFrames && wal.copied < wal.frames) {
       checkpoint('PASSIVE')
     }

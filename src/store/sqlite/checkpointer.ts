@@ -13,7 +13,10 @@ export interface CheckpointerOptions {
   pollMs?: number
   /** Frames (pages) in the WAL from which it copies them (PASSIVE): SQLite's own auto-checkpoint threshold. */
   thresholdFrames?: number
-  /** Frames from which it makes the WAL start again even if it must wait for the writer (RESTART): the WAL's bound. */
+  /**
+   * Frames from which, once all are copied, it makes the WAL start again even if it must wait a little for the writer
+   * (RESTART): the WAL's bound, except while a reader keeps old frames (a backup).
+   */
   limitFrames?: number
   /** Called with each checkpoint the thread ran (tests, diagnostics). */
   onCheckpoint?: (report: CheckpointReport) => void
