@@ -112,6 +112,16 @@ if (await requirePostgres('PostgreSQL group commit tests')) {
       assert.deepEqual(record?.entries.map((entry) => [entry.petId, entry.quantity]), [[1n, 7]])
     })
 
+    test('when texts with quotes, backslashes and any characters are written in one batch, then the ledger reads them back as written', async (t) => {
+      const { a } = await twoInstances(t, 4)
+      const notes = ["it's", 'back\\slash \\\' end', '$1 $$ ; COMMIT; --', 'ünï 🐈 \u0001']
+      const results = await Promise.all(notes.map((note, i) => a.stock.setQuantity(stockChange(BigInt(i + 1), i + 1, { note, reference: note, requestId: note }))))
+      assert.deepEqual(results.map((r) => r.status), ['updated', 'updated', 'updated', 'updated'])
+      assert.deepEqual(a.stock.groupCommit.batchedWrites, 4)
+      const feed = await changesAfterImport(a)
+      assert.deepEqual(feed.map((change) => [change.note, change.reference, change.requestId]), notes.map((note) => [note, note, note]))
+    })
+
     test('when a batch of changes holds a pet a group commit also writes, then both apply: the group commit locks its rows first, in pet order', async (t) => {
       const { schema, a, b } = await twoInstances(t, 2)
       const locker = new pg.Client({ connectionString: POSTGRES_URL, options: `-c search_path=${schema}` })

@@ -172,23 +172,23 @@ export class PostgresStock implements StockStore {
       ...claimValues(change.idempotency), change.reference ?? null, ...more]
     return await this.#commits.run({
       petId: change.petId,
-      inBatch: async (client) => await this.#statement((text, params) => client.query(text, params), sql, values, change),
+      statement: { name: sql === CHANGE_SQL ? 'stock_set_quantity' : 'stock_adjust_quantity', sql, values },
+      outcome: async (answer) => await this.#outcome(answer as pg.QueryResult<ChangeRow>, change),
       alone: async () => await this.#alone(sql, values, change)
     })
   }
 
   /**
-   * The change statement and what its row says. Nothing applied with a key: because the key is recorded (the
-   * statement read no entry), or recorded meanwhile by a transaction this one waited for (a retry on another
-   * instance, whose change this one then saw as stale). Inside a batch the look sees the batch's own earlier writes
-   * too: the same key twice in one batch applies once, and the second is `recorded`.
+   * What the change statement's row says. Nothing applied with a key: because the key is recorded (the statement read
+   * no entry), or recorded meanwhile by a transaction this one waited for (a retry on another instance, whose change
+   * this one then saw as stale). It looks after the commit (of the statement alone, or of its batch), as before the
+   * group commit: the same key twice in one batch applies once (the second statement sees the first's record and reads
+   * no entry), and the second is `recorded`.
    */
-  async #statement (query: (text: string, values: unknown[]) => Promise<pg.QueryResult>, sql: string, values: unknown[],
-    change: StockChange | StockAdjustment): Promise<StockAdjustmentResult> {
+  async #outcome (answer: pg.QueryResult<ChangeRow>, change: StockChange | StockAdjustment): Promise<StockAdjustmentResult> {
     const claim = change.idempotency
-    const { rows } = await query(sql, values) as pg.QueryResult<ChangeRow>
-    const result = changeResult(rows[0], change.expectedRevisions)
-    if (result.status !== 'updated' && claim !== undefined && (await query(KEY_LIVE_SQL, [claim.scope, claim.key, change.at])).rows.length > 0) {
+    const result = changeResult(answer.rows[0], change.expectedRevisions)
+    if (result.status !== 'updated' && claim !== undefined && (await this.#db.query(KEY_LIVE_SQL, [claim.scope, claim.key, change.at])).rows.length > 0) {
       return { status: 'recorded' }
     }
     return result
@@ -199,7 +199,7 @@ export class PostgresStock implements StockStore {
     const claim = change.idempotency
     for (let attempt = 1; ; attempt++) {
       try {
-        return await this.#statement((text, params) => this.#db.query(text, params), sql, values, change)
+        return await this.#outcome(await this.#db.query<ChangeRow>(sql, values), change)
       } catch (error) {
         if (claim === undefined || !isKeyTaken(error)) throw error
         // The key's row exists: recorded by a transaction that committed while this statement ran, or expired and
