@@ -205,5 +205,27 @@ async function throughPgBouncer (bouncer: PgBouncer): Promise<void> {
       assert.deepEqual((await b.stock.listInventory()).map((item) => item.quantity), [40, 40, 40])
       assert.equal((await a.stock.listChanges(null, 1000)).length, 3 + 120)
     })
+
+    test('when two instances write stock concurrently through PgBouncer, then their writes are grouped in transactions, texts and keys intact', async (t) => {
+      const { pooled } = await database(t)
+      const [a, b] = [0, 1].map(() => new PostgresStore(pooled, { pooler: 'transaction' })) as [PostgresStore, PostgresStore]
+      t.after(() => Promise.all([a.close(), b.close()]))
+      await importData(a, { pets: [1, 2, 3, 4].map((id) => ({ id: BigInt(id), name: `p${id}`, status: 'available' as const, quantity: 0 })), orders: [] })
+      const notes = ["it's", 'back\\slash \\\' end', '$1 $$ ; COMMIT; --', 'ünï 🐈']
+      const claim = { scope: 'key_a', key: 'k-1', fingerprint: 'fp', expiresAt: new Date(Date.now() + 60_000) }
+      const change = (petId: bigint, quantity: number, note: string | null, idempotency?: typeof claim) => ({
+        petId, quantity, expectedRevisions: null, reason: 'adjustment' as const, note, keyId: null, requestId: null, at: new Date(), idempotency
+      })
+      const results = await Promise.all([
+        ...notes.map((note, i) => (i % 2 === 0 ? a : b).stock.setQuantity(change(BigInt(i + 1), i + 1, note))),
+        a.stock.setQuantity(change(1n, 50, null, claim)),
+        a.stock.setQuantity(change(2n, 60, null, claim))
+      ])
+      assert.deepEqual(results.map((result) => result.status), ['updated', 'updated', 'updated', 'updated', 'updated', 'recorded'])
+      assert.ok(a.stock.groupCommit.batchedWrites >= 4, JSON.stringify(a.stock.groupCommit))
+      const feed = (await a.stock.listChanges(null, 100)).filter((c) => c.reason !== 'import')
+      assert.deepEqual(feed.filter((c) => c.note !== null).map((c) => c.note).sort(), [...notes].sort())
+      assert.deepEqual((await b.stock.listInventory()).map((item) => item.quantity), [50, 2, 3, 4])
+    })
   })
 }

@@ -107,6 +107,11 @@ export class PostgresDatabase {
     this.#pool.on('error', () => {})
   }
 
+  /** What stands between the store and PostgreSQL: with 'none', a client's session (its prepared statements) lasts. */
+  get pooler (): DatabasePooler {
+    return this.#pooler
+  }
+
   /** The statement that opens a transaction (`begin`, e.g. with an isolation level), with its statement timeout where connections have none. */
   begin (begin = 'BEGIN'): string {
     // One simple query, so one round trip: the SET LOCAL lasts until the transaction ends, on whichever connection.

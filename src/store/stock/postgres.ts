@@ -4,6 +4,7 @@ import { STOCK_CHANGED, type ChangeType, type InventoryItem, type PetStatus, typ
 import { entriesText } from '../idempotency/rows.js'
 import type { IdempotencyClaim } from '../idempotency/types.js'
 import { storeError, type PostgresDatabase } from '../postgres/database.js'
+import { PostgresGroupCommit, type GroupCommitStats } from '../postgres/group-commit.js'
 import { EPOCH_OF } from '../rows.js'
 import { feedHead } from '../postgres/sql.js'
 import { LOW_STOCK_LITERAL, lowStockCte } from '../alerts/postgres.js'
@@ -21,7 +22,7 @@ import type {
 interface ChangeRow { pet_id: bigint, old_quantity: number, old_revision: bigint, status: PetStatus, quantity: number | null, revision: bigint | null }
 
 /**
- * A stock change in one statement (one round trip, autocommit): lock the entry, compare its revision, update
+ * A stock change in one statement (one round trip, autocommit or inside a group commit's transaction): lock the entry, compare its revision, update
  * it, and record the ledger row. FOR UPDATE makes a concurrent change wait and then read the committed
  * quantity, so each ledger row's previous quantity is the one the change replaced.
  * With an idempotency key ($9 scope, $10 key, $11 fingerprint, $12 expiry), the entry is read only while no
@@ -95,9 +96,11 @@ function changeResult (row: ChangeRow | undefined, expectedRevisions: readonly b
 
 export class PostgresStock implements StockStore {
   readonly #db: PostgresDatabase
+  readonly #commits: PostgresGroupCommit
 
   constructor (db: PostgresDatabase) {
     this.#db = db
+    this.#commits = new PostgresGroupCommit(db)
   }
 
   async listInventory (): Promise<InventoryItem[]> {
@@ -159,21 +162,44 @@ export class PostgresStock implements StockStore {
     return await this.#change(ADJUST_SQL, change, [change.delta], [change.allowed.min, change.allowed.max])
   }
 
-  /** Runs a change statement; with an idempotency key, tells a key recorded by another transaction (`recorded`). */
+  /**
+   * Runs a change statement in the next group commit (../postgres/group-commit.ts): with the other single-row writes
+   * waiting, in one transaction, or alone when it is the only one. With an idempotency key, tells a key recorded by
+   * another transaction, or by an earlier write of the same batch (`recorded`).
+   */
   async #change (sql: string, change: StockChange | StockAdjustment, amount: unknown[], more: unknown[] = []): Promise<StockAdjustmentResult> {
-    const claim = change.idempotency
     const values = [change.petId, ...amount, change.expectedRevisions, change.reason, change.note, change.keyId, change.requestId, change.at,
-      ...claimValues(claim), change.reference ?? null, ...more]
+      ...claimValues(change.idempotency), change.reference ?? null, ...more]
+    return await this.#commits.run({
+      petId: change.petId,
+      statement: { name: sql === CHANGE_SQL ? 'stock_set_quantity' : 'stock_adjust_quantity', sql, values },
+      outcome: async (answer) => await this.#outcome(answer as pg.QueryResult<ChangeRow>, change),
+      alone: async () => await this.#alone(sql, values, change)
+    })
+  }
+
+  /**
+   * What the change statement's row says. Nothing applied with a key: because the key is recorded (the statement read
+   * no entry), or recorded meanwhile by a transaction this one waited for (a retry on another instance, whose change
+   * this one then saw as stale). It looks after the commit (of the statement alone, or of its batch), as before the
+   * group commit: the same key twice in one batch applies once (the second statement sees the first's record and reads
+   * no entry), and the second is `recorded`.
+   */
+  async #outcome (answer: pg.QueryResult<ChangeRow>, change: StockChange | StockAdjustment): Promise<StockAdjustmentResult> {
+    const claim = change.idempotency
+    const result = changeResult(answer.rows[0], change.expectedRevisions)
+    if (result.status !== 'updated' && claim !== undefined && (await this.#db.query(KEY_LIVE_SQL, [claim.scope, claim.key, change.at])).rows.length > 0) {
+      return { status: 'recorded' }
+    }
+    return result
+  }
+
+  /** The change on its own (autocommit); a key's record that another transaction committed meanwhile: `recorded`. */
+  async #alone (sql: string, values: unknown[], change: StockChange | StockAdjustment): Promise<StockAdjustmentResult> {
+    const claim = change.idempotency
     for (let attempt = 1; ; attempt++) {
       try {
-        const { rows } = await this.#db.query<ChangeRow>(sql, values)
-        const result = changeResult(rows[0], change.expectedRevisions)
-        // Nothing applied: because the key is recorded (the statement read no entry), or recorded meanwhile by a
-        // transaction this one waited for (a retry on another instance, whose change this one then saw as stale).
-        if (result.status !== 'updated' && claim !== undefined && (await this.#db.query(KEY_LIVE_SQL, [claim.scope, claim.key, change.at])).rows.length > 0) {
-          return { status: 'recorded' }
-        }
-        return result
+        return await this.#outcome(await this.#db.query<ChangeRow>(sql, values), change)
       } catch (error) {
         if (claim === undefined || !isKeyTaken(error)) throw error
         // The key's row exists: recorded by a transaction that committed while this statement ran, or expired and
@@ -182,6 +208,11 @@ export class PostgresStock implements StockStore {
         if ((rowCount ?? 0) === 0 || attempt === 3) return { status: 'recorded' }
       }
     }
+  }
+
+  /** What the group commit of setQuantity and adjustQuantity has done since the store opened. */
+  get groupCommit (): GroupCommitStats {
+    return this.#commits.stats
   }
 
   /**
