@@ -44,6 +44,8 @@ try {
     `${r.queuedForConnection} requests waited for one of ${spec.maxConnections} connections`)
   console.log(`  latency from due time: p50 ${r.latency.p50} ms, p90 ${r.latency.p90} ms, p99 ${r.latency.p99} ms (expected about ${expectedP99}), max ${r.latency.max} ms`)
   console.log(`  generator lag: p50 ${r.lag.p50} ms, p99 ${r.lag.p99} ms, max ${r.lag.max} ms${r.behind ? `; BEHIND: ${r.behindReasons.join('; ')}` : ''}`)
+  console.log(`  generator CPU ${r.loadCpuPct.toFixed(1)} % of a core, waiting for a CPU ${r.runQueueMsPerS === null ? '-' : r.runQueueMsPerS.toFixed(0)} ms/s; ` +
+    `${r.connectionsOpened} connections opened, ${r.errors} failed requests, ${r.unfinished} unfinished`)
 } finally {
   await stop(bare)
 }

@@ -116,8 +116,9 @@ function confirmed (confirmation: EpochConfirmation, log: Logger): void {
 export async function startServer (config: Config, options: ServeOptions): Promise<FastifyInstance> {
   // One logger for the app and the limiter (which reports Redis outages).
   const log = createLogger(config)
-  // A traced process traces the SQLite store's group commits too (src/tracing/commits.ts).
-  const store = openStore(config, tracingOn() ? { commitObserver: commitSpans } : {})
+  // A traced process traces the SQLite store's group commits too (src/tracing/commits.ts). A serving SQLite store
+  // checkpoints on a thread of its own, never in a request's COMMIT (src/store/sqlite/checkpointer.ts).
+  const store = openStore(config, { ...(tracingOn() ? { commitObserver: commitSpans } : {}), backgroundCheckpoints: true })
   let opened: Awaited<ReturnType<typeof openLimiter>>
   try {
     opened = await openLimiter(config, log)

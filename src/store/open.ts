@@ -11,12 +11,17 @@ import type { Store } from './store.js'
 export interface OpenOptions {
   /** What watches the SQLite store's group commits (the tracing of a traced process); nothing on PostgreSQL. */
   commitObserver?: CommitObserver
+  /** SQLite: checkpoint on a thread of its own, never in a request's COMMIT (a serving process); nothing on PostgreSQL. */
+  backgroundCheckpoints?: boolean
 }
 
 /** Opens the store named by DATABASE_URL: postgres:// or postgresql:// for PostgreSQL, a file path for SQLite. Does not migrate. */
 export function openStore (config: { databaseUrl: string, database: PostgresOptions }, options: OpenOptions = {}): Store {
   if (isPostgresUrl(config.databaseUrl)) return new PostgresStore(config.databaseUrl, config.database)
-  return new SqliteStore(config.databaseUrl, options.commitObserver === undefined ? {} : { commitObserver: options.commitObserver })
+  return new SqliteStore(config.databaseUrl, {
+    ...(options.commitObserver === undefined ? {} : { commitObserver: options.commitObserver }),
+    ...(options.backgroundCheckpoints === true ? { backgroundCheckpoints: true } : {})
+  })
 }
 
 /**

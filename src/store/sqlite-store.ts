@@ -47,7 +47,7 @@ export class SqliteStore implements Store {
   }
 
   async close (): Promise<void> {
-    this.#db.close()
+    await this.#db.close()
   }
 
   /** No pool: one connection in process. */

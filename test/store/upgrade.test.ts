@@ -1,8 +1,13 @@
 /**
  * Upgrades from every landed schema: a store built by each landed release's migrations, with data written as
  * that release wrote it, is migrated by this release; then every row is there, the ledger is chained, reads and
- * writes work, and the store contract holds on a store upgraded from that state. Both dialects; all three landed
- * shapes of SQLite's migration 4 and both of PostgreSQL's.
+ * writes work, and its schema is exactly the one this release creates. Both dialects; all three landed shapes of
+ * SQLite's migration 4 and both of PostgreSQL's.
+ *
+ * The whole store contract also runs on a store upgraded from each landed state that ran a migration this release
+ * does not have (a superseded migration 4, which migration 5 converts). From any other landed state the upgrade runs
+ * this release's own migrations, the same statements a new store runs, which the contract suites already cover;
+ * running the contract again there took most of this file's time and tested nothing new.
  */
 import Database from 'better-sqlite3'
 import assert from 'node:assert/strict'
@@ -14,6 +19,7 @@ import { MIGRATIONS as POSTGRES_MIGRATIONS } from '../../src/store/postgres/migr
 import { SqliteStore } from '../../src/store/sqlite-store.js'
 import { MIGRATIONS as SQLITE_MIGRATIONS } from '../../src/store/sqlite/migrations.js'
 import type { Store } from '../../src/store/store.js'
+import type { Migration } from '../../src/store/migrations.js'
 import { BIG, buildPostgres, buildSqlite, LANDED_DATA, POSTGRES_SCHEMAS, SQLITE_SCHEMAS, type LandedSchema } from '../fixtures/landed-schemas.js'
 import { tempDir } from '../helpers/app.js'
 import { POSTGRES_URL, requirePostgres, tempSchema } from '../helpers/postgres.js'
@@ -22,6 +28,11 @@ import { stockChange } from './helpers.js'
 import { importData } from '../../src/domain/import.js'
 
 const LATEST = SQLITE_MIGRATIONS.at(-1)?.version as number
+
+/** Whether a landed schema ran a migration that is not this release's own (a superseded variant). */
+function ranVariant (schema: LandedSchema, current: readonly Migration[]): boolean {
+  return schema.migrations.some((m) => !current.includes(m))
+}
 
 /** What every upgraded store must show, whatever schema it came from. */
 async function assertDataKept (store: Store, schema: LandedSchema): Promise<void> {
@@ -65,6 +76,12 @@ async function assertDataKept (store: Store, schema: LandedSchema): Promise<void
   assert.equal(await store.schema.migrate(), 0)
 }
 
+test('the store contract runs on a store upgraded through each superseded migration: two of SQLite, one of PostgreSQL', () => {
+  assert.deepEqual(SQLITE_SCHEMAS.filter((s) => ranVariant(s, SQLITE_MIGRATIONS)).map((s) => s.name),
+    ['version 4 of beaad19 (no inventory_updated trigger)', 'version 4 of c42d664 (indexed ledger)'])
+  assert.deepEqual(POSTGRES_SCHEMAS.filter((s) => ranVariant(s, POSTGRES_MIGRATIONS)).map((s) => s.name), ['version 4 of beaad19 (a no-op)'])
+})
+
 describe('upgrades of SQLite stores from every landed schema', () => {
   for (const schema of SQLITE_SCHEMAS) {
     test(`when a store in ${schema.name} is migrated, then every row is kept and reads and writes work`, async (t) => {
@@ -94,7 +111,7 @@ describe('upgrades of SQLite stores from every landed schema', () => {
       }
     })
 
-    storeContract(`SqliteStore upgraded from ${schema.name}`, async (t) => {
+    if (ranVariant(schema, SQLITE_MIGRATIONS)) storeContract(`SqliteStore upgraded from ${schema.name}`, async (t) => {
       const path = join(tempDir(t), 'landed-empty.db')
       const db = new Database(path)
       db.exec('CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)')
@@ -148,7 +165,7 @@ if (await requirePostgres('upgrades of PostgreSQL stores')) {
         }
       })
 
-      storeContract(`PostgresStore upgraded from ${schema.name}`, async (t) => {
+      if (ranVariant(schema, POSTGRES_MIGRATIONS)) storeContract(`PostgresStore upgraded from ${schema.name}`, async (t) => {
         const name = await tempSchema(t)
         const client = await pgClient(name)
         try {

@@ -6,6 +6,7 @@
 import Database from 'better-sqlite3'
 import { mkdirSync } from 'node:fs'
 import { dirname } from 'node:path'
+import { Checkpointer, type CheckpointerOptions } from './checkpointer.js'
 import { GroupCommit, type CommitObserver } from './group-commit.js'
 
 export interface SqliteOptions {
@@ -13,7 +14,16 @@ export interface SqliteOptions {
   busyTimeoutMs?: number
   /** What watches the group commits (the tracing of a traced process). */
   commitObserver?: CommitObserver
+  /**
+   * Checkpoint on a thread of its own instead of in the COMMIT that fills the WAL (./checkpointer.ts): what a serving
+   * process does, so that no request waits for a checkpoint. Not for ':memory:'. Short-lived connections (the CLI)
+   * keep SQLite's auto-checkpoint.
+   */
+  backgroundCheckpoints?: boolean | CheckpointerOptions
 }
+
+/** SQLite's default auto-checkpoint threshold, in WAL frames. */
+const SQLITE_AUTOCHECKPOINT = 1000
 
 export class SqliteDatabase {
   /** The file (or ':memory:'). */
@@ -22,6 +32,7 @@ export class SqliteDatabase {
   /** Writes that join the group commit. */
   readonly writes: GroupCommit
   readonly #statements = new Map<string, Database.Statement>()
+  readonly #checkpointer: Checkpointer | null = null
 
   constructor (path: string, options: SqliteOptions = {}) {
     if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true })
@@ -38,7 +49,16 @@ export class SqliteDatabase {
     db.pragma('synchronous = FULL')
     db.pragma('foreign_keys = ON')
     // The CLI may write while a server runs: wait for the lock instead of failing at once.
-    db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`)
+    const busyTimeoutMs = options.busyTimeoutMs ?? 5000
+    db.pragma(`busy_timeout = ${busyTimeoutMs}`)
+    const background = options.backgroundCheckpoints
+    if (background !== undefined && background !== false && path !== ':memory:') {
+      // This connection never checkpoints while it serves: the thread does (docs/adr/0042).
+      db.pragma('wal_autocheckpoint = 0')
+      // Should the thread fail, this connection checkpoints by itself again, as SQLite does by default.
+      const fallBack = (): void => { if (db.open) db.pragma(`wal_autocheckpoint = ${SQLITE_AUTOCHECKPOINT}`) }
+      this.#checkpointer = new Checkpointer(path, busyTimeoutMs, fallBack, background === true ? {} : background)
+    }
     this.writes = new GroupCommit(db, options.commitObserver)
   }
 
@@ -52,7 +72,12 @@ export class SqliteDatabase {
     return statement
   }
 
-  close (): void {
+  /**
+   * Stops the checkpointer thread, if any, then closes the connection (the last connection to close checkpoints
+   * what the WAL still holds, and removes it).
+   */
+  async close (): Promise<void> {
+    await this.#checkpointer?.stop()
     if (this.connection.open) this.connection.close()
   }
 }

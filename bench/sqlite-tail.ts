@@ -1,0 +1,175 @@
+/**
+ * Where the SQLite PATCH tail comes from: one instance on SQLite (durable commits), PATCH over 10,000 pets at fixed
+ * rates, open loop (bench/open-loop.ts, as the latency scenario runs it), with bench/sqlite-probe.js preloaded into
+ * the server. Per rate it prints the open-loop result, the event-loop delay histogram, each cause's events (group
+ * commits: batch, body, COMMIT; checkpoints on each thread; GC pauses) and the event-loop stalls of 5 ms or more
+ * attributed to the cause that overlaps most of each (a cause owns a stall when it covers half of it or more).
+ *
+ *   npm run build && node --import tsx bench/sqlite-tail.ts 2300,4600      # rates per second
+ *   node --import tsx bench/sqlite-tail.ts capacity                        # PATCH capacity, closed loop, to pick them
+ *
+ * BENCH_LATENCY_WARMUP / BENCH_LATENCY_DURATION as for `latency`; a fresh store per rate. Writes the raw probe
+ * records and the summary under the run's work folder and prints where. Never part of `npm run bench`.
+ */
+import { readFileSync, readdirSync } from 'node:fs'
+import { join } from 'node:path'
+import type { OpenLoopResult, OpenLoopSpec } from './open-loop.js'
+import { measure } from './measure.js'
+import { openWorkDir, prepareStore, scenarioDir, startService } from './servers.js'
+import { settings } from './settings.js'
+import { Cleanup, cleanupOnSignals, ROOT, runNode, runQueueSeconds, cpuSeconds } from './support.js'
+
+const PETS = 10_000
+const STALL_MS = 5
+
+interface Commit { start: number, bodyMs: number, commitMs: number, batch: number, walFrames: number | null }
+interface Checkpoint { start: number, ms: number, mode: string, emulated: boolean, log?: number, checkpointed?: number }
+interface Gc { start: number, ms: number }
+interface Stall { end: number, ms: number }
+interface ProbeData {
+  thread: number
+  main: boolean
+  commits: Commit[]
+  checkpoints: Checkpoint[]
+  gc: Gc[]
+  stalls: Stall[]
+  eventLoopDelay: Record<string, number> | null
+  window?: { start: number, end: number | null }
+}
+
+const pct = (values: number[], p: number): number => {
+  if (values.length === 0) return 0
+  const sorted = [...values].sort((a, b) => a - b)
+  return sorted[Math.min(sorted.length - 1, Math.ceil(p / 100 * sorted.length) - 1)] as number
+}
+const f = (n: number): string => n.toFixed(n < 10 ? 2 : 1)
+const dist = (values: number[]): string =>
+  `n ${values.length}, p50 ${f(pct(values, 50))}, p99 ${f(pct(values, 99))}, max ${f(Math.max(0, ...values))}`
+
+/** What overlaps [a, b) of each interval, summed. */
+function overlap (a: number, b: number, spans: Array<[number, number]>): number {
+  let sum = 0
+  for (const [s, e] of spans) sum += Math.max(0, Math.min(b, e) - Math.max(a, s))
+  return sum
+}
+
+function analyse (files: ProbeData[], windowStart: number, windowEnd: number): Record<string, unknown> {
+  const main = files.find((d) => d.main)
+  if (main === undefined) throw new Error('no probe record of the main thread')
+  const inWindow = <T extends { start: number }>(xs: T[]): T[] => xs.filter((x) => x.start >= windowStart && x.start < windowEnd)
+  const commits = inWindow(main.commits)
+  const mainCheckpoints = inWindow(main.checkpoints)
+  const otherCheckpoints = files.filter((d) => !d.main).flatMap((d) => inWindow(d.checkpoints)).filter((c) => (c.log ?? 0) > 0 || c.ms >= 1)
+  const gcs = inWindow(main.gc)
+  const stalls = main.stalls.filter((s) => s.end >= windowStart && s.end < windowEnd && s.ms >= STALL_MS)
+  const causes: Record<string, Array<[number, number]>> = {
+    'COMMIT (WAL write + fsync)': commits.map((c) => [c.start + c.bodyMs, c.start + c.bodyMs + c.commitMs]),
+    'checkpoint on the serving thread': mainCheckpoints.map((c) => [c.start, c.start + c.ms]),
+    'GC pause': gcs.map((g) => [g.start, g.start + g.ms]),
+    'transaction body (BEGIN + statements)': commits.map((c) => [c.start, c.start + c.bodyMs])
+  }
+  const owned: Record<string, number[]> = {}
+  for (const stall of stalls) {
+    const a = stall.end - stall.ms
+    let best = 'other (request handling, batches of callbacks)'
+    let most = 0
+    for (const [cause, spans] of Object.entries(causes)) {
+      const o = overlap(a, stall.end, spans)
+      if (o > most) { most = o; if (o >= stall.ms / 2) best = cause }
+    }
+    ;(owned[best] ??= []).push(stall.ms)
+  }
+  const table = Object.entries(owned).sort((x, y) => y[1].length - x[1].length).map(([cause, ms]) => ({
+    cause, count: ms.length, p50: pct(ms, 50), p99: pct(ms, 99), max: Math.max(...ms), share: ms.length / stalls.length
+  }))
+  const seconds = (windowEnd - windowStart) / 1000
+  return {
+    seconds,
+    eventLoopDelay: main.eventLoopDelay,
+    stalls: { count: stalls.length, ms: dist(stalls.map((s) => s.ms)), over20: stalls.filter((s) => s.ms >= 20).length },
+    attribution: table,
+    commits: {
+      perSecond: commits.length / seconds,
+      batch: dist(commits.map((c) => c.batch)),
+      bodyMs: dist(commits.map((c) => c.bodyMs)),
+      commitMs: dist(commits.map((c) => c.commitMs)),
+      commitsOver5ms: commits.filter((c) => c.commitMs >= 5).length,
+      walFramesMax: Math.max(0, ...commits.map((c) => c.walFrames ?? 0))
+    },
+    checkpointsServingThread: { ms: dist(mainCheckpoints.map((c) => c.ms)), pagesCheckpointed: dist(mainCheckpoints.map((c) => c.checkpointed ?? 0)) },
+    checkpointsOtherThreads: { ms: dist(otherCheckpoints.map((c) => c.ms)), log: dist(otherCheckpoints.map((c) => c.log ?? 0)) },
+    gc: { ms: dist(gcs.map((g) => g.ms)), over5ms: gcs.filter((g) => g.ms >= 5).length }
+  }
+}
+
+async function oneRate (rate: number): Promise<void> {
+  await Cleanup.scope(async (cleanup) => {
+    const dir = scenarioDir(`sqlite-tail-${rate}`)
+    const env = { LOG_LEVEL: 'warn', DATABASE_URL: join(dir, 'petstore.db') }
+    const key = await prepareStore(env, PETS)
+    const probeOut = join(dir, 'probe')
+    const service = await startService('service', { ...env, SQLITE_PROBE_OUT: probeOut }, key, cleanup,
+      ['--import', join(ROOT, 'bench/sqlite-probe.js')])
+    const spec: OpenLoopSpec = {
+      origins: [new URL(service.url).origin],
+      rate,
+      warmup: settings.latencyWarmup,
+      duration: settings.latencyDuration,
+      maxConnections: settings.connections,
+      timeoutMs: 10_000,
+      patchPets: PETS
+    }
+    const cpu0 = cpuSeconds(service.proc.pid)
+    const wait0 = runQueueSeconds(service.proc.pid)
+    const started = Date.now()
+    // The window starts as the generator's measured window does (its warm-up, plus its own start-up of ~0.5 s).
+    const mark = setTimeout(() => service.proc.child.kill('SIGUSR2'), settings.latencyWarmup * 1000 + 500)
+    const stdout = await runNode(['--import', 'tsx', join(ROOT, 'bench/open-loop.ts'), JSON.stringify(spec)],
+      { BENCH_HEADERS: JSON.stringify(service.headers) }, 'load', (spec.warmup + spec.duration + 70) * 1000)
+    clearTimeout(mark)
+    service.proc.child.kill('SIGUSR2')
+    const span = (Date.now() - started) / 1000
+    const cpu1 = cpuSeconds(service.proc.pid)
+    const wait1 = runQueueSeconds(service.proc.pid)
+    const result = JSON.parse(stdout.trim().split('\n').pop() ?? '') as OpenLoopResult
+    await new Promise((resolve) => setTimeout(resolve, 200))
+    service.proc.child.kill('SIGTERM')
+    await service.proc.exited
+    const files = readdirSync(dir).filter((n) => n.startsWith('probe.')).map((n) => JSON.parse(readFileSync(join(dir, n), 'utf8')) as ProbeData)
+    const mainData = files.find((d) => d.main)
+    const window = mainData?.window
+    if (window === undefined || window.end === null) throw new Error(`the probe did not mark the window: ${JSON.stringify(window)} in ${readdirSync(dir).join(',')} files, exit ${JSON.stringify(await service.proc.exited)} ${JSON.stringify(service.proc.output())}`)
+    const summary = analyse(files, window.start, window.end)
+    const r = result
+    console.log(JSON.stringify({
+      rate,
+      openLoop: {
+        latency: r.latency, serviceTime: r.serviceTime, lag: r.lag, sentRate: r.sentRate, non2xx: r.non2xx, errors: r.errors,
+        behind: r.behind, behindReasons: r.behindReasons, generatorRunQueueMsPerS: r.runQueueMsPerS
+      },
+      serverCpuPct: cpu0 === null || cpu1 === null ? null : (cpu1 - cpu0) / span * 100,
+      serverRunQueueMsPerS: wait0 === null || wait1 === null ? null : (wait1 - wait0) / span * 1000,
+      probeFiles: dir,
+      ...summary
+    }, null, 1))
+  })
+}
+
+/** Closed loop at saturation on a fresh store, as the latency scenario measures capacity: requests/s. */
+async function capacity (): Promise<void> {
+  await Cleanup.scope(async (cleanup) => {
+    const dir = scenarioDir('sqlite-tail-capacity')
+    const env = { LOG_LEVEL: 'warn', DATABASE_URL: join(dir, 'petstore.db') }
+    const service = await startService('service', env, await prepareStore(env, PETS), cleanup)
+    await measure(service, settings.warmup, { patchPets: PETS })
+    const run = await measure(service, settings.duration, { patchPets: PETS })
+    console.log(JSON.stringify({ capacity: run.rps, p99: run.p99, serverCpuPct: run.serverCpuPct }))
+  })
+}
+
+cleanupOnSignals()
+await Cleanup.scope(async (cleanup) => {
+  openWorkDir(cleanup)
+  if (process.argv[2] === 'capacity') await capacity()
+  else for (const rate of (process.argv[2] ?? '2300,4600').split(',').map(Number)) await oneRate(rate)
+})
