@@ -6,6 +6,9 @@ if (major < 22) {
   process.stderr.write(`petstore: Node.js 22 or newer is required (22, 24 and 26 are supported); this is ${process.version}\n`)
   process.exit(1)
 }
+// First of all, before the heap grows: keep nextTick's fast path for the life of the process (src/tick-shape.ts).
+const { keepTickShape } = await import('../dist/tick-shape.js')
+keepTickShape()
 // Traces (docs/observability.md): started before the CLI is imported, so that the instrumentations see pg and ioredis
 // load. Only `serve` traces, and only when the environment names an OTLP endpoint; otherwise nothing of it loads.
 const { tracingRequested } = await import('../dist/tracing/env.js')

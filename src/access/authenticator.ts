@@ -68,10 +68,12 @@ export class Authenticator {
     if (!token.startsWith(this.#prefix)) {
       return { problem: this.#otherPrefixes.some((prefix) => token.startsWith(prefix)) ? 'wrong_environment' : 'invalid' }
     }
-    // A mistyped or truncated key fails its checksum (or has no key's length): refused without a lookup.
-    if (keyShape(token.slice(this.#prefix.length)) === 'malformed') return { problem: 'invalid' }
+    // Only tokens of a key's shape are ever looked up, so a cached token needs no second look at its shape (its
+    // checksum is a CRC-32 and a pattern test on every request otherwise).
     const record = this.#cache.get(token)
-    return record === undefined ? undefined : identityOf(record, token)
+    if (record !== undefined) return identityOf(record, token)
+    // A mistyped or truncated key fails its checksum (or has no key's length): refused without a lookup.
+    return keyShape(token.slice(this.#prefix.length)) === 'malformed' ? { problem: 'invalid' } : undefined
   }
 
   async identify (credentials: Credentials): Promise<Identity> {

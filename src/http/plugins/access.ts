@@ -81,15 +81,18 @@ function unauthorized (problem: CredentialProblem, environment: Environment): Ap
   }
 }
 
-/** The X-RateLimit-* fields (one window) and the IETF RateLimit-Policy and RateLimit fields (both windows). */
+/**
+ * The X-RateLimit-* fields (one window) and the IETF RateLimit-Policy and RateLimit fields (both windows); named in
+ * lower case, as on every request's path (src/http/plugins/bounds.ts says why).
+ */
 function setQuotaHeaders (reply: FastifyReply, quota: QuotaView): void {
   const nowSeconds = Math.floor(quota.now / 1000)
   const [minute, day] = quota.windows
-  reply.header('X-RateLimit-Limit', quota.shown.limit)
-  reply.header('X-RateLimit-Remaining', quota.shown.remaining)
-  reply.header('X-RateLimit-Reset', quota.shown.resetAt)
-  reply.header('RateLimit-Policy', `"minute";q=${minute.limit};w=${minute.windowSeconds}, "day";q=${day.limit};w=${day.windowSeconds}`)
-  reply.header('RateLimit', `"minute";r=${minute.remaining};t=${minute.resetAt - nowSeconds}, "day";r=${day.remaining};t=${day.resetAt - nowSeconds}`)
+  reply.header('x-ratelimit-limit', quota.shown.limit)
+  reply.header('x-ratelimit-remaining', quota.shown.remaining)
+  reply.header('x-ratelimit-reset', quota.shown.resetAt)
+  reply.header('ratelimit-policy', `"minute";q=${minute.limit};w=${minute.windowSeconds}, "day";q=${day.limit};w=${day.windowSeconds}`)
+  reply.header('ratelimit', `"minute";r=${minute.remaining};t=${minute.resetAt - nowSeconds}, "day";r=${day.remaining};t=${day.resetAt - nowSeconds}`)
 }
 
 /** The error a refusing admission answers with; null when the admission lets the request through. */
@@ -257,7 +260,7 @@ export function registerGate (scope: FastifyInstance, options: AccessOptions): v
   // limiter) goes on to its handler without a promise in between.
   scope.addHook('onRequest', (request, reply, done) => {
     // Authenticated data is per key and changes: no cache may keep it (clients revalidate with If-None-Match).
-    reply.header('Cache-Control', 'no-store')
+    reply.header('cache-control', 'no-store')
     // The matched route's config (routeOptions builds a new object on each read: once per request). What the route
     // declared it needs; the 404 and 405s of the scope declare nothing: any valid key.
     const config = request.routeOptions.config

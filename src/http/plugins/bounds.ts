@@ -11,12 +11,15 @@ import { MAX_HEADER_LINES, MAX_URL_LENGTH } from '../limits.js'
 export function bounds (app: FastifyInstance, lifecycle: Lifecycle): void {
   // A callback hook: nothing here waits, so no promise is made per request.
   app.addHook('onRequest', (request, reply, done) => {
-    reply.header('X-Request-Id', request.id)
+    // Header names in lower case on every request's path: Fastify lowercases each name it is given, and a name
+    // that changes comes back as a new string that V8 must look up in its string table before using it as a key
+    // (about 0.2 µs a header); a name already in lower case is returned as it is (src/http/plugins/access.ts too).
+    reply.header('x-request-id', request.id)
     // Bodies are JSON only; no browser may sniff them into something else.
-    reply.header('X-Content-Type-Options', 'nosniff')
+    reply.header('x-content-type-options', 'nosniff')
     // While draining, each answer ends its connection: the client's next request opens a new one, which the
     // balancer gives to an instance that stays.
-    if (lifecycle.draining) reply.header('Connection', 'close')
+    if (lifecycle.draining) reply.header('connection', 'close')
     // Bounds that hold for every request. Raised here, before any scope's own hooks: a guarded scope's error
     // handler still counts the request and sends the rate-limit fields with the answer.
     if (request.raw.rawHeaders.length > 2 * MAX_HEADER_LINES) {

@@ -195,10 +195,13 @@ function listingBody (view: InventoryView): Buffer | Readable {
   return Buffer.isBuffer(view.body) ? view.body : Readable.from(view.body, { objectMode: false })
 }
 
-/** Sends the whole listing: already-serialized bytes, which Fastify sends as they are. */
+/**
+ * Sends the whole listing: already-serialized bytes, which Fastify sends as they are. The header names are in lower
+ * case, as on every request's path (src/http/plugins/bounds.ts says why).
+ */
 function sendListing (reply: FastifyReply, view: InventoryView): void {
-  if (view.feed !== null) reply.header('Changes-Cursor', view.feed)
-  reply.header('ETag', view.etag).header('Content-Length', view.length).send(listingBody(view) as never)
+  if (view.feed !== null) reply.header('changes-cursor', view.feed)
+  reply.header('etag', view.etag).header('content-length', view.length).send(listingBody(view) as never)
 }
 
 /**
