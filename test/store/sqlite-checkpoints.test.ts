@@ -57,6 +57,7 @@ describe('SQLite checkpoints off the serving connection', () => {
     const path = join(tempDir(t), 'bounded.db')
     const reports: CheckpointReport[] = []
     const limitFrames = 400
+    const ROUNDS = 240
     // Prepared first and closed (which empties the WAL): the WAL file never shrinks, so it then shows the sustained
     // writes' largest WAL and not the migrations' and import's transactions.
     await (await storeWithPets(path, 200, {})).close()
@@ -65,19 +66,21 @@ describe('SQLite checkpoints off the serving connection', () => {
       backgroundCheckpoints: { thresholdFrames: 100, limitFrames, pollMs: 1, onCheckpoint: (report) => { reports.push(report) } }
     })
     let largestWal = 0
-    await updateRounds(store, 200, 60, () => { largestWal = Math.max(largestWal, fileSize(`${path}-wal`)) })
-    // One group commit may append its frames past the limit before the thread sees it, and more may come while RESTART
-    // waits for the writer: a commit of 200 updates writes well under 400 frames.
-    assert.ok(largestWal <= walBytes(limitFrames * 2), `the WAL reached ${largestWal} bytes`)
+    await updateRounds(store, 200, ROUNDS, () => { largestWal = Math.max(largestWal, fileSize(`${path}-wal`)) })
+    // These writes append about 6,400 frames, which a WAL nobody checkpoints would hold at the end. The thread keeps it
+    // near the limit: a group commit may append its frames past the limit before the thread sees them, more may come
+    // while RESTART waits for the writer, and on a loaded machine the thread may get its CPU late (up to 2.5 times the
+    // limit was seen at a load of 8 on two cores), hence the margin.
+    assert.ok(largestWal <= walBytes(limitFrames * 4), `the WAL reached ${largestWal} bytes`)
     assert.ok(reports.filter((report) => report.checkpointed > 0).length >= 5, `${reports.length} checkpoints`)
     assert.ok(statSync(path).size > 0)
     await store.close()
     const reopened = new SqliteStore(path)
     t.after(() => reopened.close())
     const items = await reopened.stock.listInventory()
-    assert.deepEqual(items.map((item) => item.quantity), Array.from({ length: 200 }, (_, i) => 60_000 + i))
+    assert.deepEqual(items.map((item) => item.quantity), Array.from({ length: 200 }, (_, i) => ROUNDS * 1000 + i))
     assert.deepEqual((await reopened.stock.stockHistory(7n, 100)).map((entry) => entry.quantity),
-      [0, ...Array.from({ length: 60 }, (_, r) => (r + 1) * 1000 + 6)])
+      [0, ...Array.from({ length: ROUNDS }, (_, r) => (r + 1) * 1000 + 6)].slice(-100))
   })
 
   test('when a reader keeps an old snapshot while the WAL passes its bound, then writes go on without waiting for the reader', async (t) => {
