@@ -8,6 +8,8 @@
  * BENCH_DURATION (default 10) sets the seconds of load per server. Needs wrk; pins as bench/run.ts does.
  * BENCH_PROFILE_SCENARIO=patch profiles PATCH /v1/inventory/{petId} on 10,000 pets (durable SQLite, the bench's
  * rotation) instead; the ceiling stays the bare server answering the GET's bytes, as in `npm run bench`.
+ * BENCH_PROFILE_TRACES_SAMPLER (and _ARG) profiles the service tracing, with that OTEL_TRACES_SAMPLER (and _ARG),
+ * exporting OTLP/HTTP JSON to bench/otlp-sink.js on the load core; the SDK's and the spans' work is a part of its own.
  */
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -19,6 +21,8 @@ const SECONDS = Number(process.env.BENCH_DURATION ?? 10)
 const PATCH = process.env.BENCH_PROFILE_SCENARIO === 'patch'
 const PATCH_PETS = 10_000
 const WRK_SCRIPT = join(ROOT, 'bench/wrk.lua')
+const TRACES_SAMPLER = process.env.BENCH_PROFILE_TRACES_SAMPLER ?? ''
+const TRACES_SAMPLER_ARG = process.env.BENCH_PROFILE_TRACES_SAMPLER_ARG ?? ''
 const CONNECTIONS = 50
 
 interface CpuProfile {
@@ -34,6 +38,7 @@ const PARTS: Array<[string, (fn: string, url: string) => boolean]> = [
   ['garbage collection', (fn) => fn === '(garbage collector)'],
   ['write (writev, streams)', (fn, url) => /^(writev|writeGeneric|writevGeneric|createWriteWrap|writeUtf8String|writeBuffer)$/.test(fn) ||
     /node:internal\/stream_base_commons|node:internal\/streams\/writable|node:net$/.test(url)],
+  ['tracing (OpenTelemetry, spans, context)', (_fn, url) => /@opentelemetry|@fastify\/otel|dist\/tracing\/|node:async_hooks|node:internal\/async_local_storage|async_context_frame/.test(url)],
   ['headers (set, validate, render)', (fn) => /header|Header/.test(fn) || /^RegExp: /.test(fn) && /\\x20|\\t/.test(fn)],
   ['parse (HTTP parser, request objects)', (_fn, url) => /node:_http_common|node:_http_incoming|node:internal\/streams\/readable/.test(url)],
   ['route (find-my-way)', (_fn, url) => url.includes('find-my-way')],
@@ -130,7 +135,16 @@ async function main (): Promise<void> {
     const createKey = async (keyEnv: Record<string, string>): Promise<string> =>
       (await runNode([bin, 'keys', 'create', '--plan', 'enterprise', '--name', 'profile', '--per-minute', '1000000000', '--per-day', '1000000000'], keyEnv)).trim()
     const headers = { authorization: `Bearer ${await createKey(env)}` }
-    const serviceEnv = PATCH ? patchEnv : env
+    const tracingEnv: Record<string, string> = {}
+    if (TRACES_SAMPLER !== '') {
+      const sink = startNode([join(ROOT, 'bench/otlp-sink.js')], {}, 'load')
+      cleanup.defer(() => stop(sink))
+      tracingEnv.OTEL_EXPORTER_OTLP_ENDPOINT = `http://127.0.0.1:${await waitOutput(sink, /listening (\d+)/)}`
+      tracingEnv.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL = 'http/json'
+      tracingEnv.OTEL_TRACES_SAMPLER = TRACES_SAMPLER
+      if (TRACES_SAMPLER_ARG !== '') tracingEnv.OTEL_TRACES_SAMPLER_ARG = TRACES_SAMPLER_ARG
+    }
+    const serviceEnv = { ...(PATCH ? patchEnv : env), ...tracingEnv }
     const serviceHeaders = PATCH ? { authorization: `Bearer ${await createKey(patchEnv)}` } : headers
 
     // The ceiling answers the bytes of the 10-entry GET in both scenarios, read from a server on that store.
@@ -163,7 +177,7 @@ async function main (): Promise<void> {
     const rows = PARTS.map(([part]) => part)
     const fmt = (us: number | undefined): string => (us ?? 0).toFixed(1)
     const sum = (m: Map<string, number>): number => [...m.values()].reduce((a, b) => a + b, 0)
-    console.log(`${PATCH ? `PATCH /v1/inventory/{petId}, ${PATCH_PETS} pets, durable SQLite (ceiling: the GET's bytes)` : 'GET /v1/inventory, 10 entries'}, ${CONNECTIONS} connections, ${SECONDS} s; build: ${TARGET}; pinned: ${PINNING === null ? 'no' : 'yes'}`)
+    console.log(`${PATCH ? `PATCH /v1/inventory/{petId}, ${PATCH_PETS} pets, durable SQLite (ceiling: the GET's bytes)` : 'GET /v1/inventory, 10 entries'}, ${CONNECTIONS} connections, ${SECONDS} s; build: ${TARGET}; ${TRACES_SAMPLER === '' ? 'not tracing' : `tracing, sampler ${TRACES_SAMPLER} ${TRACES_SAMPLER_ARG}`.trim()}; pinned: ${PINNING === null ? 'no' : 'yes'}`)
     console.log(`service ${service.requests} requests (${(service.requests / SECONDS).toFixed(0)}/s), ceiling ${ceiling.requests} (${(ceiling.requests / SECONDS).toFixed(0)}/s), ` +
       `ratio ${(service.requests / ceiling.requests).toFixed(3)} (under the profiler)\n`)
     console.log('| part | service µs/request | ceiling µs/request |')

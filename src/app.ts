@@ -33,6 +33,7 @@ import type { ChangeSignal } from './changes/types.js'
 import type { Store } from './store/store.js'
 import { traceGate } from './tracing/gate.js'
 import { traceHandlers } from './tracing/handler.js'
+import { traceRequests } from './tracing/server.js'
 import { tracingOn } from './tracing/spans.js'
 import { traceStore } from './tracing/store.js'
 
@@ -91,6 +92,9 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
   const access: AccessOptions = { environment: config.environment, gatekeeper, ...(tracingOn() ? { admit: traceGate(gatekeeper) } : {}) }
 
   const app = Fastify(serverOptions(config, deps.logger ?? loggerOptions(config.logLevel), access)).withTypeProvider<TypeBoxTypeProvider>()
+  // Traces: each request's server span, sampled as it arrives (src/tracing/server.ts); the first hooks, so that the
+  // others run in its context.
+  if (tracingOn()) traceRequests(app)
   // The first onClose hook registered, so the last to run: nothing of the app touches the store once it runs.
   if (deps.release !== undefined) app.addHook('onClose', deps.release)
   holdConnections(app.server)

@@ -13,3 +13,9 @@ export function tracingRequested (env: Readonly<Record<string, string | undefine
   // The SDK sets up no tracer provider when `none` comes first.
   return value('OTEL_TRACES_EXPORTER').split(',')[0]?.trim().toLowerCase() !== 'none'
 }
+
+/** A variable as the OpenTelemetry SDK reads it: trimmed, and an empty value is no value. */
+export function otelVariable (env: Readonly<Record<string, string | undefined>>, name: string): string | undefined {
+  const value = env[name]?.trim()
+  return value === undefined || value === '' ? undefined : value
+}

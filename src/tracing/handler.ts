@@ -1,8 +1,7 @@
 /**
- * A span per route handler, in traced processes only (the app registers it when tracingOn()). @fastify/otel makes one
- * too, but marks it failed, with the error as an exception event, for whatever the handler throws: a 404 or a 400 the
- * handler answers by throwing would count as a failure of the service. Here the handler's span fails only when the
- * answer is a 5xx (`failed` decides, from the error mapping); a client's error leaves it unset, as OpenTelemetry's
+ * A span per route handler, in traced processes only (the app registers it when tracingOn()), under the request's
+ * server span (./server.ts) when the request is traced. Whatever the handler throws is not a failure by itself: a 404
+ * or a 400 the handler answers by throwing is the client's. The handler's span fails only when the answer is a 5xx (`failed` decides, from the error mapping); a client's error leaves it unset, as OpenTelemetry's
  * HTTP conventions leave the server span of a 4xx.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from 'fastify'

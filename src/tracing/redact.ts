@@ -1,6 +1,6 @@
 /**
  * The last step before spans leave the process: every span passes through here on its way to the exporter, whoever
- * made it (@fastify/otel, the pg and ioredis instrumentations, our own code). Two rules:
+ * made it (our own code, the pg and ioredis instrumentations). Two rules:
  *
  * - No secret leaves. The span's name, its attributes, its status message, its events (names and attributes: an
  *   exception's message and stack trace) and its links' attributes go through the filter the logs go through

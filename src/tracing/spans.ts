@@ -3,18 +3,47 @@
  * there are any is decided once, at start: src/tracing/start.ts calls enableSpans before the app is built. In a
  * process that does not trace, tracingOn() stays false and every caller asks it before doing anything else, so the
  * request path makes no span, no closure and no context switch, and the app registers no hook for tracing.
+ *
+ * In a process that traces, whether a request is traced is decided once, as it arrives (startServerSpan): a request
+ * the sampler leaves out gets no span object and no context of its own, so everything below it (the gate, the
+ * handler, the store calls, the pg and ioredis instrumentations, which need a parent span) finds no active span and
+ * makes none (docs/adr/0044-tracing-costs-what-it-samples.md).
  */
-import { context, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Link, type Span, type Tracer } from '@opentelemetry/api'
-import { redactSecrets } from '../redact.js'
+import {
+  context, isSpanContextValid, propagation, ROOT_CONTEXT, SamplingDecision, SpanKind, SpanStatusCode, trace,
+  type Attributes, type Context, type Link, type Sampler, type Span, type Tracer
+} from '@opentelemetry/api'
+import type { IncomingHttpHeaders } from 'node:http'
+import { loggedUrl, redactSecrets } from '../redact.js'
+
+/** How requests are sampled: the sampler the SDK uses too, and the ids that let a decision and its span agree. */
+export interface Sampling {
+  sampler: Sampler
+  traceIds: {
+    /** A new trace id, for a request that brings none. */
+    fresh: () => string
+    /** Hands `traceId` to the SDK as the next span's trace id (undefined takes it back). */
+    next: (traceId: string | undefined) => void
+  }
+}
 
 let tracer: Tracer | null = null
+let sampling: Sampling | null = null
 let shutdown: (() => Promise<void>) | null = null
-/** Each traced request's server span (made by @fastify/otel), for the attributes the gate learns later. */
+/** Each traced request's server span (startServerSpan), for the attributes the gate learns later. */
 const serverSpans = new WeakMap<object, Span>()
+/** Traced requests whose failure is already on their server span (recordFailure), with its message. */
+const failedRequests = new WeakSet<object>()
+const NO_ATTRIBUTES: Attributes = Object.freeze({})
+const NO_LINKS: Link[] = []
 
-/** Turns the service's own spans on, made by `use`; `stop` flushes and ends tracing (stopTracing). Called once. */
-export function enableSpans (use: Tracer, stop: () => Promise<void>): void {
+/**
+ * Turns the service's own spans on, made by `use`, requests sampled as `requests` says; `stop` flushes and ends
+ * tracing (stopTracing). Called once.
+ */
+export function enableSpans (use: Tracer, requests: Sampling, stop: () => Promise<void>): void {
   tracer = use
+  sampling = requests
   shutdown = stop
 }
 
@@ -23,9 +52,65 @@ export function tracingOn (): boolean {
   return tracer !== null
 }
 
-/** Notes the server span of a request, for serverSpanOf. */
-export function noteServerSpan (request: object, span: Span): void {
+/** What startServerSpan reads of a request (a FastifyRequest). */
+export interface ArrivingRequest {
+  id: string
+  method: string
+  url: string
+  headers: IncomingHttpHeaders
+  routeOptions: { url?: string | undefined, schema?: { operationId?: string | undefined } | undefined }
+}
+
+/**
+ * Decides whether a request is traced, once, as it arrives: the caller's context (W3C traceparent, as
+ * OTEL_PROPAGATORS says) and the sampler, as the SDK would ask it. A request left out gets nothing: null, no span,
+ * no context. A traced one gets its server span, named after the method and the route (the method alone when no
+ * route matched), with the attributes known now; the context to run the rest of the request in is returned.
+ */
+export function startServerSpan (request: ArrivingRequest): Context | null {
+  if (tracer === null || sampling === null) return null
+  const parent = propagation.extract(ROOT_CONTEXT, request.headers)
+  const caller = trace.getSpanContext(parent)
+  const root = caller === undefined || !isSpanContextValid(caller)
+  const traceId = root ? sampling.traceIds.fresh() : caller.traceId
+  const route = request.routeOptions.url
+  const name = route === undefined ? request.method : `${request.method} ${route}`
+  // The built-in samplers read the parent, the trace id and nothing else: no attributes are built for the question.
+  const decision = sampling.sampler.shouldSample(parent, traceId, name, SpanKind.SERVER, NO_ATTRIBUTES, NO_LINKS).decision
+  if (decision === SamplingDecision.NOT_RECORD) return null
+  const operationId = request.routeOptions.schema?.operationId
+  const mark = request.url.search(/[?#]/)
+  const attributes: Attributes = {
+    'http.request.method': request.method,
+    // The path without the query, as the access log writes it: a key a client put in it is redacted.
+    'url.path': loggedUrl(mark === -1 ? request.url : request.url.slice(0, mark)),
+    'petstore.request.id': request.id
+  }
+  if (route !== undefined) attributes['http.route'] = route
+  if (operationId !== undefined) attributes['petstore.operation.id'] = operationId
+  // The SDK asks the sampler again (the same answer: the same parent and, through `next`, the same trace id).
+  if (root) sampling.traceIds.next(traceId)
+  let span: Span
+  try {
+    span = tracer.startSpan(name, { kind: SpanKind.SERVER, attributes }, parent)
+  } finally {
+    if (root) sampling.traceIds.next(undefined)
+  }
   serverSpans.set(request, span)
+  return trace.setSpan(parent, span)
+}
+
+/**
+ * Ends a request's server span, when it is traced, as its answer is handed to Node: the status code, and the error
+ * status for a 5xx (only: a 4xx is the client's, OpenTelemetry's HTTP conventions for server spans).
+ */
+export function endServerSpan (request: object, statusCode: number): void {
+  const span = serverSpans.get(request)
+  if (span === undefined) return
+  serverSpans.delete(request)
+  span.setAttribute('http.response.status_code', statusCode)
+  if (statusCode >= 500 && !failedRequests.has(request)) span.setStatus({ code: SpanStatusCode.ERROR })
+  span.end()
 }
 
 /** The server span of a request, when it is traced. */
@@ -54,15 +139,16 @@ export function within<T> (span: Span, work: () => T): T {
 }
 
 /**
- * Ends a span; as failed when `error` is given. The status names the error (its name and message, secrets redacted:
- * a message may quote what a client sent).
+ * Ends a span; as failed when `error` is given, the status naming the error.
  */
 export function endSpan (span: Span, error?: unknown): void {
-  if (error !== undefined) {
-    const described = error instanceof Error ? `${error.name}: ${error.message}` : String(error)
-    span.setStatus({ code: SpanStatusCode.ERROR, message: redactSecrets(described) })
-  }
+  if (error !== undefined) span.setStatus({ code: SpanStatusCode.ERROR, message: described(error) })
   span.end()
+}
+
+/** An error as a span's status names it: its name and message, secrets redacted (a message may quote a client). */
+function described (error: unknown): string {
+  return redactSecrets(error instanceof Error ? `${error.name}: ${error.message}` : String(error))
 }
 
 /**
@@ -90,11 +176,17 @@ export function failSpan (span: Span, error: unknown): void {
   endSpan(span, error)
 }
 
-/** Records an unexpected failure (answered 5xx) on the request's server span, when the request is traced. */
+/**
+ * Records an unexpected failure (answered 5xx) on the request's server span, when the request is traced: the
+ * exception event, and the error status naming it.
+ */
 export function recordFailure (request: object, error: unknown): void {
   if (tracer === null) return
   const span = serverSpans.get(request)
-  if (span !== undefined) recordException(span, error)
+  if (span === undefined) return
+  recordException(span, error)
+  span.setStatus({ code: SpanStatusCode.ERROR, message: described(error) })
+  failedRequests.add(request)
 }
 
 /**

@@ -13,27 +13,23 @@
  * exporter (./redact.ts) on its way out. Traces only: the metrics stay Prometheus's (/metrics) and the logs stay on
  * stdout.
  */
-import { FastifyOtelInstrumentation } from '@fastify/otel'
-import { diag, trace, type Span } from '@opentelemetry/api'
+import { diag, trace } from '@opentelemetry/api'
 import { IORedisInstrumentation } from '@opentelemetry/instrumentation-ioredis'
 import { PgInstrumentation } from '@opentelemetry/instrumentation-pg'
 import { defaultResource, resourceFromAttributes } from '@opentelemetry/resources'
 import { NodeSDK } from '@opentelemetry/sdk-node'
 import { ConsoleSpanExporter, type SpanExporter } from '@opentelemetry/sdk-trace'
-import type { FastifyRequest } from 'fastify'
 import { createAddHookMessageChannel } from 'import-in-the-middle'
 import { register as registerSyncHooks, supportsSyncHooks } from 'import-in-the-middle/register-hooks.mjs'
 import { register } from 'node:module'
-import { loggedUrl } from '../redact.js'
 import { VERSION } from '../version.js'
+import { otelVariable } from './env.js'
 import { ScrubbingSpanExporter } from './redact.js'
-import { enableSpans, noteServerSpan } from './spans.js'
+import { RequestTraceIds, samplerFromEnv } from './sampling.js'
+import { enableSpans } from './spans.js'
 
 /** The packages whose ES-module imports are intercepted, for their instrumentations: no other module is touched. */
 const HOOKED = ['pg', 'ioredis']
-
-/** Requests that make no trace: probes and scrapes, which would otherwise be most of the traces. */
-const UNTRACED = /^\/(?:healthz|readyz|metrics)(?:[?#]|$)/
 
 /**
  * Registers import-in-the-middle's loader hook before the hooked packages load. Returns what to wait for once the
@@ -50,29 +46,6 @@ function hookModules (): () => Promise<void> {
   return waitForAllMessagesAcknowledged
 }
 
-/** The attributes a request's server span gets when it starts; the gate adds the key id and its decision. */
-function describeRequest (span: Span, request: FastifyRequest): void {
-  noteServerSpan(request, span)
-  const route = request.routeOptions.url
-  // The HTTP conventions' name: method and route (the path template, never the path a client chose); the method
-  // alone for a request no route matched (Node's parser takes only the methods it knows).
-  span.updateName(route === undefined ? request.method : `${request.method} ${route}`)
-  const operationId = request.routeOptions.schema?.operationId
-  const mark = request.url.search(/[?#]/)
-  span.setAttributes({
-    // The path without the query, as the access log writes it: a key a client put in it is redacted.
-    'url.path': loggedUrl(mark === -1 ? request.url : request.url.slice(0, mark)),
-    'petstore.request.id': request.id,
-    ...(operationId === undefined ? {} : { 'petstore.operation.id': operationId })
-  })
-}
-
-/** A variable as the OpenTelemetry SDK reads it: trimmed, and an empty value is no value. */
-function variable (env: Readonly<Record<string, string | undefined>>, name: string): string | undefined {
-  const value = env[name]?.trim()
-  return value === undefined || value === '' ? undefined : value
-}
-
 /**
  * The exporter the environment names, as the SDK would pick it: OTLP (the default) over the protocol that
  * OTEL_EXPORTER_OTLP_TRACES_PROTOCOL or OTEL_EXPORTER_OTLP_PROTOCOL names (http/protobuf by default, http/json, grpc),
@@ -80,8 +53,8 @@ function variable (env: Readonly<Record<string, string | undefined>>, name: stri
  * Only the one used is loaded (the gRPC one brings a gRPC client).
  */
 async function traceExporter (env: Readonly<Record<string, string | undefined>>): Promise<SpanExporter> {
-  if (variable(env, 'OTEL_TRACES_EXPORTER')?.split(',')[0]?.trim().toLowerCase() === 'console') return new ConsoleSpanExporter()
-  const protocol = variable(env, 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL') ?? variable(env, 'OTEL_EXPORTER_OTLP_PROTOCOL') ?? 'http/protobuf'
+  if (otelVariable(env, 'OTEL_TRACES_EXPORTER')?.split(',')[0]?.trim().toLowerCase() === 'console') return new ConsoleSpanExporter()
+  const protocol = otelVariable(env, 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL') ?? otelVariable(env, 'OTEL_EXPORTER_OTLP_PROTOCOL') ?? 'http/protobuf'
   switch (protocol) {
     case 'grpc':
       return new (await import('@opentelemetry/exporter-trace-otlp-grpc')).OTLPTraceExporter()
@@ -97,34 +70,25 @@ async function traceExporter (env: Readonly<Record<string, string | undefined>>)
 export async function startTracing (env: Readonly<Record<string, string | undefined>>): Promise<void> {
   const acknowledged = hookModules()
   const exporter = new ScrubbingSpanExporter(await traceExporter(env))
+  // The sampler OTEL_TRACES_SAMPLER names, asked by the server span's hook (src/tracing/server.ts) and by the SDK.
+  const sampling = { sampler: samplerFromEnv(env), traceIds: new RequestTraceIds() }
   const sdk = new NodeSDK({
     // Defaults below what the environment says: OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES win.
     resource: defaultResource().merge(resourceFromAttributes({ 'service.name': 'petstore-inventory', 'service.version': VERSION })),
     // Batched as OTEL_BSP_* say, like the exporter the SDK would have made; every span is scrubbed on its way out.
     traceExporter: exporter,
+    sampler: sampling.sampler,
+    idGenerator: sampling.traceIds,
     instrumentations: [
       // Spans only inside a traced request: the webhook dispatcher's polls and the purge timer make no traces.
       new PgInstrumentation({ requireParentSpan: true }),
       // The command name only: a Redis key holds a key id or a client's address, and its arguments are counters.
-      new IORedisInstrumentation({ requireParentSpan: true, dbStatementSerializer: (command) => command }),
-      new FastifyOtelInstrumentation({
-        // Registers itself on the app as Fastify creates it (the fastify.initialization diagnostics channel).
-        registerOnInitialization: true,
-        // One span per request; the gate's own span (src/tracing/gate.ts) stands for the hook that matters,
-        // and a span per hook would outnumber everything else. The handler's span is ours (src/tracing/handler.ts):
-        // this one would count a 4xx as a failure, as it would record every error as an exception (a 4xx is the
-        // client's; the error handler records the service's own failures, src/http/plugins/errors.ts).
-        instrumentHooks: false,
-        instrumentHandler: false,
-        recordExceptions: false,
-        ignorePaths: ({ url }) => UNTRACED.test(url),
-        requestHook: describeRequest
-      })
+      new IORedisInstrumentation({ requireParentSpan: true, dbStatementSerializer: (command) => command })
     ],
     metricReaders: [],
     logRecordProcessors: []
   })
   sdk.start()
   await acknowledged()
-  enableSpans(trace.getTracer('petstore-inventory', VERSION), () => sdk.shutdown())
+  enableSpans(trace.getTracer('petstore-inventory', VERSION), sampling, () => sdk.shutdown())
 }

@@ -1,0 +1,154 @@
+/**
+ * Sampling decided once, as a request arrives (src/tracing/spans.ts, startServerSpan): the app, in this process, traced
+ * by the SDK with the sampler and trace ids the service makes (src/tracing/sampling.ts), its spans kept in memory. A
+ * request the sampler leaves out gets no span and no context; a traced one gets its server span with every attribute
+ * docs/observability.md promises, on the very trace id the sampler accepted; a caller's traceparent is followed.
+ */
+import assert from 'node:assert/strict'
+import { randomBytes } from 'node:crypto'
+import { after, before, describe, test } from 'node:test'
+import { SamplingDecision, SpanKind, SpanStatusCode, trace, ROOT_CONTEXT, type Attributes, type Context, type Link, type Sampler } from '@opentelemetry/api'
+import { NodeSDK } from '@opentelemetry/sdk-node'
+import { InMemorySpanExporter, SimpleSpanProcessor, TraceIdRatioBasedSampler, type ReadableSpan } from '@opentelemetry/sdk-trace'
+import { createKey } from '../../src/access/keys.js'
+import { RequestTraceIds, samplerFromEnv } from '../../src/tracing/sampling.js'
+import { enableSpans, startServerSpan, stopTracing } from '../../src/tracing/spans.js'
+import { auth, newKey, pet, testApp } from '../helpers/app.js'
+
+const RATIO = 0.5
+const memory = new InMemorySpanExporter()
+/** How often the sampler was asked, by the service and by the SDK. */
+let questions = 0
+const configured = samplerFromEnv({ OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: String(RATIO) })
+const sampler: Sampler = {
+  shouldSample: (context: Context, traceId: string, name: string, kind: SpanKind, attributes: Attributes, links: Link[]) => {
+    questions++
+    return configured.shouldSample(context, traceId, name, kind, attributes, links)
+  },
+  toString: () => configured.toString()
+}
+
+before(() => {
+  const traceIds = new RequestTraceIds()
+  const sdk = new NodeSDK({ sampler, idGenerator: traceIds, spanProcessors: [new SimpleSpanProcessor({ exporter: memory })], instrumentations: [], metricReaders: [], logRecordProcessors: [] })
+  sdk.start()
+  enableSpans(trace.getTracer('petstore-inventory-test'), { sampler, traceIds }, () => sdk.shutdown())
+})
+after(() => stopTracing())
+
+const servers = (spans: readonly ReadableSpan[]): ReadableSpan[] => spans.filter((span) => span.kind === SpanKind.SERVER)
+const traceOf = (span: ReadableSpan): string => span.spanContext().traceId
+
+describe('sampling, decided as a request arrives', () => {
+  test('when requests bring no traceparent, then the ratio of them is traced on the trace id the sampler accepted, and the others make no span', async (t) => {
+    const { request, store } = await testApp(t, {}, { pets: [pet(1), pet(2)] })
+    const key = await newKey(store, 'enterprise')
+    memory.reset()
+    questions = 0
+    const sent = 400
+    for (let i = 0; i < sent; i++) assert.equal((await request({ method: 'GET', url: '/v1/inventory', headers: auth(key) })).statusCode, 200)
+
+    const spans = memory.getFinishedSpans()
+    const traced = servers(spans)
+    // Binomial(400, 0.5): 200 expected, standard deviation 10. Deciding twice, on two ids, would trace about 100.
+    assert.ok(traced.length > 140 && traced.length < 260, `${traced.length} of ${sent} requests traced at a ratio of ${RATIO}`)
+    const ratio = new TraceIdRatioBasedSampler(RATIO)
+    for (const span of traced) {
+      assert.equal(ratio.shouldSample(ROOT_CONTEXT, traceOf(span)).decision, SamplingDecision.RECORD_AND_SAMPLED,
+        'the server span is on a trace id the ratio accepts')
+      assert.equal(span.parentSpanContext, undefined, 'a new trace')
+    }
+    const tracedIds = new Set(traced.map(traceOf))
+    assert.deepEqual(spans.filter((span) => !tracedIds.has(traceOf(span))).map((span) => span.name), [], 'no span outside a traced request')
+    // Each request asked the sampler once as it arrived; after that only the spans of traced requests asked again:
+    // a request left out made no span, not even one that records nothing.
+    assert.equal(questions, sent + spans.length)
+  })
+
+  test('when a caller sends a traceparent, then a sampled one is continued and an unsampled one makes no span', async (t) => {
+    const { request, store } = await testApp(t, {}, { pets: [pet(1)] })
+    const key = await newKey(store, 'enterprise')
+    memory.reset()
+    const callers = Array.from({ length: 20 }, (_, i) => ({ traceId: randomBytes(16).toString('hex'), spanId: randomBytes(8).toString('hex'), sampled: i % 2 === 0 }))
+    for (const caller of callers) {
+      const traceparent = `00-${caller.traceId}-${caller.spanId}-${caller.sampled ? '01' : '00'}`
+      assert.equal((await request({ method: 'GET', url: '/v1/inventory/1', headers: { ...auth(key), traceparent } })).statusCode, 200)
+    }
+    const traced = servers(memory.getFinishedSpans())
+    assert.deepEqual(traced.map((span) => [traceOf(span), span.parentSpanContext?.spanId]).sort(),
+      callers.filter(({ sampled }) => sampled).map(({ traceId, spanId }) => [traceId, spanId]).sort(), 'exactly the sampled callers\' traces, under their spans')
+  })
+
+  test('when a request is traced, then its server span holds every attribute promised, the gate and the handler under it', async (t) => {
+    const { request, store } = await testApp(t, {}, { pets: [pet(1)] })
+    const { key, record } = await createKey(store, 'production', { plan: 'enterprise', name: 'traced', perMinute: 100_000, perDay: 1_000_000 })
+    const keyId = record.id
+    memory.reset()
+    const traceId = randomBytes(16).toString('hex')
+    const res = await request({ method: 'GET', url: '/v1/inventory?limit=5', headers: { ...auth(key), traceparent: `00-${traceId}-${randomBytes(8).toString('hex')}-01` } })
+    assert.equal(res.statusCode, 200)
+    const spans = memory.getFinishedSpans().filter((span) => traceOf(span) === traceId)
+    const [server] = servers(spans)
+    assert.ok(server !== undefined, 'a server span')
+    assert.equal(server.name, 'GET /v1/inventory')
+    assert.deepEqual(server.attributes, {
+      'http.request.method': 'GET',
+      'url.path': '/v1/inventory',
+      'http.route': '/v1/inventory',
+      'http.response.status_code': 200,
+      'petstore.operation.id': 'listInventory',
+      'petstore.request.id': res.headers['x-request-id'],
+      'petstore.key.id': keyId,
+      'petstore.admission': 'admitted',
+      'petstore.ratelimit.decision': 'allowed',
+      'petstore.ratelimit.remaining': Number(res.headers['x-ratelimit-remaining'])
+    })
+    assert.equal(server.status.code, SpanStatusCode.UNSET)
+    const children = spans.filter((span) => span.parentSpanContext?.spanId === server.spanContext().spanId).map((span) => span.name).sort()
+    assert.deepEqual(children, ['gate', 'handler listInventory'])
+  })
+
+  test('when no route matches, then the traced request\'s span is named after the method alone and a 404 is no error', async (t) => {
+    const { request } = await testApp(t)
+    memory.reset()
+    const traceId = randomBytes(16).toString('hex')
+    const res = await request({ method: 'GET', url: '/no/such/psk_live_path', headers: { traceparent: `00-${traceId}-${randomBytes(8).toString('hex')}-01` } })
+    assert.equal(res.statusCode, 404)
+    const [server] = servers(memory.getFinishedSpans().filter((span) => traceOf(span) === traceId))
+    assert.deepEqual([server?.name, server?.attributes['http.route'], server?.attributes['http.response.status_code'], server?.status.code],
+      ['GET', undefined, 404, SpanStatusCode.UNSET])
+  })
+
+  test('when the sampler leaves a request out, then startServerSpan makes nothing: no span, no context', () => {
+    const before = memory.getFinishedSpans().length
+    const unsampled = `00-${randomBytes(16).toString('hex')}-${randomBytes(8).toString('hex')}-00`
+    const context = startServerSpan({ id: 'req-1', method: 'GET', url: '/v1/inventory', headers: { traceparent: unsampled }, routeOptions: { url: '/v1/inventory' } })
+    assert.equal(context, null)
+    assert.equal(memory.getFinishedSpans().length, before)
+  })
+})
+
+describe('the sampler the environment names', () => {
+  test('when OTEL_TRACES_SAMPLER names a sampler, then it is the SDK\'s; unset, unknown or a bad ratio fall back as the SDK does', () => {
+    const described = (env: Record<string, string>): string => samplerFromEnv(env).toString()
+    assert.deepEqual({
+      unset: described({}),
+      on: described({ OTEL_TRACES_SAMPLER: 'always_on' }),
+      off: described({ OTEL_TRACES_SAMPLER: 'always_off' }),
+      parentOff: described({ OTEL_TRACES_SAMPLER: 'parentbased_always_off' }),
+      ratio: described({ OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.25' }),
+      parentRatio: described({ OTEL_TRACES_SAMPLER: ' parentbased_traceidratio ', OTEL_TRACES_SAMPLER_ARG: '0.1' }),
+      badRatio: described({ OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '2' }),
+      unknown: described({ OTEL_TRACES_SAMPLER: 'jaeger_remote' })
+    }, {
+      unset: 'ParentBased{root=AlwaysOnSampler, remoteParentSampled=AlwaysOnSampler, remoteParentNotSampled=AlwaysOffSampler, localParentSampled=AlwaysOnSampler, localParentNotSampled=AlwaysOffSampler}',
+      on: 'AlwaysOnSampler',
+      off: 'AlwaysOffSampler',
+      parentOff: 'ParentBased{root=AlwaysOffSampler, remoteParentSampled=AlwaysOnSampler, remoteParentNotSampled=AlwaysOffSampler, localParentSampled=AlwaysOnSampler, localParentNotSampled=AlwaysOffSampler}',
+      ratio: 'TraceIdRatioBased{0.25}',
+      parentRatio: 'ParentBased{root=TraceIdRatioBased{0.1}, remoteParentSampled=AlwaysOnSampler, remoteParentNotSampled=AlwaysOffSampler, localParentSampled=AlwaysOnSampler, localParentNotSampled=AlwaysOffSampler}',
+      badRatio: 'TraceIdRatioBased{1}',
+      unknown: 'ParentBased{root=AlwaysOnSampler, remoteParentSampled=AlwaysOnSampler, remoteParentNotSampled=AlwaysOffSampler, localParentSampled=AlwaysOnSampler, localParentNotSampled=AlwaysOffSampler}'
+    })
+  })
+})
