@@ -53,7 +53,7 @@ export class SqliteDatabase {
     db.pragma(`busy_timeout = ${busyTimeoutMs}`)
     const background = options.backgroundCheckpoints
     if (background !== undefined && background !== false && path !== ':memory:') {
-      // This connection never checkpoints while it serves: the thread does (docs/adr/0042).
+      // This connection never checkpoints while it serves: the thread does (docs/adr/0042-sqlite-checkpoints-off-the-event-loop.md).
       db.pragma('wal_autocheckpoint = 0')
       // Should the thread fail, this connection checkpoints by itself again, as SQLite does by default.
       const fallBack = (): void => { if (db.open) db.pragma(`wal_autocheckpoint = ${SQLITE_AUTOCHECKPOINT}`) }
