@@ -6,15 +6,14 @@
  * any other module is loaded.
  */
 export function tracingRequested (env: Readonly<Record<string, string | undefined>>): boolean {
-  // The specification's rule for every OTEL_ variable: an empty value is no value.
-  const value = (name: string): string => (env[name] ?? '').trim()
+  const value = (name: string): string => otelVariable(env, name) ?? ''
   if (value('OTEL_EXPORTER_OTLP_ENDPOINT') === '' && value('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT') === '') return false
   if (value('OTEL_SDK_DISABLED').toLowerCase() === 'true') return false
   // The SDK sets up no tracer provider when `none` comes first.
   return value('OTEL_TRACES_EXPORTER').split(',')[0]?.trim().toLowerCase() !== 'none'
 }
 
-/** A variable as the OpenTelemetry SDK reads it: trimmed, and an empty value is no value. */
+/** A variable as the OpenTelemetry SDK reads it: trimmed, and an empty value is no value (the specification's rule). */
 export function otelVariable (env: Readonly<Record<string, string | undefined>>, name: string): string | undefined {
   const value = env[name]?.trim()
   return value === undefined || value === '' ? undefined : value
