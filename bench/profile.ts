@@ -11,7 +11,7 @@
  * BENCH_PROFILE_TRACES_SAMPLER (and _ARG) profiles the service tracing, with that OTEL_TRACES_SAMPLER (and _ARG),
  * exporting OTLP/HTTP JSON to bench/otlp-sink.js on the load core; the SDK's and the spans' work is a part of its own.
  */
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Cleanup, cleanupOnSignals, freePort, PINNING, ROOT, runCommand, runNode, startNode, stop, waitHttp, waitOutput } from './support.js'
@@ -109,6 +109,8 @@ async function profileUnderLoad (start: (dir: string) => Promise<{ url: string, 
   await server.stopServer()
   const file = readdirSync(dir).find((f) => f.endsWith('.cpuprofile'))
   if (file === undefined) throw new Error(`${name}: no CPU profile was written`)
+  // BENCH_PROFILE_KEEP=dir: the raw profile is copied there, for a closer look (the work folder goes with the run).
+  if (process.env.BENCH_PROFILE_KEEP !== undefined) cpSync(join(dir, file), join(process.env.BENCH_PROFILE_KEEP, `${name}.cpuprofile`))
   const totals = parts(JSON.parse(readFileSync(join(dir, file), 'utf8')) as CpuProfile, from, to)
   return { requests, perRequest: new Map([...totals].map(([part, us]) => [part, us / requests])) }
 }

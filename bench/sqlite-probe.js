@@ -37,7 +37,7 @@ function install (out) {
   const Database = require('better-sqlite3')
   const Statement = Object.getPrototypeOf(new Database(':memory:').prepare('SELECT 1'))
   const now = () => performance.timeOrigin + performance.now()
-  const data = { thread: threadId, main: isMainThread, commits: [], checkpoints: [], gc: [], stalls: [], eventLoopDelay: null }
+  const data = { thread: threadId, main: isMainThread, origin: performance.timeOrigin, clock: { epochMs: now(), monotonicUs: Number(process.hrtime.bigint() / 1000n) }, commits: [], checkpoints: [], gc: [], stalls: [], eventLoopDelay: null }
 
   /** The serving connection's -shm file, to read the WAL's frame count (the wal-index header's mxFrame). */
   const shm = new WeakMap()

@@ -8,10 +8,12 @@
  *   npm run build && node --import tsx bench/sqlite-tail.ts 2300,4600      # rates per second
  *   node --import tsx bench/sqlite-tail.ts capacity                        # PATCH capacity, closed loop, to pick them
  *
- * BENCH_LATENCY_WARMUP / BENCH_LATENCY_DURATION as for `latency`; a fresh store per rate. Writes the raw probe
+ * BENCH_TAIL_SATURATE=N runs N closed-loop runs at saturation first, as the latency scenario does to find the capacity.
+ * BENCH_TAIL_STALL_PROFILE=1 profiles the server and names what ran inside each long stall (see STALL_PROFILE).
+ * BENCH_TAIL_OP=GET measures GET /v1/inventory (10 entries) instead. BENCH_LATENCY_WARMUP / BENCH_LATENCY_DURATION as for `latency`; a fresh store per rate. Writes the raw probe
  * records and the summary under the run's work folder and prints where. Never part of `npm run bench`.
  */
-import { readFileSync, readdirSync } from 'node:fs'
+import { readFileSync, readdirSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import type { OpenLoopResult, OpenLoopSpec } from './open-loop.js'
 import { measure } from './measure.js'
@@ -19,7 +21,15 @@ import { openWorkDir, prepareStore, scenarioDir, startService } from './servers.
 import { settings } from './settings.js'
 import { Cleanup, cleanupOnSignals, ROOT, runNode, runQueueSeconds, cpuSeconds } from './support.js'
 
-const PETS = 10_000
+/** BENCH_TAIL_OP=GET: GET /v1/inventory (10 entries) instead of PATCH, as the latency scenario's sqlite-get. */
+const GET = (process.env.BENCH_TAIL_OP ?? 'PATCH').toUpperCase() === 'GET'
+const PETS = GET ? 10 : 10_000
+/**
+ * BENCH_TAIL_STALL_PROFILE=1: the server runs under V8's CPU profiler too, and for each of the longest stalls the
+ * functions it sampled inside it are listed. A stall with few samples for its length is time the process did not run
+ * (another process had the core); one full of samples is the server's own work, named.
+ */
+const STALL_PROFILE = process.env.BENCH_TAIL_STALL_PROFILE === '1'
 const STALL_MS = 5
 
 interface Commit { start: number, bodyMs: number, commitMs: number, batch: number, walFrames: number | null }
@@ -33,6 +43,10 @@ interface ProbeData {
   checkpoints: Checkpoint[]
   gc: Gc[]
   stalls: Stall[]
+  /** When the process started (epoch ms). */
+  origin?: number
+  /** One instant on both clocks: epoch ms (the probe's times) and the monotonic µs of V8's CPU profiles. */
+  clock?: { epochMs: number, monotonicUs: number }
   eventLoopDelay: Record<string, number> | null
   window?: { start: number, end: number | null }
 }
@@ -51,6 +65,50 @@ function overlap (a: number, b: number, spans: Array<[number, number]>): number 
   let sum = 0
   for (const [s, e] of spans) sum += Math.max(0, Math.min(b, e) - Math.max(a, s))
   return sum
+}
+
+interface CpuProfile {
+  nodes: Array<{ id: number, callFrame: { functionName: string, url: string, lineNumber: number }, children?: number[] }>
+  startTime: number
+  samples: number[]
+  timeDeltas: number[]
+}
+
+/** The longest stalls of the window with what the profiler sampled inside each: the top functions and call paths. */
+function insideStalls (main: ProbeData, profile: CpuProfile, windowStart: number, windowEnd: number): unknown[] {
+  const clock = main.clock
+  if (clock === undefined) return []
+  const nodes = new Map(profile.nodes.map((n) => [n.id, n]))
+  const parent = new Map<number, number>()
+  for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id)
+  const name = (id: number): string => {
+    const { functionName, url, lineNumber } = (nodes.get(id) as CpuProfile['nodes'][number]).callFrame
+    return `${functionName === '' ? '(anonymous)' : functionName} ${url.split('/').slice(-2).join('/')}:${lineNumber + 1}`
+  }
+  const times: number[] = []
+  let t = profile.startTime
+  for (const delta of profile.timeDeltas) times.push(t += delta)
+  const monotonic = (epochMs: number): number => (epochMs - clock.epochMs) * 1000 + clock.monotonicUs
+  const stalls = main.stalls.filter((s) => s.end >= windowStart && s.end < windowEnd && s.ms >= STALL_MS).sort((a, b) => b.ms - a.ms).slice(0, 8)
+  return stalls.map((stall) => {
+    const from = monotonic(stall.end - stall.ms)
+    const to = monotonic(stall.end)
+    const self = new Map<string, number>()
+    const paths = new Map<string, number>()
+    let samples = 0
+    profile.samples.forEach((id, i) => {
+      const at = times[i] as number
+      if (at < from || at > to) return
+      samples++
+      self.set(name(id), (self.get(name(id)) ?? 0) + 1)
+      const path: string[] = []
+      for (let x: number | undefined = id; x !== undefined && path.length < 8; x = parent.get(x)) path.push(name(x))
+      const key = path.join(' < ')
+      paths.set(key, (paths.get(key) ?? 0) + 1)
+    })
+    const top = (m: Map<string, number>, n: number): string[] => [...m].sort((a, b) => b[1] - a[1]).slice(0, n).map(([k, v]) => `${v} ${k}`)
+    return { atMs: Math.round(stall.end - stall.ms - windowStart), ms: Math.round(stall.ms * 10) / 10, samples, functions: top(self, 6), paths: top(paths, 3) }
+  })
 }
 
 function analyse (files: ProbeData[], windowStart: number, windowEnd: number): Record<string, unknown> {
@@ -88,6 +146,10 @@ function analyse (files: ProbeData[], windowStart: number, windowEnd: number): R
     eventLoopDelay: main.eventLoopDelay,
     stalls: { count: stalls.length, ms: dist(stalls.map((s) => s.ms)), over20: stalls.filter((s) => s.ms >= 20).length },
     attribution: table,
+    // The longest stalls, each at its start (ms into the window): periodic work shows as regular spacing.
+    longest: [...stalls].sort((x, y) => y.ms - x.ms).slice(0, 12).map((st) => ({
+      atMs: Math.round(st.end - st.ms - windowStart), sinceStartMs: Math.round(st.end - st.ms - (main.origin ?? 0)), ms: Math.round(st.ms * 10) / 10
+    })),
     commits: {
       perSecond: commits.length / seconds,
       batch: dist(commits.map((c) => c.batch)),
@@ -109,7 +171,9 @@ async function oneRate (rate: number): Promise<void> {
     const key = await prepareStore(env, PETS)
     const probeOut = join(dir, 'probe')
     const service = await startService('service', { ...env, SQLITE_PROBE_OUT: probeOut }, key, cleanup,
-      ['--import', join(ROOT, 'bench/sqlite-probe.js')])
+      ['--import', join(ROOT, 'bench/sqlite-probe.js'), ...(STALL_PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${join(dir, 'cpu')}`] : [])])
+    // BENCH_TAIL_SATURATE=N: N closed-loop runs at saturation first, as the latency scenario measures capacity.
+    for (let i = 0; i < Number(process.env.BENCH_TAIL_SATURATE ?? 0); i++) await measure(service, settings.duration, GET ? undefined : { patchPets: PETS })
     const spec: OpenLoopSpec = {
       origins: [new URL(service.url).origin],
       rate,
@@ -117,7 +181,7 @@ async function oneRate (rate: number): Promise<void> {
       duration: settings.latencyDuration,
       maxConnections: settings.connections,
       timeoutMs: 10_000,
-      patchPets: PETS
+      ...(GET ? {} : { patchPets: PETS })
     }
     const cpu0 = cpuSeconds(service.proc.pid)
     const wait0 = runQueueSeconds(service.proc.pid)
@@ -140,6 +204,10 @@ async function oneRate (rate: number): Promise<void> {
     const window = mainData?.window
     if (window === undefined || window.end === null) throw new Error(`the probe did not mark the window: ${JSON.stringify(window)} in ${readdirSync(dir).join(',')} files, exit ${JSON.stringify(await service.proc.exited)} ${JSON.stringify(service.proc.output())}`)
     const summary = analyse(files, window.start, window.end)
+    if (STALL_PROFILE && mainData !== undefined) {
+      const profile = readdirSync(join(dir, 'cpu')).map((n) => join(dir, 'cpu', n)).sort((a, b) => statSync(b).size - statSync(a).size)[0]
+      if (profile !== undefined) Object.assign(summary, { stallProfiles: insideStalls(mainData, JSON.parse(readFileSync(profile, 'utf8')) as CpuProfile, window.start, window.end) })
+    }
     const r = result
     console.log(JSON.stringify({
       rate,
@@ -161,8 +229,9 @@ async function capacity (): Promise<void> {
     const dir = scenarioDir('sqlite-tail-capacity')
     const env = { LOG_LEVEL: 'warn', DATABASE_URL: join(dir, 'petstore.db') }
     const service = await startService('service', env, await prepareStore(env, PETS), cleanup)
-    await measure(service, settings.warmup, { patchPets: PETS })
-    const run = await measure(service, settings.duration, { patchPets: PETS })
+    const write = GET ? undefined : { patchPets: PETS }
+    await measure(service, settings.warmup, write)
+    const run = await measure(service, settings.duration, write)
     console.log(JSON.stringify({ capacity: run.rps, p99: run.p99, serverCpuPct: run.serverCpuPct }))
   })
 }
