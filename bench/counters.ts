@@ -37,7 +37,8 @@ export async function redisStats (client: Redis): Promise<RedisStats> {
 }
 
 /** What bench/pg-count.js reports for one instance (see there). */
-export interface PgCounts { seq: number, statements: number, transactions: number, byStatement: Record<string, number> }
+/** What bench/pg-count.js counted: queries (round trips), the statements they ran, transactions, queries by text. */
+export interface PgCounts { seq: number, queries: number, statements: number, transactions: number, byStatement: Record<string, number> }
 
 function readPgCounts (file: string): PgCounts | null {
   try {
