@@ -325,13 +325,26 @@ const SNAPSHOT = {
     FROM stock_ledger WHERE pet_id = $1 AND event IS NULL AND reason IS NOT NULL`
 }
 
-/** The PostgreSQL database of the instances: a REPEATABLE READ, READ ONLY transaction per snapshot. */
+/**
+ * The PostgreSQL database of the instances: a REPEATABLE READ, READ ONLY transaction per snapshot, one at a time on
+ * the one connection. Callers ask at once (the load run's sampler and its stocker, test/load/checkout.ts); left to the
+ * driver's queue, their statements interleave: the second BEGIN joins the first's transaction and the first COMMIT
+ * ends it, so the second's last reads run outside it, each in a snapshot of its own: an on-hand count from one moment
+ * and ledger sums from a later one, a state no transaction ever committed.
+ */
 export async function postgresStock (url: string): Promise<StockDatabase> {
   const client = new pg.Client({ connectionString: url })
   client.on('error', () => {})
   await client.connect()
+  let last: Promise<unknown> = Promise.resolve()
+  /** Runs `work` once every read asked before it is done, so no two share the connection's transaction. */
+  const inTurn = <T>(work: () => Promise<T>): Promise<T> => {
+    const done = last.then(work, work)
+    last = done.catch(() => {})
+    return done
+  }
   return {
-    async snapshot (petId) {
+    snapshot: (petId) => inTurn(async () => {
       await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY')
       try {
         const onHand = await client.query<{ quantity: number }>(SNAPSHOT.onHand, [petId])
@@ -346,15 +359,15 @@ export async function postgresStock (url: string): Promise<StockDatabase> {
       } finally {
         await client.query('COMMIT')
       }
-    },
-    async madeBy (references) {
+    }),
+    madeBy: (references) => inTurn(async () => {
       const holds = await client.query<{ reference: string, n: number }>(
         'SELECT reference, count(*)::int AS n FROM holds WHERE reference = ANY($1) AND order_id IS NULL GROUP BY reference', [references])
       const orders = await client.query<{ reference: string, n: number }>(
         'SELECT reference, count(*)::int AS n FROM orders WHERE reference = ANY($1) GROUP BY reference', [references])
       return { holds: new Map(holds.rows.map((r) => [r.reference, r.n])), orders: new Map(orders.rows.map((r) => [r.reference, r.n])) }
-    },
-    close: () => client.end()
+    }),
+    close: () => inTurn(() => client.end())
   }
 }
 
