@@ -79,9 +79,42 @@ export function openRedis (config: RedisConfig): RedisClient {
         sentinelRetryStrategy: (times: number) => Math.min(times * 100, 1000)
       })
       client.on('error', () => {})
+      reconnectAfterEnd(client)
       return client
     }
   }
+}
+
+/** How long a Sentinel client that ended without being closed waits before it connects again. */
+const RECONNECT_AFTER_END_MS = 1000
+
+/**
+ * Keeps a Sentinel client connecting until it is closed. ioredis (6.0) ends a client for good when the failover
+ * detector drops the connection while the client is asking the Sentinels where the primary is: on a +switch-master
+ * that arrives during a reconnect, its connector stops, the pending connect fails with "Connection is closed." and the
+ * client's status becomes `end`, which no retry strategy undoes. Seen under CPU load in the failover test
+ * (test/ratelimit/topologies.test.ts): the limiter refused every request until the process restarted. A client that
+ * ends without disconnect() or quit() having been called connects again a second later; one closed by its owner
+ * stays closed.
+ */
+function reconnectAfterEnd (client: Redis): void {
+  let closed = false
+  const disconnect = client.disconnect.bind(client)
+  const quit = client.quit.bind(client)
+  client.disconnect = (reconnect = false) => {
+    if (!reconnect) closed = true
+    disconnect(reconnect)
+  }
+  client.quit = ((...args: Parameters<Redis['quit']>) => {
+    closed = true
+    return quit(...args)
+  }) as Redis['quit']
+  client.on('end', () => {
+    if (closed) return
+    setTimeout(() => {
+      if (!closed && client.status === 'end') client.connect().catch(() => {})
+    }, RECONNECT_AFTER_END_MS).unref()
+  })
 }
 
 /**

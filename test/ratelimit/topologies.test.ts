@@ -123,8 +123,14 @@ if (await requireRedisServer('Redis topology tests')) {
     test('Sentinel: a failover of the primary keeps the limiter deciding in Redis, and the counts go on from the new primary', async (t) => {
       const servers = await startSentinel(t.after.bind(t))
       const config: RedisConfig = { mode: 'sentinel', sentinels: [{ host: '127.0.0.1', port: servers.sentinel.port }], name: servers.name, username: null, password: null, onDown: 'deny', commandTimeoutMs: 500 }
-      const { limiter: redis, result } = await check(t, config)
+      const { client, limiter: redis, result } = await check(t, config)
       assert.deepEqual(result, { usable: true })
+      // What the client went through, for the message of a failure: its states and errors, timed from the kill.
+      const story: string[] = []
+      let killedAt = Date.now()
+      const note = (what: string): void => { story.push(`${Date.now() - killedAt} ms ${what}`) }
+      for (const state of ['connect', 'ready', 'close', 'reconnecting', 'end', '+node', 'failover']) client.on(state, () => { note(`${state} (${client.status})`) })
+      client.on('error', (error: Error) => { note(`error ${error.message}`) })
       const limiter = new ResilientLimiter({ redis, logger: quiet, onDown: 'deny' })
       t.after(() => limiter.close())
       for (let i = 0; i < 5; i++) assert.equal((await limiter.consume(key('failover'), limits)).allowed, true)
@@ -133,6 +139,7 @@ if (await requireRedisServer('Redis topology tests')) {
       t.after(() => copy.disconnect())
       const minute = redisKeys('test:topology:', key('failover')).minute
       await waitFor('the replica holding the five', async () => await copy.hget(minute, 'c') === '5', { intervalMs: 100 })
+      killedAt = Date.now()
       await servers.primary.kill()
       const deadline = Date.now() + 30_000
       while (await servers.primaryPort() !== servers.replica.port && Date.now() < deadline) await sleep(200)
@@ -147,11 +154,32 @@ if (await requireRedisServer('Redis topology tests')) {
           if (limiter.backend === 'redis') break
         } catch (error) {
           assert.ok(error instanceof LimiterUnavailableError, String(error))
+          if (story.at(-1) !== `consume refused: ${String(error.cause ?? error.message)}`) story.push(`consume refused: ${String(error.cause ?? error.message)}`)
         }
         await sleep(100)
       }
-      assert.equal(limiter.backend, 'redis', 'back on Redis, the new primary')
+      assert.equal(limiter.backend, 'redis', `back on Redis, the new primary (client ${client.status}; since the kill: ${story.slice(-30).join('; ')})`)
       assert.equal(decision?.windows[1].remaining, limits.perDay - 6, 'the five counted before the failover are still counted (the day window: the minute may have turned)')
+    })
+
+    test('Sentinel: when the failover detector drops the connection while the client asks the Sentinel for the primary, then the client connects again instead of ending', async (t) => {
+      const servers = await startSentinel(t.after.bind(t))
+      const client = openRedis({ mode: 'sentinel', sentinels: [{ host: '127.0.0.1', port: servers.sentinel.port }], name: servers.name, username: null, password: null, onDown: 'deny', commandTimeoutMs: 500 }) as Redis
+      t.after(() => client.disconnect())
+      await waitFor('the client ready', async () => client.status === 'ready', { intervalMs: 20 })
+      // What ioredis's failover detector does on +switch-master (connector.disconnect()), at the moment it loses a
+      // race: the client has just started asking the Sentinel where the primary is (a reconnect).
+      const connector = (client as unknown as { connector: { disconnect: () => void } }).connector
+      client.once('connecting', () => { connector.disconnect() })
+      const ended = new Promise<void>((resolve) => client.once('end', () => { resolve() }))
+      client.disconnect(true)
+      await ended
+      await waitFor('the client ready again', async () => client.status === 'ready', { intervalMs: 50 })
+      assert.equal(await client.ping(), 'PONG')
+      // Closed by its owner, it stays closed.
+      client.disconnect()
+      await sleep(1500)
+      assert.equal(client.status, 'end')
     })
 
     test('deny: while Redis is away every decision is refused with LimiterUnavailableError, and it decides again once Redis is back', async (t) => {
