@@ -61,6 +61,8 @@ function partOf (fn: string, url: string): string {
 }
 
 const DETAIL = process.env.BENCH_PROFILE_DETAIL === '1'
+/** BENCH_PROFILE_DETAIL_PART: with DETAIL, only the functions of the parts whose name this matches (`tracing`, say). */
+const DETAIL_PART = new RegExp(process.env.BENCH_PROFILE_DETAIL_PART ?? '')
 
 /** Microseconds of main-thread time per part, from samples taken within [fromUs, toUs] (monotonic clock). */
 function parts (profile: CpuProfile, fromUs: number, toUs: number): Map<string, number> {
@@ -75,7 +77,7 @@ function parts (profile: CpuProfile, fromUs: number, toUs: number): Map<string, 
     const frame = nodes.get(id)
     const part = partOf(frame?.functionName ?? '', frame?.url ?? '')
     totals.set(part, (totals.get(part) ?? 0) + delta)
-    if (DETAIL) {
+    if (DETAIL && DETAIL_PART.test(part)) {
       const name = `${part}: ${frame?.functionName ?? ''} ${(frame?.url ?? '').replace(/.*node_modules\//, '')}`
       functions.set(name, (functions.get(name) ?? 0) + delta)
     }
