@@ -67,26 +67,56 @@ function answeredBelow500 (span: ReadableSpan): boolean {
   return span.kind === SpanKind.SERVER && typeof status === 'number' && status < 500
 }
 
+// Each of these returns what it was given when nothing in it changes, so that a span with nothing to scrub (most of
+// them) costs the checks and no copy.
+
 function scrubStatus (status: SpanStatus, clientError: boolean): SpanStatus {
-  if (clientError) return { code: SpanStatusCode.UNSET }
-  return status.message === undefined ? status : { ...status, message: scrubText(status.message) }
+  if (clientError) return status.code === SpanStatusCode.UNSET && status.message === undefined ? status : { code: SpanStatusCode.UNSET }
+  if (status.message === undefined) return status
+  const message = scrubText(status.message)
+  return message === status.message ? status : { ...status, message }
+}
+
+function scrubEvent (event: TimedEvent): TimedEvent {
+  const name = scrubText(event.name)
+  const attributes = event.attributes === undefined ? undefined : scrubAttributes(event.attributes)
+  if (name === event.name && attributes === event.attributes) return event
+  return { ...event, name, ...(attributes === undefined ? {} : { attributes }) }
 }
 
 function scrubEvents (events: TimedEvent[], clientError: boolean): TimedEvent[] {
-  return events
-    .filter((event) => !(clientError && event.name === 'exception'))
-    .map((event) => ({ ...event, name: scrubText(event.name), ...(event.attributes === undefined ? {} : { attributes: scrubAttributes(event.attributes) }) }))
+  if (events.length === 0) return events
+  const kept = clientError && events.some((event) => event.name === 'exception') ? events.filter((event) => event.name !== 'exception') : events
+  const scrubbed = kept.map(scrubEvent)
+  return kept === events && scrubbed.every((event, i) => event === events[i]) ? events : scrubbed
+}
+
+function scrubLink (link: Link): Link {
+  if (link.attributes === undefined) return link
+  const attributes = scrubAttributes(link.attributes)
+  return attributes === link.attributes ? link : { ...link, attributes }
 }
 
 function scrubLinks (links: Link[]): Link[] {
-  return links.map((link) => link.attributes === undefined ? link : { ...link, attributes: scrubAttributes(link.attributes) })
+  if (links.length === 0) return links
+  const scrubbed = links.map(scrubLink)
+  return scrubbed.every((link, i) => link === links[i]) ? links : scrubbed
 }
 
-/** The span as it may leave the process: a copy, the span itself is left as the SDK made it. */
+/**
+ * The span as it may leave the process: the span itself when nothing in it is to be scrubbed, else a copy (the span
+ * the SDK made is left as it is).
+ */
 export function scrubSpan (span: ReadableSpan): ReadableSpan {
   const clientError = answeredBelow500(span)
+  const name = scrubText(span.name)
+  const status = scrubStatus(span.status, clientError)
+  const attributes = scrubAttributes(span.attributes)
+  const links = scrubLinks(span.links)
+  const events = scrubEvents(span.events, clientError)
+  if (name === span.name && status === span.status && attributes === span.attributes && links === span.links && events === span.events) return span
   return {
-    name: scrubText(span.name),
+    name,
     kind: span.kind,
     spanContext: () => span.spanContext(),
     parentSpanContext: span.parentSpanContext,
@@ -94,10 +124,10 @@ export function scrubSpan (span: ReadableSpan): ReadableSpan {
     endTime: span.endTime,
     duration: span.duration,
     ended: span.ended,
-    status: scrubStatus(span.status, clientError),
-    attributes: scrubAttributes(span.attributes),
-    links: scrubLinks(span.links),
-    events: scrubEvents(span.events, clientError),
+    status,
+    attributes,
+    links,
+    events,
     resource: span.resource,
     instrumentationScope: span.instrumentationScope,
     droppedAttributesCount: span.droppedAttributesCount,
