@@ -24,6 +24,7 @@ import { register as registerSyncHooks, supportsSyncHooks } from 'import-in-the-
 import { register } from 'node:module'
 import { VERSION } from '../version.js'
 import { otelVariable } from './env.js'
+import { ASYNC_HOOKS_WARNING, contextOnAsyncHooks } from './node-context.js'
 import { ScrubbingSpanExporter } from './redact.js'
 import { RequestTraceIds, samplerFromEnv } from './sampling.js'
 import { enableSpans } from './spans.js'
@@ -89,6 +90,8 @@ export async function startTracing (env: Readonly<Record<string, string | undefi
     logRecordProcessors: []
   })
   sdk.start()
+  // Said once, at start, on the operator's stderr: the remedy is a flag of the process, which the service cannot set.
+  if (contextOnAsyncHooks()) process.emitWarning(ASYNC_HOOKS_WARNING, { code: 'PETSTORE_TRACING_ASYNC_HOOKS' })
   await acknowledged()
   enableSpans(trace.getTracer('petstore-inventory', VERSION), sampling, () => sdk.shutdown())
 }
