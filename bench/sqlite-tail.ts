@@ -10,8 +10,9 @@
  *
  * BENCH_TAIL_SATURATE=N runs N closed-loop runs at saturation first, as the latency scenario does to find the capacity.
  * BENCH_TAIL_STALL_PROFILE=1 profiles the server and names what ran inside each long stall (see STALL_PROFILE).
- * BENCH_TAIL_OP=GET measures GET /v1/inventory (10 entries) instead. BENCH_LATENCY_WARMUP / BENCH_LATENCY_DURATION as for `latency`; a fresh store per rate. Writes the raw probe
- * records and the summary under the run's work folder and prints where. Never part of `npm run bench`.
+ * BENCH_TAIL_OP=GET measures GET /v1/inventory (10 entries) instead. BENCH_LATENCY_WARMUP / BENCH_LATENCY_DURATION
+ * as for `latency`; a fresh store per rate. Writes the raw probe records and the summary under the run's work folder
+ * and prints where. Never part of `npm run bench`.
  */
 import { readFileSync, readdirSync, statSync } from 'node:fs'
 import { join } from 'node:path'
@@ -67,6 +68,11 @@ function overlap (a: number, b: number, spans: Array<[number, number]>): number 
   return sum
 }
 
+/** The main thread's event-loop stalls of STALL_MS or more that ended inside the measured window. */
+function windowStalls (main: ProbeData, windowStart: number, windowEnd: number): Stall[] {
+  return main.stalls.filter((s) => s.end >= windowStart && s.end < windowEnd && s.ms >= STALL_MS)
+}
+
 interface CpuProfile {
   nodes: Array<{ id: number, callFrame: { functionName: string, url: string, lineNumber: number }, children?: number[] }>
   startTime: number
@@ -89,7 +95,7 @@ function insideStalls (main: ProbeData, profile: CpuProfile, windowStart: number
   let t = profile.startTime
   for (const delta of profile.timeDeltas) times.push(t += delta)
   const monotonic = (epochMs: number): number => (epochMs - clock.epochMs) * 1000 + clock.monotonicUs
-  const stalls = main.stalls.filter((s) => s.end >= windowStart && s.end < windowEnd && s.ms >= STALL_MS).sort((a, b) => b.ms - a.ms).slice(0, 8)
+  const stalls = windowStalls(main, windowStart, windowEnd).sort((a, b) => b.ms - a.ms).slice(0, 8)
   return stalls.map((stall) => {
     const from = monotonic(stall.end - stall.ms)
     const to = monotonic(stall.end)
@@ -100,7 +106,8 @@ function insideStalls (main: ProbeData, profile: CpuProfile, windowStart: number
       const at = times[i] as number
       if (at < from || at > to) return
       samples++
-      self.set(name(id), (self.get(name(id)) ?? 0) + 1)
+      const own = name(id)
+      self.set(own, (self.get(own) ?? 0) + 1)
       const path: string[] = []
       for (let x: number | undefined = id; x !== undefined && path.length < 8; x = parent.get(x)) path.push(name(x))
       const key = path.join(' < ')
@@ -119,7 +126,7 @@ function analyse (files: ProbeData[], windowStart: number, windowEnd: number): R
   const mainCheckpoints = inWindow(main.checkpoints)
   const otherCheckpoints = files.filter((d) => !d.main).flatMap((d) => inWindow(d.checkpoints)).filter((c) => (c.log ?? 0) > 0 || c.ms >= 1)
   const gcs = inWindow(main.gc)
-  const stalls = main.stalls.filter((s) => s.end >= windowStart && s.end < windowEnd && s.ms >= STALL_MS)
+  const stalls = windowStalls(main, windowStart, windowEnd)
   const causes: Record<string, Array<[number, number]>> = {
     'COMMIT (WAL write + fsync)': commits.map((c) => [c.start + c.bodyMs, c.start + c.bodyMs + c.commitMs]),
     'checkpoint on the serving thread': mainCheckpoints.map((c) => [c.start, c.start + c.ms]),

@@ -154,7 +154,8 @@ if (await requireRedisServer('Redis topology tests')) {
           if (limiter.backend === 'redis') break
         } catch (error) {
           assert.ok(error instanceof LimiterUnavailableError, String(error))
-          if (story.at(-1) !== `consume refused: ${String(error.cause ?? error.message)}`) story.push(`consume refused: ${String(error.cause ?? error.message)}`)
+          const refused = `consume refused: ${String(error.cause ?? error.message)}`
+          if (story.at(-1) !== refused) story.push(refused)
         }
         await sleep(100)
       }
