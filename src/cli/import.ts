@@ -6,7 +6,7 @@
 import { createReadStream } from 'node:fs'
 import { stat } from 'node:fs/promises'
 import { basename } from 'node:path'
-import { importData, readImport } from '../domain/import.js'
+import { ImportError, importData, readImport } from '../domain/import.js'
 import type { ImportResult } from '../store/catalog/types.js'
 import type { Store } from '../store/store.js'
 import type { Clock, Io } from './io.js'
@@ -23,10 +23,7 @@ function readFailure (error: unknown): ReadFailure {
   return new ReadFailure((error as NodeJS.ErrnoException).code ?? (error as Error).message)
 }
 
-/**
- * Imports FILE; returns the exit code. ImportError (a bad file) propagates to the caller, which reports that
- * nothing was imported.
- */
+/** Imports FILE; returns the exit code. A file it cannot read or rejects (ImportError) is reported: nothing imported. */
 export async function importFile (
   file: string, io: Io, withStore: (work: (store: Store) => Promise<ImportResult>) => Promise<ImportResult>,
   { showProgress, clock }: { showProgress: boolean, clock: Clock }
@@ -76,6 +73,10 @@ export async function importFile (
     progress.abort()
     if (error instanceof ReadFailure) {
       io.stderr(`petstore: cannot read ${file}: ${error.code}\n`)
+      return 1
+    }
+    if (error instanceof ImportError) {
+      io.stderr(`petstore: import rejected, nothing was imported: ${error.message}\n`)
       return 1
     }
     throw error

@@ -192,14 +192,8 @@ async function run (argv: string[], io: Io, clock: Clock): Promise<number> {
       const { values, positionals } = parse(args, { progress: { type: 'boolean' }, 'no-progress': { type: 'boolean' } }, 1)
       if (values.progress === true && values['no-progress'] === true) throw new UsageError('use either --progress or --no-progress')
       const showProgress = values.progress === true || (values['no-progress'] !== true && io.stderrIsTTY === true)
-      const [{ importFile }, { ImportError }] = await Promise.all([import('./import.js'), import('../domain/import.js')])
-      try {
-        return await importFile(positionals[0] as string, io, (work) => withStore(config, 'write', work), { showProgress, clock })
-      } catch (error) {
-        if (!(error instanceof ImportError)) throw error
-        io.stderr(`petstore: import rejected, nothing was imported: ${error.message}\n`)
-        return 1
-      }
+      const { importFile } = await import('./import.js')
+      return await importFile(positionals[0] as string, io, (work) => withStore(config, 'write', work), { showProgress, clock })
     }
     case 'keys':
       return await keysCommand(args, config, io, clock)
