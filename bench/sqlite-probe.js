@@ -118,7 +118,7 @@ function install (out) {
   let histogram = null
   if (isMainThread) {
     new PerformanceObserver((list) => {
-      for (const entry of list.getEntries()) data.gc.push({ start: performance.timeOrigin + entry.startTime, ms: entry.duration, kind: entry.detail?.kind })
+      for (const entry of list.getEntries()) data.gc.push({ start: performance.timeOrigin + entry.startTime, ms: entry.duration, kind: entry.detail?.kind, flags: entry.detail?.flags })
     }).observe({ entryTypes: ['gc'] })
     histogram = monitorEventLoopDelay({ resolution: 1 })
     histogram.enable()

@@ -10,6 +10,9 @@
  *
  * BENCH_TAIL_SATURATE=N runs N closed-loop runs at saturation first, as the latency scenario does to find the capacity.
  * BENCH_TAIL_STALL_PROFILE=1 profiles the server and names what ran inside each long stall (see STALL_PROFILE).
+ * BENCH_TAIL_IDLE=S leaves the server idle S seconds before the run, as the latency scenario's bare control does.
+ * BENCH_TAIL_NODE_ARGS='--flag ...' starts the server with these Node.js options (a GC setting, to compare). GC pauses
+ * are counted by kind (minor, incremental marking, weak callbacks) and by flags.
  * BENCH_TAIL_OP=GET measures GET /v1/inventory (10 entries) instead. BENCH_LATENCY_WARMUP / BENCH_LATENCY_DURATION
  * as for `latency`; a fresh store per rate. Writes the raw probe records and the summary under the run's work folder
  * and prints where. Never part of `npm run bench`.
@@ -32,10 +35,14 @@ const PETS = GET ? 10 : 10_000
  */
 const STALL_PROFILE = process.env.BENCH_TAIL_STALL_PROFILE === '1'
 const STALL_MS = 5
+const GC_KINDS: Record<number, string> = { 1: 'minor', 2: 'major', 4: 'incremental', 8: 'weak callbacks' }
+/** BENCH_TAIL_NODE_ARGS: Node.js options for the server, space-separated (a GC setting, say), to compare with none. */
+const NODE_ARGS = (process.env.BENCH_TAIL_NODE_ARGS ?? '').split(' ').filter((arg) => arg !== '')
 
 interface Commit { start: number, bodyMs: number, commitMs: number, batch: number, walFrames: number | null }
 interface Checkpoint { start: number, ms: number, mode: string, emulated: boolean, log?: number, checkpointed?: number }
-interface Gc { start: number, ms: number }
+/** kind: perf_hooks' NODE_PERFORMANCE_GC_* (1 minor, 2 major, 4 incremental, 8 weak callbacks). */
+interface Gc { start: number, ms: number, kind?: number, flags?: number }
 interface Stall { end: number, ms: number }
 interface ProbeData {
   thread: number
@@ -167,7 +174,12 @@ function analyse (files: ProbeData[], windowStart: number, windowEnd: number): R
     },
     checkpointsServingThread: { ms: dist(mainCheckpoints.map((c) => c.ms)), pagesCheckpointed: dist(mainCheckpoints.map((c) => c.checkpointed ?? 0)) },
     checkpointsOtherThreads: { ms: dist(otherCheckpoints.map((c) => c.ms)), log: dist(otherCheckpoints.map((c) => c.log ?? 0)) },
-    gc: { ms: dist(gcs.map((g) => g.ms)), over5ms: gcs.filter((g) => g.ms >= 5).length }
+    gc: {
+      ms: dist(gcs.map((g) => g.ms)),
+      over5ms: gcs.filter((g) => g.ms >= 5).length,
+      flags: Object.fromEntries([...new Set(gcs.map((g) => `${GC_KINDS[g.kind ?? 0] ?? String(g.kind)} flags ${g.flags ?? 0}`))].map((name) => [name, gcs.filter((g) => `${GC_KINDS[g.kind ?? 0] ?? String(g.kind)} flags ${g.flags ?? 0}` === name).length])),
+      byKind: Object.fromEntries([...new Set(gcs.map((g) => g.kind ?? 0))].map((kind) => [GC_KINDS[kind] ?? String(kind), dist(gcs.filter((g) => (g.kind ?? 0) === kind).map((g) => g.ms))]))
+    }
   }
 }
 
@@ -178,9 +190,11 @@ async function oneRate (rate: number): Promise<void> {
     const key = await prepareStore(env, PETS)
     const probeOut = join(dir, 'probe')
     const service = await startService('service', { ...env, SQLITE_PROBE_OUT: probeOut }, key, cleanup,
-      ['--import', join(ROOT, 'bench/sqlite-probe.js'), ...(STALL_PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${join(dir, 'cpu')}`] : [])])
+      ['--import', join(ROOT, 'bench/sqlite-probe.js'), ...NODE_ARGS, ...(STALL_PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${join(dir, 'cpu')}`] : [])])
     // BENCH_TAIL_SATURATE=N: N closed-loop runs at saturation first, as the latency scenario measures capacity.
     for (let i = 0; i < Number(process.env.BENCH_TAIL_SATURATE ?? 0); i++) await measure(service, settings.duration, GET ? undefined : { patchPets: PETS })
+    // BENCH_TAIL_IDLE=S: S seconds with nothing sent before the run, as the latency scenario's bare control leaves it.
+    await new Promise((resolve) => setTimeout(resolve, Number(process.env.BENCH_TAIL_IDLE ?? 0) * 1000))
     const spec: OpenLoopSpec = {
       origins: [new URL(service.url).origin],
       rate,
