@@ -70,6 +70,23 @@ describe('MemoryLimiter specifics', () => {
     assert.equal((await limiter.consume(ip('2001:db8::1387'), limits)).allowed, false, 'the most recent ones are still counted')
   })
 
+  test('when subjects at either end of the order are reset, then eviction still takes the least recently seen', async () => {
+    const clock = { now: START }
+    const limiter = new MemoryLimiter({ clock: () => clock.now, maxSubjects: 3 })
+    const limits = { perMinute: 1, perDay: 10 }
+    for (const id of ['a', 'b', 'c']) await limiter.consume(ip(`2001:db8::${id}`), limits)
+    await limiter.reset(ip('2001:db8::c')) // the most recently seen
+    await limiter.reset(ip('2001:db8::a')) // the least recently seen
+    await limiter.consume(ip('2001:db8::d'), limits)
+    assert.equal((await limiter.consume(ip('2001:db8::b'), limits)).allowed, false, 'b is still counted, and now seen last')
+    await limiter.consume(ip('2001:db8::e'), limits)
+    await limiter.consume(ip('2001:db8::f'), limits) // the room is full: d, the least recently seen, goes
+    assert.equal(limiter.size, 3)
+    assert.equal((await limiter.consume(ip('2001:db8::b'), limits)).allowed, false, 'b kept')
+    assert.equal((await limiter.consume(ip('2001:db8::e'), limits)).allowed, false, 'e kept')
+    assert.equal((await limiter.consume(ip('2001:db8::d'), limits)).allowed, true, 'd evicted: it starts over')
+  })
+
   test('when a flood of client addresses fills the cap, then no key loses its windows or its strikes', async () => {
     const clock = { now: START }
     const limiter = new MemoryLimiter({ clock: () => clock.now, maxSubjects: 1000 })

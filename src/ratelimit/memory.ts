@@ -20,6 +20,13 @@ interface Entry {
   retryAt: number
 }
 
+/** An entry where its room keeps it: its subject, and its neighbours in the order subjects were last seen. */
+interface Held extends Entry {
+  readonly id: string
+  older: Held | null
+  newer: Held | null
+}
+
 export interface MemoryLimiterOptions {
   /** Milliseconds since the epoch; Date.now by default. Tests inject their own to move time. */
   clock?: () => number
@@ -34,45 +41,83 @@ export interface MemoryLimiterOptions {
 }
 
 /**
- * The subjects of one kind, least recently seen first: every read moves its entry to the end of the Map (which
- * iterates in insertion order), so eviction takes the first.
+ * The subjects of one kind, least recently seen first. The order is a list through the entries themselves: a read
+ * moves its entry to the newest end by relinking it, which allocates nothing. (Moving it in the Map instead, a delete
+ * and a set on every request, made V8 rebuild the Map's table each time, in the old generation since the Map lives
+ * there: about 160 bytes of old-space garbage per request, and a major collection every half minute at 10,000
+ * requests/s, each stalling the event loop for tens of milliseconds.)
  */
 class Room {
-  readonly entries = new Map<string, Entry>()
+  readonly #entries = new Map<string, Held>()
+  #oldest: Held | null = null
+  #newest: Held | null = null
 
   constructor (readonly max: number) {}
 
+  get size (): number {
+    return this.#entries.size
+  }
+
   /** The entry of a subject, marked as just seen. */
   get (id: string): Entry | undefined {
-    const entry = this.entries.get(id)
-    if (entry !== undefined) {
-      this.entries.delete(id)
-      this.entries.set(id, entry)
+    const entry = this.#entries.get(id)
+    if (entry !== undefined && entry !== this.#newest) {
+      this.#unlink(entry)
+      this.#append(entry)
     }
     return entry
+  }
+
+  /** Adds a new subject; when the room is full, first drops what has expired, then the least recently seen. */
+  add (id: string, fields: Entry, now: number): Entry {
+    if (this.#entries.size >= this.max) {
+      this.sweep(now)
+      while (this.#entries.size >= this.max && this.#oldest !== null) this.delete(this.#oldest.id)
+    }
+    const entry: Held = { ...fields, id, older: null, newer: null }
+    this.#entries.set(id, entry)
+    this.#append(entry)
+    return entry
+  }
+
+  delete (id: string): void {
+    const entry = this.#entries.get(id)
+    if (entry === undefined) return
+    this.#unlink(entry)
+    this.#entries.delete(id)
+  }
+
+  clear (): void {
+    this.#entries.clear()
+    this.#oldest = null
+    this.#newest = null
   }
 
   /** Deletes entries whose day window and strike window have both passed. */
   sweep (now: number): void {
     const day = windowIndex('day', Math.floor(now / 1000))
     // Deleting the current key while iterating a Map is safe: iteration continues with the next one.
-    for (const [id, entry] of this.entries) {
+    for (const entry of this.#entries.values()) {
       if (entry.dayWindow === day) continue
       if (entry.strikes > 0 && now < entry.strikeEnd) continue
-      this.entries.delete(id)
+      this.delete(entry.id)
     }
   }
 
-  /** Adds a new subject; when the room is full, first drops what has expired, then the least recently seen. */
-  add (id: string, entry: Entry, now: number): void {
-    if (this.entries.size >= this.max) {
-      this.sweep(now)
-      for (const oldest of this.entries.keys()) {
-        if (this.entries.size < this.max) break
-        this.entries.delete(oldest)
-      }
-    }
-    this.entries.set(id, entry)
+  #unlink (entry: Held): void {
+    if (entry.older === null) this.#oldest = entry.newer
+    else entry.older.newer = entry.newer
+    if (entry.newer === null) this.#newest = entry.older
+    else entry.newer.older = entry.older
+    entry.older = null
+    entry.newer = null
+  }
+
+  #append (entry: Held): void {
+    entry.older = this.#newest
+    if (this.#newest === null) this.#oldest = entry
+    else this.#newest.newer = entry
+    this.#newest = entry
   }
 }
 
@@ -99,7 +144,7 @@ export class MemoryLimiter implements RateLimiter {
 
   /** Subjects currently held, of both kinds (for tests and metrics). */
   get size (): number {
-    return this.#rooms.key.entries.size + this.#rooms.ip.entries.size
+    return this.#rooms.key.size + this.#rooms.ip.size
   }
 
   async consume (subject: Subject, limits: WindowLimits, options: ConsumeOptions = {}): Promise<Decision> {
@@ -121,8 +166,7 @@ export class MemoryLimiter implements RateLimiter {
     if (!allowed && policy === undefined) return buildDecision(false, limits, minuteCount, dayCount, now, 0)
 
     if (entry === undefined) {
-      entry = { minuteWindow: minute, minuteCount: 0, dayWindow: day, dayCount: 0, strikes: 0, strikeStart: 0, strikeEnd: 0, retryAt: 0 }
-      room.add(subject.id, entry, now)
+      entry = room.add(subject.id, { minuteWindow: minute, minuteCount: 0, dayWindow: day, dayCount: 0, strikes: 0, strikeStart: 0, strikeEnd: 0, retryAt: 0 }, now)
     }
     if (allowed) {
       minuteCount += cost
@@ -152,12 +196,12 @@ export class MemoryLimiter implements RateLimiter {
   }
 
   async reset (subject: Subject): Promise<void> {
-    this.#rooms[subject.kind].entries.delete(subject.id)
+    this.#rooms[subject.kind].delete(subject.id)
   }
 
   async close (): Promise<void> {
-    this.#rooms.key.entries.clear()
-    this.#rooms.ip.entries.clear()
+    this.#rooms.key.clear()
+    this.#rooms.ip.clear()
   }
 
   /**

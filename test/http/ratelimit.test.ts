@@ -35,6 +35,16 @@ describe('rate-limit headers', () => {
     assert.equal(res.headers['retry-after'], undefined)
   })
 
+  test('when keys of different limits take turns, then each answer states its own key\'s policy', async (t) => {
+    const { request, key, store } = await testApp(t)
+    const other = await newKey(store, 'enterprise', { perMinute: 7, perDay: 70 })
+    const policies: string[] = []
+    for (const k of [key, other, other, key, other]) policies.push(String((await request(get(k))).headers['ratelimit-policy']))
+    const free = '"minute";q=60;w=60, "day";q=1000;w=86400'
+    const mine = '"minute";q=7;w=60, "day";q=70;w=86400'
+    assert.deepEqual(policies, [free, mine, mine, free, mine])
+  })
+
   test('when the day has fewer requests left than the minute, then the headers describe the day', async (t) => {
     const { request, key } = await testApp(t, { RATE_LIMIT_FREE: '5/6' })
     for (let i = 0; i < 3; i++) await request(get(key))
