@@ -35,13 +35,14 @@ const PETS = GET ? 10 : 10_000
  */
 const STALL_PROFILE = process.env.BENCH_TAIL_STALL_PROFILE === '1'
 const STALL_MS = 5
+/** perf_hooks' NODE_PERFORMANCE_GC_* kinds of a GC entry. */
 const GC_KINDS: Record<number, string> = { 1: 'minor', 2: 'major', 4: 'incremental', 8: 'weak callbacks' }
 /** BENCH_TAIL_NODE_ARGS: Node.js options for the server, space-separated (a GC setting, say), to compare with none. */
 const NODE_ARGS = (process.env.BENCH_TAIL_NODE_ARGS ?? '').split(' ').filter((arg) => arg !== '')
 
 interface Commit { start: number, bodyMs: number, commitMs: number, batch: number, walFrames: number | null }
 interface Checkpoint { start: number, ms: number, mode: string, emulated: boolean, log?: number, checkpointed?: number }
-/** kind: perf_hooks' NODE_PERFORMANCE_GC_* (1 minor, 2 major, 4 incremental, 8 weak callbacks). */
+/** kind: one of GC_KINDS; flags: perf_hooks' NODE_PERFORMANCE_GC_FLAGS_*. */
 interface Gc { start: number, ms: number, kind?: number, flags?: number }
 interface Stall { end: number, ms: number }
 interface ProbeData {
@@ -67,6 +68,21 @@ const pct = (values: number[], p: number): number => {
 const f = (n: number): string => n.toFixed(n < 10 ? 2 : 1)
 const dist = (values: number[]): string =>
   `n ${values.length}, p50 ${f(pct(values, 50))}, p99 ${f(pct(values, 99))}, max ${f(Math.max(0, ...values))}`
+
+/** GC pauses by kind: the durations of each kind, and how many of each kind came with each set of flags. */
+function gcByKind (gcs: Gc[]): { byKind: Record<string, string>, flags: Record<string, number> } {
+  const durations = new Map<string, number[]>()
+  const flags: Record<string, number> = {}
+  for (const gc of gcs) {
+    const kind = GC_KINDS[gc.kind ?? 0] ?? String(gc.kind ?? 0)
+    const ms = durations.get(kind) ?? []
+    ms.push(gc.ms)
+    durations.set(kind, ms)
+    const label = `${kind} flags ${gc.flags ?? 0}`
+    flags[label] = (flags[label] ?? 0) + 1
+  }
+  return { byKind: Object.fromEntries([...durations].map(([kind, ms]) => [kind, dist(ms)])), flags }
+}
 
 /** What overlaps [a, b) of each interval, summed. */
 function overlap (a: number, b: number, spans: Array<[number, number]>): number {
@@ -177,8 +193,7 @@ function analyse (files: ProbeData[], windowStart: number, windowEnd: number): R
     gc: {
       ms: dist(gcs.map((g) => g.ms)),
       over5ms: gcs.filter((g) => g.ms >= 5).length,
-      flags: Object.fromEntries([...new Set(gcs.map((g) => `${GC_KINDS[g.kind ?? 0] ?? String(g.kind)} flags ${g.flags ?? 0}`))].map((name) => [name, gcs.filter((g) => `${GC_KINDS[g.kind ?? 0] ?? String(g.kind)} flags ${g.flags ?? 0}` === name).length])),
-      byKind: Object.fromEntries([...new Set(gcs.map((g) => g.kind ?? 0))].map((kind) => [GC_KINDS[kind] ?? String(kind), dist(gcs.filter((g) => (g.kind ?? 0) === kind).map((g) => g.ms))]))
+      ...gcByKind(gcs)
     }
   }
 }

@@ -42,10 +42,9 @@ export interface MemoryLimiterOptions {
 
 /**
  * The subjects of one kind, least recently seen first. The order is a list through the entries themselves: a read
- * moves its entry to the newest end by relinking it, which allocates nothing. (Moving it in the Map instead, a delete
- * and a set on every request, made V8 rebuild the Map's table each time, in the old generation since the Map lives
- * there: about 160 bytes of old-space garbage per request, and a major collection every half minute at 10,000
- * requests/s, each stalling the event loop for tens of milliseconds.)
+ * moves its entry to the newest end by relinking it, which allocates nothing. Moving it in the Map (a delete and a
+ * set) made V8 rebuild the Map's table in the old generation on every request
+ * (docs/adr/0047-no-per-request-garbage-in-the-old-generation.md).
  */
 class Room {
   readonly #entries = new Map<string, Held>()
