@@ -57,7 +57,7 @@ describe('SQLite checkpoints off the serving connection', () => {
     const path = join(tempDir(t), 'bounded.db')
     const reports: CheckpointReport[] = []
     const limitFrames = 400
-    const ROUNDS = 240
+    const ROUNDS = 480
     // Prepared first and closed (which empties the WAL): the WAL file never shrinks, so it then shows the sustained
     // writes' largest WAL and not the migrations' and import's transactions.
     await (await storeWithPets(path, 200, {})).close()
@@ -67,11 +67,11 @@ describe('SQLite checkpoints off the serving connection', () => {
     })
     let largestWal = 0
     await updateRounds(store, 200, ROUNDS, () => { largestWal = Math.max(largestWal, fileSize(`${path}-wal`)) })
-    // These writes append about 6,400 frames, which a WAL nobody checkpoints would hold at the end. The thread keeps it
+    // These writes append about 12,800 frames, which a WAL nobody checkpoints would hold at the end. The thread keeps it
     // near the limit: a group commit may append its frames past the limit before the thread sees them, more may come
-    // while RESTART waits for the writer, and on a loaded machine the thread may get its CPU late (up to 2.5 times the
-    // limit was seen at a load of 8 on two cores), hence the margin.
-    assert.ok(largestWal <= walBytes(limitFrames * 4), `the WAL reached ${largestWal} bytes`)
+    // while RESTART waits for the writer, and on a loaded machine the thread may get its CPU late (2.5 times the limit
+    // was seen at a load of 8 on two cores, 4.4 times on a loaded CI run), hence the margin: a quarter of unbounded.
+    assert.ok(largestWal <= walBytes(limitFrames * 8), `the WAL reached ${largestWal} bytes (${((largestWal - 32) / (24 + 1024) / limitFrames).toFixed(1)} times the limit)`)
     assert.ok(reports.filter((report) => report.checkpointed > 0).length >= 5, `${reports.length} checkpoints`)
     assert.ok(statSync(path).size > 0)
     await store.close()

@@ -17,6 +17,20 @@ import { auth, newKey, pet, testApp } from '../helpers/app.js'
 
 const RATIO = 0.5
 const memory = new InMemorySpanExporter()
+const processor = new SimpleSpanProcessor({ exporter: memory })
+/**
+ * The spans exported so far. The processor exports an ended span later, and only once the SDK's resource detection has
+ * finished, which on a loaded machine may take longer than a test's requests: wait for every pending export first.
+ */
+async function finishedSpans (): Promise<ReadableSpan[]> {
+  await processor.forceFlush()
+  return memory.getFinishedSpans()
+}
+/** Forgets the spans so far, with those of earlier requests still being exported. */
+async function forgetSpans (): Promise<void> {
+  await processor.forceFlush()
+  memory.reset()
+}
 /** How often the sampler was asked, by the service and by the SDK. */
 let questions = 0
 const configured = samplerFromEnv({ OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: String(RATIO) })
@@ -30,7 +44,7 @@ const sampler: Sampler = {
 
 before(() => {
   const traceIds = new RequestTraceIds()
-  const sdk = new NodeSDK({ sampler, idGenerator: traceIds, spanProcessors: [new SimpleSpanProcessor({ exporter: memory })], instrumentations: [], metricReaders: [], logRecordProcessors: [] })
+  const sdk = new NodeSDK({ sampler, idGenerator: traceIds, spanProcessors: [processor], instrumentations: [], metricReaders: [], logRecordProcessors: [] })
   sdk.start()
   enableSpans(trace.getTracer('petstore-inventory-test'), { sampler, traceIds }, () => sdk.shutdown())
 })
@@ -43,12 +57,12 @@ describe('sampling, decided as a request arrives', () => {
   test('when requests bring no traceparent, then the ratio of them is traced on the trace id the sampler accepted, and the others make no span', async (t) => {
     const { request, store } = await testApp(t, {}, { pets: [pet(1), pet(2)] })
     const key = await newKey(store, 'enterprise')
-    memory.reset()
+    await forgetSpans()
     questions = 0
     const sent = 400
     for (let i = 0; i < sent; i++) assert.equal((await request({ method: 'GET', url: '/v1/inventory', headers: auth(key) })).statusCode, 200)
 
-    const spans = memory.getFinishedSpans()
+    const spans = await finishedSpans()
     const traced = servers(spans)
     // Binomial(400, 0.5): 200 expected, standard deviation 10. Deciding twice, on two ids, would trace about 100.
     assert.ok(traced.length > 140 && traced.length < 260, `${traced.length} of ${sent} requests traced at a ratio of ${RATIO}`)
@@ -68,13 +82,13 @@ describe('sampling, decided as a request arrives', () => {
   test('when a caller sends a traceparent, then a sampled one is continued and an unsampled one makes no span', async (t) => {
     const { request, store } = await testApp(t, {}, { pets: [pet(1)] })
     const key = await newKey(store, 'enterprise')
-    memory.reset()
+    await forgetSpans()
     const callers = Array.from({ length: 20 }, (_, i) => ({ traceId: randomBytes(16).toString('hex'), spanId: randomBytes(8).toString('hex'), sampled: i % 2 === 0 }))
     for (const caller of callers) {
       const traceparent = `00-${caller.traceId}-${caller.spanId}-${caller.sampled ? '01' : '00'}`
       assert.equal((await request({ method: 'GET', url: '/v1/inventory/1', headers: { ...auth(key), traceparent } })).statusCode, 200)
     }
-    const traced = servers(memory.getFinishedSpans())
+    const traced = servers(await finishedSpans())
     assert.deepEqual(traced.map((span) => [traceOf(span), span.parentSpanContext?.spanId]).sort(),
       callers.filter(({ sampled }) => sampled).map(({ traceId, spanId }) => [traceId, spanId]).sort(), 'exactly the sampled callers\' traces, under their spans')
   })
@@ -83,11 +97,11 @@ describe('sampling, decided as a request arrives', () => {
     const { request, store } = await testApp(t, {}, { pets: [pet(1)] })
     const { key, record } = await createKey(store, 'production', { plan: 'enterprise', name: 'traced', perMinute: 100_000, perDay: 1_000_000 })
     const keyId = record.id
-    memory.reset()
+    await forgetSpans()
     const traceId = randomBytes(16).toString('hex')
     const res = await request({ method: 'GET', url: '/v1/inventory?limit=5', headers: { ...auth(key), traceparent: `00-${traceId}-${randomBytes(8).toString('hex')}-01` } })
     assert.equal(res.statusCode, 200)
-    const spans = memory.getFinishedSpans().filter((span) => traceOf(span) === traceId)
+    const spans = (await finishedSpans()).filter((span) => traceOf(span) === traceId)
     const [server] = servers(spans)
     assert.ok(server !== undefined, 'a server span')
     assert.equal(server.name, 'GET /v1/inventory')
@@ -110,21 +124,21 @@ describe('sampling, decided as a request arrives', () => {
 
   test('when no route matches, then the traced request\'s span is named after the method alone and a 404 is no error', async (t) => {
     const { request } = await testApp(t)
-    memory.reset()
+    await forgetSpans()
     const traceId = randomBytes(16).toString('hex')
     const res = await request({ method: 'GET', url: '/no/such/psk_live_path', headers: { traceparent: `00-${traceId}-${randomBytes(8).toString('hex')}-01` } })
     assert.equal(res.statusCode, 404)
-    const [server] = servers(memory.getFinishedSpans().filter((span) => traceOf(span) === traceId))
+    const [server] = servers((await finishedSpans()).filter((span) => traceOf(span) === traceId))
     assert.deepEqual([server?.name, server?.attributes['http.route'], server?.attributes['http.response.status_code'], server?.status.code],
       ['GET', undefined, 404, SpanStatusCode.UNSET])
   })
 
-  test('when the sampler leaves a request out, then startServerSpan makes nothing: no span, no context', () => {
-    const before = memory.getFinishedSpans().length
+  test('when the sampler leaves a request out, then startServerSpan makes nothing: no span, no context', async () => {
+    const before = (await finishedSpans()).length
     const unsampled = `00-${randomBytes(16).toString('hex')}-${randomBytes(8).toString('hex')}-00`
     const context = startServerSpan({ id: 'req-1', method: 'GET', url: '/v1/inventory', headers: { traceparent: unsampled }, routeOptions: { url: '/v1/inventory' } })
     assert.equal(context, null)
-    assert.equal(memory.getFinishedSpans().length, before)
+    assert.equal((await finishedSpans()).length, before)
   })
 })
 
