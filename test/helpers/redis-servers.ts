@@ -62,9 +62,13 @@ async function answers (port: number, password?: string): Promise<boolean> {
   }
 }
 
-async function until (what: string, check: () => Promise<boolean>, ms = 15_000): Promise<void> {
+/** A server that ended before it answered: on its first start, most likely its port was taken meanwhile. */
+class ServerEnded extends Error {}
+
+async function until (what: string, check: () => Promise<boolean>, ms = 15_000, ended: () => boolean = () => false): Promise<void> {
   const deadline = Date.now() + ms
   while (Date.now() < deadline) {
+    if (ended()) throw new ServerEnded(`${what} ended before it answered`)
     if (await check().catch(() => false)) return
     await sleep(100)
   }
@@ -76,7 +80,7 @@ async function until (what: string, check: () => Promise<boolean>, ms = 15_000):
  * `sentinel`: run as a Sentinel from a config file holding `config`.
  */
 export async function startRedisServer (after: After, args: string[] = [], options: { sentinelConfig?: string } = {}): Promise<RedisServer> {
-  const port = await freePort()
+  let port = await freePort()
   const dir = mkdtempSync(join(tmpdir(), 'petstore-redis-'))
   let child: ChildProcess | null = null
   const start = async (): Promise<void> => {
@@ -88,10 +92,12 @@ export async function startRedisServer (after: After, args: string[] = [], optio
       writeFileSync(file, `port ${port}\nbind 127.0.0.1\ndir ${dir}\nlogfile ${join(dir, 'log')}\n${options.sentinelConfig}\n`)
       command = [file, '--sentinel']
     }
-    child = spawn('redis-server', command, { stdio: 'ignore' })
-    child.on('error', () => {})
+    const spawned = spawn('redis-server', command, { stdio: 'ignore' })
+    child = spawned
+    spawned.on('error', () => {})
     const password = args[args.indexOf('--requirepass') + 1]
-    await until(`redis-server on port ${port}`, () => answers(port, args.includes('--requirepass') ? password : undefined))
+    await until(`redis-server on port ${port}`, () => answers(port, args.includes('--requirepass') ? password : undefined), 15_000,
+      () => spawned.exitCode !== null || spawned.signalCode !== null)
   }
   const kill = async (): Promise<void> => {
     const running = child
@@ -105,7 +111,17 @@ export async function startRedisServer (after: After, args: string[] = [], optio
     await kill()
     rmSync(dir, { recursive: true, force: true })
   })
-  await start()
+  // A port taken between freePort() and the bind (an outgoing connection's, on a busy machine) is the one failure worth
+  // another try, on another port; a restart keeps the port its clients know.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await start()
+      break
+    } catch (error) {
+      if (!(error instanceof ServerEnded) || attempt === 3) throw error
+      port = await freePort()
+    }
+  }
   return { port, url: `redis://127.0.0.1:${port}`, kill, restart: start }
 }
 
