@@ -145,7 +145,9 @@ function analyse (files: ProbeData[], windowStart: number, windowEnd: number): R
   const main = files.find((d) => d.main)
   if (main === undefined) throw new Error('no probe record of the main thread')
   const inWindow = <T extends { start: number }>(xs: T[]): T[] => xs.filter((x) => x.start >= windowStart && x.start < windowEnd)
+  // Commits on the serving thread stall it; those of a writer thread (a serving store's, ADR 0048) only take time there.
   const commits = inWindow(main.commits)
+  const allCommits = files.flatMap((d) => inWindow(d.commits))
   const mainCheckpoints = inWindow(main.checkpoints)
   const otherCheckpoints = files.filter((d) => !d.main).flatMap((d) => inWindow(d.checkpoints)).filter((c) => (c.log ?? 0) > 0 || c.ms >= 1)
   const gcs = inWindow(main.gc)
@@ -181,12 +183,13 @@ function analyse (files: ProbeData[], windowStart: number, windowEnd: number): R
       atMs: Math.round(st.end - st.ms - windowStart), sinceStartMs: Math.round(st.end - st.ms - (main.origin ?? 0)), ms: Math.round(st.ms * 10) / 10
     })),
     commits: {
-      perSecond: commits.length / seconds,
-      batch: dist(commits.map((c) => c.batch)),
-      bodyMs: dist(commits.map((c) => c.bodyMs)),
-      commitMs: dist(commits.map((c) => c.commitMs)),
-      commitsOver5ms: commits.filter((c) => c.commitMs >= 5).length,
-      walFramesMax: Math.max(0, ...commits.map((c) => c.walFrames ?? 0))
+      perSecond: allCommits.length / seconds,
+      onServingThread: commits.length,
+      batch: dist(allCommits.map((c) => c.batch)),
+      bodyMs: dist(allCommits.map((c) => c.bodyMs)),
+      commitMs: dist(allCommits.map((c) => c.commitMs)),
+      commitsOver5ms: allCommits.filter((c) => c.commitMs >= 5).length,
+      walFramesMax: Math.max(0, ...allCommits.map((c) => c.walFrames ?? 0))
     },
     checkpointsServingThread: { ms: dist(mainCheckpoints.map((c) => c.ms)), pagesCheckpointed: dist(mainCheckpoints.map((c) => c.checkpointed ?? 0)) },
     checkpointsOtherThreads: { ms: dist(otherCheckpoints.map((c) => c.ms)), log: dist(otherCheckpoints.map((c) => c.log ?? 0)) },

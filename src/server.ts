@@ -118,7 +118,7 @@ export async function startServer (config: Config, options: ServeOptions): Promi
   const log = createLogger(config)
   // A traced process traces the SQLite store's group commits too (src/tracing/commits.ts). A serving SQLite store
   // checkpoints on a thread of its own, never in a request's COMMIT (src/store/sqlite/checkpointer.ts).
-  const store = openStore(config, { ...(tracingOn() ? { commitObserver: commitSpans } : {}), backgroundCheckpoints: true })
+  const store = openStore(config, { ...(tracingOn() ? { commitObserver: commitSpans } : {}), backgroundCheckpoints: true, writerThread: true })
   let opened: Awaited<ReturnType<typeof openLimiter>>
   try {
     opened = await openLimiter(config, log)

@@ -13,6 +13,8 @@ export interface OpenOptions {
   commitObserver?: CommitObserver
   /** SQLite: checkpoint on a thread of its own, never in a request's COMMIT (a serving process); nothing on PostgreSQL. */
   backgroundCheckpoints?: boolean
+  /** SQLite: every write on a thread of its own, never a COMMIT on the event loop (a serving process); nothing on PostgreSQL. */
+  writerThread?: boolean
 }
 
 /** Opens the store named by DATABASE_URL: postgres:// or postgresql:// for PostgreSQL, a file path for SQLite. Does not migrate. */
@@ -20,7 +22,8 @@ export function openStore (config: { databaseUrl: string, database: PostgresOpti
   if (isPostgresUrl(config.databaseUrl)) return new PostgresStore(config.databaseUrl, config.database)
   return new SqliteStore(config.databaseUrl, {
     ...(options.commitObserver === undefined ? {} : { commitObserver: options.commitObserver }),
-    ...(options.backgroundCheckpoints === true ? { backgroundCheckpoints: true } : {})
+    ...(options.backgroundCheckpoints === true ? { backgroundCheckpoints: true } : {}),
+    ...(options.writerThread === true ? { writerThread: true } : {})
   })
 }
 

@@ -119,12 +119,13 @@ export function serverSpanOf (request: object): Span | undefined {
 }
 
 /**
- * A span of ours under the active one; null when tracing is off, or when nothing is traced here: work no request
- * started (timers, polls) makes no traces of its own, and a request the sampler left out gets none.
+ * A span of ours under the active one (or the span active in `under`); null when tracing is off, or when nothing is
+ * traced there: work no request started (timers, polls) makes no traces of its own, and a request the sampler left out
+ * gets none.
  */
-export function startSpan (name: string, kind: SpanKind, attributes?: Attributes, links?: Link[]): Span | null {
+export function startSpan (name: string, kind: SpanKind, attributes?: Attributes, links?: Link[], under?: Context): Span | null {
   if (tracer === null) return null
-  const parent = context.active()
+  const parent = under ?? context.active()
   const parentSpan = trace.getSpan(parent)
   if (parentSpan === undefined) return null
   // A request the sampler left out records nothing: spans under it would be dropped, and making them costs. (A span

@@ -12,6 +12,7 @@ import { loadConfig, type Config } from '../../src/config.js'
 import { createKey } from '../../src/access/keys.js'
 import type { PetImport, Order, Plan } from '../../src/model.js'
 import { SqliteStore } from '../../src/store/sqlite-store.js'
+import type { SqliteOptions } from '../../src/store/sqlite/database.js'
 import type { Store } from '../../src/store/store.js'
 import { importData } from '../../src/domain/import.js'
 
@@ -21,12 +22,16 @@ export function tempDir (t: TestContext): string {
   return dir
 }
 
-export async function tempStore (t: TestContext): Promise<SqliteStore> {
-  const store = new SqliteStore(join(tempDir(t), 'test.db'))
+/** A migrated store on a temporary file; `options`: a serving store's (its writer thread, say). */
+export async function tempStore (t: TestContext, options: SqliteOptions = {}): Promise<SqliteStore> {
+  const store = new SqliteStore(join(tempDir(t), 'test.db'), options)
   await store.schema.migrate()
   t.after(() => store.close())
   return store
 }
+
+/** A migrated store on a temporary file whose writes run on its writer thread, as a serving process's do. */
+export const tempThreadedStore = (t: TestContext): Promise<SqliteStore> => tempStore(t, { writerThread: true })
 
 export interface TestApp {
   app: FastifyInstance

@@ -1,21 +1,23 @@
 /**
- * The low-stock contract (./alerts.contract.ts) on SQLite and on PostgreSQL, each test on a fresh, migrated store,
+ * The low-stock contract (./alerts.contract.ts) on SQLite (its writes on the event loop, and on a writer thread) and on PostgreSQL, each test on a fresh, migrated store,
  * with the ledger's rows read by SQL beside it (the event rows are what the feed, streams and webhooks serve).
  */
 import Database from 'better-sqlite3'
 import { join } from 'node:path'
+import type { TestContext } from 'node:test'
 import pg from 'pg'
 import { PostgresStore } from '../../src/store/postgres-store.js'
 import { SqliteStore } from '../../src/store/sqlite-store.js'
+import type { SqliteOptions } from '../../src/store/sqlite/database.js'
 import { tempDir } from '../helpers/app.js'
 import { POSTGRES_URL, requirePostgres, tempSchema } from '../helpers/postgres.js'
 import { alertsContract, type LedgerRow } from './alerts.contract.js'
 
 const LEDGER_SQL = 'SELECT id, pet_id, event, quantity, previous_quantity, reason, reorder_point, key_id, request_id FROM stock_ledger ORDER BY id'
 
-alertsContract('SqliteStore', async (t) => {
+const sqliteAlerts = (options: SqliteOptions) => async (t: TestContext) => {
   const path = join(tempDir(t), 'store.db')
-  const store = new SqliteStore(path)
+  const store = new SqliteStore(path, options)
   t.after(() => store.close())
   await store.schema.migrate()
   const read = <R>(sql: string): R[] => {
@@ -34,7 +36,10 @@ alertsContract('SqliteStore', async (t) => {
     chained: async () => read<{ id: bigint }>(`SELECT id FROM stock_ledger WHERE event IS NOT NULL AND (previous_id IS NOT NULL
       OR id IN (SELECT ledger_head FROM inventory) OR id IN (SELECT previous_id FROM stock_ledger WHERE previous_id IS NOT NULL))`).length
   }
-})
+}
+
+alertsContract('SqliteStore', sqliteAlerts({}))
+alertsContract('SqliteStore (writer thread)', sqliteAlerts({ writerThread: true }))
 
 if (await requirePostgres('PostgreSQL low-stock contract tests')) {
   alertsContract('PostgresStore', async (t) => {

@@ -11,6 +11,7 @@ import pg from 'pg'
 import { PostgresStore } from '../../src/store/postgres-store.js'
 import type { PostgresOptions } from '../../src/store/postgres/options.js'
 import { SqliteStore } from '../../src/store/sqlite-store.js'
+import type { SqliteOptions } from '../../src/store/sqlite/database.js'
 import type { Store } from '../../src/store/store.js'
 import { tempDir } from '../helpers/app.js'
 import { POSTGRES_URL, tempSchema } from '../helpers/postgres.js'
@@ -40,10 +41,10 @@ export interface Harness {
 
 export type Open = (t: TestContext) => Promise<Harness>
 
-/** A store on a temporary SQLite file. */
-export const sqliteHarness: Open = async (t) => {
+/** A store on a temporary SQLite file (`options`: a serving store's, its writer thread, say). */
+export const sqliteHarness = async (t: TestContext, options: SqliteOptions = {}): Promise<Harness> => {
   const path = join(tempDir(t), 'store.db')
-  const store = new SqliteStore(path)
+  const store = new SqliteStore(path, options)
   t.after(() => store.close())
   await store.schema.migrate()
   return {
@@ -80,6 +81,10 @@ export const sqliteHarness: Open = async (t) => {
     }
   }
 }
+
+
+/** A store on a temporary SQLite file whose writes run on its writer thread, as a serving process's do. */
+export const threadedSqliteHarness: Open = (t) => sqliteHarness(t, { writerThread: true })
 
 /** A store in a temporary schema of the test PostgreSQL database. */
 export const postgresHarness: Open = async (t) => {

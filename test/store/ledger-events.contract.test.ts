@@ -12,7 +12,7 @@ import type { FeedChange, FeedPosition } from '../../src/store/stock/types.js'
 import type { Store } from '../../src/store/store.js'
 import { holdEventSql, lowStockSql } from '../helpers/ledger-events.js'
 import { requirePostgres } from '../helpers/postgres.js'
-import { postgresHarness, sqliteHarness, type Open } from './harness.js'
+import { postgresHarness, sqliteHarness, threadedSqliteHarness, type Open } from './harness.js'
 import { pet, stockChange } from './helpers.js'
 import { newHold } from './selling.contract.js'
 
@@ -118,4 +118,5 @@ function ledgerEventsContract (name: string, open: Open): void {
 }
 
 ledgerEventsContract('SqliteStore', sqliteHarness)
+ledgerEventsContract('SqliteStore (writer thread)', threadedSqliteHarness)
 if (await requirePostgres('PostgreSQL ledger events contract tests')) ledgerEventsContract('PostgresStore', postgresHarness)

@@ -5,12 +5,13 @@ import pg from 'pg'
 import { PostgresStore } from '../../src/store/postgres-store.js'
 import { lockWaiters, POSTGRES_URL, requirePostgres, tempSchema } from '../helpers/postgres.js'
 import { waitFor } from '../helpers/wait.js'
-import { postgresHarness, sqliteHarness } from './harness.js'
+import { postgresHarness, sqliteHarness, threadedSqliteHarness } from './harness.js'
 import {
   addKey, addPets, at, claim, deliveriesOf, deliveryPlaces, enqueue, feedAfter, outcome, places, record, setStock, subscribe, webhookContract
 } from './webhooks.contract.js'
 
 webhookContract('SqliteStore', sqliteHarness)
+webhookContract('SqliteStore (writer thread)', threadedSqliteHarness)
 
 if (await requirePostgres('PostgreSQL webhooks contract tests')) {
   webhookContract('PostgresStore', postgresHarness)

@@ -8,6 +8,7 @@ import { mkdirSync } from 'node:fs'
 import { dirname } from 'node:path'
 import { Checkpointer, type CheckpointerOptions } from './checkpointer.js'
 import { GroupCommit, type CommitObserver } from './group-commit.js'
+import { SqliteWriter } from './writer.js'
 
 export interface SqliteOptions {
   /** How long a statement waits for another process's write lock before failing (busy_timeout), in ms. */
@@ -20,6 +21,16 @@ export interface SqliteOptions {
    * keep SQLite's auto-checkpoint.
    */
   backgroundCheckpoints?: boolean | CheckpointerOptions
+  /**
+   * Every write of the areas on a thread of its own (./writer.ts), this connection only reading: what a serving process
+   * does, so that no request waits for a COMMIT's fsync. Not for ':memory:'.
+   */
+  writerThread?: boolean
+  /**
+   * false: this connection's COMMITs never checkpoint, and nothing else here does (the writer thread's connection,
+   * whose process checkpoints on the serving connection's thread); until checkpointInCommits() is called.
+   */
+  checkpointInCommits?: boolean
 }
 
 /** SQLite's default auto-checkpoint threshold, in WAL frames. */
@@ -33,6 +44,8 @@ export class SqliteDatabase {
   readonly writes: GroupCommit
   readonly #statements = new Map<string, Database.Statement>()
   readonly #checkpointer: Checkpointer | null = null
+  /** The thread every write of the areas runs on, if this connection is a serving one that reads only. */
+  readonly writer: SqliteWriter | null = null
 
   constructor (path: string, options: SqliteOptions = {}) {
     if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true })
@@ -40,6 +53,10 @@ export class SqliteDatabase {
     const db = new Database(path)
     this.connection = db
     db.defaultSafeIntegers(true)
+    // The CLI may write while a server runs, and a serving store's writer thread opens while the server migrates: wait
+    // for the lock instead of failing at once, from the first statement on (switching to WAL may need it).
+    const busyTimeoutMs = options.busyTimeoutMs ?? 5000
+    db.pragma(`busy_timeout = ${busyTimeoutMs}`)
     // Small pages for a new database: a group commit of stock updates writes every page it touched to the WAL,
     // and inventory rows are a few bytes; 1 KiB pages cut that copying and PATCH cost
     // (docs/adr/0003-embedded-sqlite-by-default-postgresql-to-scale-out.md). A no-op
@@ -48,18 +65,29 @@ export class SqliteDatabase {
     db.pragma('journal_mode = WAL')
     db.pragma('synchronous = FULL')
     db.pragma('foreign_keys = ON')
-    // The CLI may write while a server runs: wait for the lock instead of failing at once.
-    const busyTimeoutMs = options.busyTimeoutMs ?? 5000
-    db.pragma(`busy_timeout = ${busyTimeoutMs}`)
+    if (options.checkpointInCommits === false) db.pragma('wal_autocheckpoint = 0')
     const background = options.backgroundCheckpoints
     if (background !== undefined && background !== false && path !== ':memory:') {
       // This connection never checkpoints while it serves: the thread does (docs/adr/0042-sqlite-checkpoints-off-the-event-loop.md).
       db.pragma('wal_autocheckpoint = 0')
-      // Should the thread fail, this connection checkpoints by itself again, as SQLite does by default.
-      const fallBack = (): void => { if (db.open) db.pragma(`wal_autocheckpoint = ${SQLITE_AUTOCHECKPOINT}`) }
+      // Should the thread fail, the connection that writes checkpoints by itself again, as SQLite does by default.
+      const fallBack = (): void => {
+        this.checkpointInCommits()
+        this.writer?.checkpointInCommits()
+      }
       this.#checkpointer = new Checkpointer(path, busyTimeoutMs, fallBack, background === true ? {} : background)
     }
+    if (options.writerThread === true && path !== ':memory:') {
+      // docs/adr/0048-sqlite-writes-on-a-thread-of-their-own.md. With a checkpointer thread, the writer's COMMITs do
+      // not checkpoint; without one they do, as SQLite does by default (on the writer thread too).
+      this.writer = new SqliteWriter({ path, busyTimeoutMs, checkpointInCommits: this.#checkpointer === null }, options.commitObserver)
+    }
     this.writes = new GroupCommit(db, options.commitObserver)
+  }
+
+  /** Checkpoints in this connection's COMMITs again, as SQLite does by default (the checkpointer thread failed). */
+  checkpointInCommits (): void {
+    if (this.connection.open) this.connection.pragma(`wal_autocheckpoint = ${SQLITE_AUTOCHECKPOINT}`)
   }
 
   /** Prepared statements are compiled once per connection and reused. */
@@ -73,10 +101,11 @@ export class SqliteDatabase {
   }
 
   /**
-   * Stops the checkpointer thread, if any, then closes the connection (the last connection to close checkpoints
-   * what the WAL still holds, and removes it).
+   * Answers the writes asked for and stops the writer thread, stops the checkpointer thread, if any, then closes the
+   * connection (the last connection to close checkpoints what the WAL still holds, and removes it).
    */
   async close (): Promise<void> {
+    await this.writer?.close()
     await this.#checkpointer?.stop()
     if (this.connection.open) this.connection.close()
   }
