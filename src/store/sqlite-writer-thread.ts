@@ -33,7 +33,13 @@ async function run (seq: number, calls: WriteCall[]): Promise<void> {
     const id = (calls[i] as WriteCall)[0]
     return outcome.status === 'fulfilled' ? [id, true, outcome.value] : [id, false, sendError(outcome.reason)]
   })
-  parentPort?.postMessage({ seq, replies } satisfies FromWriter)
+  try {
+    parentPort?.postMessage({ seq, replies } satisfies FromWriter)
+  } catch (error) {
+    // A result that cannot be cloned: each write of the message fails with that, and the thread goes on.
+    const failed = sendError(error)
+    parentPort?.postMessage({ seq, replies: calls.map(([id]): WriteReply => [id, false, failed]) } satisfies FromWriter)
+  }
 }
 
 /** Messages being answered: closing waits for them. */
