@@ -16,7 +16,7 @@ const store = new SqliteStore(settings.path, { busyTimeoutMs: settings.busyTimeo
 const areas = store as unknown as Record<string, Record<string, (...args: unknown[]) => Promise<unknown>>>
 
 /** Starts one write: its promise, or the error it threw before it had one. */
-function start ([, area, method, args]: WriteCall): Promise<unknown> {
+function start ([area, method, args]: WriteCall): Promise<unknown> {
   try {
     const target = areas[area]
     const run = target?.[method]
@@ -29,16 +29,13 @@ function start ([, area, method, args]: WriteCall): Promise<unknown> {
 
 async function run (seq: number, calls: WriteCall[]): Promise<void> {
   const settled = await Promise.allSettled(calls.map(start))
-  const replies = settled.map((outcome, i): WriteReply => {
-    const id = (calls[i] as WriteCall)[0]
-    return outcome.status === 'fulfilled' ? [id, true, outcome.value] : [id, false, sendError(outcome.reason)]
-  })
+  const replies = settled.map((outcome): WriteReply => outcome.status === 'fulfilled' ? [true, outcome.value] : [false, sendError(outcome.reason)])
   try {
     parentPort?.postMessage({ seq, replies } satisfies FromWriter)
   } catch (error) {
     // A result that cannot be cloned: each write of the message fails with that, and the thread goes on.
     const failed = sendError(error)
-    parentPort?.postMessage({ seq, replies: calls.map(([id]): WriteReply => [id, false, failed]) } satisfies FromWriter)
+    parentPort?.postMessage({ seq, replies: calls.map((): WriteReply => [false, failed]) } satisfies FromWriter)
   }
 }
 

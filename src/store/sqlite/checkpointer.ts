@@ -7,6 +7,7 @@
  */
 import { Worker } from 'node:worker_threads'
 import type { CheckpointerSettings, CheckpointReport } from './checkpoint-worker.js'
+import { workerModule } from './worker-module.js'
 
 export interface CheckpointerOptions {
   /** How often the thread looks at the WAL, ms. */
@@ -40,7 +41,7 @@ export class Checkpointer {
       limitFrames: options.limitFrames ?? CHECKPOINT_DEFAULTS.limitFrames,
       busyTimeoutMs
     }
-    this.#worker = new Worker(new URL(workerFile(), import.meta.url), { workerData: settings })
+    this.#worker = new Worker(workerModule(import.meta.url, './checkpoint-worker'), { workerData: settings })
     const onCheckpoint = options.onCheckpoint
     this.#worker.on('message', (message: CheckpointReport | { error: string }) => {
       if (onCheckpoint !== undefined && !('error' in message)) onCheckpoint(message)
@@ -67,9 +68,4 @@ export class Checkpointer {
     this.#worker.postMessage('stop')
     await this.#exited
   }
-}
-
-/** The worker's module beside this one: compiled JavaScript, or TypeScript when run from the sources (tests). */
-function workerFile (): string {
-  return import.meta.url.endsWith('.ts') ? './checkpoint-worker.ts' : './checkpoint-worker.js'
 }

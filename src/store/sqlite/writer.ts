@@ -10,6 +10,7 @@
 import { Worker } from 'node:worker_threads'
 import { AppError, StoreReadOnlyError, StoreUnavailableError, type ErrorCode } from '../../errors.js'
 import type { CommitObserver } from './group-commit.js'
+import { workerModule } from './worker-module.js'
 
 /** What the thread opens: the store's file, and how long its connection waits for another process's lock. */
 export interface WriterSettings {
@@ -19,8 +20,8 @@ export interface WriterSettings {
   checkpointInCommits: boolean
 }
 
-/** A write for the thread: its id, the area, the area's method and its arguments (structured-cloneable). */
-export type WriteCall = [id: number, area: string, method: string, args: unknown[]]
+/** A write for the thread: the area, the area's method and its arguments (structured-cloneable). */
+export type WriteCall = [area: string, method: string, args: unknown[]]
 
 /** An error as it crosses threads: structured clone keeps neither the class nor the fields the edge reads. */
 export interface SentError {
@@ -30,12 +31,12 @@ export interface SentError {
   headers?: Record<string, string>
 }
 
-/** The answer to a write: its id, and what it resolved with or the error it failed with. */
-export type WriteReply = [id: number, ok: true, value: unknown] | [id: number, ok: false, error: SentError]
+/** The answer to a write: what it resolved with, or the error it failed with. */
+export type WriteReply = [ok: true, value: unknown] | [ok: false, error: SentError]
 
 /** From the event loop to the thread. */
 export type ToWriter = { seq: number, calls: WriteCall[] } | 'checkpoint-in-commits' | 'close'
-/** From the thread: the answers to one message's writes (`seq`), together. */
+/** From the thread: the answers to one message's writes (`seq`), together and in the order of its writes. */
 export interface FromWriter { seq: number, replies: WriteReply[] }
 
 /** An error as the thread sends it. */
@@ -66,9 +67,9 @@ interface Waiting {
   reject: (error: unknown) => void
 }
 
-/** One message's writes while the thread works on them: their ids, and the end of their commit's span, if any. */
+/** One message's writes while the thread works on them: their callers, in order, and the end of their commit's span. */
 interface Sent {
-  ids: number[]
+  callers: Waiting[]
   end: ((error?: unknown) => void) | null
 }
 
@@ -76,14 +77,13 @@ export class SqliteWriter {
   readonly #settings: WriterSettings
   readonly #observer: CommitObserver | undefined
   #worker: Worker | null = null
-  /** Writes not sent yet: they go at the end of this turn of the event loop. */
+  /** Writes not sent yet, and their callers: they go at the end of this turn of the event loop. */
   #queue: WriteCall[] = []
+  #callers: Waiting[] = []
   /** What the observer kept of each queued write that a commit span covers. */
   #kept: unknown[] = []
-  readonly #waiting = new Map<number, Waiting>()
   /** Messages sent and not answered, by their number. */
   readonly #sent = new Map<number, Sent>()
-  #nextId = 1
   #nextSeq = 1
   #checkpointInCommits = false
   #closed: Promise<void> | null = null
@@ -101,9 +101,8 @@ export class SqliteWriter {
   call (area: string, method: string, args: unknown[], observed: boolean): Promise<unknown> {
     if (this.#closed !== null) return Promise.reject(new StoreUnavailableError('the SQLite store is closed'))
     return new Promise((resolve, reject) => {
-      const id = this.#nextId++
-      this.#waiting.set(id, { resolve, reject })
-      this.#queue.push([id, area, method, args])
+      this.#callers.push({ resolve, reject })
+      this.#queue.push([area, method, args])
       if (observed && this.#observer !== undefined) this.#kept.push(this.#observer.queued())
       if (this.#queue.length === 1) setImmediate(() => { this.#send() })
     })
@@ -133,7 +132,7 @@ export class SqliteWriter {
   }
 
   #start (): Worker {
-    const worker = new Worker(new URL(workerFile(), import.meta.url), { workerData: this.#settings })
+    const worker = new Worker(workerModule(import.meta.url, '../sqlite-writer-thread'), { workerData: this.#settings })
     this.#worker = worker
     if (this.#checkpointInCommits) worker.postMessage('checkpoint-in-commits' satisfies ToWriter)
     worker.on('message', (message: FromWriter) => { this.#answer(message) })
@@ -148,7 +147,7 @@ export class SqliteWriter {
       this.#sent.clear()
       for (const sent of lost) {
         sent.end?.(reason)
-        for (const id of sent.ids) this.#settle(id, (waiting) => { waiting.reject(reason) })
+        for (const caller of sent.callers) caller.reject(reason)
       }
     })
     // The thread keeps the process alive only while it has writes to answer.
@@ -159,14 +158,16 @@ export class SqliteWriter {
   #send (): void {
     const calls = this.#queue
     if (calls.length === 0) return
+    const callers = this.#callers
     this.#queue = []
+    this.#callers = []
     const kept = this.#kept
     this.#kept = []
     const worker = this.#worker ?? this.#start()
     const end = kept.length === 0 || this.#observer === undefined ? null : this.#observer.committing(kept)
     if (this.#sent.size === 0) worker.ref()
     const seq = this.#nextSeq++
-    this.#sent.set(seq, { ids: calls.map(([id]) => id), end })
+    this.#sent.set(seq, { callers, end })
     try {
       worker.postMessage({ seq, calls } satisfies ToWriter)
     } catch (error) {
@@ -174,7 +175,7 @@ export class SqliteWriter {
       this.#sent.delete(seq)
       if (this.#sent.size === 0 && this.#closed === null) worker.unref()
       end?.(error)
-      for (const [id] of calls) this.#settle(id, (waiting) => { waiting.reject(error) })
+      for (const caller of callers) caller.reject(error)
     }
   }
 
@@ -183,29 +184,17 @@ export class SqliteWriter {
     this.#sent.delete(seq)
     // Closing keeps the thread referenced until it has ended.
     if (this.#sent.size === 0 && this.#closed === null) this.#worker?.unref()
+    if (sent === undefined) return
     let failed = 0
-    for (const reply of replies) {
-      if (reply[1]) {
-        const value = reply[2]
-        this.#settle(reply[0], (waiting) => { waiting.resolve(value) })
+    replies.forEach((reply, i) => {
+      const caller = sent.callers[i] as Waiting
+      if (reply[0]) {
+        caller.resolve(reply[1])
       } else {
         failed++
-        const error = receivedError(reply[2])
-        this.#settle(reply[0], (waiting) => { waiting.reject(error) })
+        caller.reject(receivedError(reply[1]))
       }
-    }
-    sent?.end?.(failed > 0 && failed === replies.length ? new Error(`${failed} writes failed`) : undefined)
+    })
+    sent.end?.(failed > 0 && failed === replies.length ? new Error(`${failed} writes failed`) : undefined)
   }
-
-  #settle (id: number, settle: (waiting: Waiting) => void): void {
-    const waiting = this.#waiting.get(id)
-    if (waiting === undefined) return
-    this.#waiting.delete(id)
-    settle(waiting)
-  }
-}
-
-/** The thread's module: compiled JavaScript, or TypeScript when run from the sources (tests). */
-function workerFile (): string {
-  return import.meta.url.endsWith('.ts') ? '../sqlite-writer-thread.ts' : '../sqlite-writer-thread.js'
 }
