@@ -36,5 +36,7 @@ export const settings = {
   only: (process.env.BENCH_ONLY ?? '').split(',').map((s) => s.trim()).filter((s) => s !== ''),
   // The tracing scenario's sampler (OTEL_TRACES_SAMPLER and _ARG of the traced service): every request by default.
   tracesSampler: process.env.BENCH_TRACES_SAMPLER ?? 'always_on',
-  tracesSamplerArg: process.env.BENCH_TRACES_SAMPLER_ARG ?? ''
+  tracesSamplerArg: process.env.BENCH_TRACES_SAMPLER_ARG ?? '',
+  // The traced service's OTLP protocol: the exporters' default (what a deployment gets unless it says otherwise).
+  tracesProtocol: process.env.BENCH_TRACES_PROTOCOL ?? 'http/protobuf'
 }

@@ -1,18 +1,19 @@
 /**
  * tracing: what traces cost. GET (10 entries) and PATCH on a service that traces (every request unless
- * BENCH_TRACES_SAMPLER and _ARG say otherwise; exported over OTLP/HTTP to a collector that keeps nothing,
- * bench/otlp-sink.js), alternating with the same service not tracing, in the same rounds. The ratio is traced / not
- * traced for GET; PATCH's is a check beside it. `details`: spans exported, PATCH requests/s both ways. A reference
+ * BENCH_TRACES_SAMPLER and _ARG say otherwise; exported over OTLP/HTTP, protobuf unless BENCH_TRACES_PROTOCOL says
+ * http/json, to a collector that keeps nothing, bench/otlp-sink.js), side by side with the same service not tracing: both at
+ * once on the server core. The figures are requests per CPU-second traced / not, GET's and PATCH's, as checks; the
+ * ratio column is the side-by-side throughput ratio. `details`: spans exported, PATCH requests/s both ways. A reference
  * (failed when no span arrived). (Tracing off against the release before tracing existed is get-10 and patch,
  * alternating builds.)
  */
 import { join } from 'node:path'
-import type { LoadResult } from '../load.js'
+import type { LoadResult, LoadSpec } from '../load.js'
 import { describeRun, measure, side } from '../measure.js'
 import { log, type Scenario, type ScenarioResult, type Target } from '../scenario.js'
 import { prepareStore, scenarioDir, startService } from '../servers.js'
 import { settings } from '../settings.js'
-import { Cleanup, memoryMb, ROOT, startNode, stop, waitOutput } from '../support.js'
+import { Cleanup, median, memoryMb, ROOT, startNode, stop, waitOutput } from '../support.js'
 
 export const tracing: Scenario = {
   id: 'tracing',
@@ -22,6 +23,12 @@ export const tracing: Scenario = {
 }
 
 const PETS = 10
+
+/** Requests per CPU-second of `on` over those of `off`: null when a server's CPU could not be read. */
+function perCpuRatio (on: LoadResult, off: LoadResult): number | null {
+  if (on.serverCpuPct === null || off.serverCpuPct === null || on.serverCpuPct === 0 || off.serverCpuPct === 0) return null
+  return (on.rps / on.serverCpuPct) / (off.rps / off.serverCpuPct)
+}
 
 async function tracingScenario (result: ScenarioResult): Promise<void> {
   await Cleanup.scope(async (cleanup) => {
@@ -35,45 +42,55 @@ async function tracingScenario (result: ScenarioResult): Promise<void> {
     const off = await service('off', {})
     const on = await service('on', {
       OTEL_EXPORTER_OTLP_ENDPOINT: sinkUrl,
-      OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/json',
+      OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: settings.tracesProtocol,
       OTEL_TRACES_SAMPLER: settings.tracesSampler,
       ...(settings.tracesSamplerArg === '' ? {} : { OTEL_TRACES_SAMPLER_ARG: settings.tracesSamplerArg }),
       OTEL_SERVICE_NAME: 'petstore-bench'
     })
     const write = { patchPets: PETS }
-    for (const target of [off, on]) {
-      await measure(target, settings.warmup)
-      await measure(target, settings.warmup, write)
-    }
+    // Side by side: both services on the server core at once, each under its own generator on the load core. The
+    // VM's speed drifts by half within seconds (docs/adr/0049-tracing-costs-compared-side-by-side.md); whatever it is at a
+    // moment, both pay it, so what each answers per CPU-second it got compares the two builds' costs.
+    const pair = async (seconds: number, extra: Partial<LoadSpec> = {}): Promise<[LoadResult, LoadResult]> =>
+      await Promise.all([measure(off, seconds, extra), measure(on, seconds, extra)])
+    await pair(settings.warmup)
+    await pair(settings.warmup, write)
     const runs: Record<'getOff' | 'getOn' | 'patchOff' | 'patchOn', LoadResult[]> = { getOff: [], getOn: [], patchOff: [], patchOn: [] }
+    const perCpu: Record<'get' | 'patch', number[]> = { get: [], patch: [] }
     for (let round = 1; round <= settings.rounds; round++) {
-      runs.getOff.push(await measure(off, settings.duration))
-      runs.getOn.push(await measure(on, settings.duration))
-      runs.patchOff.push(await measure(off, settings.duration, write))
-      runs.patchOn.push(await measure(on, settings.duration, write))
-      log(`${result.id} round ${round}/${settings.rounds}: GET off ${describeRun(runs.getOff.at(-1) as LoadResult)}; GET on ${describeRun(runs.getOn.at(-1) as LoadResult)}`)
-      log(`${result.id} round ${round}/${settings.rounds}: PATCH off ${describeRun(runs.patchOff.at(-1) as LoadResult)}; PATCH on ${describeRun(runs.patchOn.at(-1) as LoadResult)}`)
+      for (const [name, extra] of [['get', {}], ['patch', write]] as const) {
+        const [offRun, onRun] = await pair(settings.duration, extra)
+        runs[`${name}Off`].push(offRun)
+        runs[`${name}On`].push(onRun)
+        const ratio = perCpuRatio(onRun, offRun)
+        if (ratio !== null) perCpu[name].push(ratio)
+        log(`${result.id} round ${round}/${settings.rounds}: ${name.toUpperCase()} off ${describeRun(offRun)}; on ${describeRun(onRun)}; ` +
+          `per CPU-second ${ratio === null ? '-' : ratio.toFixed(3)}`)
+      }
     }
     const spans = Number(await (await fetch(`${sinkUrl}/count`)).text())
     if (spans === 0) throw new Error('the traced service exported no span: tracing did not start')
     result.service = side(runs.getOn)
     result.ceiling = side(runs.getOff)
-    result.ceilingFrom = 'not traced'
+    result.ceilingFrom = 'not traced, side by side'
     result.peakRssMb = memoryMb(on.proc.pid, 'VmHWM')
+    const getRatio = perCpu.get.length === 0 ? null : median(perCpu.get)
+    const patchRatio = perCpu.patch.length === 0 ? null : median(perCpu.patch)
+    for (const [name, value, all] of [['GET', getRatio, perCpu.get], ['PATCH', patchRatio, perCpu.patch]] as const) {
+      result.checks.push({
+        name: `${name} traced/not per CPU-second`,
+        value,
+        text: value === null ? '-' : `${value.toFixed(3)} (rounds ${all.map((r) => r.toFixed(2)).join(', ')})`,
+        target: 'reference',
+        met: null,
+        flag: ''
+      })
+    }
     const patchOn = side(runs.patchOn)
     const patchOff = side(runs.patchOff)
-    const patchRatio = patchOff.rps > 0 ? patchOn.rps / patchOff.rps : null
-    result.checks.push({
-      name: 'PATCH traced/not',
-      value: patchRatio,
-      text: patchRatio === null ? '-' : patchRatio.toFixed(3),
-      target: 'reference',
-      met: null,
-      flag: ''
-    })
-    result.notes.push(`the ceiling column is the same service not tracing; sampler ${settings.tracesSampler} ${settings.tracesSamplerArg}; ${spans} spans exported; ` +
-      `PATCH traced ${Math.round(patchOn.rps)} rps (p99 ${patchOn.p99.toFixed(2)} ms), not traced ${Math.round(patchOff.rps)} rps ` +
-      `(p99 ${patchOff.p99.toFixed(2)} ms): ${patchRatio === null ? '-' : patchRatio.toFixed(3)}`)
-    result.details = { sampler: `${settings.tracesSampler} ${settings.tracesSamplerArg}`.trim(), spansExported: spans, patchTracedRps: patchOn.rps, patchNotTracedRps: patchOff.rps, patchRatio }
+    result.notes.push(`the ceiling column is the same service not tracing, loaded at the same time on the same core; sampler ${settings.tracesSampler} ${settings.tracesSamplerArg}, ${settings.tracesProtocol}; ${spans} spans exported; ` +
+      `requests per CPU-second traced/not: GET ${getRatio === null ? '-' : getRatio.toFixed(3)}, PATCH ${patchRatio === null ? '-' : patchRatio.toFixed(3)}; ` +
+      `PATCH traced ${Math.round(patchOn.rps)} rps (p99 ${patchOn.p99.toFixed(2)} ms), not traced ${Math.round(patchOff.rps)} rps (p99 ${patchOff.p99.toFixed(2)} ms)`)
+    result.details = { sampler: `${settings.tracesSampler} ${settings.tracesSamplerArg}`.trim(), protocol: settings.tracesProtocol, spansExported: spans, getPerCpuRatio: getRatio, patchPerCpuRatio: patchRatio, getPerCpuRounds: perCpu.get, patchPerCpuRounds: perCpu.patch, patchTracedRps: patchOn.rps, patchNotTracedRps: patchOff.rps }
   })
 }
