@@ -46,9 +46,11 @@ parentPort?.on('message', (message: ToWriter) => {
   if (message === 'checkpoint-in-commits') {
     store.checkpointInCommits()
   } else if (message === 'close') {
-    void Promise.all(running).then(async () => {
-      await store.close()
+    // The thread ends once its connection is closed, whatever else is left on its loop (a timer, a failed close):
+    // the serving side waits for that end.
+    void Promise.allSettled(running).then(async () => { await store.close() }).finally(() => {
       parentPort?.close()
+      process.exit(0)
     })
   } else {
     // Started at once, as requests start their writes: messages that arrive together join one group commit.

@@ -35,6 +35,9 @@ export interface SentError {
 export type WriteReply = [ok: true, value: unknown] | [ok: false, error: SentError]
 
 /** From the event loop to the thread. */
+/** How long closing waits, beyond a write's own lock wait, for the thread to end by itself before stopping it. */
+const CLOSE_TIMEOUT_MS = 5_000
+
 export type ToWriter = { seq: number, calls: WriteCall[] } | 'checkpoint-in-commits' | 'close'
 /** From the thread: the answers to one message's writes (`seq`), together and in the order of its writes. */
 export interface FromWriter { seq: number, replies: WriteReply[] }
@@ -128,7 +131,14 @@ export class SqliteWriter {
     worker.ref()
     // The thread answers every write sent before this message, then closes its connection and ends.
     worker.postMessage('close' satisfies ToWriter)
-    await exited
+    // A thread that has not ended once its writes could have waited out their lock is stopped; what it had not
+    // answered then fails as unavailable (the exit handler).
+    const timer = setTimeout(() => { void worker.terminate() }, this.#settings.busyTimeoutMs + CLOSE_TIMEOUT_MS)
+    try {
+      await exited
+    } finally {
+      clearTimeout(timer)
+    }
   }
 
   #start (): Worker {
