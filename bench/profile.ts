@@ -9,11 +9,13 @@
  * BENCH_PROFILE_SCENARIO=patch profiles PATCH /v1/inventory/{petId} on 10,000 pets (durable SQLite, the bench's
  * rotation) instead; the ceiling stays the bare server answering the GET's bytes, as in `npm run bench`.
  * BENCH_PROFILE_TRACES_SAMPLER (and _ARG) profiles the service tracing, with that OTEL_TRACES_SAMPLER (and _ARG),
- * exporting OTLP/HTTP (protobuf, or BENCH_TRACES_PROTOCOL=http/json) to bench/otlp-sink.js on the load core; the SDK's and the spans' work is a part of its own.
+ * exporting OTLP/HTTP (protobuf, or BENCH_TRACES_PROTOCOL=http/json) to bench/otlp-sink.js on the load core; the
+ * SDK's and the spans' work is a part of its own.
  */
 import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { settings } from './settings.js'
 import { Cleanup, cleanupOnSignals, freePort, PINNING, ROOT, runCommand, runNode, startNode, stop, waitHttp, waitOutput } from './support.js'
 
 const TARGET = process.env.BENCH_PROFILE_ROOT ?? ROOT
@@ -144,7 +146,7 @@ async function main (): Promise<void> {
       const sink = startNode([join(ROOT, 'bench/otlp-sink.js')], {}, 'load')
       cleanup.defer(() => stop(sink))
       tracingEnv.OTEL_EXPORTER_OTLP_ENDPOINT = `http://127.0.0.1:${await waitOutput(sink, /listening (\d+)/)}`
-      tracingEnv.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL = process.env.BENCH_TRACES_PROTOCOL ?? 'http/protobuf'
+      tracingEnv.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL = settings.tracesProtocol
       tracingEnv.OTEL_TRACES_SAMPLER = TRACES_SAMPLER
       if (TRACES_SAMPLER_ARG !== '') tracingEnv.OTEL_TRACES_SAMPLER_ARG = TRACES_SAMPLER_ARG
     }

@@ -1,8 +1,8 @@
 /**
  * tracing: what traces cost. GET (10 entries) and PATCH on a service that traces (every request unless
  * BENCH_TRACES_SAMPLER and _ARG say otherwise; exported over OTLP/HTTP, protobuf unless BENCH_TRACES_PROTOCOL says
- * http/json, to a collector that keeps nothing, bench/otlp-sink.js), side by side with the same service not tracing: both at
- * once on the server core. The figures are requests per CPU-second traced / not, GET's and PATCH's, as checks; the
+ * http/json, to a collector that keeps nothing, bench/otlp-sink.js), side by side with the same service not tracing:
+ * both at once on the server core. The figures are requests per CPU-second traced / not, GET's and PATCH's, as checks; the
  * ratio column is the side-by-side throughput ratio. `details`: spans exported, PATCH requests/s both ways. A reference
  * (failed when no span arrived). (Tracing off against the release before tracing existed is get-10 and patch,
  * alternating builds.)
@@ -49,8 +49,8 @@ async function tracingScenario (result: ScenarioResult): Promise<void> {
     })
     const write = { patchPets: PETS }
     // Side by side: both services on the server core at once, each under its own generator on the load core. The
-    // VM's speed drifts by half within seconds (docs/adr/0049-tracing-costs-compared-side-by-side.md); whatever it is at a
-    // moment, both pay it, so what each answers per CPU-second it got compares the two builds' costs.
+    // VM's speed drifts by half within seconds (docs/adr/0049-tracing-costs-compared-side-by-side.md); whatever it is
+    // at a moment, both pay it, so what each answers per CPU-second it got compares the two builds' costs.
     const pair = async (seconds: number, extra: Partial<LoadSpec> = {}): Promise<[LoadResult, LoadResult]> =>
       await Promise.all([measure(off, seconds, extra), measure(on, seconds, extra)])
     await pair(settings.warmup)

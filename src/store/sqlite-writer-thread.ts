@@ -48,10 +48,8 @@ parentPort?.on('message', (message: ToWriter) => {
   } else if (message === 'close') {
     // The thread ends once its connection is closed, whatever else is left on its loop (a timer, a failed close):
     // the serving side waits for that end.
-    void Promise.allSettled(running).then(async () => { await store.close() }).finally(() => {
-      parentPort?.close()
-      process.exit(0)
-    })
+    // (Node delivers what the thread posted before it exits, so every answer sent reaches the event loop.)
+    void Promise.allSettled(running).then(() => store.close()).finally(() => { process.exit(0) })
   } else {
     // Started at once, as requests start their writes: messages that arrive together join one group commit.
     const answered = run(message.seq, message.calls).finally(() => { running.delete(answered) })

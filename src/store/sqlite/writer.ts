@@ -34,10 +34,10 @@ export interface SentError {
 /** The answer to a write: what it resolved with, or the error it failed with. */
 export type WriteReply = [ok: true, value: unknown] | [ok: false, error: SentError]
 
-/** From the event loop to the thread. */
 /** How long closing waits, beyond a write's own lock wait, for the thread to end by itself before stopping it. */
 const CLOSE_TIMEOUT_MS = 5_000
 
+/** From the event loop to the thread. */
 export type ToWriter = { seq: number, calls: WriteCall[] } | 'checkpoint-in-commits' | 'close'
 /** From the thread: the answers to one message's writes (`seq`), together and in the order of its writes. */
 export interface FromWriter { seq: number, replies: WriteReply[] }
