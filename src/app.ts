@@ -15,7 +15,7 @@ import { chargeErrorPath, decorateAdmission, type AccessOptions } from './http/p
 import { logRequests } from './http/plugins/access-log.js'
 import { bounds } from './http/plugins/bounds.js'
 import { allowOrigins } from './http/plugins/cors.js'
-import { errorStatus, registerErrorHandling } from './http/plugins/errors.js'
+import { registerErrorHandling } from './http/plugins/errors.js'
 import { jsonBody } from './http/plugins/json-body.js'
 import { routeEveryMethod } from './http/plugins/method-not-allowed.js'
 import { apiRoutes, publicRoutes } from './http/routes/index.js'
@@ -32,7 +32,6 @@ import type { RateLimiter } from './ratelimit/types.js'
 import type { ChangeSignal } from './changes/types.js'
 import type { Store } from './store/store.js'
 import { traceGate } from './tracing/gate.js'
-import { traceHandlers } from './tracing/handler.js'
 import { traceRequests } from './tracing/server.js'
 import { tracingOn } from './tracing/spans.js'
 import { traceStore } from './tracing/store.js'
@@ -88,7 +87,7 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
     // Never fails a request: the next minute's use records it again.
     onUseNotRecorded: (keyId, error) => { app.log.warn({ err: error, keyId }, 'could not record the last use of an API key') }
   })
-  // In a traced process the gate's admission is a span (src/tracing/gate.ts).
+  // In a traced process the gate's decision goes on the request's server span (src/tracing/gate.ts).
   const access: AccessOptions = { environment: config.environment, gatekeeper, ...(tracingOn() ? { admit: traceGate(gatekeeper) } : {}) }
 
   const app = Fastify(serverOptions(config, deps.logger ?? loggerOptions(config.logLevel), access)).withTypeProvider<TypeBoxTypeProvider>()
@@ -103,8 +102,6 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
   registerErrorHandling(app, (request, reply, error) => chargeErrorPath(access, request, reply, error))
   // Metrics: before any route, so that every route gets its request series (src/metrics/http.ts).
   instrumentRoutes(app, metrics)
-  // Traces: a span per route handler, failed only by a 5xx answer (src/tracing/handler.ts); before any route too.
-  if (tracingOn()) traceHandlers(app, (error) => errorStatus(error) >= 500)
   jsonBody(app)
   decorateAdmission(app)
   bounds(app, lifecycle)

@@ -67,6 +67,7 @@ export function excerpt (text: string): string {
  * would give up on the whole text). API keys are ASCII, so this is all a key needs to show.
  */
 export function decoded (text: string): string {
+  if (!text.includes('%')) return text
   let current = text
   for (let round = 0; round < 8; round++) {
     const next = current.replace(/%([0-7][0-9A-Fa-f])/g, (_, hex: string) => String.fromCharCode(parseInt(hex, 16)))

@@ -1,12 +1,12 @@
 /**
- * The gate's span, in traced processes only (the app wraps the gate's admission with traceGate when tracingOn()): like
- * the store's spans (./store.ts), a wrapper that leaves the gate (src/http/plugins/access.ts) and the gatekeeper
- * (src/access/admission.ts) alone. The span is active while the gatekeeper works, so that the key lookup, the
- * limiter's Redis commands and a conditional read's store call are its children.
+ * The gate's decision on a traced request's server span, in traced processes only (the app wraps the gate's
+ * admission with traceGate when tracingOn()): a wrapper that leaves the gate (src/http/plugins/access.ts) and the
+ * gatekeeper (src/access/admission.ts) alone. No span of its own (docs/adr/0050-one-span-per-request-and-its-io.md):
+ * the key lookup and the limiter's Redis commands it makes are the server span's children, as the handler's are.
  */
 import type { Span } from '@opentelemetry/api'
 import { keyIdOf, type Admission, type AdmissionRequest, type Gatekeeper } from '../access/admission.js'
-import { endSpan, serverSpanOf, SpanKind, startSpan, within } from './spans.js'
+import { serverSpanOf } from './spans.js'
 
 /** The rate-limit decision an admission stands for, as traces show it (the metrics' decision names). */
 function decisionOf (admission: Admission): string | null {
@@ -23,44 +23,28 @@ function decisionOf (admission: Admission): string | null {
   }
 }
 
-/** What the gate decided, on its span and on the request's server span: the key id (never the key) and the decision. */
-function describeAdmission (request: object, gate: Span, admission: Admission): void {
+/** What the gate decided, on the request's server span: the key id (never the key) and the decision. */
+function describeAdmission (server: Span, admission: Admission): Admission {
   const keyId = keyIdOf(admission)
   const decision = decisionOf(admission)
-  const attributes = {
-    'petstore.admission': admission.outcome,
-    ...(keyId === null ? {} : { 'petstore.key.id': keyId }),
-    ...(decision === null ? {} : { 'petstore.ratelimit.decision': decision, 'petstore.ratelimit.remaining': admission.quota.shown.remaining })
+  server.setAttribute('petstore.admission', admission.outcome)
+  if (keyId !== null) server.setAttribute('petstore.key.id', keyId)
+  if (decision !== null) {
+    server.setAttribute('petstore.ratelimit.decision', decision)
+    server.setAttribute('petstore.ratelimit.remaining', admission.quota.shown.remaining)
   }
-  gate.setAttributes(attributes)
-  serverSpanOf(request)?.setAttributes(attributes)
+  return admission
 }
 
 /**
- * The gatekeeper's admission of a request, traced: the gate (authentication and the rate-limit decision) as a span of
- * its own, its decision also on the request's server span. `request` is the HTTP request asked about, whose server
- * span (serverSpanOf) gets the decision.
+ * The gatekeeper's admission of a request, its decision written on the request's server span when the request is
+ * traced. `request` is the HTTP request asked about.
  */
 export function traceGate (gatekeeper: Pick<Gatekeeper, 'admit'>): (asked: AdmissionRequest, request: object) => Admission | Promise<Admission> {
   return (asked, request) => {
-    const span = startSpan('gate', SpanKind.INTERNAL)
-    if (span === null) return gatekeeper.admit(asked)
-    const settle = (admission: Admission): Admission => {
-      describeAdmission(request, span, admission)
-      endSpan(span)
-      return admission
-    }
-    let admission: Admission | Promise<Admission>
-    try {
-      admission = within(span, () => gatekeeper.admit(asked))
-    } catch (error) {
-      endSpan(span, error)
-      throw error
-    }
-    if (!(admission instanceof Promise)) return settle(admission)
-    return admission.then(settle, (error: unknown) => {
-      endSpan(span, error)
-      throw error
-    })
+    const server = serverSpanOf(request)
+    const admission = gatekeeper.admit(asked)
+    if (server === undefined) return admission
+    return admission instanceof Promise ? admission.then((settled) => describeAdmission(server, settled)) : describeAdmission(server, admission)
   }
 }

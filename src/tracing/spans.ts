@@ -73,12 +73,13 @@ export function startServerSpan (request: ArrivingRequest): Context | null {
   const caller = trace.getSpanContext(parent)
   const root = caller === undefined || !isSpanContextValid(caller)
   const traceId = root ? sampling.traceIds.fresh() : caller.traceId
-  const route = request.routeOptions.url
+  // Fastify builds routeOptions anew on each read: read once.
+  const { url: route, schema } = request.routeOptions
   const name = route === undefined ? request.method : `${request.method} ${route}`
   // The built-in samplers read the parent, the trace id and nothing else: no attributes are built for the question.
   const decision = sampling.sampler.shouldSample(parent, traceId, name, SpanKind.SERVER, NO_ATTRIBUTES, NO_LINKS).decision
   if (decision === SamplingDecision.NOT_RECORD) return null
-  const operationId = request.routeOptions.schema?.operationId
+  const operationId = schema?.operationId
   const mark = request.url.search(/[?#]/)
   const attributes: Attributes = {
     'http.request.method': request.method,
@@ -171,12 +172,6 @@ function recordException (span: Span, error: unknown): void {
   })
 }
 
-/** Ends a span as failed by a failure of the service: the error status and the exception event. */
-export function failSpan (span: Span, error: unknown): void {
-  recordException(span, error)
-  endSpan(span, error)
-}
-
 /**
  * Records an unexpected failure (answered 5xx) on the request's server span, when the request is traced: the
  * exception event, and the error status naming it.
@@ -188,15 +183,6 @@ export function recordFailure (request: object, error: unknown): void {
   recordException(span, error)
   span.setStatus({ code: SpanStatusCode.ERROR, message: described(error) })
   failedRequests.add(request)
-}
-
-/**
- * A span of ours under `parent` (a request's server span, say), whatever context is active; null when the parent is
- * not recorded (a request the sampler left out).
- */
-export function startChildSpan (parent: Span, name: string, kind: SpanKind, attributes?: Attributes): Span | null {
-  if (tracer === null || !parent.isRecording()) return null
-  return tracer.startSpan(name, { kind, ...(attributes === undefined ? {} : { attributes }) }, trace.setSpan(context.active(), parent))
 }
 
 /** The active context, to link to from a span that later serves this work together with others; undefined when not tracing. */
