@@ -73,12 +73,13 @@ export function startServerSpan (request: ArrivingRequest): Context | null {
   const caller = trace.getSpanContext(parent)
   const root = caller === undefined || !isSpanContextValid(caller)
   const traceId = root ? sampling.traceIds.fresh() : caller.traceId
+  // The samplers OTEL_TRACES_SAMPLER names (./sampling.ts) read the parent, the trace id and nothing else: the question
+  // is asked with the method for a name and no attributes, and the route is looked up only for a request it keeps.
+  const decision = sampling.sampler.shouldSample(parent, traceId, request.method, SpanKind.SERVER, NO_ATTRIBUTES, NO_LINKS).decision
+  if (decision === SamplingDecision.NOT_RECORD) return null
   // Fastify builds routeOptions anew on each read: read once.
   const { url: route, schema } = request.routeOptions
   const name = route === undefined ? request.method : `${request.method} ${route}`
-  // The built-in samplers read the parent, the trace id and nothing else: no attributes are built for the question.
-  const decision = sampling.sampler.shouldSample(parent, traceId, name, SpanKind.SERVER, NO_ATTRIBUTES, NO_LINKS).decision
-  if (decision === SamplingDecision.NOT_RECORD) return null
   const operationId = schema?.operationId
   const mark = request.url.search(/[?#]/)
   const attributes: Attributes = {
