@@ -40,11 +40,23 @@ export async function runPrimary (config: Config, workers: number, options: { se
 
   let stopping = false
   const started = new Map<Worker, number>()
-  const fork = (): void => { started.set(cluster.fork(), Date.now()) }
+  // A worker handles the stop message only once it listens: one still starting gets it when it does (a message sent
+  // before would be lost, and the worker would serve on after the primary's stop).
+  const listening = new Set<Worker>()
+  let stopMessage: string | null = null
+  const fork = (): void => {
+    if (!stopping) started.set(cluster.fork(), Date.now())
+  }
+  cluster.on('listening', (worker) => {
+    if (listening.has(worker)) return
+    listening.add(worker)
+    if (stopMessage !== null) worker.send(stopMessage)
+  })
   let refused: ((code: number) => void) | null = null
   cluster.on('exit', (worker, code, signal) => {
     const since = started.get(worker) ?? 0
     started.delete(worker)
+    listening.delete(worker)
     if (stopping) return
     if (code === CONFIGURATION_EXIT) {
       // What it printed (a configuration error) would stop every replacement too: stop, with its code.
@@ -80,7 +92,8 @@ export async function runPrimary (config: Config, workers: number, options: { se
       log.info({ signal }, 'stopping workers')
       if (started.size === 0) resolve(0)
       // SIGTERM: each worker drains as a single instance would (closeOnSignals); SIGINT: at once.
-      for (const worker of started.keys()) worker.send(signal === 'SIGTERM' ? SHUTDOWN_MESSAGE : SHUTDOWN_NOW_MESSAGE)
+      stopMessage = signal === 'SIGTERM' ? SHUTDOWN_MESSAGE : SHUTDOWN_NOW_MESSAGE
+      for (const worker of listening) worker.send(stopMessage)
       cluster.on('exit', () => { if (started.size === 0) resolve(0) })
     }
     process.on('SIGTERM', stop)

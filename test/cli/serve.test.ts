@@ -196,6 +196,21 @@ if (await requireRedis('serve --workers with Redis')) {
       assert.deepEqual(await within(EXIT_TIMEOUT_MS, server.exited, 'exit after SIGTERM'), { code: 0, signal: null })
     })
 
+    test('when the primary gets SIGTERM while its workers are still starting, then each stops once it listens and all exit 0', async (t) => {
+      const cli = cliFor(t)
+      const REDIS_KEY_PREFIX = `test:${randomUUID()}:`
+      t.after(() => cleanRedis(REDIS_KEY_PREFIX))
+      assert.equal((await cli.run(['migrate'])).code, 0)
+      const server = cli.start(['serve', '--workers', '2'], { PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', REDIS_URL, REDIS_KEY_PREFIX, SHUTDOWN_DRAIN_MS: '200' })
+      // The primary has forked its workers (and handles signals); they take a second or more to load and listen.
+      await server.waitForOutput(/primary started workers/)
+      assert.doesNotMatch(server.output().stdout, /listening at/, 'no worker listens yet')
+      server.child.kill('SIGTERM')
+      assert.deepEqual(await within(EXIT_TIMEOUT_MS, server.exited, 'exit after SIGTERM'), { code: 0, signal: null })
+      // Both workers came up and were stopped, rather than lost the message and served on.
+      assert.equal(server.output().stdout.match(/"msg":"draining/g)?.length, 2)
+    })
+
     test('when the primary gets SIGTERM, then every worker drains: /readyz answers 503 while requests are still served, then all exit 0', async (t) => {
       const cli = cliFor(t)
       const REDIS_KEY_PREFIX = `test:${randomUUID()}:`
@@ -204,12 +219,12 @@ if (await requireRedis('serve --workers with Redis')) {
       const { base, server } = await startServe(cli, ['--workers', '2'], { REDIS_URL, REDIS_KEY_PREFIX, SHUTDOWN_DRAIN_MS: '10000' })
       const key = await newKey(cli)
       server.child.kill('SIGTERM')
-      // The primary tells each worker; wait until two answers in a row (one per worker) are 503.
+      // The primary tells each worker; each says so once its /readyz answers 503. (Two 503s in a row proved nothing:
+      // the primary may hand both connections to the same worker.)
+      const draining = (): number => new Set(server.output().stdout.split('\n')
+        .filter((line) => line.includes('"msg":"draining')).map((line) => (JSON.parse(line) as { pid: number }).pid)).size
       await within(WAIT_TIMEOUT_MS, (async () => {
-        for (let drained = 0; drained < 2;) {
-          drained = (await fetch(`${base}/readyz`, { headers: { connection: 'close' } })).status === 503 ? drained + 1 : 0
-          await sleep(20)
-        }
+        while (draining() < 2) await sleep(20)
       })(), 'both workers draining')
       // Each request on a new connection: the primary hands them to both workers in turn.
       for (let i = 0; i < 4; i++) {
