@@ -1,13 +1,12 @@
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
-import { randomUUID } from 'node:crypto'
 import { createServer } from 'node:net'
 import { describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
 import { awayFromMinuteBoundary } from '../helpers/clock.js'
 import { waitFor, WAIT_TIMEOUT_MS } from '../helpers/wait.js'
-import { cleanRedis, REDIS_URL, requireRedis } from '../ratelimit/redis-env.js'
+import { REDIS_URL, redisKeyPrefix, requireRedis } from '../ratelimit/redis-env.js'
 import { cliFor, EXIT_TIMEOUT_MS, freePort, startServe, within, type Cli } from './run.js'
 
 const BIG = '9007199254740993' // 2^53 + 1: a double cannot hold it
@@ -180,10 +179,13 @@ describe('petstore serve --workers', () => {
 
 if (await requireRedis('serve --workers with Redis')) {
   describe('petstore serve --workers with Redis', () => {
+    /** The workers (their pids) that have said they drain: each says so once its /readyz answers 503. */
+    const drainingWorkers = (server: { output: () => { stdout: string } }): Set<number> => new Set(server.output().stdout.split('\n')
+      .filter((line) => line.includes('"msg":"draining')).map((line) => (JSON.parse(line) as { pid: number }).pid))
+
     test('when two workers share the port, then a key gets exactly its limit across them and SIGTERM stops all with exit 0', async (t) => {
       const cli = cliFor(t)
-      const REDIS_KEY_PREFIX = `test:${randomUUID()}:`
-      t.after(() => cleanRedis(REDIS_KEY_PREFIX))
+      const REDIS_KEY_PREFIX = redisKeyPrefix(t)
       const { base, server } = await startServe(cli, ['--workers', '2'], { REDIS_URL, REDIS_KEY_PREFIX, RATE_LIMIT_FREE: '7/1000', BAN_SECONDS: '0' })
       const key = await newKey(cli)
       const statuses = await Promise.all(Array.from({ length: 16 }, () =>
@@ -198,8 +200,7 @@ if (await requireRedis('serve --workers with Redis')) {
 
     test('when the primary gets SIGTERM while its workers are still starting, then each stops once it listens and all exit 0', async (t) => {
       const cli = cliFor(t)
-      const REDIS_KEY_PREFIX = `test:${randomUUID()}:`
-      t.after(() => cleanRedis(REDIS_KEY_PREFIX))
+      const REDIS_KEY_PREFIX = redisKeyPrefix(t)
       assert.equal((await cli.run(['migrate'])).code, 0)
       const server = cli.start(['serve', '--workers', '2'], { PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', REDIS_URL, REDIS_KEY_PREFIX, SHUTDOWN_DRAIN_MS: '200' })
       // The primary has forked its workers (and handles signals); they take a second or more to load and listen.
@@ -208,23 +209,20 @@ if (await requireRedis('serve --workers with Redis')) {
       server.child.kill('SIGTERM')
       assert.deepEqual(await within(EXIT_TIMEOUT_MS, server.exited, 'exit after SIGTERM'), { code: 0, signal: null })
       // Both workers came up and were stopped, rather than lost the message and served on.
-      assert.equal(server.output().stdout.match(/"msg":"draining/g)?.length, 2)
+      assert.equal(drainingWorkers(server).size, 2)
     })
 
     test('when the primary gets SIGTERM, then every worker drains: /readyz answers 503 while requests are still served, then all exit 0', async (t) => {
       const cli = cliFor(t)
-      const REDIS_KEY_PREFIX = `test:${randomUUID()}:`
-      t.after(() => cleanRedis(REDIS_KEY_PREFIX))
+      const REDIS_KEY_PREFIX = redisKeyPrefix(t)
       // A drain long enough for eight requests on a loaded machine (CI runs two test files at once).
       const { base, server } = await startServe(cli, ['--workers', '2'], { REDIS_URL, REDIS_KEY_PREFIX, SHUTDOWN_DRAIN_MS: '10000' })
       const key = await newKey(cli)
       server.child.kill('SIGTERM')
-      // The primary tells each worker; each says so once its /readyz answers 503. (Two 503s in a row proved nothing:
-      // the primary may hand both connections to the same worker.)
-      const draining = (): number => new Set(server.output().stdout.split('\n')
-        .filter((line) => line.includes('"msg":"draining')).map((line) => (JSON.parse(line) as { pid: number }).pid)).size
+      // The primary tells each worker. (Two 503s in a row proved nothing: the primary may hand both connections to the
+      // same worker.)
       await within(WAIT_TIMEOUT_MS, (async () => {
-        while (draining() < 2) await sleep(20)
+        while (drainingWorkers(server).size < 2) await sleep(20)
       })(), 'both workers draining')
       // Each request on a new connection: the primary hands them to both workers in turn.
       for (let i = 0; i < 4; i++) {

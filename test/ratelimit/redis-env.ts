@@ -76,3 +76,10 @@ export async function tempRedis (t: TestContext): Promise<{ client: Redis, prefi
   await waitReady(client)
   return { client, prefix }
 }
+
+/** A key prefix of the test's own in the shared Redis (REDIS_KEY_PREFIX), its keys deleted after the test. */
+export function redisKeyPrefix (t: TestContext): string {
+  const prefix = `test:${randomUUID()}:`
+  t.after(() => cleanRedis(prefix))
+  return prefix
+}
