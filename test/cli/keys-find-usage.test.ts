@@ -7,7 +7,7 @@ import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
 import { describe, test } from 'node:test'
-import { cleanRedis, REDIS_URL, requireRedis } from '../ratelimit/redis-env.js'
+import { REDIS_URL, redisKeyPrefix, requireRedis } from '../ratelimit/redis-env.js'
 import { freePort } from '../helpers/net.js'
 import { BIN, cliFor, EXIT_TIMEOUT_MS, inspectStore, startServe, within, type Cli } from './run.js'
 
@@ -175,8 +175,7 @@ describe('petstore keys list', () => {
 if (await requireRedis('keys list and show with usage from Redis')) {
   describe('usage from the shared limiter (REDIS_URL)', () => {
     test('when a key has made requests, then keys list and keys show report them against its limits with reset times, and reading counts nothing', async (t) => {
-      const REDIS_KEY_PREFIX = `test:${randomUUID()}:`
-      t.after(() => cleanRedis(REDIS_KEY_PREFIX))
+      const REDIS_KEY_PREFIX = redisKeyPrefix(t)
       const cli = cliFor(t, { REDIS_URL, REDIS_KEY_PREFIX })
       const busy = await create(cli, '--plan', 'free', '--name', 'busy')
       const idle = await create(cli, '--plan', 'pro', '--name', 'idle')

@@ -3,10 +3,9 @@
  * numbers whichever process is scraped (the primary on METRICS_PORT, or any worker on the main port).
  */
 import assert from 'node:assert/strict'
-import { randomUUID } from 'node:crypto'
 import { describe, test } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { cleanRedis, REDIS_URL, requireRedis } from '../ratelimit/redis-env.js'
+import { REDIS_URL, redisKeyPrefix, requireRedis } from '../ratelimit/redis-env.js'
 import { cliFor, EXIT_TIMEOUT_MS, freePort, startServe, within } from './run.js'
 
 const TOKEN = 'cluster-metrics-token-0123'
@@ -53,8 +52,7 @@ if (await requireRedis('metrics of serve --workers')) {
   describe('petstore serve --workers: metrics', () => {
     test('when METRICS_PORT is set, then the primary serves the sum of every worker and the main port has no /metrics', async (t) => {
       const cli = cliFor(t)
-      const REDIS_KEY_PREFIX = `test:${randomUUID()}:`
-      t.after(() => cleanRedis(REDIS_KEY_PREFIX))
+      const REDIS_KEY_PREFIX = redisKeyPrefix(t)
       const metricsPort = await freePort()
       const { base, server } = await startServe(cli, ['--workers', '2'],
         { REDIS_URL, REDIS_KEY_PREFIX, METRICS_PORT: String(metricsPort), METRICS_TOKEN: TOKEN })
@@ -87,8 +85,7 @@ if (await requireRedis('metrics of serve --workers')) {
 
     test('when /metrics is scraped on the main port, then whichever worker answers shows the whole cluster', async (t) => {
       const cli = cliFor(t)
-      const REDIS_KEY_PREFIX = `test:${randomUUID()}:`
-      t.after(() => cleanRedis(REDIS_KEY_PREFIX))
+      const REDIS_KEY_PREFIX = redisKeyPrefix(t)
       const { base, server } = await startServe(cli, ['--workers', '2'], { REDIS_URL, REDIS_KEY_PREFIX })
       // Until both workers are up, a scrape may wait for the late one (and answer 503 after 5 s).
       const deadline = Date.now() + 15_000

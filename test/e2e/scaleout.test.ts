@@ -3,13 +3,12 @@
  * Redis behave as one service, and losing one loses nothing.
  */
 import assert from 'node:assert/strict'
-import { randomUUID } from 'node:crypto'
 import { describe, test, type TestContext } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
 import { cliFor, EXIT_TIMEOUT_MS, startServe, within, type Cli, type Started } from '../cli/run.js'
 import { requirePostgres, tempPostgresDatabase } from '../helpers/postgres.js'
-import { cleanRedis, REDIS_URL, requireRedis } from '../ratelimit/redis-env.js'
+import { REDIS_URL, redisKeyPrefix, requireRedis } from '../ratelimit/redis-env.js'
 import { awayFromMinuteBoundary } from '../helpers/clock.js'
 
 const DEMO = fileURLToPath(new URL('../../data/demo.json', import.meta.url))
@@ -37,8 +36,7 @@ const patch = (base: string, key: string, petId: string, quantity: number) =>
   call(base, key, `/v1/inventory/${petId}`, { method: 'PATCH', body: JSON.stringify({ quantity }) })
 
 async function setup (t: TestContext): Promise<{ cli: Cli, a: Instance, b: Instance }> {
-  const REDIS_KEY_PREFIX = `test:${randomUUID()}:`
-  t.after(() => cleanRedis(REDIS_KEY_PREFIX))
+  const REDIS_KEY_PREFIX = redisKeyPrefix(t)
   const cli = cliFor(t, { DATABASE_URL: await tempPostgresDatabase(t), REDIS_URL, REDIS_KEY_PREFIX, AUTH_CACHE_TTL_MS: '500', BAN_SECONDS: '0' })
   assert.equal((await cli.run(['migrate'])).code, 0)
   assert.equal((await cli.run(['import', DEMO])).code, 0)

@@ -5,13 +5,13 @@
  * store's own spans; pg's on PostgreSQL) and the Redis commands; the gate's decision is on the server span.
  */
 import assert from 'node:assert/strict'
-import { randomBytes, randomUUID } from 'node:crypto'
+import { randomBytes } from 'node:crypto'
 import { fileURLToPath } from 'node:url'
 import { describe, test, type TestContext } from 'node:test'
 import { cliFor, EXIT_TIMEOUT_MS, startServe, within, type Cli } from '../cli/run.js'
 import { descendsFrom, otlpReceiver, SPAN_KIND, type OtlpReceiver, type ReceivedSpan } from '../helpers/otlp.js'
 import { requirePostgres, tempPostgresDatabase } from '../helpers/postgres.js'
-import { cleanRedis, REDIS_URL, requireRedis } from '../ratelimit/redis-env.js'
+import { REDIS_URL, redisKeyPrefix, requireRedis } from '../ratelimit/redis-env.js'
 
 const DEMO = fileURLToPath(new URL('../../data/demo.json', import.meta.url))
 
@@ -158,8 +158,7 @@ const services = (await requirePostgres('tracing on PostgreSQL and Redis')) && (
 if (services) {
   describe('tracing with PostgreSQL and the Redis limiter', () => {
     async function setup (t: TestContext): Promise<Cli> {
-      const REDIS_KEY_PREFIX = `test:${randomUUID()}:`
-      t.after(() => cleanRedis(REDIS_KEY_PREFIX))
+      const REDIS_KEY_PREFIX = redisKeyPrefix(t)
       return cliFor(t, { DATABASE_URL: await tempPostgresDatabase(t), REDIS_URL, REDIS_KEY_PREFIX })
     }
 

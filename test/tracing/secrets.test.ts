@@ -7,7 +7,7 @@
  * leaves no error in its trace, while a 5xx is an error with its exception.
  */
 import assert from 'node:assert/strict'
-import { createHash, randomBytes, randomUUID } from 'node:crypto'
+import { createHash, randomBytes } from 'node:crypto'
 import { fileURLToPath } from 'node:url'
 import { describe, test, type TestContext } from 'node:test'
 import Database from 'better-sqlite3'
@@ -15,7 +15,7 @@ import { signatures } from '../../src/domain/webhooks.js'
 import { cliFor, EXIT_TIMEOUT_MS, startServe, within, type Cli } from '../cli/run.js'
 import { otlpReceiver, SPAN_KIND, type OtlpReceiver, type ReceivedSpan } from '../helpers/otlp.js'
 import { requirePostgres, tempPostgresDatabase } from '../helpers/postgres.js'
-import { cleanRedis, REDIS_URL, requireRedis } from '../ratelimit/redis-env.js'
+import { REDIS_URL, redisKeyPrefix, requireRedis } from '../ratelimit/redis-env.js'
 
 const DEMO = fileURLToPath(new URL('../../data/demo.json', import.meta.url))
 /** OTLP's status code for an error (the JSON encoding's number). */
@@ -254,8 +254,7 @@ const services = (await requirePostgres('secrets in traces on PostgreSQL and Red
 if (services) {
   describe('no secret in traces (OTLP/HTTP protobuf, PostgreSQL and Redis)', () => {
     async function setup (t: TestContext): Promise<Cli> {
-      const REDIS_KEY_PREFIX = `test:${randomUUID()}:`
-      t.after(() => cleanRedis(REDIS_KEY_PREFIX))
+      const REDIS_KEY_PREFIX = redisKeyPrefix(t)
       return cliFor(t, { DATABASE_URL: await tempPostgresDatabase(t), REDIS_URL, REDIS_KEY_PREFIX })
     }
 
