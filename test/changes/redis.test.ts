@@ -12,7 +12,7 @@ import { ResilientLimiter } from '../../src/ratelimit/resilient.js'
 import type { Decision } from '../../src/ratelimit/types.js'
 import { clusterForSuite, requireRedisServer } from '../helpers/redis-servers.js'
 import { ip, key } from '../ratelimit/contract.js'
-import { REDIS_URL, cleanRedis, requireRedis, tempRedis, waitReady } from '../ratelimit/redis-env.js'
+import { REDIS_URL, redisKeyPrefix, requireRedis, tempRedis, waitReady } from '../ratelimit/redis-env.js'
 
 interface Opened {
   limiter: RedisLimiter
@@ -96,8 +96,7 @@ if (await requireRedis('Redis change signal tests')) {
       const client = createRedisClient(REDIS_URL)
       t.after(() => client.disconnect())
       await waitReady(client)
-      const prefix = `test:${randomUUID()}:`
-      t.after(() => cleanRedis(prefix))
+      const prefix = redisKeyPrefix(t)
       const failures = { consume: 1, announce: 1 }
       class Flaky extends RedisLimiter {
         override async consume (...args: Parameters<RedisLimiter['consume']>): Promise<Decision> {

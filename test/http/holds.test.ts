@@ -4,7 +4,6 @@
  * availability the inventory shows, a sale seen by the listing right after the answer, and holds counted by the limit.
  */
 import assert from 'node:assert/strict'
-import { randomUUID } from 'node:crypto'
 import { describe, test, type TestContext } from 'node:test'
 import type { InjectOptions } from 'fastify'
 import { buildApp } from '../../src/app.js'
@@ -16,7 +15,7 @@ import type { Store } from '../../src/store/store.js'
 import { auth, pet, testApp } from '../helpers/app.js'
 import { POSTGRES_URL, requirePostgres, tempPostgresStore, tempSchema } from '../helpers/postgres.js'
 import { resilientRedis } from '../helpers/shared-redis.js'
-import { cleanRedis, REDIS_URL, requireRedis, waitReady } from '../ratelimit/redis-env.js'
+import { REDIS_URL, redisKeyPrefix, requireRedis, waitReady } from '../ratelimit/redis-env.js'
 import { createRedisClient } from '../../src/ratelimit/redis.js'
 import { PostgresStore } from '../../src/store/postgres-store.js'
 
@@ -439,8 +438,7 @@ if (await requirePostgres('holds over HTTP on PostgreSQL')) {
 if (await requirePostgres('a confirmation seen by every instance') && await requireRedis('a confirmation seen by every instance')) {
   describe('a confirmation across instances (PostgreSQL with Redis)', () => {
     test('when one instance confirms a hold, then a GET that starts after the answer on the other instance shows the sale', async (t) => {
-      const prefix = `test:${randomUUID()}:`
-      t.after(() => cleanRedis(prefix))
+      const prefix = redisKeyPrefix(t)
       const schema = await tempSchema(t)
       const stores = [new PostgresStore(POSTGRES_URL, { schema }), new PostgresStore(POSTGRES_URL, { schema })] as const
       t.after(() => Promise.all(stores.map((store) => store.close())))

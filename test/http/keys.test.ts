@@ -3,7 +3,7 @@
  * quota, last use, and GET /v1/rate_limit, through HTTP on both stores and both limiters.
  */
 import assert from 'node:assert/strict'
-import { randomBytes, randomUUID } from 'node:crypto'
+import { randomBytes } from 'node:crypto'
 import { describe, test, type TestContext } from 'node:test'
 import { isDeepStrictEqual } from 'node:util'
 import type { FastifyInstance } from 'fastify'
@@ -18,7 +18,7 @@ import type { KeyScope } from '../../src/model.js'
 import { auth, pet, tempStore } from '../helpers/app.js'
 import { requirePostgres, tempPostgresStore } from '../helpers/postgres.js'
 import { waitFor } from '../helpers/wait.js'
-import { REDIS_URL, cleanRedis, requireRedis, waitReady } from '../ratelimit/redis-env.js'
+import { REDIS_URL, redisKeyPrefix, requireRedis, waitReady } from '../ratelimit/redis-env.js'
 
 const T0 = Date.parse('2026-11-23T12:00:00Z')
 
@@ -33,8 +33,7 @@ async function instance (t: TestContext, store: Store, env: Record<string, strin
 }
 
 async function redisLimiter (t: TestContext): Promise<RateLimiter> {
-  const prefix = `test:${randomUUID()}:`
-  t.after(() => cleanRedis(prefix))
+  const prefix = redisKeyPrefix(t)
   const client = createRedisClient(REDIS_URL)
   t.after(() => client.disconnect())
   await waitReady(client)
@@ -307,8 +306,7 @@ if (await requirePostgres('keys across two instances on PostgreSQL and Redis')) 
   describe('keys across instances (PostgreSQL + Redis)', () => {
     test('when a key is rotated, then the old key on one instance and the new one on another share one quota', { skip: !redisUp }, async (t) => {
       const store = await tempPostgresStore(t)
-      const prefix = `test:${randomUUID()}:`
-      t.after(() => cleanRedis(prefix))
+      const prefix = redisKeyPrefix(t)
       const limiterOn = async () => {
         const client = createRedisClient(REDIS_URL)
         t.after(() => client.disconnect())

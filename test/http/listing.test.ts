@@ -4,7 +4,6 @@
  * large listings byte-exact, and pages with limit and cursor.
  */
 import assert from 'node:assert/strict'
-import { randomUUID } from 'node:crypto'
 import { describe, test, type TestContext } from 'node:test'
 import type { FastifyInstance } from 'fastify'
 import { buildApp } from '../../src/app.js'
@@ -19,7 +18,7 @@ import { auth, newKey, pet, testApp } from '../helpers/app.js'
 import { nextPath } from '../helpers/links.js'
 import { resilientRedis } from '../helpers/shared-redis.js'
 import { POSTGRES_URL, requirePostgres, tempSchema } from '../helpers/postgres.js'
-import { cleanRedis, REDIS_URL, requireRedis, waitReady } from '../ratelimit/redis-env.js'
+import { REDIS_URL, redisKeyPrefix, requireRedis, waitReady } from '../ratelimit/redis-env.js'
 
 const get = (key: string, url = '/v1/inventory', headers: Record<string, string> = {}) => ({ method: 'GET' as const, url, headers: { ...auth(key), ...headers } })
 const patch = (key: string, petId: number | bigint, quantity: number) => ({
@@ -173,8 +172,7 @@ if (await requirePostgres('the listing cache on PostgreSQL')) {
       }
 
       test('when a write is acknowledged by one instance, then every GET that starts after it, on any instance, shows it; unchanged GETs cost no PostgreSQL call', async (t) => {
-        const prefix = `test:${randomUUID()}:`
-        t.after(() => cleanRedis(prefix))
+        const prefix = redisKeyPrefix(t)
         const { one, two, key, store } = await twoInstances(t, () => redisLimiter(t, prefix))
         await Promise.all(clients.map(waitReady))
         for (const app of [one, two]) await app.inject(get(key))

@@ -18,7 +18,7 @@ import { auth, newKey, pet, tempStore, testApp, type TestApp } from '../helpers/
 import { requirePostgres, tempPostgresStore } from '../helpers/postgres.js'
 import { KillableProxy } from '../helpers/proxy.js'
 import { waitFor } from '../helpers/wait.js'
-import { REDIS_URL, cleanRedis, requireRedis, waitReady } from '../ratelimit/redis-env.js'
+import { REDIS_URL, redisKeyPrefix, requireRedis, waitReady } from '../ratelimit/redis-env.js'
 
 const TOKEN = 'metrics-token-for-tests-0123'
 
@@ -319,8 +319,7 @@ if (await requirePostgres('the pool gauges with PostgreSQL')) {
 if (await requireRedis('the limiter backend gauge with Redis')) {
   describe('GET /metrics: Redis limiter', () => {
     async function redisApp (t: TestContext, redisUrl: string) {
-      const prefix = `test:${randomUUID()}:`
-      t.after(() => cleanRedis(prefix))
+      const prefix = redisKeyPrefix(t)
       const client = createRedisClient(redisUrl)
       t.after(() => client.disconnect())
       await waitReady(client)

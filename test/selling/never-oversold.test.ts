@@ -16,7 +16,7 @@ import { cliFor, EXIT_TIMEOUT_MS, startServe, within, type Cli, type Started } f
 import { Book, endStateProblems, fetchTransport, oversold, postgresStock, Shopper, sqliteStock, watchStock, type StockDatabase } from '../helpers/checkout.js'
 import { requirePostgres, tempPostgresDatabase } from '../helpers/postgres.js'
 import { waitFor } from '../helpers/wait.js'
-import { cleanRedis, REDIS_URL, requireRedis } from '../ratelimit/redis-env.js'
+import { REDIS_URL, redisKeyPrefix, requireRedis } from '../ratelimit/redis-env.js'
 
 const PET = 1
 const STOCK = 50
@@ -93,8 +93,7 @@ describe('never oversold', () => {
   if (postgresReady) {
     test('when 200 clients hold, order, confirm, release and abandon 50 units on two PostgreSQL instances and one is killed, ' +
       'then no unit is held or sold twice and every acknowledged hold is honoured', { timeout: 120_000 }, async (t: TestContext) => {
-      const prefix = `test:${randomUUID()}:`
-      t.after(() => cleanRedis(prefix))
+      const prefix = redisKeyPrefix(t)
       const url = await tempPostgresDatabase(t)
       const cli = cliFor(t, { DATABASE_URL: url, REDIS_URL, REDIS_KEY_PREFIX: prefix, BAN_SECONDS: '0' })
       const keys = await prepare(cli)
