@@ -3,9 +3,9 @@
  * BENCH_TRACES_SAMPLER and _ARG say otherwise; exported over OTLP/HTTP, protobuf unless BENCH_TRACES_PROTOCOL says
  * http/json, to a collector that keeps nothing, bench/otlp-sink.js), side by side with the same service not tracing:
  * both at once on the server core. The figures are requests per CPU-second traced / not, GET's and PATCH's, as
- * checks; the ratio column is the side-by-side throughput ratio. `details`: spans exported, PATCH requests/s both ways. A reference
- * (failed when no span arrived). (Tracing off against the release before tracing existed is get-10 and patch,
- * alternating builds.)
+ * checks; the ratio column is the side-by-side throughput ratio. `details`: spans exported, PATCH requests/s both
+ * ways. A reference (failed when no span arrived). (Tracing off against the release before tracing existed is
+ * get-10 and patch, alternating builds.)
  */
 import { join } from 'node:path'
 import type { LoadResult, LoadSpec } from '../load.js'
