@@ -24,7 +24,7 @@ const RESTART_BACKOFF_MS = 1000
 
 export async function runPrimary (config: Config, workers: number, options: { seedDemo: boolean, command: string }): Promise<number> {
   const log = createLogger(config)
-  const store = openStore(config)
+  const store = await openStore(config)
   try {
     // Once, here; each worker then finds the store ready (or serves it read-only, as the primary would).
     const mode = await prepareStore(store, config, log)

@@ -15,7 +15,6 @@ import { processMetrics } from './metrics/cluster.js'
 import { startMetricsServer, type MetricsServer } from './metrics/http.js'
 import type { ChangeSignal } from './changes/types.js'
 import { MemoryLimiter } from './ratelimit/memory.js'
-import { connectLimiterRedis, RedisSetupError } from './redis/connect.js'
 import { ResilientLimiter } from './ratelimit/resilient.js'
 import type { RateLimiter } from './ratelimit/types.js'
 import { aheadError, requireUsable } from './store/migrations.js'
@@ -45,6 +44,8 @@ export interface ServeOptions {
 async function openLimiter (config: Config, logger: Logger): Promise<{ limiter: RateLimiter, changes?: ChangeSignal, close: () => Promise<void> }> {
   const local = new MemoryLimiter({ maxSubjects: config.rateLimits.maxSubjects })
   if (config.redis === null) return { limiter: local, close: async () => {} }
+  // Loaded only here: a process counting in-process never loads the Redis client.
+  const { connectLimiterRedis, RedisSetupError } = await import('./redis/connect.js')
   const { redis, check } = await connectLimiterRedis(config.redis, config.redisKeyPrefix, { check: 'start' }).catch((error: unknown) => {
     throw error instanceof RedisSetupError ? new ConfigError(error.message) : error
   })
@@ -118,7 +119,7 @@ export async function startServer (config: Config, options: ServeOptions): Promi
   const log = createLogger(config)
   // A traced process traces the SQLite store's group commits too (src/tracing/commits.ts). A serving SQLite store
   // checkpoints on a thread of its own, never in a request's COMMIT (src/store/sqlite/checkpointer.ts).
-  const store = openStore(config, { ...(tracingOn() ? { commitObserver: commitSpans } : {}), backgroundCheckpoints: true, writerThread: true })
+  const store = await openStore(config, { ...(tracingOn() ? { commitObserver: commitSpans } : {}), backgroundCheckpoints: true, writerThread: true })
   let opened: Awaited<ReturnType<typeof openLimiter>>
   try {
     opened = await openLimiter(config, log)

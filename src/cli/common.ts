@@ -46,7 +46,7 @@ export function positiveInteger (flag: string, text: string | boolean | undefine
  * migrate` does): a store behind this release or ahead of it (for writes) is refused with a SchemaError.
  */
 export async function withStore<T> (config: Config, access: 'read' | 'write', work: (store: Store) => Promise<T>): Promise<T> {
-  const store = openStore(config)
+  const store = await openStore(config)
   try {
     await readyForUse(store, access)
     return await work(store)

@@ -12,7 +12,6 @@ import { keyUsage, type KeyUsage, type WindowUsage } from '../access/usage.js'
 import { isExpired, limitsOf, type PlanTable } from '../domain/rules.js'
 import { KEY_SCOPES, PLANS, type ApiKeyRecord, type Ban, type KeyScope, type Plan } from '../model.js'
 import { printable } from '../domain/text.js'
-import { connectLimiterRedis } from '../redis/connect.js'
 import type { Store } from '../store/store.js'
 import { parse, positiveInteger, UsageError, withStore, type Values } from './common.js'
 import type { Clock, Io } from './io.js'
@@ -110,6 +109,7 @@ const USAGE_WAIT_MS = 2000
 async function readUsages (config: Config, keys: readonly ApiKeyRecord[], now: number): Promise<Usages> {
   const limits: RateLimitConfig = config.rateLimits
   if (config.redis === null) return { of: () => null, unavailable: IN_PROCESS }
+  const { connectLimiterRedis } = await import('../redis/connect.js')
   const { redis, check } = await connectLimiterRedis(config.redis, config.redisKeyPrefix, { check: 'ready', waitMs: USAGE_WAIT_MS })
   try {
     if (!check.usable) return { of: () => null, unavailable: `Redis at ${redis.where} cannot be reached (${check.reason})` }

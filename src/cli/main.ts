@@ -174,7 +174,7 @@ async function run (argv: string[], io: Io, clock: Clock): Promise<number> {
     }
     case 'migrate': {
       const { values } = parse(args, { restored: { type: 'boolean' } }, 0)
-      const store = openStore(config)
+      const store = await openStore(config)
       const { applied, from, to, backup, epoch, objectsUnchecked } = await migrateStore(store, config.databaseUrl, { restored: values.restored === true }).finally(() => store.close())
       if (objectsUnchecked !== undefined) io.stderr(`The schema's objects were not compared with what the migrations make: ${objectsUnchecked}.\n`)
       if (applied === 0) io.stderr(`The store schema is up to date (version ${to}).\n`)

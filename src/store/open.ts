@@ -1,10 +1,8 @@
 /** Opening the store DATABASE_URL names, readying it for a command, and migrating it. */
 import { aheadError, requireUsable, type SchemaStatus } from './migrations.js'
-import { PostgresStore } from './postgres-store.js'
 import { isPostgresUrl, type PostgresOptions } from './postgres/options.js'
 import type { EpochConfirmation } from './schema/types.js'
 import type { CommitObserver } from './sqlite/group-commit.js'
-import { SqliteStore } from './sqlite-store.js'
 import type { Store } from './store.js'
 
 /** What opening a store may be given besides its settings. */
@@ -17,9 +15,16 @@ export interface OpenOptions {
   writerThread?: boolean
 }
 
-/** Opens the store named by DATABASE_URL: postgres:// or postgresql:// for PostgreSQL, a file path for SQLite. Does not migrate. */
-export function openStore (config: { databaseUrl: string, database: PostgresOptions }, options: OpenOptions = {}): Store {
-  if (isPostgresUrl(config.databaseUrl)) return new PostgresStore(config.databaseUrl, config.database)
+/**
+ * Opens the store named by DATABASE_URL: postgres:// or postgresql:// for PostgreSQL, a file path for SQLite. Does not
+ * migrate. Loads only the implementation it opens: a SQLite process never loads pg, and a command starts sooner.
+ */
+export async function openStore (config: { databaseUrl: string, database: PostgresOptions }, options: OpenOptions = {}): Promise<Store> {
+  if (isPostgresUrl(config.databaseUrl)) {
+    const { PostgresStore } = await import('./postgres-store.js')
+    return new PostgresStore(config.databaseUrl, config.database)
+  }
+  const { SqliteStore } = await import('./sqlite-store.js')
   return new SqliteStore(config.databaseUrl, {
     ...(options.commitObserver === undefined ? {} : { commitObserver: options.commitObserver }),
     ...(options.backgroundCheckpoints === true ? { backgroundCheckpoints: true } : {}),
