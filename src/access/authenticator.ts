@@ -50,8 +50,11 @@ export class Authenticator {
   constructor (store: { readonly keys: Pick<KeyReads, 'findApiKeyByHash'> }, environment: Environment, ttlMs: number, maxEntries = 100_000) {
     this.#prefix = KEY_PREFIXES[environment]
     this.#otherPrefixes = Object.values(KEY_PREFIXES).filter((prefix) => prefix !== this.#prefix)
+    // Bounded by maxSize at one unit an entry rather than by `max`: `max` makes lru-cache allocate all maxEntries
+    // slots up front (about 25 ms and megabytes for every app built), maxSize grows with use to the same bound.
     this.#cache = new LRUCache<string, ApiKeyRecord | false>({
-      max: maxEntries,
+      maxSize: maxEntries,
+      sizeCalculation: () => 1,
       ttl: Math.max(ttlMs, 1),
       fetchMethod: async (token) => (await store.keys.findApiKeyByHash(hashKey(token))) ?? false
     })
