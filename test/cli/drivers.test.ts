@@ -18,7 +18,9 @@ function loaded ({ stderr }: Output): string[] {
 
 function assertSqliteOnly (packages: string[]): void {
   assert.ok(packages.includes('better-sqlite3'), `better-sqlite3 among ${packages.join(', ')}`)
-  for (const driver of ['pg', 'ioredis']) assert.ok(!packages.includes(driver), `${driver} loaded: ${packages.join(', ')}`)
+  for (const driver of ['pg', 'ioredis']) {
+    assert.ok(!packages.includes(driver), `${driver} loaded: ${packages.join(', ')}`)
+  }
 }
 
 describe('the drivers a process loads', () => {
