@@ -20,6 +20,7 @@ import { jsonBody } from './http/plugins/json-body.js'
 import { routeEveryMethod } from './http/plugins/method-not-allowed.js'
 import { apiRoutes, publicRoutes } from './http/routes/index.js'
 import { holdConnections, serverOptions } from './http/server.js'
+import { serializerCompiler } from './http/serialization.js'
 import { validatorCompiler } from './http/validation.js'
 import { deliverWebhooks, webhookSubscriptions } from './http/webhooks.js'
 import { Lifecycle } from './lifecycle.js'
@@ -99,6 +100,7 @@ export async function buildApp (config: Config, deps: AppDeps): Promise<FastifyI
   holdConnections(app.server)
   routeEveryMethod(app)
   app.setValidatorCompiler(validatorCompiler)
+  app.setSerializerCompiler(serializerCompiler)
   registerErrorHandling(app, (request, reply, error) => chargeErrorPath(access, request, reply, error))
   // Metrics: before any route, so that every route gets its request series (src/metrics/http.ts).
   instrumentRoutes(app, metrics)

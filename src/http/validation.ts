@@ -72,8 +72,27 @@ function bodyValidator (schema: object): unknown {
   return check
 }
 
+/**
+ * Each schema's validator, compiled once per process and kept by the schema's JSON text: an app built again (a
+ * worker's, a test's) reuses them instead of compiling every route anew, although routes build some schemas afresh;
+ * and the Ajv instances above, which keep what they compiled, keep one copy of each rather than one per app. A
+ * validator holds no state between calls but its `errors`, which Fastify reads right after the call it made.
+ */
+const compiled = new Map<string, unknown>()
+
 export const validatorCompiler: FastifySchemaCompiler<unknown> = ({ schema, httpPart }) => {
-  if (httpPart === 'body') return bodyValidator(schema as object) as ReturnType<FastifySchemaCompiler<unknown>>
+  const body = httpPart === 'body'
+  const key = `${body ? 'body' : 'text'} ${JSON.stringify(schema)}`
+  let validator = compiled.get(key)
+  if (validator === undefined) {
+    validator = body ? bodyValidator(schema as object) : textValidator(schema as object)
+    compiled.set(key, validator)
+  }
+  return validator as ReturnType<FastifySchemaCompiler<unknown>>
+}
+
+/** A path, query or header validator: values arrive as text (see the top of this file). */
+function textValidator (schema: object): unknown {
   const validate: ValidateFunction = textAjv.compile(int64AsText(schema) as object)
   const integers = integerProperties(schema)
   if (integers.length === 0) return validate
