@@ -10,6 +10,7 @@ import type { ValidateFunction } from 'ajv'
 import type { FastifySchemaCompiler } from 'fastify'
 import type { TSchema } from 'typebox'
 import { createAjv, exactBodyValidator, hasInt64 } from '../domain/validation.js'
+import { compileOnce } from './compile-once.js'
 
 const bodyAjv = createAjv({ coerceTypes: false })
 const textAjv = createAjv({ coerceTypes: false })
@@ -73,22 +74,16 @@ function bodyValidator (schema: object): unknown {
 }
 
 /**
- * Each schema's validator, compiled once per process and kept by the schema's JSON text: an app built again (a
- * worker's, a test's) reuses them instead of compiling every route anew, although routes build some schemas afresh;
- * and the Ajv instances above, which keep what they compiled, keep one copy of each rather than one per app. A
- * validator holds no state between calls but its `errors`, which Fastify reads right after the call it made.
+ * Each schema's validator, compiled once per process (./compile-once.ts); the Ajv instances above, which keep what
+ * they compiled, then keep one copy of each rather than one per app. A validator holds no state between calls but its
+ * `errors`, which Fastify reads right after the call it made.
  */
-const compiled = new Map<string, unknown>()
+const bodyValidators = compileOnce(bodyValidator)
+const textValidators = compileOnce(textValidator)
 
 export const validatorCompiler: FastifySchemaCompiler<unknown> = ({ schema, httpPart }) => {
-  const body = httpPart === 'body'
-  const key = `${body ? 'body' : 'text'} ${JSON.stringify(schema)}`
-  let validator = compiled.get(key)
-  if (validator === undefined) {
-    validator = body ? bodyValidator(schema as object) : textValidator(schema as object)
-    compiled.set(key, validator)
-  }
-  return validator as ReturnType<FastifySchemaCompiler<unknown>>
+  const validators = httpPart === 'body' ? bodyValidators : textValidators
+  return validators(schema as object) as ReturnType<FastifySchemaCompiler<unknown>>
 }
 
 /** A path, query or header validator: values arrive as text (see the top of this file). */
