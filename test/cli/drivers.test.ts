@@ -9,7 +9,7 @@ import { cliFor, EXIT_TIMEOUT_MS, startServe, within, type Output } from './run.
 
 const PRELOAD = `--import=${fileURLToPath(new URL('../fixtures/loaded-packages.mjs', import.meta.url))}`
 
-/** The packages the child's last line on stderr names (test/fixtures/loaded-packages.mjs). */
+/** The packages named by the line the preload (test/fixtures/loaded-packages.mjs) writes to stderr at exit. */
 function loaded ({ stderr }: Output): string[] {
   const line = /^loaded packages: (.*)$/m.exec(stderr)
   assert.ok(line !== null, `no list of loaded packages in:\n${stderr}`)
