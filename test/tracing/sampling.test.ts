@@ -6,6 +6,9 @@
  */
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
+import { request as httpRequest, type IncomingMessage } from 'node:http'
+import { connect, type AddressInfo } from 'node:net'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { after, before, describe, test } from 'node:test'
 import { SamplingDecision, SpanKind, SpanStatusCode, trace, ROOT_CONTEXT, type Attributes, type Context, type Link, type Sampler } from '@opentelemetry/api'
 import { NodeSDK } from '@opentelemetry/sdk-node'
@@ -14,6 +17,7 @@ import { createKey } from '../../src/access/keys.js'
 import { RequestTraceIds, samplerFromEnv } from '../../src/tracing/sampling.js'
 import { enableSpans, startServerSpan, stopTracing } from '../../src/tracing/spans.js'
 import { auth, newKey, pet, testApp } from '../helpers/app.js'
+import { waitFor } from '../helpers/wait.js'
 
 const RATIO = 0.5
 const memory = new InMemorySpanExporter()
@@ -44,6 +48,8 @@ const sampler: Sampler = {
 
 before(() => {
   const traceIds = new RequestTraceIds()
+  // As an operator may set it: B3 beside the defaults (B3 writes one format and reads both).
+  process.env.OTEL_PROPAGATORS = 'tracecontext,baggage,b3'
   const sdk = new NodeSDK({ sampler, idGenerator: traceIds, spanProcessors: [processor], instrumentations: [], metricReaders: [], logRecordProcessors: [] })
   sdk.start()
   enableSpans(trace.getTracer('petstore-inventory-test'), { sampler, traceIds }, () => sdk.shutdown())
@@ -140,6 +146,70 @@ describe('sampling, decided as a request arrives', () => {
     const [server] = servers((await finishedSpans()).filter((span) => traceOf(span) === traceId))
     assert.deepEqual([server?.name, server?.attributes['http.route'], server?.attributes['http.response.status_code'], server?.status.code],
       ['GET', undefined, 404, SpanStatusCode.UNSET])
+  })
+
+  test('when a client resets its connection and its traced request then fails, then the span still shows the 500 and the failure', async (t) => {
+    const { app } = await testApp(t)
+    let failed = false
+    app.get('/slow-failure', async () => {
+      await sleep(200)
+      failed = true
+      throw new Error('failed after the client left')
+    })
+    await app.listen({ port: 0, host: '127.0.0.1' })
+    await forgetSpans()
+    const traceId = randomBytes(16).toString('hex')
+    const arrived = new Promise((resolve) => app.server.once('request', resolve))
+    const socket = connect((app.server.address() as AddressInfo).port, '127.0.0.1')
+    await new Promise((resolve) => socket.once('connect', resolve))
+    socket.write(`GET /slow-failure HTTP/1.1\r\nHost: x\r\ntraceparent: 00-${traceId}-${randomBytes(8).toString('hex')}-01\r\n\r\n`)
+    await arrived
+    socket.resetAndDestroy()
+    await waitFor('the handler to fail', () => failed)
+    let span: ReadableSpan | undefined
+    await waitFor('the span to end', async () => {
+      span = servers(await finishedSpans()).find((candidate) => traceOf(candidate) === traceId)
+      return span !== undefined
+    })
+    assert.deepEqual([span?.attributes['http.response.status_code'], span?.status.code, span?.events.map((event) => event.name)],
+      [500, SpanStatusCode.ERROR, ['exception']])
+  })
+
+  test('when OTEL_PROPAGATORS adds B3, then a caller\'s trace in either B3 format is continued', async (t) => {
+    const { request, store } = await testApp(t, {}, { pets: [pet(1)] })
+    const key = await newKey(store, 'enterprise')
+    await forgetSpans()
+    const multi = { traceId: randomBytes(16).toString('hex'), spanId: randomBytes(8).toString('hex') }
+    const single = { traceId: randomBytes(16).toString('hex'), spanId: randomBytes(8).toString('hex') }
+    const callers = [
+      { 'x-b3-traceid': multi.traceId, 'x-b3-spanid': multi.spanId, 'x-b3-sampled': '1' },
+      { b3: `${single.traceId}-${single.spanId}-1` }
+    ]
+    for (const headers of callers) assert.equal((await request({ method: 'GET', url: '/v1/inventory/1', headers: { ...auth(key), ...headers } })).statusCode, 200)
+    assert.deepEqual(servers(await finishedSpans()).map((span) => [traceOf(span), span.parentSpanContext?.spanId]).sort(),
+      [[multi.traceId, multi.spanId], [single.traceId, single.spanId]].sort())
+  })
+
+  test('when a follower opens the change stream, then its span ends as the stream opens, not as it closes', async (t) => {
+    const { app, store } = await testApp(t, {}, { pets: [pet(1)] })
+    const key = await newKey(store, 'enterprise')
+    await app.listen({ port: 0, host: '127.0.0.1' })
+    await forgetSpans()
+    const traceId = randomBytes(16).toString('hex')
+    const { port } = app.server.address() as AddressInfo
+    const response = await new Promise<IncomingMessage>((resolve, reject) => {
+      httpRequest({ port, host: '127.0.0.1', path: '/v1/inventory/changes/stream', agent: false, headers: { ...auth(key), traceparent: `00-${traceId}-${randomBytes(8).toString('hex')}-01` } }, resolve)
+        .once('error', reject).end()
+    })
+    t.after(() => { response.destroy() })
+    assert.equal(response.statusCode, 200)
+    let span: ReadableSpan | undefined
+    await waitFor('the stream\'s span to end', async () => {
+      span = servers(await finishedSpans()).find((candidate) => traceOf(candidate) === traceId)
+      return span !== undefined
+    })
+    assert.equal(response.destroyed, false, 'the stream is still open')
+    assert.deepEqual([span?.name, span?.attributes['http.response.status_code']], ['GET /v1/inventory/changes/stream', 200])
   })
 
   test('when the sampler leaves a request out, then startServerSpan makes nothing: no span, no context', async () => {
