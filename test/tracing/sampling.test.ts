@@ -58,6 +58,18 @@ after(() => stopTracing())
 
 const servers = (spans: readonly ReadableSpan[]): ReadableSpan[] => spans.filter((span) => span.kind === SpanKind.SERVER)
 const traceOf = (span: ReadableSpan): string => span.spanContext().traceId
+/** A caller's W3C traceparent in trace `traceId`, sampled, from a span of its own. */
+const sampledParent = (traceId: string): string => `00-${traceId}-${randomBytes(8).toString('hex')}-01`
+
+/** The server span of trace `traceId`, once it has ended and been exported. */
+async function endedServerSpan (traceId: string): Promise<ReadableSpan> {
+  let span: ReadableSpan | undefined
+  await waitFor(`the server span of trace ${traceId} to end`, async () => {
+    span = servers(await finishedSpans()).find((candidate) => traceOf(candidate) === traceId)
+    return span !== undefined
+  })
+  return span as ReadableSpan
+}
 
 describe('sampling, decided as a request arrives', () => {
   test('when requests bring no traceparent, then the ratio of them is traced on the trace id the sampler accepted, and the others make no span', async (t) => {
@@ -105,7 +117,7 @@ describe('sampling, decided as a request arrives', () => {
     const keyId = record.id
     await forgetSpans()
     const traceId = randomBytes(16).toString('hex')
-    const res = await request({ method: 'GET', url: '/v1/inventory?limit=5', headers: { ...auth(key), traceparent: `00-${traceId}-${randomBytes(8).toString('hex')}-01` } })
+    const res = await request({ method: 'GET', url: '/v1/inventory?limit=5', headers: { ...auth(key), traceparent: sampledParent(traceId) } })
     assert.equal(res.statusCode, 200)
     const spans = (await finishedSpans()).filter((span) => traceOf(span) === traceId)
     const [server] = servers(spans)
@@ -133,7 +145,7 @@ describe('sampling, decided as a request arrives', () => {
     // keeps nothing).
     const again = randomBytes(16).toString('hex')
     await forgetSpans()
-    assert.equal((await request({ method: 'GET', url: '/v1/inventory?limit=5', headers: { ...auth(key), traceparent: `00-${again}-${randomBytes(8).toString('hex')}-01` } })).statusCode, 200)
+    assert.equal((await request({ method: 'GET', url: '/v1/inventory?limit=5', headers: { ...auth(key), traceparent: sampledParent(again) } })).statusCode, 200)
     assert.deepEqual((await finishedSpans()).filter((span) => traceOf(span) === again).map((span) => span.name).sort(), ['GET /v1/inventory', 'store findApiKeyByHash'])
   })
 
@@ -141,7 +153,7 @@ describe('sampling, decided as a request arrives', () => {
     const { request } = await testApp(t)
     await forgetSpans()
     const traceId = randomBytes(16).toString('hex')
-    const res = await request({ method: 'GET', url: '/no/such/psk_live_path', headers: { traceparent: `00-${traceId}-${randomBytes(8).toString('hex')}-01` } })
+    const res = await request({ method: 'GET', url: '/no/such/psk_live_path', headers: { traceparent: sampledParent(traceId) } })
     assert.equal(res.statusCode, 404)
     const [server] = servers((await finishedSpans()).filter((span) => traceOf(span) === traceId))
     assert.deepEqual([server?.name, server?.attributes['http.route'], server?.attributes['http.response.status_code'], server?.status.code],
@@ -162,16 +174,12 @@ describe('sampling, decided as a request arrives', () => {
     const arrived = new Promise((resolve) => app.server.once('request', resolve))
     const socket = connect((app.server.address() as AddressInfo).port, '127.0.0.1')
     await new Promise((resolve) => socket.once('connect', resolve))
-    socket.write(`GET /slow-failure HTTP/1.1\r\nHost: x\r\ntraceparent: 00-${traceId}-${randomBytes(8).toString('hex')}-01\r\n\r\n`)
+    socket.write(`GET /slow-failure HTTP/1.1\r\nHost: x\r\ntraceparent: ${sampledParent(traceId)}\r\n\r\n`)
     await arrived
     socket.resetAndDestroy()
     await waitFor('the handler to fail', () => failed)
-    let span: ReadableSpan | undefined
-    await waitFor('the span to end', async () => {
-      span = servers(await finishedSpans()).find((candidate) => traceOf(candidate) === traceId)
-      return span !== undefined
-    })
-    assert.deepEqual([span?.attributes['http.response.status_code'], span?.status.code, span?.events.map((event) => event.name)],
+    const span = await endedServerSpan(traceId)
+    assert.deepEqual([span.attributes['http.response.status_code'], span.status.code, span.events.map((event) => event.name)],
       [500, SpanStatusCode.ERROR, ['exception']])
   })
 
@@ -198,18 +206,14 @@ describe('sampling, decided as a request arrives', () => {
     const traceId = randomBytes(16).toString('hex')
     const { port } = app.server.address() as AddressInfo
     const response = await new Promise<IncomingMessage>((resolve, reject) => {
-      httpRequest({ port, host: '127.0.0.1', path: '/v1/inventory/changes/stream', agent: false, headers: { ...auth(key), traceparent: `00-${traceId}-${randomBytes(8).toString('hex')}-01` } }, resolve)
+      httpRequest({ port, host: '127.0.0.1', path: '/v1/inventory/changes/stream', agent: false, headers: { ...auth(key), traceparent: sampledParent(traceId) } }, resolve)
         .once('error', reject).end()
     })
     t.after(() => { response.destroy() })
     assert.equal(response.statusCode, 200)
-    let span: ReadableSpan | undefined
-    await waitFor('the stream\'s span to end', async () => {
-      span = servers(await finishedSpans()).find((candidate) => traceOf(candidate) === traceId)
-      return span !== undefined
-    })
+    const span = await endedServerSpan(traceId)
     assert.equal(response.destroyed, false, 'the stream is still open')
-    assert.deepEqual([span?.name, span?.attributes['http.response.status_code']], ['GET /v1/inventory/changes/stream', 200])
+    assert.deepEqual([span.name, span.attributes['http.response.status_code']], ['GET /v1/inventory/changes/stream', 200])
   })
 
   test('when the sampler leaves a request out, then startServerSpan makes nothing: no span, no context', async () => {
