@@ -148,6 +148,8 @@ if (ready) {
         instances.push({ name, port })
       }
       for (const { port } of instances) await waitForStatus(`http://127.0.0.1:${port}/readyz`, 60_000)
+      // Each instance listens on its own port: one that could not would leave another answering for it.
+      for (const { name, port } of instances) assert.match(await docker(['logs', name]), new RegExp(`on port ${port} `), `${name} is not listening on ${port}`)
       await petstore('import', '/app/data/demo.json')
 
       const port = await freePort()
