@@ -37,6 +37,8 @@ export const settings = {
   // The tracing scenario's sampler (OTEL_TRACES_SAMPLER and _ARG of the traced service): every request by default.
   tracesSampler: process.env.BENCH_TRACES_SAMPLER ?? 'always_on',
   tracesSamplerArg: process.env.BENCH_TRACES_SAMPLER_ARG ?? '',
+  // The tracing scenario's fresh pairs of services: the traced process's cost differs from one start to the next.
+  tracingStarts: numberFromEnv('BENCH_TRACING_STARTS', QUICK ? 1 : 3, true),
   // The traced service's OTLP protocol: the exporters' default (what a deployment gets unless it says otherwise).
   tracesProtocol: process.env.BENCH_TRACES_PROTOCOL ?? 'http/protobuf'
 }
