@@ -4,9 +4,8 @@
  * http/json, to a collector that keeps nothing, bench/otlp-sink.js), side by side with the same service not tracing:
  * both at once on the server core, on BENCH_TRACING_STARTS fresh pairs of processes. The figures are requests per
  * CPU-second traced / not, GET's and PATCH's, the median of each start's median, as checks; the ratio column is the
- * side-by-side throughput ratio. `details`: spans exported, PATCH requests/s both
- * ways. A reference (failed when no span arrived). (Tracing off against the release before tracing existed is
- * get-10 and patch, alternating builds.)
+ * side-by-side throughput ratio. `details`: spans exported, PATCH requests/s both ways. A reference (failed when no
+ * span arrived). (Tracing off against the release before tracing existed is get-10 and patch, alternating builds.)
  */
 import { join } from 'node:path'
 import type { LoadResult, LoadSpec } from '../load.js'
@@ -80,7 +79,8 @@ async function tracingScenario (result: ScenarioResult): Promise<void> {
           perCpu[name].push(...ratios[name])
           if (ratios[name].length > 0) perStart[name].push(median(ratios[name]))
         }
-        result.peakRssMb = Math.max(result.peakRssMb ?? 0, memoryMb(on.proc.pid, 'VmHWM') ?? 0)
+        const peak = memoryMb(on.proc.pid, 'VmHWM')
+        if (peak !== null) result.peakRssMb = Math.max(result.peakRssMb ?? 0, peak)
       })
     }
     const spans = Number(await (await fetch(`${sinkUrl}/count`)).text())
