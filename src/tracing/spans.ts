@@ -19,6 +19,11 @@ import { loggedUrl, redactSecrets } from '../redact.js'
 /** How requests are sampled: the sampler the SDK uses too, and the ids that let a decision and its span agree. */
 export interface Sampling {
   sampler: Sampler
+  /**
+   * A new trace id for a request that brings no caller's context, or null when the sampler leaves such a request out:
+   * the sampler's own rule, applied without asking it (RequestTraceIds.root). Absent: the sampler is asked.
+   */
+  root?: () => string | null
   traceIds: {
     /** A new trace id, for a request that brings none. */
     fresh: () => string
@@ -29,6 +34,14 @@ export interface Sampling {
 
 let tracer: Tracer | null = null
 let sampling: Sampling | null = null
+/**
+ * The headers that carry a caller's context to the propagators this project knows (W3C trace context and baggage, B3
+ * in either format, each of which reads both). A request with none of them brings none; which of them the configured
+ * propagators read does not matter. Other propagators read other headers: then every request is extracted.
+ */
+const CALLER_HEADERS = ['traceparent', 'tracestate', 'baggage', 'b3', 'x-b3-traceid', 'x-b3-spanid', 'x-b3-sampled', 'x-b3-flags', 'x-b3-parentspanid']
+/** Whether the configured propagators read only CALLER_HEADERS (decided as spans are enabled, after the SDK set them). */
+let knownPropagators = false
 let shutdown: (() => Promise<void>) | null = null
 /** Each traced request's server span (startServerSpan), for the attributes the gate learns later. */
 const serverSpans = new WeakMap<object, Span>()
@@ -45,6 +58,14 @@ export function enableSpans (use: Tracer, requests: Sampling, stop: () => Promis
   tracer = use
   sampling = requests
   shutdown = stop
+  knownPropagators = propagation.fields().every((field) => CALLER_HEADERS.includes(field.toLowerCase()))
+}
+
+/** Whether a request brings no caller's context for the configured propagators to read: none of their headers. */
+function bringsNoContext (headers: IncomingHttpHeaders): boolean {
+  if (!knownPropagators) return false
+  for (const name of CALLER_HEADERS) if (headers[name] !== undefined) return false
+  return true
 }
 
 /** Whether this process traces (decided at start, before the app is built). */
@@ -69,14 +90,24 @@ export interface ArrivingRequest {
  */
 export function startServerSpan (request: ArrivingRequest): Context | null {
   if (tracer === null || sampling === null) return null
-  const parent = propagation.extract(ROOT_CONTEXT, request.headers)
-  const caller = trace.getSpanContext(parent)
-  const root = caller === undefined || !isSpanContextValid(caller)
-  const traceId = root ? sampling.traceIds.fresh() : caller.traceId
-  // The samplers OTEL_TRACES_SAMPLER names (./sampling.ts) read the parent, the trace id and nothing else: the question
-  // is asked with the method for a name and no attributes, and the route is looked up only for a request it keeps.
-  const decision = sampling.sampler.shouldSample(parent, traceId, request.method, SpanKind.SERVER, NO_ATTRIBUTES, NO_LINKS).decision
-  if (decision === SamplingDecision.NOT_RECORD) return null
+  let parent = ROOT_CONTEXT
+  let root = true
+  let traceId: string
+  if (sampling.root !== undefined && bringsNoContext(request.headers)) {
+    // Most requests: no caller, and the sampler's rule for a new trace decides without an id, an extraction or a question.
+    const drawn = sampling.root()
+    if (drawn === null) return null
+    traceId = drawn
+  } else {
+    parent = propagation.extract(ROOT_CONTEXT, request.headers)
+    const caller = trace.getSpanContext(parent)
+    root = caller === undefined || !isSpanContextValid(caller)
+    traceId = caller === undefined || root ? sampling.traceIds.fresh() : caller.traceId
+    // The samplers OTEL_TRACES_SAMPLER names (./sampling.ts) read the parent, the trace id and nothing else: the question
+    // is asked with the method for a name and no attributes, and the route is looked up only for a request it keeps.
+    const decision = sampling.sampler.shouldSample(parent, traceId, request.method, SpanKind.SERVER, NO_ATTRIBUTES, NO_LINKS).decision
+    if (decision === SamplingDecision.NOT_RECORD) return null
+  }
   // Fastify builds routeOptions anew on each read: read once.
   const { url: route, schema } = request.routeOptions
   const name = route === undefined ? request.method : `${request.method} ${route}`

@@ -26,7 +26,7 @@ import { VERSION } from '../version.js'
 import { otelVariable } from './env.js'
 import { ASYNC_HOOKS_WARNING, contextOnAsyncHooks } from './node-context.js'
 import { ScrubbingSpanExporter } from './redact.js'
-import { RequestTraceIds, samplerFromEnv } from './sampling.js'
+import { RequestTraceIds, samplingFromEnv } from './sampling.js'
 import { enableSpans } from './spans.js'
 
 /** The packages whose ES-module imports are intercepted, for their instrumentations: no other module is touched. */
@@ -72,7 +72,9 @@ export async function startTracing (env: Readonly<Record<string, string | undefi
   const acknowledged = hookModules()
   const exporter = new ScrubbingSpanExporter(await traceExporter(env))
   // The sampler OTEL_TRACES_SAMPLER names, asked by the server span's hook (src/tracing/server.ts) and by the SDK.
-  const sampling = { sampler: samplerFromEnv(env), traceIds: new RequestTraceIds() }
+  const { sampler, root } = samplingFromEnv(env)
+  const traceIds = new RequestTraceIds()
+  const sampling = { sampler, traceIds, root: () => traceIds.root(root) }
   const sdk = new NodeSDK({
     // Defaults below what the environment says: OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES win.
     resource: defaultResource().merge(resourceFromAttributes({ 'service.name': 'petstore-inventory', 'service.version': VERSION })),

@@ -12,9 +12,9 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { after, before, describe, test } from 'node:test'
 import { SamplingDecision, SpanKind, SpanStatusCode, trace, ROOT_CONTEXT, type Attributes, type Context, type Link, type Sampler } from '@opentelemetry/api'
 import { NodeSDK } from '@opentelemetry/sdk-node'
-import { InMemorySpanExporter, SimpleSpanProcessor, TraceIdRatioBasedSampler, type ReadableSpan } from '@opentelemetry/sdk-trace'
+import { InMemorySpanExporter, RandomIdGenerator, SimpleSpanProcessor, TraceIdRatioBasedSampler, type ReadableSpan } from '@opentelemetry/sdk-trace'
 import { createKey } from '../../src/access/keys.js'
-import { RequestTraceIds, samplerFromEnv } from '../../src/tracing/sampling.js'
+import { RequestTraceIds, samplerFromEnv, samplingFromEnv } from '../../src/tracing/sampling.js'
 import { enableSpans, startServerSpan, stopTracing } from '../../src/tracing/spans.js'
 import { auth, newKey, pet, testApp } from '../helpers/app.js'
 import { waitFor } from '../helpers/wait.js'
@@ -37,7 +37,7 @@ async function forgetSpans (): Promise<void> {
 }
 /** How often the sampler was asked, by the service and by the SDK. */
 let questions = 0
-const configured = samplerFromEnv({ OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: String(RATIO) })
+const { sampler: configured, root: rootRule } = samplingFromEnv({ OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: String(RATIO) })
 const sampler: Sampler = {
   shouldSample: (context: Context, traceId: string, name: string, kind: SpanKind, attributes: Attributes, links: Link[]) => {
     questions++
@@ -52,7 +52,7 @@ before(() => {
   process.env.OTEL_PROPAGATORS = 'tracecontext,baggage,b3'
   const sdk = new NodeSDK({ sampler, idGenerator: traceIds, spanProcessors: [processor], instrumentations: [], metricReaders: [], logRecordProcessors: [] })
   sdk.start()
-  enableSpans(trace.getTracer('petstore-inventory-test'), { sampler, traceIds }, () => sdk.shutdown())
+  enableSpans(trace.getTracer('petstore-inventory-test'), { sampler, traceIds, root: () => traceIds.root(rootRule) }, () => sdk.shutdown())
 })
 after(() => stopTracing())
 
@@ -72,7 +72,7 @@ async function endedServerSpan (traceId: string): Promise<ReadableSpan> {
 }
 
 describe('sampling, decided as a request arrives', () => {
-  test('when requests bring no traceparent, then the ratio of them is traced on the trace id the sampler accepted, and the others make no span', async (t) => {
+  test('when requests bring no traceparent, then the ratio of them is traced on a trace id the sampler accepts, the others make no span, and only the SDK asks the sampler', async (t) => {
     const { request, store } = await testApp(t, {}, { pets: [pet(1), pet(2)] })
     const key = await newKey(store, 'enterprise')
     await forgetSpans()
@@ -92,23 +92,27 @@ describe('sampling, decided as a request arrives', () => {
     }
     const tracedIds = new Set(traced.map(traceOf))
     assert.deepEqual(spans.filter((span) => !tracedIds.has(traceOf(span))).map((span) => span.name), [], 'no span outside a traced request')
-    // Each request asked the sampler once as it arrived; after that only the spans of traced requests asked again:
-    // a request left out made no span, not even one that records nothing.
-    assert.equal(questions, sent + spans.length)
+    // A request with no caller is decided by the sampler's rule without asking it; only the spans of traced requests
+    // asked (the SDK, as it made them): a request left out made no span, not even one that records nothing.
+    assert.equal(questions, spans.length)
   })
 
   test('when a caller sends a traceparent, then a sampled one is continued and an unsampled one makes no span', async (t) => {
     const { request, store } = await testApp(t, {}, { pets: [pet(1)] })
     const key = await newKey(store, 'enterprise')
     await forgetSpans()
+    questions = 0
     const callers = Array.from({ length: 20 }, (_, i) => ({ traceId: randomBytes(16).toString('hex'), spanId: randomBytes(8).toString('hex'), sampled: i % 2 === 0 }))
     for (const caller of callers) {
       const traceparent = `00-${caller.traceId}-${caller.spanId}-${caller.sampled ? '01' : '00'}`
       assert.equal((await request({ method: 'GET', url: '/v1/inventory/1', headers: { ...auth(key), traceparent } })).statusCode, 200)
     }
-    const traced = servers(await finishedSpans())
+    const spans = await finishedSpans()
+    const traced = servers(spans)
     assert.deepEqual(traced.map((span) => [traceOf(span), span.parentSpanContext?.spanId]).sort(),
       callers.filter(({ sampled }) => sampled).map(({ traceId, spanId }) => [traceId, spanId]).sort(), 'exactly the sampled callers\' traces, under their spans')
+    // A request that brings a context is asked about as it arrives; then each span of a traced one, by the SDK.
+    assert.equal(questions, callers.length + spans.length)
   })
 
   test('when a request is traced, then its server span holds every attribute promised, the gate\'s decision included, and a listing from memory makes no span of its own', async (t) => {
@@ -247,5 +251,58 @@ describe('the sampler the environment names', () => {
       badRatio: 'TraceIdRatioBased{1}',
       unknown: 'ParentBased{root=AlwaysOnSampler, remoteParentSampled=AlwaysOnSampler, remoteParentNotSampled=AlwaysOffSampler, localParentSampled=AlwaysOnSampler, localParentNotSampled=AlwaysOffSampler}'
     })
+  })
+})
+
+describe('deciding a request that brings no caller\'s context', () => {
+  /** Math.random replaced by a fixed sequence, restarted by `rewind`: the same draws for two generators in turn. */
+  function fixedRandom (t: { mock: { method: (object: object, name: string, implementation: () => number) => unknown } }, values: readonly number[]): { rewind: () => void } {
+    let next = 0
+    t.mock.method(Math, 'random', () => values[next++ % values.length] as number)
+    return { rewind: () => { next = 0 } }
+  }
+
+  test('when the rule is a ratio, then it keeps exactly the ids the SDK\'s generator would draw and its ratio sampler accept, and makes no id for the others', (t) => {
+    for (const [ratio, draws] of [[0.1, 3000], [0.5, 1000], [1, 100], [0, 100]] as const) {
+      const { root } = samplingFromEnv({ OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: String(ratio) })
+      const sdkSampler = new TraceIdRatioBasedSampler(ratio)
+      let kept = 0
+      for (let i = 0; i < draws; i++) {
+        const values = Array.from({ length: 4 }, () => Math.random())
+        const random = fixedRandom(t, values)
+        const ours = new RequestTraceIds().root(root)
+        random.rewind()
+        const sdkId = new RandomIdGenerator().generateTraceId()
+        t.mock.restoreAll()
+        const accepted = sdkSampler.shouldSample(ROOT_CONTEXT, sdkId).decision === SamplingDecision.RECORD_AND_SAMPLED
+        assert.equal(ours, accepted ? sdkId : null, `ratio ${ratio}, draws ${values.join(', ')}`)
+        if (accepted) kept++
+      }
+      // Binomial: the share kept is the ratio's, within five standard deviations.
+      const spread = 5 * Math.sqrt(draws * ratio * (1 - ratio))
+      assert.ok(Math.abs(kept - ratio * draws) <= spread, `${kept} of ${draws} kept at ${ratio}`)
+    }
+  })
+
+  test('when all four words drawn are zero, then the id is the SDK\'s (its last byte 1), not the invalid id of zeros', (t) => {
+    const { root } = samplingFromEnv({ OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '1' })
+    const random = fixedRandom(t, [0, 0, 0, 0])
+    const ours = new RequestTraceIds().root(root)
+    random.rewind()
+    assert.equal(ours, new RandomIdGenerator().generateTraceId())
+    assert.equal(ours, '00000000000000000000000000000001')
+  })
+
+  test('when the sampler names always or never, then the rule follows it: a new random id for every request, or none', () => {
+    const rule = (sampler: string): string => JSON.stringify(samplingFromEnv({ OTEL_TRACES_SAMPLER: sampler }).root)
+    assert.deepEqual(
+      ['always_on', 'parentbased_always_on', 'always_off', 'parentbased_always_off', 'jaeger_remote'].map(rule),
+      ['"always"', '"always"', '"never"', '"never"', '"always"'])
+    assert.equal(samplingFromEnv({}).root, 'always')
+    const ids = new RequestTraceIds()
+    const drawn = Array.from({ length: 50 }, () => ids.root('always'))
+    assert.ok(drawn.every((id) => id !== null && /^[0-9a-f]{32}$/.test(id)), 'valid trace ids')
+    assert.equal(new Set(drawn).size, drawn.length, 'each new')
+    assert.equal(ids.root('never'), null)
   })
 })
