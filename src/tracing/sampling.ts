@@ -2,8 +2,9 @@
  * The sampler and the trace ids of a traced process, made here rather than by the SDK so that the service can ask the
  * sampler itself, once, as a request arrives (src/tracing/spans.ts, startServerSpan), and make nothing at all for a
  * request it leaves out (docs/adr/0044-tracing-costs-what-it-samples.md); a request with no caller's context is decided
- * by the sampler's rule without asking it (docs/adr/0053-new-traces-decided-by-the-samplers-rule.md). The SDK gets the same two objects: the spans
- * it makes ask the same sampler, and the request's server span keeps the trace id the decision was made on.
+ * by the sampler's rule without asking it (docs/adr/0053-new-traces-decided-by-the-samplers-rule.md). The SDK gets the
+ * same two objects: the spans it makes ask the same sampler, and the request's server span keeps the trace id the
+ * decision was made on.
  */
 import { diag } from '@opentelemetry/api'
 import { otelVariable } from './env.js'
@@ -58,11 +59,6 @@ export function samplingFromEnv (env: Readonly<Record<string, string | undefined
       diag.error(`unknown OTEL_TRACES_SAMPLER value "${name}", using default`)
       return { sampler: new ParentBasedSampler({ root: new AlwaysOnSampler() }), root: 'always' }
   }
-}
-
-/** The sampler OTEL_TRACES_SAMPLER (and _ARG) name (samplingFromEnv). */
-export function samplerFromEnv (env: Readonly<Record<string, string | undefined>>): Sampler {
-  return samplingFromEnv(env).sampler
 }
 
 /** A random 32-bit word, drawn as the SDK's RandomIdGenerator draws each word of an id. */

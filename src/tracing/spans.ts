@@ -39,7 +39,9 @@ let sampling: Sampling | null = null
  * in either format, each of which reads both). A request with none of them brings none; which of them the configured
  * propagators read does not matter. Other propagators read other headers: then every request is extracted.
  */
-const CALLER_HEADERS = ['traceparent', 'tracestate', 'baggage', 'b3', 'x-b3-traceid', 'x-b3-spanid', 'x-b3-sampled', 'x-b3-flags', 'x-b3-parentspanid']
+const CALLER_HEADERS = [
+  'traceparent', 'tracestate', 'baggage', 'b3', 'x-b3-traceid', 'x-b3-spanid', 'x-b3-sampled', 'x-b3-flags', 'x-b3-parentspanid'
+]
 /** Whether the configured propagators read only CALLER_HEADERS (decided as spans are enabled, after the SDK set them). */
 let knownPropagators = false
 let shutdown: (() => Promise<void>) | null = null
@@ -94,7 +96,8 @@ export function startServerSpan (request: ArrivingRequest): Context | null {
   let root = true
   let traceId: string
   if (sampling.root !== undefined && bringsNoContext(request.headers)) {
-    // Most requests: no caller, and the sampler's rule for a new trace decides without an id, an extraction or a question.
+    // Most requests: no caller, and the sampler's rule for a new trace decides without an id, an extraction or a
+    // question.
     const drawn = sampling.root()
     if (drawn === null) return null
     traceId = drawn

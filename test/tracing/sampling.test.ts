@@ -14,7 +14,7 @@ import { SamplingDecision, SpanKind, SpanStatusCode, trace, ROOT_CONTEXT, type A
 import { NodeSDK } from '@opentelemetry/sdk-node'
 import { InMemorySpanExporter, RandomIdGenerator, SimpleSpanProcessor, TraceIdRatioBasedSampler, type ReadableSpan } from '@opentelemetry/sdk-trace'
 import { createKey } from '../../src/access/keys.js'
-import { RequestTraceIds, samplerFromEnv, samplingFromEnv } from '../../src/tracing/sampling.js'
+import { RequestTraceIds, samplingFromEnv } from '../../src/tracing/sampling.js'
 import { enableSpans, startServerSpan, stopTracing } from '../../src/tracing/spans.js'
 import { auth, newKey, pet, testApp } from '../helpers/app.js'
 import { waitFor } from '../helpers/wait.js'
@@ -231,7 +231,7 @@ describe('sampling, decided as a request arrives', () => {
 
 describe('the sampler the environment names', () => {
   test('when OTEL_TRACES_SAMPLER names a sampler, then it is the SDK\'s; unset, unknown or a bad ratio fall back as the SDK does', () => {
-    const described = (env: Record<string, string>): string => samplerFromEnv(env).toString()
+    const described = (env: Record<string, string>): string => samplingFromEnv(env).sampler.toString()
     assert.deepEqual({
       unset: described({}),
       on: described({ OTEL_TRACES_SAMPLER: 'always_on' }),
