@@ -7,7 +7,7 @@
  */
 import { Worker } from 'node:worker_threads'
 import type { CheckpointerSettings, CheckpointReport } from './checkpoint-worker.js'
-import { workerModule } from './worker-module.js'
+import { workerModule } from '../../worker-module.js'
 
 export interface CheckpointerOptions {
   /** How often the thread looks at the WAL, ms. */

@@ -10,7 +10,7 @@
 import { Worker } from 'node:worker_threads'
 import { AppError, StoreReadOnlyError, StoreUnavailableError, type ErrorCode } from '../../errors.js'
 import type { CommitObserver } from './group-commit.js'
-import { workerModule } from './worker-module.js'
+import { workerModule } from '../../worker-module.js'
 
 /** What the thread opens: the store's file, and how long its connection waits for another process's lock. */
 export interface WriterSettings {
