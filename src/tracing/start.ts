@@ -9,21 +9,22 @@
  *
  * The SDK reads the standard variables itself: OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT, _HEADERS, _TIMEOUT,
  * OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES, OTEL_TRACES_SAMPLER and _ARG, OTEL_PROPAGATORS, OTEL_BSP_*. The exporter
- * is made here (traceExporter: which one, as the SDK would pick it) so that every span passes through the scrubbing
- * exporter (./redact.ts) on its way out. Traces only: the metrics stay Prometheus's (/metrics) and the logs stay on
- * stdout.
+ * is chosen as the SDK would choose it (./exporter.ts) and every span passes through the scrubbing exporter
+ * (./redact.ts) on its way out; OTLP is sent from a thread of its own (./export-thread.ts). Traces only: the metrics
+ * stay Prometheus's (/metrics) and the logs stay on stdout.
  */
-import { diag, trace } from '@opentelemetry/api'
+import { trace } from '@opentelemetry/api'
 import { IORedisInstrumentation } from '@opentelemetry/instrumentation-ioredis'
 import { PgInstrumentation } from '@opentelemetry/instrumentation-pg'
 import { defaultResource, resourceFromAttributes } from '@opentelemetry/resources'
 import { NodeSDK } from '@opentelemetry/sdk-node'
-import { ConsoleSpanExporter, type SpanExporter } from '@opentelemetry/sdk-trace'
+import { ConsoleSpanExporter } from '@opentelemetry/sdk-trace'
 import { createAddHookMessageChannel } from 'import-in-the-middle'
 import { register as registerSyncHooks, supportsSyncHooks } from 'import-in-the-middle/register-hooks.mjs'
 import { register } from 'node:module'
 import { VERSION } from '../version.js'
-import { otelVariable } from './env.js'
+import { ThreadSpanExporter } from './export-thread.js'
+import { consoleExporterRequested } from './exporter.js'
 import { ASYNC_HOOKS_WARNING, contextOnAsyncHooks } from './node-context.js'
 import { ScrubbingSpanExporter } from './redact.js'
 import { RequestTraceIds, samplingFromEnv } from './sampling.js'
@@ -47,30 +48,12 @@ function hookModules (): () => Promise<void> {
   return waitForAllMessagesAcknowledged
 }
 
-/**
- * The exporter the environment names, as the SDK would pick it: OTLP (the default) over the protocol that
- * OTEL_EXPORTER_OTLP_TRACES_PROTOCOL or OTEL_EXPORTER_OTLP_PROTOCOL names (http/protobuf by default, http/json, grpc),
- * or the console (OTEL_TRACES_EXPORTER=console); each OTLP exporter reads its endpoint, headers and timeout itself.
- * Only the one used is loaded (the gRPC one brings a gRPC client).
- */
-async function traceExporter (env: Readonly<Record<string, string | undefined>>): Promise<SpanExporter> {
-  if (otelVariable(env, 'OTEL_TRACES_EXPORTER')?.split(',')[0]?.trim().toLowerCase() === 'console') return new ConsoleSpanExporter()
-  const protocol = otelVariable(env, 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL') ?? otelVariable(env, 'OTEL_EXPORTER_OTLP_PROTOCOL') ?? 'http/protobuf'
-  switch (protocol) {
-    case 'grpc':
-      return new (await import('@opentelemetry/exporter-trace-otlp-grpc')).OTLPTraceExporter()
-    case 'http/json':
-      return new (await import('@opentelemetry/exporter-trace-otlp-http')).OTLPTraceExporter()
-    default:
-      if (protocol !== 'http/protobuf') diag.warn(`Unsupported OTLP traces protocol: ${protocol}. Using http/protobuf.`)
-      return new (await import('@opentelemetry/exporter-trace-otlp-proto')).OTLPTraceExporter()
-  }
-}
-
 /** Starts tracing: the loader hook, the instrumentations, the SDK, and the service's own spans (src/tracing/spans.ts). */
 export async function startTracing (env: Readonly<Record<string, string | undefined>>): Promise<void> {
   const acknowledged = hookModules()
-  const exporter = new ScrubbingSpanExporter(await traceExporter(env))
+  // OTLP from a thread of its own (./export-thread.ts), which scrubs, serializes and sends each batch; the console
+  // exporter, a tool for a developer's terminal, writes from this one.
+  const exporter = consoleExporterRequested(env) ? new ScrubbingSpanExporter(new ConsoleSpanExporter()) : new ThreadSpanExporter(env)
   // The sampler OTEL_TRACES_SAMPLER names, asked by the server span's hook (src/tracing/server.ts) and by the SDK.
   const { sampler, root } = samplingFromEnv(env)
   const traceIds = new RequestTraceIds()
