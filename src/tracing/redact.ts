@@ -11,8 +11,9 @@
  * - A 4xx is not a failure of the service: a server span answered below 500 leaves with its status unset and without
  *   exception events (OpenTelemetry's HTTP conventions for server spans), whatever the instrumentation recorded.
  *
- * The resource (the operator's OTEL_RESOURCE_ATTRIBUTES) is left as it is. This runs on the exporter's schedule (a
- * batch every few seconds), never on the request path, and not at all in a process that does not trace.
+ * The resource (the operator's OTEL_RESOURCE_ATTRIBUTES) is left as it is. This runs in the export thread
+ * (./export-thread.ts; the console exporter's on the exporter's schedule), never on the request path, and not at all
+ * in a process that does not trace.
  */
 import { SpanKind, SpanStatusCode, type Attributes, type AttributeValue, type Link, type SpanStatus } from '@opentelemetry/api'
 import type { ReadableSpan, SpanExporter, TimedEvent } from '@opentelemetry/sdk-trace'
@@ -40,10 +41,28 @@ function scrubValue (name: string, value: AttributeValue | undefined): Attribute
     if (name === 'url.query') return scrubText(loggedUrl(`?${value}`).slice(1))
     return scrubText(value)
   }
+  return scrubNested(value) as AttributeValue | undefined
+}
+
+/**
+ * A value inside an attribute: the SDK also takes arrays of arrays and maps (OpenTelemetry's AnyValue), whose strings
+ * are scrubbed at any depth. The same value when nothing in it changes; bytes and other objects are left as they are.
+ */
+function scrubNested (value: unknown): unknown {
+  if (typeof value === 'string') return scrubText(value)
   if (Array.isArray(value)) {
-    return value.some((item) => typeof item === 'string')
-      ? value.map((item) => typeof item === 'string' ? scrubText(item) : item) as AttributeValue
-      : value
+    const scrubbed = value.map(scrubNested)
+    return scrubbed.every((item, i) => item === value[i]) ? value : scrubbed
+  }
+  if (typeof value === 'object' && value !== null && Object.getPrototypeOf(value) === Object.prototype) {
+    let copy: Record<string, unknown> | null = null
+    for (const [key, item] of Object.entries(value)) {
+      const scrubbed = scrubNested(item)
+      if (scrubbed === item) continue
+      copy ??= { ...value }
+      copy[key] = scrubbed
+    }
+    return copy ?? value
   }
   return value
 }

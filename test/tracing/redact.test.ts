@@ -118,6 +118,24 @@ describe('the scrubbing exporter', () => {
     })
   })
 
+  test('when a secret is nested in an attribute (an array of arrays, a map), then it is redacted at any depth', () => {
+    const bytes = new Uint8Array([1, 2, 3])
+    const spans = exported((start) => {
+      const span = start('call')
+      // OpenTelemetry's AnyValue: the SDK keeps maps and nested arrays as they are given.
+      const nested: unknown = { auth: `Bearer ${TOKEN}`, hops: [[KEY], [{ secret: SECRET }]], count: 2, raw: bytes }
+      span.setAttribute('petstore.request', nested as string)
+      span.setAttribute('petstore.lists', [[SIGNATURE, 'plain']] as unknown as string[])
+      span.end()
+    })
+    assert.deepEqual(leaks(spans), [])
+    const request = spans[0]?.attributes['petstore.request'] as unknown as { auth: string, hops: unknown[][], count: number, raw: Uint8Array }
+    assert.equal(request.auth, 'Bearer [redacted]')
+    assert.equal(request.count, 2)
+    assert.equal(request.raw, bytes)
+    assert.deepEqual(spans[0]?.attributes['petstore.lists'], [['v1,[redacted]', 'plain']])
+  })
+
   test('when a span holds nothing secret, then its attributes are handed on as they are', () => {
     const attributes = { 'http.route': '/v1/inventory/:petId', 'petstore.key.id': 'key_fdcfa9a99fe82688', 'db.system.name': 'sqlite', 'petstore.sqlite.writes': 2 }
     const spans = exported((start) => {
