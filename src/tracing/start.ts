@@ -18,7 +18,7 @@ import { IORedisInstrumentation } from '@opentelemetry/instrumentation-ioredis'
 import { PgInstrumentation } from '@opentelemetry/instrumentation-pg'
 import { defaultResource, resourceFromAttributes } from '@opentelemetry/resources'
 import { NodeSDK } from '@opentelemetry/sdk-node'
-import { ConsoleSpanExporter } from '@opentelemetry/sdk-trace'
+import { ConsoleSpanExporter, type SpanExporter } from '@opentelemetry/sdk-trace'
 import { createAddHookMessageChannel } from 'import-in-the-middle'
 import { register as registerSyncHooks, supportsSyncHooks } from 'import-in-the-middle/register-hooks.mjs'
 import { register } from 'node:module'
@@ -53,7 +53,14 @@ export async function startTracing (env: Readonly<Record<string, string | undefi
   const acknowledged = hookModules()
   // OTLP from a thread of its own (./export-thread.ts), which scrubs, serializes and sends each batch; the console
   // exporter, a tool for a developer's terminal, writes from this one.
-  const exporter = consoleExporterRequested(env) ? new ScrubbingSpanExporter(new ConsoleSpanExporter()) : new ThreadSpanExporter(env)
+  let exporter: SpanExporter
+  if (consoleExporterRequested(env)) exporter = new ScrubbingSpanExporter(new ConsoleSpanExporter())
+  else {
+    const thread = new ThreadSpanExporter(env)
+    // A setting the exporter refuses stops the start, as it did when the exporter was made here.
+    await thread.ready()
+    exporter = thread
+  }
   // The sampler OTEL_TRACES_SAMPLER names, asked by the server span's hook (src/tracing/server.ts) and by the SDK.
   const { sampler, root } = samplingFromEnv(env)
   const traceIds = new RequestTraceIds()

@@ -142,6 +142,37 @@ describe('the export thread', () => {
     assert.ok(Date.now() - started < 5_000, `took ${Date.now() - started} ms`)
   })
 
+  test('when the exporter refuses a setting, then the thread says why and a batch fails at once, without a new thread', async (t) => {
+    // The gRPC exporter refuses an endpoint that is no URL as it is made.
+    const exporter = new ThreadSpanExporter({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://[collector]:4317', OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'grpc' })
+    t.after(() => exporter.shutdown())
+    await assert.rejects(exporter.ready(), /Invalid URL/)
+    const started = Date.now()
+    const results = await Promise.all([1, 2, 3].map(async () => await exported(exporter, finishedSpans())))
+    assert.deepEqual(results.map((result) => result.code), [ExportResultCode.FAILED, ExportResultCode.FAILED, ExportResultCode.FAILED])
+    assert.match(results[0]?.error?.message ?? '', /tried again after a pause/)
+    assert.ok(Date.now() - started < 200, `took ${Date.now() - started} ms`)
+  })
+
+  test('when a batch cannot be copied to the thread, then it fails and the next batch is exported by a fresh thread', async (t) => {
+    const receiver = await otlpReceiver(t)
+    const exporter = new ThreadSpanExporter({ OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint, OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/json' })
+    t.after(() => exporter.shutdown())
+    await exporter.ready()
+    const spans = finishedSpans()
+    // An attribute changed after its span ended, to a value the structured clone cannot copy: the batch that first
+    // named this resource and these scopes never reaches the thread.
+    const attributes = spans[0]?.attributes as Record<string, unknown>
+    attributes['later'] = () => 1
+    const failed = await exported(exporter, spans)
+    assert.equal(failed.code, ExportResultCode.FAILED)
+    assert.match(failed.error?.message ?? '', /could not be cloned/)
+    delete attributes['later']
+    const result = await exported(exporter, spans)
+    assert.equal(result.code, ExportResultCode.SUCCESS, result.error?.message)
+    assert.equal(receiver.spans().length, 3)
+  })
+
   test('when it is shut down, then it sends what it was given and exports nothing more', async (t) => {
     const receiver = await otlpReceiver(t)
     const exporter = new ThreadSpanExporter({ OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint, OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/protobuf' })

@@ -134,6 +134,18 @@ describe('tracing with the embedded SQLite store', () => {
   })
 })
 
+describe('a setting the exporter refuses', () => {
+  test('when the OTLP endpoint is no URL, then serve stops at start, naming the reason', { timeout: 60_000 }, async (t) => {
+    const cli = cliFor(t)
+    assert.equal((await cli.run(['migrate'])).code, 0)
+    const started = await cli.run(['serve'], {
+      PORT: '0', HOST: '127.0.0.1', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://[collector]:4317', OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'grpc'
+    })
+    assert.notEqual(started.code, 0)
+    assert.match(started.stderr, /Invalid URL/)
+  })
+})
+
 describe('sampling', () => {
   test('when OTEL_TRACES_SAMPLER follows the caller (parentbased_always_off), then only requests a caller sampled are traced', async (t) => {
     const receiver = await otlpReceiver(t)
