@@ -4,7 +4,6 @@
  * the SDK's own, made by a TracerProvider in this test.
  */
 import assert from 'node:assert/strict'
-import { createServer } from 'node:net'
 import { describe, test } from 'node:test'
 import { context, SpanKind, SpanStatusCode, trace, TraceFlags, type Attributes } from '@opentelemetry/api'
 import { ExportResultCode, TraceState, type ExportResult } from '@opentelemetry/core'
@@ -13,6 +12,7 @@ import { resourceFromAttributes } from '@opentelemetry/resources'
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider, type ReadableSpan } from '@opentelemetry/sdk-trace'
 import { ThreadSpanExporter } from '../../src/tracing/export-thread.js'
 import { SpanDecoder, SpanEncoder } from '../../src/tracing/span-records.js'
+import { freePort } from '../helpers/net.js'
 import { otlpReceiver } from '../helpers/otlp.js'
 
 const KEY = 'psk_live_AbCdEfGhIjKlMnOpQrStUvWx12'
@@ -106,14 +106,6 @@ async function exported (exporter: ThreadSpanExporter, spans: ReadableSpan[]): P
   return await new Promise((resolve) => { exporter.export(spans, resolve) })
 }
 
-async function closedPort (): Promise<number> {
-  const server = createServer()
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  const { port } = server.address() as { port: number }
-  await new Promise<void>((resolve) => server.close(() => { resolve() }))
-  return port
-}
-
 describe('the export thread', () => {
   test('when a batch is exported, then the collector receives its spans from the thread, scrubbed', async (t) => {
     const receiver = await otlpReceiver(t)
@@ -132,7 +124,7 @@ describe('the export thread', () => {
 
   test('when the collector cannot be reached, then the export fails within the exporter\'s timeout', async (t) => {
     const exporter = new ThreadSpanExporter({
-      OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${await closedPort()}`,
+      OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${await freePort()}`,
       OTEL_EXPORTER_OTLP_TIMEOUT: '500'
     })
     t.after(() => exporter.shutdown())
