@@ -54,11 +54,12 @@ export async function startTracing (env: Readonly<Record<string, string | undefi
   // OTLP from a thread of its own (./export-thread.ts), which scrubs, serializes and sends each batch; the console
   // exporter, a tool for a developer's terminal, writes from this one.
   let exporter: SpanExporter
+  // Whether the thread could make its exporter, waited for once the SDK has started (the thread loads meanwhile).
+  let exporterReady = Promise.resolve()
   if (consoleExporterRequested(env)) exporter = new ScrubbingSpanExporter(new ConsoleSpanExporter())
   else {
     const thread = new ThreadSpanExporter(env)
-    // A setting the exporter refuses stops the start, as it did when the exporter was made here.
-    await thread.ready()
+    exporterReady = thread.ready()
     exporter = thread
   }
   // The sampler OTEL_TRACES_SAMPLER names, asked by the server span's hook (src/tracing/server.ts) and by the SDK.
@@ -82,6 +83,8 @@ export async function startTracing (env: Readonly<Record<string, string | undefi
     logRecordProcessors: []
   })
   sdk.start()
+  // A setting the exporter refuses stops the start, as it did when the exporter was made on this thread.
+  await exporterReady
   // Said once, at start, on the operator's stderr: the remedy is a flag of the process, which the service cannot set.
   if (contextOnAsyncHooks()) process.emitWarning(ASYNC_HOOKS_WARNING, { code: 'PETSTORE_TRACING_ASYNC_HOOKS' })
   await acknowledged()
