@@ -154,7 +154,12 @@ async function run (argv: string[], io: Io, clock: Clock): Promise<number> {
         import('../cluster.js'), import('../lifecycle.js'), import('../server.js'), import('../tracing/spans.js')
       ])
       if (workers > 1 && config.redis === null) throw new ConfigError(WORKERS_NEED_REDIS)
-      if (workers > 1 && !isWorker()) return await runPrimary(config, workers, { seedDemo, command: io.command })
+      if (workers > 1 && !isWorker()) {
+        // The primary serves no request: its workers trace (each started its own tracing), so it lets go of its own
+        // (the export thread and its exporter) before it forks.
+        await stopTracing()
+        return await runPrimary(config, workers, { seedDemo, command: io.command })
+      }
       // A single instance, or one worker of a cluster (the primary has migrated and seeded already).
       const lifecycle = new Lifecycle()
       const app = await startServer(config, { seedDemo: seedDemo && !isWorker(), lifecycle, command: io.command }).catch((error: unknown) => {

@@ -152,7 +152,7 @@ export class ThreadSpanExporter implements SpanExporter {
   }
 
   #start (): Thread {
-    const worker = new Worker(workerModule(import.meta.url, './export-worker'), { env: this.#env })
+    const worker = new Worker(workerModule(import.meta.url, './export-worker'), { env: this.#env, name: 'span-export' })
     let settle: { resolve: () => void, reject: (error: Error) => void } | undefined
     const ready = new Promise<void>((resolve, reject) => { settle = { resolve, reject } })
     // Awaited by ready() for the first thread only: a later one's failure is reported, not thrown.

@@ -6,6 +6,7 @@
  */
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
+import { readdirSync, readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { describe, test, type TestContext } from 'node:test'
 import { cliFor, EXIT_TIMEOUT_MS, startServe, within, type Cli } from '../cli/run.js'
@@ -201,6 +202,34 @@ if (services) {
       assert.ok(queries.some((span) => descendsFrom(spans, span, write.spanId) && /UPDATE/i.test(String(span.attributes['db.query.text']))),
         `an UPDATE under the store write; got ${queries.map((s) => `${s.name} ${String(s.attributes['db.query.text'])}`).join(' | ')}`)
       assert.ok(queries.every((span) => span.attributes['db.system.name'] === 'postgresql'))
+    })
+  })
+}
+
+/** The names of a process's threads (Linux; Node 24 and later name a worker thread after its `name`). */
+function threadNames (pid: number): string[] {
+  return readdirSync(`/proc/${pid}/task`).map((tid) => readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').trim())
+}
+
+if (await requireRedis('tracing with serve --workers')) {
+  describe('tracing with serve --workers', () => {
+    test('when a cluster traces, then its workers export the spans and the primary, which serves nothing, holds no export thread', async (t) => {
+      const receiver = await otlpReceiver(t)
+      const cli = cliFor(t, { REDIS_URL, REDIS_KEY_PREFIX: redisKeyPrefix(t) })
+      const key = await prepared(cli)
+      const { base, server } = await startServe(cli, ['--workers', '2'], tracingEnv(receiver, { OTEL_BSP_SCHEDULE_DELAY: '50' }))
+      const patched = await tracedPatch(base, key.key)
+      const received = await receiver.waitFor((spans) => spans.some(isServerSpanOf(patched)))
+      assertPatchTrace(received, patched, key)
+
+      // Node 22 leaves every thread named after the process: which one exports cannot be told apart there.
+      if (process.platform !== 'linux' || Number(process.versions.node.split('.')[0]) < 24) return
+      const primary = server.child.pid as number
+      const workers = readFileSync(`/proc/${primary}/task/${primary}/children`, 'utf8').trim().split(/\s+/).map(Number)
+      assert.equal(workers.length, 2, 'two workers')
+      assert.ok(!threadNames(primary).includes('span-export'), `the primary's threads: ${threadNames(primary).join(', ')}`)
+      // The worker that answered has exported through its thread.
+      assert.ok(workers.some((pid) => threadNames(pid).includes('span-export')), workers.map((pid) => threadNames(pid).join(', ')).join(' | '))
     })
   })
 }

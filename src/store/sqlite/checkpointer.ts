@@ -41,7 +41,7 @@ export class Checkpointer {
       limitFrames: options.limitFrames ?? CHECKPOINT_DEFAULTS.limitFrames,
       busyTimeoutMs
     }
-    this.#worker = new Worker(workerModule(import.meta.url, './checkpoint-worker'), { workerData: settings })
+    this.#worker = new Worker(workerModule(import.meta.url, './checkpoint-worker'), { workerData: settings, name: 'sqlite-checkpoint' })
     const onCheckpoint = options.onCheckpoint
     this.#worker.on('message', (message: CheckpointReport | { error: string }) => {
       if (onCheckpoint !== undefined && !('error' in message)) onCheckpoint(message)

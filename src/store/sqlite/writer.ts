@@ -142,7 +142,7 @@ export class SqliteWriter {
   }
 
   #start (): Worker {
-    const worker = new Worker(workerModule(import.meta.url, '../sqlite-writer-thread'), { workerData: this.#settings })
+    const worker = new Worker(workerModule(import.meta.url, '../sqlite-writer-thread'), { workerData: this.#settings, name: 'sqlite-writer' })
     this.#worker = worker
     if (this.#checkpointInCommits) worker.postMessage('checkpoint-in-commits' satisfies ToWriter)
     worker.on('message', (message: FromWriter) => { this.#answer(message) })
