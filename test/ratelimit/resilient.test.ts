@@ -4,8 +4,6 @@
  */
 import assert from 'node:assert/strict'
 import { randomUUID } from 'node:crypto'
-import { once } from 'node:events'
-import { createServer, type AddressInfo } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { describe, test, type TestContext } from 'node:test'
 import { Redis } from 'ioredis'
@@ -13,6 +11,7 @@ import { MemoryLimiter } from '../../src/ratelimit/memory.js'
 import { RedisLimiter, createRedisClient } from '../../src/ratelimit/redis.js'
 import { ResilientLimiter, type LimiterLogger } from '../../src/ratelimit/resilient.js'
 import type { Decision } from '../../src/ratelimit/types.js'
+import { freePort } from '../helpers/net.js'
 import { KillableProxy } from '../helpers/proxy.js'
 import { waitFor, WAIT_TIMEOUT_MS } from '../helpers/wait.js'
 import { key } from './contract.js'
@@ -62,17 +61,6 @@ async function reconnects (client: Redis, times: number): Promise<void> {
   }
 }
 
-/** A port nothing listens on: bound, then released. */
-async function closedPort (): Promise<number> {
-  const server = createServer()
-  server.listen(0, '127.0.0.1')
-  await once(server, 'listening')
-  const { port } = server.address() as AddressInfo
-  server.close()
-  await once(server, 'close')
-  return port
-}
-
 const allowedCount = (decisions: Decision[]) => decisions.filter((d) => d.allowed).length
 
 function assertDecision (decision: Decision): void {
@@ -84,7 +72,7 @@ function assertDecision (decision: Decision): void {
 
 describe('ResilientLimiter with Redis down at boot', () => {
   test('answers from memory, exactly per process, fast and without throwing; warns once', async (t) => {
-    const port = await closedPort()
+    const port = await freePort()
     const client = createRedisClient(`redis://127.0.0.1:${port}`, 100)
     t.after(() => client.disconnect())
     const logger = recordingLogger()
