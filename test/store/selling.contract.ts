@@ -298,6 +298,30 @@ export function sellingContract (name: string, open: Open): void {
         assert.equal((await ledgerOf(rows, 1n)).filter((row) => row.event === 'hold.expired').length, 2, 'recorded once')
       })
 
+      test('a write on a hold is judged no earlier than a placement on its pets that committed before it: lapsed units are not given twice', async (t) => {
+        const { store } = await open(t)
+        await stocked(store, [[1n, 2], [2n, 1], [3n, 1]])
+        // A lapses at AT + 1 min; B, placed at AT + 2 min, counts A's units as free and takes them. A confirmation or
+        // extension of A whose instant was read at AT + 30 s, before B, but which reaches the store after it (it waited
+        // for a lock or a connection), must not sell or revive A.
+        const a = placed(await store.selling.placeHold(newHold([line(1n, 2)], { expiresAt: later(MINUTE) })))
+        const b = placed(await store.selling.placeHold(newHold([line(1n, 2)], { at: later(2 * MINUTE), expiresAt: later(20 * MINUTE) })))
+        const expiredA = { ...a, state: 'expired' as const, endedAt: later(MINUTE) }
+        assert.deepEqual(await store.selling.extendHold(extension(a.id, later(10 * MINUTE), { at: later(30_000) })), { status: 'not_active', hold: expiredA })
+        assert.deepEqual(await store.selling.endHold(ending(a.id, 'confirmed', { at: later(30_000) })), { status: 'not_active', hold: expiredA })
+        assert.deepEqual(await availability(store, 1n, later(3 * MINUTE)), { onHand: 2, held: 2, available: 0 })
+        const sold = await store.selling.endHold(ending(b.id, 'confirmed', { at: later(3 * MINUTE) }))
+        assert.equal(sold.status, 'ended', 'B, granted, can be honoured')
+        assert.deepEqual(await availability(store, 1n, later(3 * MINUTE)), { onHand: 0, held: 0, available: 0 })
+
+        // Only a placement on the hold's own pets moves its instant: C on pet 2 is confirmed at its own instant.
+        const c = placed(await store.selling.placeHold(newHold([line(2n, 1)], { expiresAt: later(MINUTE) })))
+        placed(await store.selling.placeHold(newHold([line(3n, 1)], { at: later(2 * MINUTE) })))
+        const confirmed = await store.selling.endHold(ending(c.id, 'confirmed', { at: later(30_000) }))
+        assert.equal(confirmed.status, 'ended')
+        assert.deepEqual(confirmed.status === 'ended' ? confirmed.hold.endedAt : null, later(30_000))
+      })
+
       test('a confirmation of a pet set below its line is refused insufficient with what is on hand, and the hold stays active', async (t) => {
         const { store } = await open(t)
         await stocked(store, [[1n, 5], [2n, 5]])

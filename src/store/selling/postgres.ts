@@ -48,6 +48,13 @@ const LOCK_ENTRIES_SQL = `SELECT i.pet_id, i.quantity, i.revision, p.status FROM
 const EVENTS_SQL = `INSERT INTO stock_ledger (pet_id, previous_quantity, quantity, reason, note, reference, key_id, request_id, created_at, event, hold_id, held)
   SELECT i.pet_id, NULL, i.quantity, NULL, NULL, $4::text, $5::text, $6::text, $1::timestamptz, $2::text, l.hold_id, ${held('i.pet_id')}
   FROM hold_lines l JOIN inventory i ON i.pet_id = l.pet_id WHERE l.hold_id = $3 ORDER BY i.pet_id`
+/**
+ * The latest instant at which a hold still counting on any of the pets ($1) was placed: a placement decides which
+ * holds have lapsed at its own instant, under the pets' locks, and a write serialized after it must not judge one of
+ * them at an earlier instant (decidedAt).
+ */
+const LATEST_PLACEMENT_SQL = `SELECT max(h.created_at) AS at FROM hold_lines l JOIN holds h ON h.id = l.hold_id
+  WHERE l.pet_id = ANY ($1::bigint[]) AND l.active`
 const KEY_LIVE_SQL = 'SELECT 1 FROM idempotency_keys WHERE scope = $1 AND idempotency_key = $2 AND expires_at > $3'
 const DROP_EXPIRED_KEY_SQL = 'DELETE FROM idempotency_keys WHERE scope = $1 AND idempotency_key = $2 AND expires_at <= $3'
 
@@ -238,11 +245,12 @@ export class PostgresSelling implements SellingStore {
     return { status: 'placed', hold: placed, ...(order === undefined ? {} : { order }) }
   }
 
-  async #end (client: Client, change: EndHold): Promise<EndHoldResult> {
-    const hold = await holdOf(client, change.id, true)
+  async #end (client: Client, asked: EndHold): Promise<EndHoldResult> {
+    const hold = await holdOf(client, asked.id, true)
     if (hold === null) return { status: 'not_found' }
-    if (hold.orderId !== null && !change.ofOrder) return { status: 'of_order', hold }
+    if (hold.orderId !== null && !asked.ofOrder) return { status: 'of_order', hold }
     const entries = await lockEntries(client, hold.lines.map((line) => line.petId))
+    const change = await decidedAt(client, hold.lines.map((line) => line.petId), asked)
     if (lapsed(hold, change.at)) return { status: 'not_active', hold: await expire(client, hold, change) }
     if (hold.state !== 'active') return { status: 'not_active', hold }
     if (change.ending === 'confirmed') {
@@ -254,12 +262,13 @@ export class PostgresSelling implements SellingStore {
     return { status: 'ended', hold: ended.hold, entries: ended.entries }
   }
 
-  async #extend (client: Client, change: ExtendHold): Promise<ExtendHoldResult> {
-    const hold = await holdOf(client, change.id, true)
+  async #extend (client: Client, asked: ExtendHold): Promise<ExtendHoldResult> {
+    const hold = await holdOf(client, asked.id, true)
     if (hold === null) return { status: 'not_found' }
     if (hold.orderId !== null) return { status: 'of_order', hold }
     // A later expiry makes the lines count longer: decided under the pets' locks like a placement.
     await lockEntries(client, hold.lines.map((line) => line.petId))
+    const change = await decidedAt(client, hold.lines.map((line) => line.petId), asked)
     if (lapsed(hold, change.at)) return { status: 'not_active', hold: await expire(client, hold, change) }
     if (hold.state !== 'active') return { status: 'not_active', hold }
     await client.query('UPDATE holds SET expires_at = $1 WHERE id = $2', [change.expiresAt, hold.id])
@@ -269,14 +278,15 @@ export class PostgresSelling implements SellingStore {
     return { status: 'extended', hold: extended }
   }
 
-  async #move (client: Client, transition: OrderTransition): Promise<OrderTransitionResult> {
-    const order = await orderOf(client, transition.orderId, true)
+  async #move (client: Client, asked: OrderTransition): Promise<OrderTransitionResult> {
+    const order = await orderOf(client, asked.orderId, true)
     if (order === null) return { status: 'not_found' }
-    const from = transition.to === 'approved' ? ['placed'] : ['placed', 'approved']
+    const from = asked.to === 'approved' ? ['placed'] : ['placed', 'approved']
     if (order.source !== 'api' || !from.includes(order.status) || order.holdId === null) return { status: 'wrong_state', order }
     const hold = await holdOf(client, order.holdId, true)
     if (hold === null) return { status: 'wrong_state', order }
     const entries = await lockEntries(client, hold.lines.map((line) => line.petId))
+    const transition = await decidedAt(client, hold.lines.map((line) => line.petId), asked)
     // An order's hold has no expiry; one that had, and passed it, no longer keeps the order's stock.
     if (lapsed(hold, transition.at)) {
       await expire(client, hold, transition)
@@ -316,6 +326,18 @@ async function orderOf (db: pg.Pool | Client, id: bigint, lock: boolean): Promis
 async function lockEntries (client: Client, petIds: readonly bigint[]): Promise<Locked> {
   const { rows } = await client.query<LockedEntry>(LOCK_ENTRIES_SQL, [[...new Set(petIds)]])
   return new Map(rows.map((row) => [row.pet_id, row]))
+}
+
+/**
+ * The instant a write on a hold decides at, once it holds its pets' locks: the actor's own, or a later one at which a
+ * hold on those pets was placed before this transaction could lock them. The actor's instant was read before the
+ * transaction waited for the locks (another instance, a busy pool): judged at it, a hold that a placement committed
+ * in the meantime already counted as lapsed could still be confirmed or extended, and its units given twice.
+ */
+async function decidedAt<A extends SellingActor> (client: Client, petIds: readonly bigint[], actor: A): Promise<A> {
+  const { rows: [row] } = await client.query<{ at: Date | null }>(LATEST_PLACEMENT_SQL, [[...new Set(petIds)]])
+  const latest = row?.at ?? null
+  return latest === null || latest <= actor.at ? actor : { ...actor, at: latest }
 }
 
 /** Units held of each pet at `at`, as this transaction sees them. */

@@ -52,6 +52,10 @@ type HoldEvent = 'hold.placed' | 'hold.confirmed' | 'hold.released' | 'hold.expi
 /** Whether a hold stored active has stopped counting at `at` (its expiry passed). */
 const lapsed = (hold: Hold, at: Date): boolean => hold.state === 'active' && hold.expiresAt !== null && hold.expiresAt <= at
 
+/** The latest instant at which a hold still counting on any pet of hold ? was placed (SqliteSelling #decidedAt). */
+const LATEST_PLACEMENT_SQL = `SELECT max(h.created_at) AS at FROM hold_lines l JOIN holds h ON h.id = l.hold_id
+  WHERE l.pet_id IN (SELECT pet_id FROM hold_lines WHERE hold_id = ?) AND l.active = 1`
+
 export class SqliteSelling implements SellingStore {
   readonly #db: SqliteDatabase
   /** The epoch new ledger rows are of, read once per transaction of the group commit (as the stock area does). */
@@ -304,11 +308,23 @@ export class SqliteSelling implements SellingStore {
     return (this.#db.prepare(VERSION_SQL).get() as { v: bigint }).v
   }
 
-  #end (change: EndHold): EndHoldResult {
-    if (this.#recorded(change.idempotency, change.at)) return { status: 'recorded' }
-    const hold = this.#hold(change.id)
+  /**
+   * The instant a write on `hold` decides at: the actor's own, or a later one at which a hold on its pets was placed
+   * before this transaction began. The actor's instant was read before the write waited for the database (another
+   * process's transaction, under `serve --workers`): judged at it, a hold that a placement committed in the meantime
+   * already counted as lapsed could still be confirmed or extended, and its units given twice.
+   */
+  #decidedAt<A extends SellingActor> (hold: Hold, actor: A): A {
+    const latest = (this.#db.prepare(LATEST_PLACEMENT_SQL).get(hold.id) as { at: string | null }).at
+    return latest === null || latest <= actor.at.toISOString() ? actor : { ...actor, at: new Date(latest) }
+  }
+
+  #end (asked: EndHold): EndHoldResult {
+    if (this.#recorded(asked.idempotency, asked.at)) return { status: 'recorded' }
+    const hold = this.#hold(asked.id)
     if (hold === null) return { status: 'not_found' }
-    if (hold.orderId !== null && !change.ofOrder) return { status: 'of_order', hold }
+    if (hold.orderId !== null && !asked.ofOrder) return { status: 'of_order', hold }
+    const change = this.#decidedAt(hold, asked)
     if (lapsed(hold, change.at)) return { status: 'not_active', hold: this.#expire(hold, change) }
     if (hold.state !== 'active') return { status: 'not_active', hold }
     if (change.ending === 'confirmed') {
@@ -320,11 +336,12 @@ export class SqliteSelling implements SellingStore {
     return { status: 'ended', hold: ended, entries, ...(entries.length > 0 ? { version: this.#version() } : {}), ...this.#feed(last) }
   }
 
-  #extend (change: ExtendHold): ExtendHoldResult {
-    if (this.#recorded(change.idempotency, change.at)) return { status: 'recorded' }
-    const hold = this.#hold(change.id)
+  #extend (asked: ExtendHold): ExtendHoldResult {
+    if (this.#recorded(asked.idempotency, asked.at)) return { status: 'recorded' }
+    const hold = this.#hold(asked.id)
     if (hold === null) return { status: 'not_found' }
     if (hold.orderId !== null) return { status: 'of_order', hold }
+    const change = this.#decidedAt(hold, asked)
     if (lapsed(hold, change.at)) return { status: 'not_active', hold: this.#expire(hold, change) }
     if (hold.state !== 'active') return { status: 'not_active', hold }
     const expiresAt = change.expiresAt.toISOString()
@@ -335,14 +352,15 @@ export class SqliteSelling implements SellingStore {
     return { status: 'extended', hold: extended }
   }
 
-  #move (transition: OrderTransition): OrderTransitionResult {
-    if (this.#recorded(transition.idempotency, transition.at)) return { status: 'recorded' }
-    const order = this.#order(transition.orderId)
+  #move (asked: OrderTransition): OrderTransitionResult {
+    if (this.#recorded(asked.idempotency, asked.at)) return { status: 'recorded' }
+    const order = this.#order(asked.orderId)
     if (order === null) return { status: 'not_found' }
-    const from = transition.to === 'approved' ? ['placed'] : ['placed', 'approved']
+    const from = asked.to === 'approved' ? ['placed'] : ['placed', 'approved']
     if (order.source !== 'api' || !from.includes(order.status) || order.holdId === null) return { status: 'wrong_state', order }
     const hold = this.#hold(order.holdId)
     if (hold === null) return { status: 'wrong_state', order }
+    const transition = this.#decidedAt(hold, asked)
     // An order's hold has no expiry; one that had, and passed it, no longer keeps the order's stock.
     if (lapsed(hold, transition.at)) {
       this.#expire(hold, transition)
