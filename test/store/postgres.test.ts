@@ -189,6 +189,39 @@ if (await requirePostgres('PostgreSQL store tests')) {
       assert.ok((await Promise.all(writers)).every((writes) => writes > 0))
     })
 
+    test('when an order placed through the API moves while an import bringing the same order id is under way, then neither deadlocks', async (t) => {
+      const schema = await tempSchema(t)
+      const store = new PostgresStore(POSTGRES_URL, { schema, poolSize: 6, statementTimeoutMs: 20_000 })
+      t.after(() => store.close())
+      await store.schema.migrate()
+      await importData(store, { pets: [3, 4].map((id) => ({ id: BigInt(id), name: `p${id}`, status: 'available' as const, quantity: 5 })), orders: [] })
+      const at = new Date()
+      const placed = await store.selling.placeHold({
+        id: 'hold_aaaaaaaaaaaaaaaaaaaa', lines: [{ petId: 3n, quantity: 1 }], reference: null, expiresAt: null, order: { shipDate: '2026-12-01T00:00:00Z' },
+        caps: { activeHolds: 10, heldUnits: 100 }, quotaId: 'quota_a', keyId: 'key_a', requestId: 'r1', at
+      })
+      if (placed.status !== 'placed' || placed.order === undefined) assert.fail(`placed: ${placed.status}`)
+      const orderId = placed.order.id
+      // Another transaction holds pet 4's row: the import stops there, once it holds what it locks first.
+      const other = new pg.Client({ connectionString: POSTGRES_URL, options: `-c search_path=${schema}` })
+      await other.connect()
+      t.after(() => other.end())
+      await other.query('BEGIN')
+      await other.query('SELECT id FROM pets WHERE id = 4 FOR UPDATE')
+      const imported = importData(store, {
+        pets: [3, 4].map((id) => ({ id: BigInt(id), name: `p${id}`, status: 'available' as const, quantity: 7 })),
+        orders: [{ id: orderId, petId: 3n, quantity: 1, shipDate: '2026-12-01T00:00:00Z', status: 'placed', complete: false }]
+      })
+      await waitFor('the import waiting for pet 4', async () => await lockWaiters(schema) === 1, { intervalMs: 50 })
+      const delivered = store.selling.moveOrder({ orderId, to: 'delivered', quotaId: 'quota_a', keyId: 'key_a', requestId: 'r2', at })
+      await waitFor('the delivery waiting for the import', async () => await lockWaiters(schema) === 2, { intervalMs: 50 })
+      await other.query('COMMIT')
+      const [importResult, moved] = await Promise.all([imported, delivered])
+      assert.deepEqual(importResult.keptOrders, [orderId], 'the order placed through the API is left as it is')
+      assert.equal(moved.status, 'moved')
+      assert.equal((await store.stock.getStockEntry(3n))?.quantity, 6, 'the import\'s 7, less the unit delivered after it')
+    })
+
     test('when the server cannot be reached, then calls fail fast with StoreUnavailableError', async (t) => {
       const port = await freePort()
       const store = new PostgresStore(`postgres://postgres@127.0.0.1:${port}/test`, { connectTimeoutMs: 500 })

@@ -46,6 +46,10 @@ export class PostgresCatalog implements CatalogStore {
     const kept: bigint[] = []
     await this.#db.transaction(async (client) => {
       await client.query('SELECT pg_advisory_xact_lock($1)', [IMPORT_LOCK])
+      // The orders the import brings, locked first: an order's move locks its order, then its hold, then its pets'
+      // entries (../selling/postgres.ts), and the upsert below locks an order placed through the API under the same id
+      // even when it leaves it as it is. Locking them after the entries would deadlock with such a move.
+      if (orders.length > 0) await client.query('SELECT id FROM orders WHERE id = ANY ($1::bigint[]) ORDER BY id FOR UPDATE', [orders.map((o) => o.id)])
       // Every stock entry the import may write, locked before its first write. A chunk's writes take the inventory
       // version's row lock (its triggers) until the commit; a PATCH of a pet in a later chunk holds that entry's lock
       // and waits for the version row, so locking entries chunk by chunk could deadlock with it. Locked up front, the
