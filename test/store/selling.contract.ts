@@ -437,6 +437,23 @@ export function sellingContract (name: string, open: Open): void {
         assert.equal(await store.selling.getOrder(999n), null)
       })
 
+      test('orders placed through the API take the id after the largest, and once an import took the largest id there is, the smallest free ones', async (t) => {
+        const { store } = await open(t)
+        await stocked(store, [[1n, 50]])
+        const placeOrder = async (): Promise<bigint> => {
+          const result = await store.selling.placeHold(newHold([line(1n, 1)], { expiresAt: null, order: { shipDate: '2026-12-01T09:00:00Z' } }))
+          if (result.status !== 'placed' || result.order === undefined) assert.fail(result.status)
+          return result.order.id
+        }
+        assert.equal(await placeOrder(), 1n, 'the first order of an empty store')
+        await importData(store, { pets: [], orders: [order(3n, { petId: 1n }), order(1000n, { petId: 1n })] })
+        assert.equal(await placeOrder(), 1001n)
+        await importData(store, { pets: [], orders: [order(INT64_MAX, { petId: 1n })] })
+        assert.deepEqual([await placeOrder(), await placeOrder(), await placeOrder()], [2n, 4n, 5n], 'the gaps from 1, in order')
+        const listed = await store.catalog.listOrders({ afterId: null, limit: 10, status: null })
+        assert.deepEqual(listed.orders.map((o) => o.id), [1n, 2n, 3n, 4n, 5n, 1000n, 1001n, INT64_MAX])
+      })
+
       test('an order moves placed -> approved -> delivered: the delivery sells its units and completes it', async (t) => {
         const { store } = await open(t)
         await stocked(store, [[1n, 5]])

@@ -14,7 +14,7 @@ import { storeError, type PostgresDatabase } from '../postgres/database.js'
 import { trackLowStockOf } from '../alerts/postgres.js'
 import { capRefusal } from './caps.js'
 import {
-  HOLD_COLUMNS, HOLD_LINE_COLUMNS, holdText, linesByHold, orderText, SELLING_ORDER_COLUMNS, toAvailability, toAvailableEntry, toHold, toOrderRecord,
+  HOLD_COLUMNS, HOLD_LINE_COLUMNS, holdText, NEXT_ORDER_ID_SQL, linesByHold, orderText, SELLING_ORDER_COLUMNS, toAvailability, toAvailableEntry, toHold, toOrderRecord,
   type HoldLineRow, type HoldRow, type SellingOrderRow
 } from './rows.js'
 import type {
@@ -29,7 +29,7 @@ import type {
 const HOLD_QUOTA_LOCK = 726_502
 /**
  * Serializes the ids of orders placed through the API: the orders table's id has no default (imports bring their own
- * ids), so a placement takes max(id) + 1 under this lock (the imports' and migrations' are 7_265_001_043 and _042).
+ * ids), so a placement takes NEXT_ORDER_ID_SQL under this lock (the imports' and migrations' are 7_265_001_043 and _042).
  */
 const ORDER_ID_LOCK = 7_265_001_044n
 
@@ -233,8 +233,8 @@ export class PostgresSelling implements SellingStore {
       await client.query('SELECT pg_advisory_xact_lock($1)', [ORDER_ID_LOCK])
       const { rows: [row] } = await client.query<SellingOrderRow>(`INSERT INTO orders AS o (id, pet_id, quantity, ship_date, status, complete, source,
           quota_id, reference, hold_id, created_at, updated_at)
-        SELECT coalesce(max(id), 0) + 1, $1::bigint, $2::integer, $3::text, 'placed', false, 'api', $4::text, $5::text, $6::text, $7::timestamptz,
-          $7::timestamptz FROM orders
+        SELECT (${NEXT_ORDER_ID_SQL}), $1::bigint, $2::integer, $3::text, 'placed', false, 'api', $4::text, $5::text, $6::text, $7::timestamptz,
+          $7::timestamptz
         RETURNING ${SELLING_ORDER_COLUMNS}`, [line.petId, line.quantity, hold.order.shipDate, hold.quotaId, hold.reference, hold.id, hold.at])
       order = toOrderRecord(row as SellingOrderRow)
       await client.query('UPDATE holds SET order_id = $1 WHERE id = $2', [order.id, hold.id])

@@ -16,6 +16,19 @@ export interface SellingOrderRow {
   reference: string | null, hold_id: string | null, created_at: Time | null, updated_at: Time | null
 }
 
+/**
+ * The id of an order placed through the API, the same on every store (both placements run it under their store's
+ * order-id serialization): one above the largest order's, or, once an import has taken the largest id there is
+ * (2^63 - 1), the smallest free id from 1.
+ */
+export const NEXT_ORDER_ID_SQL = `SELECT CASE
+    WHEN (SELECT max(id) FROM orders) IS NULL THEN 1
+    WHEN (SELECT max(id) FROM orders) < 9223372036854775807 THEN (SELECT max(id) FROM orders) + 1
+    WHEN NOT EXISTS (SELECT 1 FROM orders WHERE id = 1) THEN 1
+    ELSE (SELECT min(n.id) + 1 FROM orders n WHERE n.id >= 1 AND n.id < 9223372036854775807
+      AND NOT EXISTS (SELECT 1 FROM orders m WHERE m.id = n.id + 1))
+  END`
+
 /** The columns each mapper reads, in one place for both stores' queries. */
 export const HOLD_COLUMNS = 'h.id, h.quota_id, h.key_id, h.reference, h.state, h.created_at, h.expires_at, h.ended_at, h.order_id'
 export const HOLD_LINE_COLUMNS = 'l.hold_id, l.pet_id, l.quantity'

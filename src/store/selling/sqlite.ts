@@ -11,7 +11,7 @@ import { TransactionEpoch, VERSION_SQL } from '../sqlite/sql.js'
 import type { FeedPlace } from '../stock/types.js'
 import { capRefusal } from './caps.js'
 import {
-  HOLD_COLUMNS, HOLD_LINE_COLUMNS, holdText, linesByHold, orderText, SELLING_ORDER_COLUMNS, toHold, toOrderRecord,
+  HOLD_COLUMNS, HOLD_LINE_COLUMNS, holdText, linesByHold, NEXT_ORDER_ID_SQL, orderText, SELLING_ORDER_COLUMNS, toHold, toOrderRecord,
   toAvailability, toAvailableEntry, type HoldLineRow, type HoldRow, type SellingOrderRow
 } from './rows.js'
 import type {
@@ -241,9 +241,10 @@ export class SqliteSelling implements SellingStore {
     let order: OrderRecord | undefined
     if (hold.order !== undefined) {
       const [line] = lines as [HoldLine]
-      // The order's id is the next rowid (INTEGER PRIMARY KEY): above every imported and placed order.
-      const { lastInsertRowid } = this.#db.prepare(`INSERT INTO orders (pet_id, quantity, ship_date, status, complete, source, quota_id, reference,
-        hold_id, created_at, updated_at) VALUES (?, ?, ?, 'placed', 0, 'api', ?, ?, ?, ?, ?)`)
+      // The order's id as on every store (NEXT_ORDER_ID_SQL), not SQLite's next rowid: past the largest id there is
+      // that would be a random one.
+      const { lastInsertRowid } = this.#db.prepare(`INSERT INTO orders (id, pet_id, quantity, ship_date, status, complete, source, quota_id, reference,
+        hold_id, created_at, updated_at) VALUES ((${NEXT_ORDER_ID_SQL}), ?, ?, ?, 'placed', 0, 'api', ?, ?, ?, ?, ?)`)
         .run(line.petId, line.quantity, hold.order.shipDate, hold.quotaId, hold.reference, hold.id, at, at)
       this.#db.prepare('UPDATE holds SET order_id = ? WHERE id = ?').run(lastInsertRowid, hold.id)
       order = this.#order(BigInt(lastInsertRowid)) as OrderRecord
