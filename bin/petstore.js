@@ -13,8 +13,15 @@ keepTickShape()
 // load. Only `serve` traces, and only when the environment names an OTLP endpoint; otherwise nothing of it loads.
 const { tracingRequested } = await import('../dist/tracing/env.js')
 if (process.argv[2] === 'serve' && tracingRequested(process.env)) {
-  const { startTracing } = await import('../dist/tracing/start.js')
-  await startTracing(process.env)
+  const [{ startTracing }, { ConfigError }] = await Promise.all([import('../dist/tracing/start.js'), import('../dist/errors.js')])
+  try {
+    await startTracing(process.env)
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error
+    // As the CLI says every configuration error (src/cli/main.ts): exit 2, the reason, no stack.
+    process.stderr.write(`petstore: invalid configuration: ${error.message}\n`)
+    process.exit(2)
+  }
 }
 const { main } = await import('../dist/cli/main.js')
 process.exitCode = await main(process.argv.slice(2))

@@ -7,8 +7,9 @@
  * and message functions, shared by both, saw two kinds of objects where they had seen one).
  *
  * The thread starts with the exporter, which says whether it could make its exporter (`ready`: a setting the exporter
- * refuses stops the start, as it did when the exporter was made here). It is unreferenced: it never keeps the process
- * alive. A thread that ends fails the batches it held, and the next batch starts another, no sooner than a backoff
+ * refuses stops the start, as it did when the exporter was made here). It keeps the process alive only while it owes
+ * an answer (a start, a batch, a flush, a shutdown), each bounded by the exporter's timeout: an idle thread never
+ * holds a stopping process, whether or not the SDK got as far as shutting it down. A thread that ends fails the batches it held, and the next batch starts another, no sooner than a backoff
  * after one that could not start. A batch that cannot reach the thread whole ends it too: the thread and this side
  * must agree on the resources and scopes already sent.
  */
@@ -75,7 +76,14 @@ export class ThreadSpanExporter implements SpanExporter {
 
   /** Resolves once the first thread has made its exporter; rejects with the reason it could not. */
   async ready (): Promise<void> {
-    await this.#first.ready
+    const { worker } = this.#first
+    // The start waits for it, and may have nothing else keeping the process alive yet.
+    worker.ref()
+    try {
+      await this.#first.ready
+    } finally {
+      worker.unref()
+    }
   }
 
   export (spans: ReadableSpan[], resultCallback: (result: ExportResult) => void): void {
@@ -114,27 +122,37 @@ export class ThreadSpanExporter implements SpanExporter {
     this.#shutDown = true
     const thread = this.#thread
     if (thread === null) return
-    thread.worker.ref()
     let timer: NodeJS.Timeout | undefined
     await Promise.race([
       new Promise<void>((resolve) => { this.#ask(thread, { id: this.#nextId++, kind: 'shutdown' }, () => { resolve() }) }),
       new Promise<void>((resolve) => { timer = setTimeout(resolve, this.#shutdownLimitMs) })
     ])
     clearTimeout(timer)
+    // Ended before this returns: the stopping process waits for it.
+    thread.worker.ref()
     await thread.worker.terminate()
   }
 
   #ask (thread: Thread, request: ToExportThread, answered: (answer: Answer) => void): void {
+    // Owed an answer, the thread keeps the process alive (a graceful stop's last batch); idle, it does not.
+    if (thread.waiting.size === 0) thread.worker.ref()
     thread.waiting.set(request.id, answered)
     try {
       thread.worker.postMessage(request)
     } catch (error) {
       // A value the structured clone cannot copy (an attribute changed after its span ended): this batch fails, and
       // the thread ends with it, since it never learnt the resources and scopes the batch would have sent it.
-      thread.waiting.delete(request.id)
-      answered({ kind: 'answer', id: request.id, code: ExportResultCode.FAILED, error: String(error) })
+      this.#settle(thread, request.id)?.({ kind: 'answer', id: request.id, code: ExportResultCode.FAILED, error: String(error) })
       this.#end(thread)
     }
+  }
+
+  /** Takes the caller of request `id` off the thread's list; the thread lets the process go once it owes nothing. */
+  #settle (thread: Thread, id: number): ((answer: Answer) => void) | undefined {
+    const answered = thread.waiting.get(id)
+    thread.waiting.delete(id)
+    if (thread.waiting.size === 0) thread.worker.unref()
+    return answered
   }
 
   /** A thread that never made its exporter: the next one waits, longer each time, so a setting it refuses costs little. */
@@ -158,7 +176,6 @@ export class ThreadSpanExporter implements SpanExporter {
     // Awaited by ready() for the first thread only: a later one's failure is reported, not thrown.
     ready.catch(() => {})
     const thread: Thread = { worker, encoder: new SpanEncoder(), ready, started: false, waiting: new Map() }
-    worker.unref()
     let failure = 'the export thread ended'
     worker.on('message', (message: FromExportThread) => {
       if (message.kind === 'ready') {
@@ -174,9 +191,7 @@ export class ThreadSpanExporter implements SpanExporter {
         }
         return
       }
-      const answered = thread.waiting.get(message.id)
-      thread.waiting.delete(message.id)
-      answered?.(message)
+      this.#settle(thread, message.id)?.(message)
     })
     worker.on('messageerror', (error) => {
       failure = `a message from the export thread could not be read: ${error.message}`
@@ -196,6 +211,8 @@ export class ThreadSpanExporter implements SpanExporter {
       for (const [id, answered] of thread.waiting) answered({ kind: 'answer', id, code: ExportResultCode.FAILED, error: failure })
       thread.waiting.clear()
     })
+    // After the listeners: adding the 'message' one references the thread again.
+    worker.unref()
     return thread
   }
 }

@@ -22,6 +22,7 @@ import { ConsoleSpanExporter, type SpanExporter } from '@opentelemetry/sdk-trace
 import { createAddHookMessageChannel } from 'import-in-the-middle'
 import { register as registerSyncHooks, supportsSyncHooks } from 'import-in-the-middle/register-hooks.mjs'
 import { register } from 'node:module'
+import { ConfigError } from '../errors.js'
 import { VERSION } from '../version.js'
 import { ThreadSpanExporter } from './export-thread.js'
 import { consoleExporterRequested } from './exporter.js'
@@ -83,10 +84,20 @@ export async function startTracing (env: Readonly<Record<string, string | undefi
     logRecordProcessors: []
   })
   sdk.start()
-  // A setting the exporter refuses stops the start, as it did when the exporter was made on this thread.
-  await exporterReady
+  // A setting the exporter refuses stops the start, as it did when the exporter was made on this thread: a
+  // configuration error, said as the CLI says one (bin/petstore.js).
+  await exporterReady.catch((error: unknown) => {
+    throw new ConfigError(`the OTLP exporter refuses its settings (OTEL_EXPORTER_OTLP_*): ${error instanceof Error ? error.message : String(error)}`)
+  })
   // Said once, at start, on the operator's stderr: the remedy is a flag of the process, which the service cannot set.
   if (contextOnAsyncHooks()) process.emitWarning(ASYNC_HOOKS_WARNING, { code: 'PETSTORE_TRACING_ASYNC_HOOKS' })
   await acknowledged()
-  enableSpans(trace.getTracer('petstore-inventory', VERSION), sampling, () => sdk.shutdown())
+  enableSpans(trace.getTracer('petstore-inventory', VERSION), sampling, async () => {
+    try {
+      await sdk.shutdown()
+    } finally {
+      // The SDK shuts its exporter down only after a final flush that succeeded: the thread ends either way.
+      await exporter.shutdown()
+    }
+  })
 }

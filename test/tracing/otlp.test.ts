@@ -7,6 +7,8 @@
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
 import { readdirSync, readFileSync } from 'node:fs'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { fileURLToPath } from 'node:url'
 import { describe, test, type TestContext } from 'node:test'
 import { cliFor, EXIT_TIMEOUT_MS, startServe, within, type Cli } from '../cli/run.js'
@@ -135,15 +137,49 @@ describe('tracing with the embedded SQLite store', () => {
   })
 })
 
+describe('a collector that refuses or never answers', () => {
+  /** A collector at a port of its own: every request answered 500, or left without an answer. */
+  async function failingCollector (t: TestContext, how: 'refuses' | 'hangs'): Promise<{ endpoint: string, requests: () => number }> {
+    let requests = 0
+    const server = createServer((req, res) => {
+      requests++
+      req.resume()
+      if (how === 'refuses') req.on('end', () => { res.writeHead(500).end() })
+    })
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    t.after(() => new Promise<void>((resolve) => { server.close(() => resolve()); server.closeAllConnections() }))
+    return { endpoint: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, requests: () => requests }
+  }
+
+  for (const how of ['refuses', 'hangs'] as const) {
+    test(`when the collector ${how === 'refuses' ? 'answers 500 to' : 'never answers'} the last spans, then a graceful stop still ends the process, within the export timeout, with a warning`, async (t) => {
+      const collector = await failingCollector(t, how)
+      const cli = cliFor(t)
+      const key = await prepared(cli)
+      const { base, server } = await startServe(cli, [], {
+        OTEL_EXPORTER_OTLP_ENDPOINT: collector.endpoint, OTEL_EXPORTER_OTLP_TIMEOUT: '1000', OTEL_BSP_SCHEDULE_DELAY: '600000'
+      })
+      await tracedPatch(base, key.key)
+      const stopping = Date.now()
+      server.child.kill('SIGTERM')
+      // The export timeout (1 s) and the thread's margin bound the stop; the deadline allows a loaded machine.
+      assert.deepEqual(await within(EXIT_TIMEOUT_MS, server.exited, 'the server to stop'), { code: 0, signal: null })
+      assert.ok(Date.now() - stopping < 10_000, `stopped after ${Date.now() - stopping} ms`)
+      assert.ok(collector.requests() > 0, 'the last spans were sent')
+      assert.match(server.output().stdout, /tracing did not stop cleanly: the last spans may be lost/)
+    })
+  }
+})
+
 describe('a setting the exporter refuses', () => {
-  test('when the OTLP endpoint is no URL, then serve stops at start, naming the reason', { timeout: 60_000 }, async (t) => {
+  test('when the OTLP endpoint is no URL, then serve stops at start as a configuration error (exit 2), naming the reason, with no stack', { timeout: 60_000 }, async (t) => {
     const cli = cliFor(t)
     assert.equal((await cli.run(['migrate'])).code, 0)
     const started = await cli.run(['serve'], {
       PORT: '0', HOST: '127.0.0.1', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://[collector]:4317', OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'grpc'
     })
-    assert.notEqual(started.code, 0)
-    assert.match(started.stderr, /Invalid URL/)
+    assert.equal(started.code, 2, 'a configuration error')
+    assert.match(started.stderr, /^petstore: invalid configuration: the OTLP exporter refuses its settings \(OTEL_EXPORTER_OTLP_\*\): Invalid URL\n$/)
   })
 })
 
