@@ -20,14 +20,16 @@ async function stocked (t: TestContext): Promise<SqliteStore> {
   const store = new SqliteStore(':memory:')
   await store.schema.migrate()
   t.after(() => store.close())
-  await importData(store, { pets: [{ id: 1n, name: 'pet 1', status: 'available', quantity: 10 }], orders: [] }, { at: new Date(START - 60_000) })
+  await importData(store, { pets: [1n, 2n, 3n].map((id) => ({ id, name: `pet ${id}`, status: 'available' as const, quantity: 10 })), orders: [] },
+    { at: new Date(START - 60_000) })
   return store
 }
 
-async function hold (store: SqliteStore, at: number, expiresInMs: number): Promise<string> {
+/** A one-unit hold of `petId`; a placement records the lapsed holds of its pets, so holds meant to lapse unrecorded each have their own. */
+async function hold (store: SqliteStore, at: number, expiresInMs: number, petId = 1n): Promise<string> {
   const id = newHoldId()
   const result = await store.selling.placeHold({
-    id, lines: [{ petId: 1n, quantity: 1 }], reference: null, expiresAt: new Date(at + expiresInMs), caps: { activeHolds: 100, heldUnits: 100 },
+    id, lines: [{ petId, quantity: 1 }], reference: null, expiresAt: new Date(at + expiresInMs), caps: { activeHolds: 100, heldUnits: 100 },
     quotaId: 'q', keyId: null, requestId: null, at: new Date(at)
   })
   assert.equal(result.status, 'placed')
@@ -44,9 +46,9 @@ function logs () {
 describe('the holds sweeper', () => {
   test('when holds have expired, then a sweep records them as expired, and purges ended holds past the retention', async (t) => {
     const store = await stocked(t)
-    const old = await hold(store, START - 40 * DAY, 60_000)
-    const expired = await hold(store, START - 120_000, 60_000)
-    const active = await hold(store, START, 60_000)
+    const old = await hold(store, START - 40 * DAY, 60_000, 1n)
+    const expired = await hold(store, START - 120_000, 60_000, 2n)
+    const active = await hold(store, START, 60_000, 3n)
     const first = await sweepHolds({ store, clock: () => START, retentionDays: 30, batch: 1 })
     // The first hold ended when it expired, 40 days ago: recorded, then purged in the same sweep.
     assert.deepEqual(first, { expired: 2, purged: 1 })

@@ -222,6 +222,33 @@ if (await requirePostgres('PostgreSQL store tests')) {
       assert.equal((await store.stock.getStockEntry(3n))?.quantity, 6, 'the import\'s 7, less the unit delivered after it')
     })
 
+    test('when a lapsed hold\'s row is held by another transaction, then a placement counts its units as held and does not wait for it', async (t) => {
+      const schema = await tempSchema(t)
+      const store = new PostgresStore(POSTGRES_URL, { schema, statementTimeoutMs: 20_000 })
+      t.after(() => store.close())
+      await store.schema.migrate()
+      await importData(store, { pets: [{ id: 1n, name: 'p1', status: 'available', quantity: 1 }], orders: [] })
+      const at = new Date('2026-11-27T12:00:00Z')
+      const hold = (id: string, placedAt: Date, expiresAt: Date) => ({
+        id, lines: [{ petId: 1n, quantity: 1 }], reference: null, expiresAt, caps: { activeHolds: 10, heldUnits: 100 },
+        quotaId: 'quota_a', keyId: 'key_a', requestId: 'r', at: placedAt
+      })
+      assert.equal((await store.selling.placeHold(hold('hold_aaaaaaaaaaaaaaaaaaaa', at, new Date(at.getTime() + 60_000)))).status, 'placed')
+      // A confirmation of the lapsed hold that read its instant before the expiry, and holds its row while it waits.
+      const other = new pg.Client({ connectionString: POSTGRES_URL, options: `-c search_path=${schema}` })
+      await other.connect()
+      t.after(() => other.end())
+      await other.query('BEGIN')
+      await other.query("SELECT id FROM holds WHERE id = 'hold_aaaaaaaaaaaaaaaaaaaa' FOR UPDATE")
+      const later = new Date(at.getTime() + 120_000)
+      const refused = await store.selling.placeHold(hold('hold_bbbbbbbbbbbbbbbbbbbb', later, new Date(later.getTime() + 60_000)))
+      assert.deepEqual(refused, { status: 'insufficient', shortages: [{ petId: 1n, requested: 1, available: 0 }] }, 'its fate is not known yet')
+      await other.query('ROLLBACK')
+      const granted = await store.selling.placeHold(hold('hold_cccccccccccccccccccc', later, new Date(later.getTime() + 60_000)))
+      assert.equal(granted.status, 'placed')
+      assert.equal((await store.selling.getHold('hold_aaaaaaaaaaaaaaaaaaaa'))?.state, 'expired', 'recorded by the placement that took its unit')
+    })
+
     test('when the server cannot be reached, then calls fail fast with StoreUnavailableError', async (t) => {
       const port = await freePort()
       const store = new PostgresStore(`postgres://postgres@127.0.0.1:${port}/test`, { connectTimeoutMs: 500 })

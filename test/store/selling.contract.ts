@@ -160,15 +160,16 @@ export function sellingContract (name: string, open: Open): void {
         assert.deepEqual(await availability(store, 1n), { onHand: 3, held: 0, available: 3 })
       })
 
-      test('a hold stops counting at the instant it expires, without anything recording it', async (t) => {
+      test('a hold stops counting at the instant it expires, before anything records it; a placement that counts on it records it', async (t) => {
         const { store } = await open(t)
         await stocked(store, [[1n, 4]])
         const hold = placed(await store.selling.placeHold(newHold([line(1n, 4)], { expiresAt: later(MINUTE) })))
         assert.deepEqual(await availability(store, 1n, later(MINUTE - 1)), { onHand: 4, held: 4, available: 0 })
         assert.deepEqual(await availability(store, 1n, later(MINUTE)), { onHand: 4, held: 0, available: 4 })
+        assert.equal((await store.selling.getHold(hold.id))?.state, 'active', 'reads record nothing')
         assert.equal((await store.selling.placeHold(newHold([line(1n, 1)], { at: later(MINUTE - 1) }))).status, 'insufficient')
         placed(await store.selling.placeHold(newHold([line(1n, 4)], { at: later(MINUTE), expiresAt: later(2 * MINUTE) })))
-        assert.equal((await store.selling.getHold(hold.id))?.state, 'active', 'stored active until something records it')
+        assert.equal((await store.selling.getHold(hold.id))?.state, 'expired', 'recorded by the placement that counts its units as free')
       })
 
       test('what is available is never below 0 when on hand was set below what is held', async (t) => {
@@ -298,26 +299,37 @@ export function sellingContract (name: string, open: Open): void {
         assert.equal((await ledgerOf(rows, 1n)).filter((row) => row.event === 'hold.expired').length, 2, 'recorded once')
       })
 
-      test('a write on a hold is judged no earlier than a placement on its pets that committed before it: lapsed units are not given twice', async (t) => {
-        const { store } = await open(t)
-        await stocked(store, [[1n, 2], [2n, 1], [3n, 1]])
-        // A lapses at AT + 1 min; B, placed at AT + 2 min, counts A's units as free and takes them. A confirmation or
-        // extension of A whose instant was read at AT + 30 s, before B, but which reaches the store after it (it waited
-        // for a lock or a connection), must not sell or revive A.
+      test('a placement records the lapsed holds whose units it counts as free: a write that read its instant before they lapsed finds them expired', async (t) => {
+        const { store, rows } = await open(t)
+        await stocked(store, [[1n, 2], [2n, 1], [3n, 1], [4n, 1]])
+        // A lapses at AT + 1 min; B, placed at AT + 2 min, counts A's units as free, takes them and is sold. A
+        // confirmation or extension of A whose instant was read at AT + 30 s, before A lapsed, but which reaches the
+        // store only now (it waited for a lock or a connection), must neither sell A nor revive it.
         const a = placed(await store.selling.placeHold(newHold([line(1n, 2)], { expiresAt: later(MINUTE) })))
-        const b = placed(await store.selling.placeHold(newHold([line(1n, 2)], { at: later(2 * MINUTE), expiresAt: later(20 * MINUTE) })))
+        const b = placed(await store.selling.placeHold(newHold([line(1n, 1)], { at: later(2 * MINUTE), expiresAt: later(20 * MINUTE) })))
+        const c = placed(await store.selling.placeHold(newHold([line(1n, 1)], { at: later(2 * MINUTE), expiresAt: later(20 * MINUTE) })))
         const expiredA = { ...a, state: 'expired' as const, endedAt: later(MINUTE) }
+        assert.deepEqual(await store.selling.getHold(a.id), expiredA, 'recorded by the placement that counted on it')
+        assert.deepEqual((await ledgerOf(rows, 1n)).filter((row) => row.event !== null).map((row) => [row.event, row.holdId]),
+          [['hold.placed', a.id], ['hold.expired', a.id], ['hold.placed', b.id], ['hold.placed', c.id]])
+        assert.equal((await store.selling.endHold(ending(b.id, 'confirmed', { at: later(3 * MINUTE) }))).status, 'ended')
         assert.deepEqual(await store.selling.extendHold(extension(a.id, later(10 * MINUTE), { at: later(30_000) })), { status: 'not_active', hold: expiredA })
         assert.deepEqual(await store.selling.endHold(ending(a.id, 'confirmed', { at: later(30_000) })), { status: 'not_active', hold: expiredA })
-        assert.deepEqual(await availability(store, 1n, later(3 * MINUTE)), { onHand: 2, held: 2, available: 0 })
-        const sold = await store.selling.endHold(ending(b.id, 'confirmed', { at: later(3 * MINUTE) }))
-        assert.equal(sold.status, 'ended', 'B, granted, can be honoured')
+        assert.equal((await store.selling.endHold(ending(c.id, 'confirmed', { at: later(3 * MINUTE) }))).status, 'ended', 'C, granted, is honoured')
         assert.deepEqual(await availability(store, 1n, later(3 * MINUTE)), { onHand: 0, held: 0, available: 0 })
 
-        // Only a placement on the hold's own pets moves its instant: C on pet 2 is confirmed at its own instant.
-        const c = placed(await store.selling.placeHold(newHold([line(2n, 1)], { expiresAt: later(MINUTE) })))
-        placed(await store.selling.placeHold(newHold([line(3n, 1)], { at: later(2 * MINUTE) })))
-        const confirmed = await store.selling.endHold(ending(c.id, 'confirmed', { at: later(30_000) }))
+        // The same when the placement that counted on it is an order, delivered before the late confirmation.
+        const d = placed(await store.selling.placeHold(newHold([line(2n, 1)], { expiresAt: later(MINUTE) })))
+        const ordered = await store.selling.placeHold(newHold([line(2n, 1)], { at: later(2 * MINUTE), expiresAt: null, order: { shipDate: '2026-12-01T09:00:00Z' } }))
+        if (ordered.status !== 'placed' || ordered.order === undefined) assert.fail(ordered.status)
+        assert.equal((await store.selling.moveOrder(move(ordered.order.id, 'delivered', { at: later(3 * MINUTE) }))).status, 'moved')
+        assert.equal((await store.selling.endHold(ending(d.id, 'confirmed', { at: later(30_000) }))).status, 'not_active')
+        assert.deepEqual(await availability(store, 2n, later(3 * MINUTE)), { onHand: 0, held: 0, available: 0 })
+
+        // A placement on other pets records nothing: E on pet 3 is still confirmed at its own instant.
+        const e = placed(await store.selling.placeHold(newHold([line(3n, 1)], { expiresAt: later(MINUTE) })))
+        placed(await store.selling.placeHold(newHold([line(4n, 1)], { at: later(2 * MINUTE) })))
+        const confirmed = await store.selling.endHold(ending(e.id, 'confirmed', { at: later(30_000) }))
         assert.equal(confirmed.status, 'ended')
         assert.deepEqual(confirmed.status === 'ended' ? confirmed.hold.endedAt : null, later(30_000))
       })

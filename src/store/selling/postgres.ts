@@ -48,13 +48,6 @@ const LOCK_ENTRIES_SQL = `SELECT i.pet_id, i.quantity, i.revision, p.status FROM
 const EVENTS_SQL = `INSERT INTO stock_ledger (pet_id, previous_quantity, quantity, reason, note, reference, key_id, request_id, created_at, event, hold_id, held)
   SELECT i.pet_id, NULL, i.quantity, NULL, NULL, $4::text, $5::text, $6::text, $1::timestamptz, $2::text, l.hold_id, ${held('i.pet_id')}
   FROM hold_lines l JOIN inventory i ON i.pet_id = l.pet_id WHERE l.hold_id = $3 ORDER BY i.pet_id`
-/**
- * The latest instant at which a hold still counting on any of the pets ($1) was placed: a placement decides which
- * holds have lapsed at its own instant, under the pets' locks, and a write serialized after it must not judge one of
- * them at an earlier instant (decidedAt).
- */
-const LATEST_PLACEMENT_SQL = `SELECT max(h.created_at) AS at FROM hold_lines l JOIN holds h ON h.id = l.hold_id
-  WHERE l.pet_id = ANY ($1::bigint[]) AND l.active`
 const KEY_LIVE_SQL = 'SELECT 1 FROM idempotency_keys WHERE scope = $1 AND idempotency_key = $2 AND expires_at > $3'
 const DROP_EXPIRED_KEY_SQL = 'DELETE FROM idempotency_keys WHERE scope = $1 AND idempotency_key = $2 AND expires_at <= $3'
 
@@ -209,6 +202,7 @@ export class PostgresSelling implements SellingStore {
     const entries = await lockEntries(client, lines.map((line) => line.petId))
     const missing = lines.find((line) => !entries.has(line.petId))
     if (missing !== undefined) return { status: 'not_found', petId: missing.petId }
+    const stillOwed = await expireLapsed(client, lines.map((line) => line.petId), hold.at)
     await client.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [HOLD_QUOTA_LOCK, hold.quotaId])
     const { rows: [quota] } = await client.query<{ holds: bigint, units: bigint }>(
       `SELECT count(DISTINCT h.id) AS holds, coalesce(sum(l.quantity), 0) AS units FROM holds h JOIN hold_lines l ON l.hold_id = h.id
@@ -218,7 +212,7 @@ export class PostgresSelling implements SellingStore {
     const heldNow = await heldOf(client, lines.map((line) => line.petId), hold.at)
     const shortages: Shortage[] = []
     for (const line of lines) {
-      const available = Math.max(0, (entries.get(line.petId)?.quantity ?? 0) - (heldNow.get(line.petId) ?? 0))
+      const available = Math.max(0, (entries.get(line.petId)?.quantity ?? 0) - (heldNow.get(line.petId) ?? 0) - (stillOwed.get(line.petId) ?? 0))
       if (line.quantity > available) shortages.push({ petId: line.petId, requested: line.quantity, available })
     }
     if (shortages.length > 0) return { status: 'insufficient', shortages }
@@ -245,12 +239,11 @@ export class PostgresSelling implements SellingStore {
     return { status: 'placed', hold: placed, ...(order === undefined ? {} : { order }) }
   }
 
-  async #end (client: Client, asked: EndHold): Promise<EndHoldResult> {
-    const hold = await holdOf(client, asked.id, true)
+  async #end (client: Client, change: EndHold): Promise<EndHoldResult> {
+    const hold = await holdOf(client, change.id, true)
     if (hold === null) return { status: 'not_found' }
-    if (hold.orderId !== null && !asked.ofOrder) return { status: 'of_order', hold }
+    if (hold.orderId !== null && !change.ofOrder) return { status: 'of_order', hold }
     const entries = await lockEntries(client, hold.lines.map((line) => line.petId))
-    const change = await decidedAt(client, hold.lines.map((line) => line.petId), asked)
     if (lapsed(hold, change.at)) return { status: 'not_active', hold: await expire(client, hold, change) }
     if (hold.state !== 'active') return { status: 'not_active', hold }
     if (change.ending === 'confirmed') {
@@ -262,13 +255,12 @@ export class PostgresSelling implements SellingStore {
     return { status: 'ended', hold: ended.hold, entries: ended.entries }
   }
 
-  async #extend (client: Client, asked: ExtendHold): Promise<ExtendHoldResult> {
-    const hold = await holdOf(client, asked.id, true)
+  async #extend (client: Client, change: ExtendHold): Promise<ExtendHoldResult> {
+    const hold = await holdOf(client, change.id, true)
     if (hold === null) return { status: 'not_found' }
     if (hold.orderId !== null) return { status: 'of_order', hold }
     // A later expiry makes the lines count longer: decided under the pets' locks like a placement.
     await lockEntries(client, hold.lines.map((line) => line.petId))
-    const change = await decidedAt(client, hold.lines.map((line) => line.petId), asked)
     if (lapsed(hold, change.at)) return { status: 'not_active', hold: await expire(client, hold, change) }
     if (hold.state !== 'active') return { status: 'not_active', hold }
     await client.query('UPDATE holds SET expires_at = $1 WHERE id = $2', [change.expiresAt, hold.id])
@@ -278,15 +270,14 @@ export class PostgresSelling implements SellingStore {
     return { status: 'extended', hold: extended }
   }
 
-  async #move (client: Client, asked: OrderTransition): Promise<OrderTransitionResult> {
-    const order = await orderOf(client, asked.orderId, true)
+  async #move (client: Client, transition: OrderTransition): Promise<OrderTransitionResult> {
+    const order = await orderOf(client, transition.orderId, true)
     if (order === null) return { status: 'not_found' }
-    const from = asked.to === 'approved' ? ['placed'] : ['placed', 'approved']
+    const from = transition.to === 'approved' ? ['placed'] : ['placed', 'approved']
     if (order.source !== 'api' || !from.includes(order.status) || order.holdId === null) return { status: 'wrong_state', order }
     const hold = await holdOf(client, order.holdId, true)
     if (hold === null) return { status: 'wrong_state', order }
     const entries = await lockEntries(client, hold.lines.map((line) => line.petId))
-    const transition = await decidedAt(client, hold.lines.map((line) => line.petId), asked)
     // An order's hold has no expiry; one that had, and passed it, no longer keeps the order's stock.
     if (lapsed(hold, transition.at)) {
       await expire(client, hold, transition)
@@ -328,18 +319,6 @@ async function lockEntries (client: Client, petIds: readonly bigint[]): Promise<
   return new Map(rows.map((row) => [row.pet_id, row]))
 }
 
-/**
- * The instant a write on a hold decides at, once it holds its pets' locks: the actor's own, or a later one at which a
- * hold on those pets was placed before this transaction could lock them. The actor's instant was read before the
- * transaction waited for the locks (another instance, a busy pool): judged at it, a hold that a placement committed
- * in the meantime already counted as lapsed could still be confirmed or extended, and its units given twice.
- */
-async function decidedAt<A extends SellingActor> (client: Client, petIds: readonly bigint[], actor: A): Promise<A> {
-  const { rows: [row] } = await client.query<{ at: Date | null }>(LATEST_PLACEMENT_SQL, [[...new Set(petIds)]])
-  const latest = row?.at ?? null
-  return latest === null || latest <= actor.at ? actor : { ...actor, at: latest }
-}
-
 /** Units held of each pet at `at`, as this transaction sees them. */
 async function heldOf (client: Client, petIds: readonly bigint[], at: Date): Promise<Map<bigint, number>> {
   const { rows } = await client.query<{ pet_id: bigint, held: bigint }>(
@@ -364,6 +343,35 @@ async function expire (client: Client, hold: Hold, actor: SellingActor): Promise
   const expired = { ...hold, state: 'expired' as const, endedAt: hold.expiresAt }
   await events(client, expired, 'hold.expired', actor)
   return expired
+}
+
+/**
+ * Holds on `petIds` past their expiry at `at` and not yet recorded, made expired records by a placement that is about
+ * to count their units as free (docs/adr/0055-placements-record-the-expiries-they-count-on.md), as the sweeper
+ * would: a confirmation or extension that read its instant before they lapsed, and waits for their pets, then finds
+ * them expired. A hold whose row another transaction holds (that very confirmation, or the sweeper) is left to it,
+ * never waited for (the pets' rows are held here): its lines still count as held, per pet, in what this returns.
+ */
+async function expireLapsed (client: Client, petIds: readonly bigint[], at: Date): Promise<Map<bigint, number>> {
+  const owed = new Map<bigint, number>()
+  const { rows: lapsed } = await client.query<{ hold_id: string }>(
+    'SELECT DISTINCT l.hold_id FROM hold_lines l WHERE l.pet_id = ANY ($1::bigint[]) AND l.active AND l.expires_at <= $2', [[...new Set(petIds)], at])
+  if (lapsed.length === 0) return owed
+  const ids = lapsed.map((row) => row.hold_id)
+  const { rows } = await client.query<HoldRow>(`SELECT ${HOLD_COLUMNS} FROM holds h WHERE h.id = ANY ($1::text[]) AND h.state = 'active'
+    ORDER BY h.id FOR UPDATE SKIP LOCKED`, [ids])
+  const { rows: lines } = await client.query<HoldLineRow>(`SELECT ${HOLD_LINE_COLUMNS} FROM hold_lines l WHERE l.hold_id = ANY ($1::text[])`, [ids])
+  const byHold = linesByHold(lines)
+  const actor: SellingActor = { quotaId: '', keyId: null, requestId: null, at }
+  const recorded = new Set<string>()
+  for (const row of rows) {
+    await expire(client, toHold(row, byHold.get(row.id) ?? []), actor)
+    recorded.add(row.id)
+  }
+  for (const line of lines) {
+    if (!recorded.has(line.hold_id)) owed.set(line.pet_id, (owed.get(line.pet_id) ?? 0) + Number(line.quantity))
+  }
+  return owed
 }
 
 /** Pets of the hold with fewer units on hand than their line (entries locked): what a confirmation cannot sell. */

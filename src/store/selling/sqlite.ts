@@ -52,10 +52,6 @@ type HoldEvent = 'hold.placed' | 'hold.confirmed' | 'hold.released' | 'hold.expi
 /** Whether a hold stored active has stopped counting at `at` (its expiry passed). */
 const lapsed = (hold: Hold, at: Date): boolean => hold.state === 'active' && hold.expiresAt !== null && hold.expiresAt <= at
 
-/** The latest instant at which a hold still counting on any pet of hold ? was placed (SqliteSelling #decidedAt). */
-const LATEST_PLACEMENT_SQL = `SELECT max(h.created_at) AS at FROM hold_lines l JOIN holds h ON h.id = l.hold_id
-  WHERE l.pet_id IN (SELECT pet_id FROM hold_lines WHERE hold_id = ?) AND l.active = 1`
-
 export class SqliteSelling implements SellingStore {
   readonly #db: SqliteDatabase
   /** The epoch new ledger rows are of, read once per transaction of the group commit (as the stock area does). */
@@ -225,6 +221,7 @@ export class SqliteSelling implements SellingStore {
       if (entry === undefined) return { status: 'not_found', petId: line.petId }
       onHand.set(line.petId, Number(entry.quantity))
     }
+    this.#expireLapsed(lines.map((line) => line.petId), hold.at)
     const refused = capRefusal(this.#db.prepare(QUOTA_SQL).get({ quota: hold.quotaId, at }) as { holds: bigint, units: bigint }, lines, hold)
     if (refused !== null) return refused
     const shortages: Shortage[] = []
@@ -256,6 +253,20 @@ export class SqliteSelling implements SellingStore {
   }
 
   /** Records an active hold past its expiry as expired (state, lines, hold.expired rows); returns it as recorded. */
+  /**
+   * Holds on `petIds` past their expiry at `at` and not yet recorded, made expired records by a placement that is
+   * about to count their units as free (docs/adr/0055-placements-record-the-expiries-they-count-on.md), as the sweeper
+   * would: a confirmation or extension that read its instant before they lapsed (under `serve --workers`, another
+   * process's, waiting for this transaction) then finds them expired.
+   */
+  #expireLapsed (petIds: readonly bigint[], at: Date): void {
+    const lapsed = this.#db.prepare('SELECT DISTINCT hold_id FROM hold_lines WHERE pet_id = ? AND active = 1 AND expires_at <= ?').pluck()
+    const ids = new Set<string>()
+    for (const petId of petIds) for (const id of lapsed.all(petId, at.toISOString()) as string[]) ids.add(id)
+    const actor: SellingActor = { quotaId: '', keyId: null, requestId: null, at }
+    for (const id of [...ids].sort()) this.#expire(this.#hold(id) as Hold, actor)
+  }
+
   #expire (hold: Hold, actor: SellingActor): Hold {
     // It ended when it stopped counting, whenever the record of it is written.
     const endedAt = (hold.expiresAt ?? actor.at).toISOString()
@@ -309,23 +320,11 @@ export class SqliteSelling implements SellingStore {
     return (this.#db.prepare(VERSION_SQL).get() as { v: bigint }).v
   }
 
-  /**
-   * The instant a write on `hold` decides at: the actor's own, or a later one at which a hold on its pets was placed
-   * before this transaction began. The actor's instant was read before the write waited for the database (another
-   * process's transaction, under `serve --workers`): judged at it, a hold that a placement committed in the meantime
-   * already counted as lapsed could still be confirmed or extended, and its units given twice.
-   */
-  #decidedAt<A extends SellingActor> (hold: Hold, actor: A): A {
-    const latest = (this.#db.prepare(LATEST_PLACEMENT_SQL).get(hold.id) as { at: string | null }).at
-    return latest === null || latest <= actor.at.toISOString() ? actor : { ...actor, at: new Date(latest) }
-  }
-
-  #end (asked: EndHold): EndHoldResult {
-    if (this.#recorded(asked.idempotency, asked.at)) return { status: 'recorded' }
-    const hold = this.#hold(asked.id)
+  #end (change: EndHold): EndHoldResult {
+    if (this.#recorded(change.idempotency, change.at)) return { status: 'recorded' }
+    const hold = this.#hold(change.id)
     if (hold === null) return { status: 'not_found' }
-    if (hold.orderId !== null && !asked.ofOrder) return { status: 'of_order', hold }
-    const change = this.#decidedAt(hold, asked)
+    if (hold.orderId !== null && !change.ofOrder) return { status: 'of_order', hold }
     if (lapsed(hold, change.at)) return { status: 'not_active', hold: this.#expire(hold, change) }
     if (hold.state !== 'active') return { status: 'not_active', hold }
     if (change.ending === 'confirmed') {
@@ -337,12 +336,11 @@ export class SqliteSelling implements SellingStore {
     return { status: 'ended', hold: ended, entries, ...(entries.length > 0 ? { version: this.#version() } : {}), ...this.#feed(last) }
   }
 
-  #extend (asked: ExtendHold): ExtendHoldResult {
-    if (this.#recorded(asked.idempotency, asked.at)) return { status: 'recorded' }
-    const hold = this.#hold(asked.id)
+  #extend (change: ExtendHold): ExtendHoldResult {
+    if (this.#recorded(change.idempotency, change.at)) return { status: 'recorded' }
+    const hold = this.#hold(change.id)
     if (hold === null) return { status: 'not_found' }
     if (hold.orderId !== null) return { status: 'of_order', hold }
-    const change = this.#decidedAt(hold, asked)
     if (lapsed(hold, change.at)) return { status: 'not_active', hold: this.#expire(hold, change) }
     if (hold.state !== 'active') return { status: 'not_active', hold }
     const expiresAt = change.expiresAt.toISOString()
@@ -353,15 +351,14 @@ export class SqliteSelling implements SellingStore {
     return { status: 'extended', hold: extended }
   }
 
-  #move (asked: OrderTransition): OrderTransitionResult {
-    if (this.#recorded(asked.idempotency, asked.at)) return { status: 'recorded' }
-    const order = this.#order(asked.orderId)
+  #move (transition: OrderTransition): OrderTransitionResult {
+    if (this.#recorded(transition.idempotency, transition.at)) return { status: 'recorded' }
+    const order = this.#order(transition.orderId)
     if (order === null) return { status: 'not_found' }
-    const from = asked.to === 'approved' ? ['placed'] : ['placed', 'approved']
+    const from = transition.to === 'approved' ? ['placed'] : ['placed', 'approved']
     if (order.source !== 'api' || !from.includes(order.status) || order.holdId === null) return { status: 'wrong_state', order }
     const hold = this.#hold(order.holdId)
     if (hold === null) return { status: 'wrong_state', order }
-    const transition = this.#decidedAt(hold, asked)
     // An order's hold has no expiry; one that had, and passed it, no longer keeps the order's stock.
     if (lapsed(hold, transition.at)) {
       this.#expire(hold, transition)
