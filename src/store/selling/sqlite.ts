@@ -260,7 +260,7 @@ export class SqliteSelling implements SellingStore {
    * process's, waiting for this transaction) then finds them expired.
    */
   #expireLapsed (petIds: readonly bigint[], at: Date): void {
-    const lapsed = this.#db.prepare('SELECT DISTINCT hold_id FROM hold_lines WHERE pet_id = ? AND active = 1 AND expires_at <= ?').pluck()
+    const lapsed = this.#db.prepare('SELECT hold_id FROM hold_lines WHERE pet_id = ? AND active = 1 AND expires_at <= ?').pluck()
     const ids = new Set<string>()
     for (const petId of petIds) for (const id of lapsed.all(petId, at.toISOString()) as string[]) ids.add(id)
     const actor: SellingActor = { quotaId: '', keyId: null, requestId: null, at }
