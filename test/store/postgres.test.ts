@@ -249,6 +249,53 @@ if (await requirePostgres('PostgreSQL store tests')) {
       assert.equal((await store.selling.getHold('hold_aaaaaaaaaaaaaaaaaaaa'))?.state, 'expired', 'recorded by the placement that took its unit')
     })
 
+    test('when a placement records a lapsed hold that also holds other pets, then it writes their events under their locks, or leaves the hold counted', async (t) => {
+      const schema = await tempSchema(t)
+      const store = new PostgresStore(POSTGRES_URL, { schema, statementTimeoutMs: 20_000 })
+      t.after(() => store.close())
+      await store.schema.migrate()
+      await importData(store, { pets: [{ id: 1n, name: 'p1', status: 'available', quantity: 1 }, { id: 2n, name: 'p2', status: 'available', quantity: 5 }], orders: [] })
+      const at = new Date('2026-11-27T12:00:00Z')
+      const later = new Date(at.getTime() + 120_000)
+      const hold = (id: string, quotaId: string, petId: bigint) => ({
+        id, lines: [{ petId, quantity: 1 }], reference: null, expiresAt: new Date(later.getTime() + 600_000), caps: { activeHolds: 10, heldUnits: 100 },
+        quotaId, keyId: 'key_a', requestId: 'r', at: later
+      })
+      // A holds a unit of pets 1 and 2 and lapses a minute in.
+      const a = await store.selling.placeHold({ ...hold('hold_aaaaaaaaaaaaaaaaaaaa', 'quota_a', 1n), lines: [{ petId: 1n, quantity: 1 }, { petId: 2n, quantity: 1 }],
+        expiresAt: new Date(at.getTime() + 60_000), at })
+      assert.equal(a.status, 'placed')
+      const other = new pg.Client({ connectionString: POSTGRES_URL, options: `-c search_path=${schema}` })
+      await other.connect()
+      t.after(() => other.end())
+
+      // Pet 2's entry held elsewhere: a placement on pet 1 cannot write A's pet-2 event with its figures, so it leaves A
+      // unrecorded and counts its unit of pet 1 as held.
+      await other.query('BEGIN')
+      await other.query('SELECT pet_id FROM inventory WHERE pet_id = 2 FOR UPDATE')
+      const refused = await store.selling.placeHold(hold('hold_bbbbbbbbbbbbbbbbbbbb', 'quota_b', 1n))
+      assert.deepEqual(refused, { status: 'insufficient', shortages: [{ petId: 1n, requested: 1, available: 0 }] })
+      await other.query('ROLLBACK')
+
+      // Otherwise it takes pet 2's lock too: a write on pet 2 waits for it, and the feed's last figures of pet 2 are true.
+      await other.query('BEGIN')
+      await other.query('SELECT pg_advisory_xact_lock(726502, hashtext($1))', ['quota_x'])
+      const placing = store.selling.placeHold(hold('hold_xxxxxxxxxxxxxxxxxxxx', 'quota_x', 1n))
+      await waitFor('the placement waiting for its quota', async () =>
+        (await other.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")).rows[0]?.n === 1, { intervalMs: 50 })
+      let written = false
+      const write = store.stock.setQuantity(stockChange(2n, 9)).finally(() => { written = true })
+      await pause(300)
+      assert.equal(written, false, 'the write on pet 2 waits for the placement that recorded A')
+      await other.query('COMMIT')
+      assert.equal((await placing).status, 'placed')
+      assert.equal((await write).status, 'updated')
+      assert.equal((await store.selling.getHold('hold_aaaaaaaaaaaaaaaaaaaa'))?.state, 'expired')
+      const feed = await store.stock.listChanges(null, 100, ['inventory.changed', 'hold.placed', 'hold.expired'])
+      const last = feed.filter((change) => change.petId === 2n).at(-1)
+      assert.deepEqual([last?.quantity, (last as { held?: number } | undefined)?.held ?? 0], [9, 0])
+    })
+
     test('when the server cannot be reached, then calls fail fast with StoreUnavailableError', async (t) => {
       const port = await freePort()
       const store = new PostgresStore(`postgres://postgres@127.0.0.1:${port}/test`, { connectTimeoutMs: 500 })

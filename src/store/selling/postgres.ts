@@ -346,11 +346,13 @@ async function expire (client: Client, hold: Hold, actor: SellingActor): Promise
 }
 
 /**
- * Holds on `petIds` past their expiry at `at` and not yet recorded, made expired records by a placement that is about
- * to count their units as free (docs/adr/0055-placements-record-the-expiries-they-count-on.md), as the sweeper
- * would: a confirmation or extension that read its instant before they lapsed, and waits for their pets, then finds
- * them expired. A hold whose row another transaction holds (that very confirmation, or the sweeper) is left to it,
- * never waited for (the pets' rows are held here): its lines still count as held, per pet, in what this returns.
+ * Holds on `petIds` (their entries locked) past their expiry at `at` and not yet recorded, made expired records by a
+ * placement that is about to count their units as free (docs/adr/0055-placements-record-the-expiries-they-count-on.md),
+ * as the sweeper would: a confirmation or extension that read its instant before they lapsed, and waits for their
+ * pets, then finds them expired. Nothing here waits for a lock (the pets' are held already): a hold whose row another
+ * transaction holds (that very confirmation, the sweeper, another placement recording it), or whose other pets'
+ * entries are held elsewhere (each event row is written under its pet's lock, with its figures), is left alone, and its
+ * lines still count as held, per pet, in what this returns.
  */
 async function expireLapsed (client: Client, petIds: readonly bigint[], at: Date): Promise<Map<bigint, number>> {
   const owed = new Map<bigint, number>()
@@ -362,10 +364,20 @@ async function expireLapsed (client: Client, petIds: readonly bigint[], at: Date
     ORDER BY h.id FOR UPDATE SKIP LOCKED`, [ids])
   const { rows: lines } = await client.query<HoldLineRow>(`SELECT ${HOLD_LINE_COLUMNS} FROM hold_lines l WHERE l.hold_id = ANY ($1::text[])`, [ids])
   const byHold = linesByHold(lines)
+  const mine = new Set(petIds)
+  const others = [...new Set(rows.flatMap((row) => (byHold.get(row.id) ?? []).map((line) => line.pet_id)).filter((petId) => !mine.has(petId)))]
+  const locked = new Set(mine)
+  if (others.length > 0) {
+    const { rows: got } = await client.query<{ pet_id: bigint }>(
+      'SELECT pet_id FROM inventory WHERE pet_id = ANY ($1::bigint[]) ORDER BY pet_id FOR UPDATE SKIP LOCKED', [others])
+    for (const row of got) locked.add(row.pet_id)
+  }
   const actor: SellingActor = { quotaId: '', keyId: null, requestId: null, at }
   const recorded = new Set<string>()
   for (const row of rows) {
-    await expire(client, toHold(row, byHold.get(row.id) ?? []), actor)
+    const holdLines = byHold.get(row.id) ?? []
+    if (!holdLines.every((line) => locked.has(line.pet_id))) continue
+    await expire(client, toHold(row, holdLines), actor)
     recorded.add(row.id)
   }
   for (const line of lines) {
