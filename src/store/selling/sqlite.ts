@@ -252,7 +252,6 @@ export class SqliteSelling implements SellingStore {
     return { status: 'placed', hold: placed, ...(order === undefined ? {} : { order }), ...this.#feed(last) }
   }
 
-  /** Records an active hold past its expiry as expired (state, lines, hold.expired rows); returns it as recorded. */
   /**
    * Holds on `petIds` past their expiry at `at` and not yet recorded, made expired records by a placement that is
    * about to count their units as free (docs/adr/0055-placements-record-the-expiries-they-count-on.md), as the sweeper
@@ -267,6 +266,7 @@ export class SqliteSelling implements SellingStore {
     for (const id of [...ids].sort()) this.#expire(this.#hold(id) as Hold, actor)
   }
 
+  /** Records an active hold past its expiry as expired (state, lines, hold.expired rows); returns it as recorded. */
   #expire (hold: Hold, actor: SellingActor): Hold {
     // It ended when it stopped counting, whenever the record of it is written.
     const endedAt = (hold.expiresAt ?? actor.at).toISOString()
