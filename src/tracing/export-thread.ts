@@ -200,6 +200,12 @@ export class ThreadSpanExporter implements SpanExporter {
     worker.on('error', (error) => {
       failure = `the export thread failed: ${error.message}`
       settle?.reject(error)
+      // A thread that could not make its exporter also throws, and this may come before its 'ready' message: no batch
+      // is sent to it meanwhile.
+      if (thread.started === false) {
+        this.#couldNotStart(thread)
+        this.#end(thread)
+      }
     })
     worker.on('exit', () => {
       if (this.#thread === thread) this.#thread = null
