@@ -71,13 +71,24 @@ export async function tempSchema (_t: TestContext): Promise<string> {
   return schema
 }
 
-/** A migrated PostgresStore in a fresh schema of the test database; closed after the test (the schema is dropped with the file's). */
+/**
+ * A migrated PostgresStore in a fresh schema of the test database (or in `options.schema`, one of tempSchema's); closed
+ * after the test (the schema is dropped with the file's).
+ */
 export async function tempPostgresStore (t: TestContext, options: PostgresOptions = {}): Promise<PostgresStore> {
-  const schema = await tempSchema(t)
+  const schema = options.schema ?? await tempSchema(t)
   const store = new PostgresStore(POSTGRES_URL, { ...options, schema })
   t.after(() => store.close())
   await store.schema.migrate()
   return store
+}
+
+/** A connection of the test's own to `schema` (a transaction holding locks beside a store's), ended after the test. */
+export async function schemaClient (t: TestContext, schema: string): Promise<pg.Client> {
+  const client = new pg.Client({ connectionString: POSTGRES_URL, options: `-c search_path=${schema}` })
+  await client.connect()
+  t.after(() => client.end())
+  return client
 }
 
 /**

@@ -10,7 +10,7 @@ import { StoreUnavailableError } from '../../src/errors.js'
 import { PostgresStore } from '../../src/store/postgres-store.js'
 import { MIGRATIONS } from '../../src/store/postgres/migrations.js'
 import { freePort } from '../cli/run.js'
-import { adminQuery, lockWaiters, POSTGRES_URL, requirePostgres, tempPostgresDatabase, tempSchema } from '../helpers/postgres.js'
+import { adminQuery, lockWaiters, POSTGRES_URL, requirePostgres, schemaClient, tempPostgresDatabase, tempPostgresStore, tempSchema } from '../helpers/postgres.js'
 import { waitFor } from '../helpers/wait.js'
 import { setStock, stockChange } from './helpers.js'
 import { importData } from '../../src/domain/import.js'
@@ -28,13 +28,9 @@ if (await requirePostgres('PostgreSQL store tests')) {
 
     test('when another instance is committing the same idempotency key, then a change waits for it and applies nothing if it commits', async (t) => {
       const schema = await tempSchema(t)
-      const store = new PostgresStore(POSTGRES_URL, { schema })
-      t.after(() => store.close())
-      await store.schema.migrate()
+      const store = await tempPostgresStore(t, { schema })
       await importData(store, { pets: [{ id: 1n, name: 'a', status: 'available', quantity: 5 }], orders: [] })
-      const other = new pg.Client({ connectionString: POSTGRES_URL, options: `-c search_path=${schema}` })
-      await other.connect()
-      t.after(() => other.end())
+      const other = await schemaClient(t, schema)
       const at = new Date('2026-11-23T12:00:00Z')
       const claim = { scope: 'key_a', key: 'k', fingerprint: 'fp', expiresAt: new Date(at.getTime() + 60_000) }
       const insert = `INSERT INTO idempotency_keys (scope, idempotency_key, fingerprint, entries, created_at, expires_at)
@@ -57,15 +53,11 @@ if (await requirePostgres('PostgreSQL store tests')) {
 
     test('when a writer that took its ledger id first commits last, then the feed serves both in commit order and misses neither', async (t) => {
       const schema = await tempSchema(t)
-      const store = new PostgresStore(POSTGRES_URL, { schema })
-      t.after(() => store.close())
-      await store.schema.migrate()
+      const store = await tempPostgresStore(t, { schema })
       await importData(store, { pets: [1, 2].map((id) => ({ id: BigInt(id), name: `p${id}`, status: 'available' as const, quantity: 5 })), orders: [] })
       const before = await store.stock.listChanges(null, 100)
       assert.equal(before.length, 2)
-      const slow = new pg.Client({ connectionString: POSTGRES_URL, options: `-c search_path=${schema}` })
-      await slow.connect()
-      t.after(() => slow.end())
+      const slow = await schemaClient(t, schema)
       try {
         // A writer that takes its ledger row (and its identity value) first, and commits last.
         await slow.query('BEGIN')
@@ -89,9 +81,7 @@ if (await requirePostgres('PostgreSQL store tests')) {
       await a.schema.migrate()
       await importData(a, { pets: [1, 2, 3].map((id) => ({ id: BigInt(id), name: `p${id}`, status: 'available' as const, quantity: 0 })), orders: [] })
       const start = (await a.stock.listChanges(null, 100)).at(-1)?.position ?? null
-      const locker = new pg.Client({ connectionString: POSTGRES_URL, options: `-c search_path=${schema}` })
-      await locker.connect()
-      t.after(() => locker.end())
+      const locker = await schemaClient(t, schema)
       try {
         await locker.query('BEGIN')
         await locker.query('SELECT 1 FROM inventory WHERE pet_id = 2 FOR UPDATE')
@@ -120,9 +110,7 @@ if (await requirePostgres('PostgreSQL store tests')) {
       await a.schema.migrate()
       await importData(a, { pets: [1, 2].map((id) => ({ id: BigInt(id), name: `p${id}`, status: 'available' as const, quantity: 10 })), orders: [] })
       const revision = (await a.stock.getStockEntry(1n))?.revision ?? 0n
-      const locker = new pg.Client({ connectionString: POSTGRES_URL, options: `-c search_path=${schema}` })
-      await locker.connect()
-      t.after(() => locker.end())
+      const locker = await schemaClient(t, schema)
       await locker.query('BEGIN')
       await locker.query('SELECT 1 FROM inventory WHERE pet_id = 1 FOR UPDATE')
       const at = new Date('2026-11-23T12:00:00Z')
@@ -163,11 +151,8 @@ if (await requirePostgres('PostgreSQL store tests')) {
     })
 
     test('when stock is changed while a large import writes the same pets, then neither deadlocks', async (t) => {
-      const schema = await tempSchema(t)
       // A long statement timeout: a PATCH may wait for the whole import (that is the point), never for a deadlock.
-      const store = new PostgresStore(POSTGRES_URL, { schema, poolSize: 6, statementTimeoutMs: 120_000 })
-      t.after(() => store.close())
-      await store.schema.migrate()
+      const store = await tempPostgresStore(t, { poolSize: 6, statementTimeoutMs: 120_000 })
       // Pets in the third chunk (5,000 pets a chunk) with stock, changed in a loop while the import writes them.
       const pets = Array.from({ length: 12_000 }, (_, i) => ({ id: BigInt(i + 1), name: `p${i}`, status: 'available' as const, quantity: 1 }))
       await importData(store, { pets: pets.slice(11_000), orders: [] })
@@ -191,9 +176,7 @@ if (await requirePostgres('PostgreSQL store tests')) {
 
     test('when an order placed through the API moves while an import bringing the same order id is under way, then neither deadlocks', async (t) => {
       const schema = await tempSchema(t)
-      const store = new PostgresStore(POSTGRES_URL, { schema, poolSize: 6, statementTimeoutMs: 20_000 })
-      t.after(() => store.close())
-      await store.schema.migrate()
+      const store = await tempPostgresStore(t, { schema, poolSize: 6, statementTimeoutMs: 20_000 })
       await importData(store, { pets: [3, 4].map((id) => ({ id: BigInt(id), name: `p${id}`, status: 'available' as const, quantity: 5 })), orders: [] })
       const at = new Date()
       const placed = await store.selling.placeHold({
@@ -203,9 +186,7 @@ if (await requirePostgres('PostgreSQL store tests')) {
       if (placed.status !== 'placed' || placed.order === undefined) assert.fail(`placed: ${placed.status}`)
       const orderId = placed.order.id
       // Another transaction holds pet 4's row: the import stops there, once it holds what it locks first.
-      const other = new pg.Client({ connectionString: POSTGRES_URL, options: `-c search_path=${schema}` })
-      await other.connect()
-      t.after(() => other.end())
+      const other = await schemaClient(t, schema)
       await other.query('BEGIN')
       await other.query('SELECT id FROM pets WHERE id = 4 FOR UPDATE')
       const imported = importData(store, {
@@ -224,9 +205,7 @@ if (await requirePostgres('PostgreSQL store tests')) {
 
     test('when a lapsed hold\'s row is held by another transaction, then a placement counts its units as held and does not wait for it', async (t) => {
       const schema = await tempSchema(t)
-      const store = new PostgresStore(POSTGRES_URL, { schema, statementTimeoutMs: 20_000 })
-      t.after(() => store.close())
-      await store.schema.migrate()
+      const store = await tempPostgresStore(t, { schema, statementTimeoutMs: 20_000 })
       await importData(store, { pets: [{ id: 1n, name: 'p1', status: 'available', quantity: 1 }], orders: [] })
       const at = new Date('2026-11-27T12:00:00Z')
       const hold = (id: string, placedAt: Date, expiresAt: Date) => ({
@@ -235,9 +214,7 @@ if (await requirePostgres('PostgreSQL store tests')) {
       })
       assert.equal((await store.selling.placeHold(hold('hold_aaaaaaaaaaaaaaaaaaaa', at, new Date(at.getTime() + 60_000)))).status, 'placed')
       // A confirmation of the lapsed hold that read its instant before the expiry, and holds its row while it waits.
-      const other = new pg.Client({ connectionString: POSTGRES_URL, options: `-c search_path=${schema}` })
-      await other.connect()
-      t.after(() => other.end())
+      const other = await schemaClient(t, schema)
       await other.query('BEGIN')
       await other.query("SELECT id FROM holds WHERE id = 'hold_aaaaaaaaaaaaaaaaaaaa' FOR UPDATE")
       const later = new Date(at.getTime() + 120_000)
@@ -251,9 +228,7 @@ if (await requirePostgres('PostgreSQL store tests')) {
 
     test('when a placement records a lapsed hold that also holds other pets, then it writes their events under their locks, or leaves the hold counted', async (t) => {
       const schema = await tempSchema(t)
-      const store = new PostgresStore(POSTGRES_URL, { schema, statementTimeoutMs: 20_000 })
-      t.after(() => store.close())
-      await store.schema.migrate()
+      const store = await tempPostgresStore(t, { schema, statementTimeoutMs: 20_000 })
       await importData(store, { pets: [{ id: 1n, name: 'p1', status: 'available', quantity: 1 }, { id: 2n, name: 'p2', status: 'available', quantity: 5 }], orders: [] })
       const at = new Date('2026-11-27T12:00:00Z')
       const later = new Date(at.getTime() + 120_000)
@@ -265,9 +240,7 @@ if (await requirePostgres('PostgreSQL store tests')) {
       const a = await store.selling.placeHold({ ...hold('hold_aaaaaaaaaaaaaaaaaaaa', 'quota_a', 1n), lines: [{ petId: 1n, quantity: 1 }, { petId: 2n, quantity: 1 }],
         expiresAt: new Date(at.getTime() + 60_000), at })
       assert.equal(a.status, 'placed')
-      const other = new pg.Client({ connectionString: POSTGRES_URL, options: `-c search_path=${schema}` })
-      await other.connect()
-      t.after(() => other.end())
+      const other = await schemaClient(t, schema)
 
       // Pet 2's entry held elsewhere: a placement on pet 1 cannot write A's pet-2 event with its figures, so it leaves A
       // unrecorded and counts its unit of pet 1 as held.
@@ -310,13 +283,9 @@ if (await requirePostgres('PostgreSQL store tests')) {
 
     test('when a statement waits past the statement timeout, then it fails as StoreUnavailableError and changes nothing', async (t) => {
       const schema = await tempSchema(t)
-      const store = new PostgresStore(POSTGRES_URL, { schema, statementTimeoutMs: 200 })
-      t.after(() => store.close())
-      await store.schema.migrate()
+      const store = await tempPostgresStore(t, { schema, statementTimeoutMs: 200 })
       await importData(store, { pets: [{ id: 1n, name: 'a', status: 'available', quantity: 1 }], orders: [] })
-      const locker = new pg.Client({ connectionString: POSTGRES_URL, options: `-c search_path=${schema}` })
-      await locker.connect()
-      t.after(() => locker.end())
+      const locker = await schemaClient(t, schema)
       await locker.query('BEGIN')
       await locker.query('LOCK TABLE inventory IN ACCESS EXCLUSIVE MODE')
       const started = Date.now()
