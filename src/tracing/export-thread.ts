@@ -9,8 +9,8 @@
  * The thread starts with the exporter, which says whether it could make its exporter (`ready`: a setting the exporter
  * refuses stops the start, as it did when the exporter was made here). It keeps the process alive only while it owes
  * an answer (a start, a batch, a flush, a shutdown), each bounded by the exporter's timeout: an idle thread never
- * holds a stopping process, whether or not the SDK got as far as shutting it down. A thread that ends fails the batches it held, and the next batch starts another, no sooner than a backoff
- * after one that could not start. A batch that cannot reach the thread whole ends it too: the thread and this side
+ * holds a stopping process, whether or not the SDK got as far as shutting it down. A thread that ends fails the
+ * batches it held, and the next batch starts another, no sooner than a backoff after one that could not start. A batch that cannot reach the thread whole ends it too: the thread and this side
  * must agree on the resources and scopes already sent.
  */
 import { diag } from '@opentelemetry/api'
@@ -155,12 +155,16 @@ export class ThreadSpanExporter implements SpanExporter {
     return answered
   }
 
-  /** A thread that never made its exporter: the next one waits, longer each time, so a setting it refuses costs little. */
+  /**
+   * A thread that never made its exporter (nothing once it has): it is ended, and the next one waits, longer each time,
+   * so a setting the exporter refuses costs little.
+   */
   #couldNotStart (thread: Thread): void {
     if (thread.started !== false) return
     thread.started = 'failed'
     this.#backoffMs = Math.min(this.#backoffMs === 0 ? RESTART_BACKOFF_MS.first : this.#backoffMs * 2, RESTART_BACKOFF_MS.last)
     this.#notBefore = Date.now() + this.#backoffMs
+    this.#end(thread)
   }
 
   /** Ends a thread that can no longer be trusted; the next batch starts another. */
@@ -187,7 +191,6 @@ export class ThreadSpanExporter implements SpanExporter {
           failure = `the export thread could not make its exporter: ${message.error}`
           settle?.reject(new Error(message.error))
           this.#couldNotStart(thread)
-          this.#end(thread)
         }
         return
       }
@@ -202,10 +205,7 @@ export class ThreadSpanExporter implements SpanExporter {
       settle?.reject(error)
       // A thread that could not make its exporter also throws, and this may come before its 'ready' message: no batch
       // is sent to it meanwhile.
-      if (thread.started === false) {
-        this.#couldNotStart(thread)
-        this.#end(thread)
-      }
+      this.#couldNotStart(thread)
     })
     worker.on('exit', () => {
       if (this.#thread === thread) this.#thread = null

@@ -22,12 +22,12 @@ export interface SellingOrderRow {
  * (2^63 - 1), the smallest free id from 1.
  */
 export const NEXT_ORDER_ID_SQL = `SELECT CASE
-    WHEN (SELECT max(id) FROM orders) IS NULL THEN 1
-    WHEN (SELECT max(id) FROM orders) < 9223372036854775807 THEN (SELECT max(id) FROM orders) + 1
+    WHEN top.id IS NULL THEN 1
+    WHEN top.id < 9223372036854775807 THEN top.id + 1
     WHEN NOT EXISTS (SELECT 1 FROM orders WHERE id = 1) THEN 1
     ELSE (SELECT min(n.id) + 1 FROM orders n WHERE n.id >= 1 AND n.id < 9223372036854775807
       AND NOT EXISTS (SELECT 1 FROM orders m WHERE m.id = n.id + 1))
-  END`
+  END FROM (SELECT max(id) AS id FROM orders) AS top`
 
 /** The columns each mapper reads, in one place for both stores' queries. */
 export const HOLD_COLUMNS = 'h.id, h.quota_id, h.key_id, h.reference, h.state, h.created_at, h.expires_at, h.ended_at, h.order_id'
